@@ -1,0 +1,45 @@
+/* Shared vocabulary of db/: the status every workflow and query reports, the error that carries
+ * SQLSTATE and message, and named prepared statements. Knows nothing of HTTP. */
+#ifndef DB_DB_H
+#define DB_DB_H
+
+#include <libpq-fe.h>
+
+enum db_status {
+    DB_OK = 0,           /* done (for db_tx_run: committed) */
+    DB_ABORTED,          /* the workflow chose to roll back; its verdict is in its own result */
+    DB_ERR_RETRY,        /* serialization failure or deadlock (40001, 40P01): run again */
+    DB_ERR_UNAVAILABLE,  /* the database cannot be reached, or the connection broke */
+    DB_ERR_POOL_TIMEOUT, /* no pooled connection came free within the acquire timeout */
+    DB_ERR_TIMEOUT,      /* statement or lock timeout (57014, 55P03) */
+    DB_ERR_HARD          /* anything else; SQLSTATE and message in struct db_error */
+};
+
+struct db_error {
+    char sqlstate[6];
+    char message[512];
+};
+
+/* A named prepared statement. Defined once, static, next to the workflow that uses it; prepared
+ * lazily on each connection the first time it runs there. */
+struct db_stmt {
+    const char *name;
+    const char *sql;
+    int nparams;
+};
+
+struct db_conn;
+
+/* Runs a prepared statement with text parameters (NULL = SQL NULL). On DB_OK *out holds the
+ * result (PQclear it; out may be NULL to discard); otherwise *out is NULL and err says why. */
+enum db_status db_query(struct db_conn *c, const struct db_stmt *st, const char *const *params,
+                        PGresult **out, struct db_error *err);
+/* Runs SQL without parameters (BEGIN, SET, DDL). Same reporting as db_query. */
+enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err);
+/* Sets err from a printf-like message, with SQLSTATE "" (a non-database failure). */
+void db_error_set(struct db_error *err, const char *sqlstate, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Name of a status, for logs. */
+const char *db_status_name(enum db_status s);
+
+#endif

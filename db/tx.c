@@ -1,0 +1,187 @@
+/* Query execution, error classification and the transaction runner (see tx.h and db.h). */
+#include "db/tx.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db/internal.h"
+
+static atomic_uint_fast64_t tx_commits, tx_rollbacks, tx_retries, tx_failures;
+
+void db_error_set(struct db_error *err, const char *sqlstate, const char *fmt, ...)
+{
+    if (err == NULL)
+        return;
+    snprintf(err->sqlstate, sizeof(err->sqlstate), "%s", sqlstate);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    size_t n = strlen(err->message);
+    while (n > 0 && (err->message[n - 1] == '\n' || err->message[n - 1] == ' '))
+        err->message[--n] = '\0';
+}
+
+const char *db_status_name(enum db_status s)
+{
+    static const char *const names[] = {"ok",          "aborted", "retry", "unavailable",
+                                        "pool_timeout", "timeout", "error"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? PQresultErrorMessage(res) : "";
+    if (msg == NULL || msg[0] == '\0')
+        msg = PQerrorMessage(c->pg);
+    db_error_set(err, state ? state : "", "%s", msg);
+    if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
+        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
+        strcmp(state, "57P03") == 0) {
+        c->broken = 1;
+        return DB_ERR_UNAVAILABLE;
+    }
+    if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
+        return DB_ERR_RETRY;
+    if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
+        return DB_ERR_TIMEOUT;
+    return DB_ERR_HARD;
+}
+
+static int ok_result(const PGresult *res)
+{
+    ExecStatusType t = PQresultStatus(res);
+    return t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK;
+}
+
+enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err)
+{
+    PGresult *res = PQexec(c->pg, sql);
+    enum db_status st = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+    PQclear(res);
+    return st;
+}
+
+/* Prepares st on c unless it already is. */
+static enum db_status ensure_prepared(struct db_conn *c, const struct db_stmt *st,
+                                      struct db_error *err)
+{
+    for (size_t i = 0; i < c->nprepared; i++)
+        if (c->prepared[i] == st)
+            return DB_OK;
+    if (c->nprepared == c->capprepared) {
+        size_t cap = c->capprepared ? c->capprepared * 2 : 16;
+        const struct db_stmt **grown = realloc(c->prepared, cap * sizeof(*grown));
+        if (grown == NULL) {
+            db_error_set(err, "", "out of memory");
+            return DB_ERR_HARD;
+        }
+        c->prepared = grown;
+        c->capprepared = cap;
+    }
+    PGresult *res = PQprepare(c->pg, st->name, st->sql, st->nparams, NULL);
+    enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+    PQclear(res);
+    if (s == DB_OK)
+        c->prepared[c->nprepared++] = st;
+    return s;
+}
+
+enum db_status db_query(struct db_conn *c, const struct db_stmt *st, const char *const *params,
+                        PGresult **out, struct db_error *err)
+{
+    if (out != NULL)
+        *out = NULL;
+    enum db_status s = ensure_prepared(c, st, err);
+    if (s != DB_OK)
+        return s;
+    PGresult *res = PQexecPrepared(c->pg, st->name, st->nparams, params, NULL, NULL, 0);
+    if (res == NULL || !ok_result(res)) {
+        s = db_classify(c, res, err);
+        PQclear(res);
+        return s;
+    }
+    if (out != NULL)
+        *out = res;
+    else
+        PQclear(res);
+    return DB_OK;
+}
+
+static void backoff(int attempt)
+{
+    /* 1-4 ms times the attempt, jittered, so two retrying transactions drift apart */
+    unsigned seed = (unsigned)clock();
+    long ms = attempt * (1 + (long)(rand_r(&seed) % 4));
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* One attempt: BEGIN, workflow, COMMIT or ROLLBACK on connection c. */
+static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_workflow_fn fn,
+                                 void *arg, int *at_begin, struct db_error *err)
+{
+    static const char *const begin[] = {
+        "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ", "BEGIN ISOLATION LEVEL SERIALIZABLE"};
+    enum db_status st = db_exec(c, begin[iso], err);
+    *at_begin = st != DB_OK;
+    if (st != DB_OK)
+        return st;
+    st = fn(c, arg, err);
+    if (st == DB_OK) {
+        st = db_exec(c, "COMMIT", err);
+        if (st == DB_OK)
+            atomic_fetch_add(&tx_commits, 1);
+        return st;
+    }
+    struct db_error ignored;
+    if (!c->broken)
+        db_exec(c, "ROLLBACK", &ignored);
+    atomic_fetch_add(&tx_rollbacks, 1);
+    return st;
+}
+
+enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn,
+                         void *arg, struct db_error *err)
+{
+    enum db_status st = DB_ERR_RETRY;
+    int replaced = 0;
+    for (int attempt = 1; attempt <= DB_TX_MAX_ATTEMPTS; attempt++) {
+        struct db_conn *c = NULL;
+        st = db_pool_acquire(pool, &c, err);
+        if (st != DB_OK)
+            break;
+        int at_begin = 0;
+        st = tx_attempt(c, iso, fn, arg, &at_begin, err);
+        int broke_at_begin = st == DB_ERR_UNAVAILABLE && at_begin;
+        db_pool_release(c);
+        if (broke_at_begin && !replaced) {
+            /* BEGIN on a connection the server had closed: nothing ran; use a fresh one */
+            replaced = 1;
+            attempt--;
+            continue;
+        }
+        if (st != DB_ERR_RETRY)
+            break;
+        if (attempt < DB_TX_MAX_ATTEMPTS) {
+            atomic_fetch_add(&tx_retries, 1);
+            backoff(attempt);
+        }
+    }
+    if (st != DB_OK && st != DB_ABORTED)
+        atomic_fetch_add(&tx_failures, 1);
+    return st;
+}
+
+void db_tx_get_stats(struct db_tx_stats *out)
+{
+    out->commits = atomic_load(&tx_commits);
+    out->rollbacks = atomic_load(&tx_rollbacks);
+    out->retries = atomic_load(&tx_retries);
+    out->failures = atomic_load(&tx_failures);
+}

@@ -1,0 +1,35 @@
+/* Transactions: db_tx_run takes a pooled connection, runs BEGIN, the workflow and COMMIT, and
+ * retries serialization failures and deadlocks a bounded number of times. Every workflow in db/
+ * runs through it; what a workflow does belongs to its own file. */
+#ifndef DB_TX_H
+#define DB_TX_H
+
+#include <stdint.h>
+
+#include "db/db.h"
+#include "db/pool.h"
+
+#define DB_TX_MAX_ATTEMPTS 5
+
+enum db_isolation { DB_READ_COMMITTED, DB_REPEATABLE_READ, DB_SERIALIZABLE };
+
+/* A workflow: the statements of one transaction. It may run several times (after 40001/40P01),
+ * so it must reset whatever it reports through arg at its start. Returns DB_OK to commit,
+ * DB_ABORTED to roll back without error, or the failing query's status. */
+typedef enum db_status (*db_workflow_fn)(struct db_conn *c, void *arg, struct db_error *err);
+
+/* Runs fn in one transaction. DB_OK means committed. DB_ERR_RETRY means the transaction still
+ * conflicted after DB_TX_MAX_ATTEMPTS. A connection that turns out broken at BEGIN is replaced
+ * once (nothing has run yet, so that is safe); a failure at COMMIT is reported, never retried. */
+enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn,
+                         void *arg, struct db_error *err);
+
+struct db_tx_stats {
+    uint64_t commits;
+    uint64_t rollbacks;
+    uint64_t retries;  /* attempts repeated after 40001/40P01 */
+    uint64_t failures; /* transactions that ended in an error status */
+};
+void db_tx_get_stats(struct db_tx_stats *out);
+
+#endif

@@ -1,0 +1,116 @@
+/* Operations routes: /healthz (process alive), /readyz (database reachable, schema current),
+ * /metrics (Prometheus text) and /openapi.json (the embedded document). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db/pool.h"
+#include "db/schema.h"
+#include "db/tx.h"
+#include "routes/routes.h"
+#include "service/app.h"
+#include "service/metrics.h"
+#include "service/openapi.h"
+
+#ifndef ROWLOCK_VERSION
+#define ROWLOCK_VERSION "dev"
+#endif
+
+enum svc_outcome route_healthz(struct svc_request *req)
+{
+    return svc_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+enum svc_outcome route_readyz(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    struct db_error err = {{0}, {0}};
+    int version = 0;
+    enum db_status st = db_schema_version(app->pool, &version, &err);
+    if (st != DB_OK) {
+        if (st == DB_ERR_HARD)
+            return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
+                                     "cannot read the schema version: %s", err.message);
+        return route_db_problem(req, st, &err);
+    }
+    if (version != DB_SCHEMA_VERSION)
+        return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
+                                 "the database holds schema version %d; this build needs %d",
+                                 version, DB_SCHEMA_VERSION);
+    return svc_reply_json(req, 200,
+                          json_pack("{s:s, s:i}", "status", "ready", "schema_version", version));
+}
+
+static void render_pool(struct svc_buf *b, struct db_pool *pool)
+{
+    struct db_pool_stats ps;
+    db_pool_get_stats(pool, &ps);
+    struct {
+        const char *name, *type, *help;
+        double value;
+    } rows[] = {
+        {"rowlock_db_pool_size", "gauge", "Connections the pool may hold", ps.size},
+        {"rowlock_db_pool_in_use", "gauge", "Connections lent out now", ps.in_use},
+        {"rowlock_db_pool_connected", "gauge", "Connections open now", ps.connected},
+        {"rowlock_db_pool_acquires_total", "counter", "Connection acquires", (double)ps.acquires},
+        {"rowlock_db_pool_acquire_waits_total", "counter",
+         "Acquires that found no free connection and waited", (double)ps.waits},
+        {"rowlock_db_pool_acquire_timeouts_total", "counter",
+         "Acquires that gave up after the acquire timeout (answered 503)", (double)ps.timeouts},
+        {"rowlock_db_pool_connects_total", "counter", "Connections opened, first and reopened",
+         (double)ps.connects},
+        {"rowlock_db_pool_connect_failures_total", "counter", "Failed connection attempts",
+         (double)ps.connect_failures},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
+        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
+    }
+}
+
+static void render_tx(struct svc_buf *b)
+{
+    struct db_tx_stats ts;
+    db_tx_get_stats(&ts);
+    svc_metrics_family(b, "rowlock_db_transactions_total", "counter",
+                       "Database transactions by outcome");
+    svc_metrics_sample(b, "rowlock_db_transactions_total", "outcome=\"commit\"",
+                       (double)ts.commits);
+    svc_metrics_sample(b, "rowlock_db_transactions_total", "outcome=\"rollback\"",
+                       (double)ts.rollbacks);
+    svc_metrics_family(b, "rowlock_db_transaction_retries_total", "counter",
+                       "Transaction attempts repeated after a serialization failure or deadlock");
+    svc_metrics_sample(b, "rowlock_db_transaction_retries_total", NULL, (double)ts.retries);
+    svc_metrics_family(b, "rowlock_db_transaction_failures_total", "counter",
+                       "Transactions that ended in a database error");
+    svc_metrics_sample(b, "rowlock_db_transaction_failures_total", NULL, (double)ts.failures);
+}
+
+enum svc_outcome route_metrics(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    struct svc_buf b;
+    svc_buf_init(&b, 64 * 1024 * 1024);
+    svc_metrics_render_http(&b);
+    render_pool(&b, app->pool);
+    render_tx(&b);
+    svc_metrics_family(&b, "rowlock_build_info", "gauge", "Build of this rowlock process");
+    svc_metrics_sample(&b, "rowlock_build_info", "version=\"" ROWLOCK_VERSION "\"", 1);
+    svc_metrics_family(&b, "rowlock_process_start_time_seconds", "gauge",
+                       "Start time of the process since the Unix epoch");
+    svc_metrics_sample(&b, "rowlock_process_start_time_seconds", NULL, (double)app->started_at);
+    size_t len = 0;
+    char *text = svc_buf_steal(&b, &len);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot render metrics");
+    return svc_reply_raw(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+enum svc_outcome route_openapi(struct svc_request *req)
+{
+    char *copy = malloc(svc_openapi_json_len + 1);
+    if (copy == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    memcpy(copy, svc_openapi_json, svc_openapi_json_len + 1);
+    return svc_reply_raw(req, 200, "application/json", copy, svc_openapi_json_len);
+}

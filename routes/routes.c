@@ -1,0 +1,39 @@
+/* The route table: every REST route with its handler, required scope and body type. The OpenAPI
+ * document must list exactly these (tests/unit/routes/test_openapi.c checks). Also the shared
+ * mapping from db/ statuses to problem responses. */
+#include "routes/routes.h"
+
+#include "service/log.h"
+
+const struct svc_route routes_table[] = {
+    {"GET", "/healthz", route_healthz, SVC_SCOPE_OPS, SVC_BODY_NONE},
+    {"GET", "/readyz", route_readyz, SVC_SCOPE_OPS, SVC_BODY_NONE},
+    {"GET", "/metrics", route_metrics, SVC_SCOPE_OPS, SVC_BODY_NONE},
+    {"GET", "/openapi.json", route_openapi, SVC_SCOPE_OPS, SVC_BODY_NONE},
+};
+
+const size_t routes_count = sizeof(routes_table) / sizeof(routes_table[0]);
+
+enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
+                                  const struct db_error *err)
+{
+    switch (st) {
+    case DB_ERR_POOL_TIMEOUT:
+        return svc_reply_problem(req, SVC_P_POOL_EXHAUSTED, "%s", err->message);
+    case DB_ERR_UNAVAILABLE:
+        return svc_reply_problem(req, SVC_P_DATABASE_UNAVAILABLE, "%s", err->message);
+    case DB_ERR_TIMEOUT:
+        return svc_reply_problem(req, SVC_P_DATABASE_TIMEOUT, "%s", err->message);
+    case DB_ERR_RETRY:
+        return svc_reply_problem(req, SVC_P_DATABASE_BUSY,
+                                 "the transaction kept conflicting with concurrent ones: %s",
+                                 err->message);
+    default:
+        svc_log(SVC_LOG_ERROR, "database error", "request_id", svc_req_id(req), "sqlstate",
+                err->sqlstate, "detail", err->message, NULL);
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR,
+                                 "unexpected database error (SQLSTATE %s); see the log for "
+                                 "request %s",
+                                 err->sqlstate[0] ? err->sqlstate : "none", svc_req_id(req));
+    }
+}

@@ -1,0 +1,20 @@
+/* What every handler can reach through svc_req_app: configuration, the database pool and the
+ * authentication set. Built and owned by main; handlers only read it. */
+#ifndef SVC_APP_H
+#define SVC_APP_H
+
+#include <time.h>
+
+#include "service/auth.h"
+#include "service/config.h"
+
+struct db_pool;
+
+struct svc_app {
+    const struct svc_config *config;
+    struct db_pool *pool;
+    const struct svc_auth *auth; /* NULL: running open */
+    time_t started_at;
+};
+
+#endif

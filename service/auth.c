@@ -1,0 +1,165 @@
+/* Token file parsing and constant-time digest comparison (see auth.h). Tokens themselves are
+ * never kept in memory after loading: only their SHA-256 digests. */
+#include "service/auth.h"
+
+#include <ctype.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DIGEST_LEN 32
+
+struct auth_token {
+    unsigned char digest[DIGEST_LEN];
+    unsigned scopes;
+};
+
+struct svc_auth {
+    struct auth_token *tokens;
+    size_t n;
+};
+
+static int digest(const char *token, size_t len, unsigned char out[DIGEST_LEN])
+{
+    unsigned int outlen = 0;
+    return EVP_Digest(token, len, out, &outlen, EVP_sha256(), NULL) == 1 ? 0 : -1;
+}
+
+static int scope_bits(const char *word, unsigned *bits)
+{
+    static const struct {
+        const char *name;
+        unsigned bits;
+    } names[] = {
+        {"read", SVC_SCOPE_BIT(SVC_SCOPE_READ) | SVC_SCOPE_BIT(SVC_SCOPE_OPS)},
+        {"write", SVC_SCOPE_BIT(SVC_SCOPE_WRITE)},
+        {"work", SVC_SCOPE_BIT(SVC_SCOPE_WORK)},
+        {"admin", ~0u},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(word, names[i].name) == 0) {
+            *bits |= names[i].bits;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Parses one non-comment line into t. Returns 0, or -1 with a reason in *why. */
+static int parse_line(char *line, struct auth_token *t, const char **why)
+{
+    const char *sep = " \t,\r\n";
+    char *save = NULL;
+    char *token = strtok_r(line, sep, &save);
+    if (strlen(token) < 16) {
+        *why = "token shorter than 16 characters";
+        return -1;
+    }
+    t->scopes = 0;
+    for (char *w = strtok_r(NULL, sep, &save); w != NULL; w = strtok_r(NULL, sep, &save)) {
+        if (scope_bits(w, &t->scopes) != 0) {
+            *why = "unknown scope (expected read, write, work or admin)";
+            return -1;
+        }
+    }
+    if (t->scopes == 0) {
+        *why = "token without scopes";
+        return -1;
+    }
+    if (digest(token, strlen(token), t->digest) != 0) {
+        *why = "cannot compute SHA-256";
+        return -1;
+    }
+    OPENSSL_cleanse(token, strlen(token));
+    return 0;
+}
+
+struct svc_auth *svc_auth_load(const char *path, FILE *err)
+{
+    struct svc_auth *a = calloc(1, sizeof(*a));
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, alloc = 0;
+    if (a == NULL || f == NULL) {
+        fprintf(err, "rowlock: cannot read tokens file %s\n", path);
+        goto fail;
+    }
+    while (getline(&line, &cap, f) > 0) {
+        lineno++;
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '\0' || *p == '#')
+            continue;
+        if (a->n == alloc) {
+            alloc = alloc ? alloc * 2 : 8;
+            struct auth_token *grown = realloc(a->tokens, alloc * sizeof(*grown));
+            if (grown == NULL)
+                goto fail;
+            a->tokens = grown;
+        }
+        const char *why = NULL;
+        if (parse_line(p, &a->tokens[a->n], &why) != 0) {
+            fprintf(err, "rowlock: tokens file %s line %zu: %s\n", path, lineno, why);
+            goto fail;
+        }
+        a->n++;
+    }
+    if (a->n == 0) {
+        fprintf(err, "rowlock: tokens file %s holds no tokens\n", path);
+        goto fail;
+    }
+    if (line != NULL)
+        OPENSSL_cleanse(line, cap);
+    free(line);
+    fclose(f);
+    return a;
+fail:
+    if (line != NULL)
+        OPENSSL_cleanse(line, cap);
+    free(line);
+    if (f != NULL)
+        fclose(f);
+    svc_auth_free(a);
+    return NULL;
+}
+
+void svc_auth_free(struct svc_auth *a)
+{
+    if (a == NULL)
+        return;
+    free(a->tokens);
+    free(a);
+}
+
+size_t svc_auth_count(const struct svc_auth *a)
+{
+    return a ? a->n : 0;
+}
+
+enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
+                                    enum svc_scope scope)
+{
+    if (authorization == NULL)
+        return SVC_AUTH_MISSING;
+    if (strncasecmp(authorization, "Bearer ", 7) != 0)
+        return SVC_AUTH_INVALID;
+    const char *token = authorization + 7;
+    while (*token == ' ')
+        token++;
+    unsigned char d[DIGEST_LEN];
+    if (*token == '\0' || digest(token, strlen(token), d) != 0)
+        return SVC_AUTH_INVALID;
+    unsigned scopes = 0;
+    int found = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        int same = CRYPTO_memcmp(d, a->tokens[i].digest, DIGEST_LEN) == 0;
+        found |= same;
+        scopes |= same ? a->tokens[i].scopes : 0;
+    }
+    if (!found)
+        return SVC_AUTH_INVALID;
+    return (scopes & SVC_SCOPE_BIT(scope)) ? SVC_AUTH_OK : SVC_AUTH_FORBIDDEN;
+}

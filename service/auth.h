@@ -1,0 +1,31 @@
+/* Bearer-token authentication: tokens and their scopes loaded from a file, stored only as
+ * SHA-256 digests and compared in constant time. Deciding which scope a route needs belongs
+ * to the route table; writing 401/403 belongs to http.c. */
+#ifndef SVC_AUTH_H
+#define SVC_AUTH_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "service/router.h"
+
+#define SVC_SCOPE_BIT(s) (1u << (s))
+
+struct svc_auth;
+
+/* Loads the tokens file: one token per line followed by its scopes (read, write, work, admin),
+ * separated by spaces or commas; blank lines and lines starting with '#' are ignored; tokens are
+ * at least 16 characters. admin grants every scope. Returns a new set (svc_auth_free it), or
+ * NULL after writing the file, line and reason to err. */
+struct svc_auth *svc_auth_load(const char *path, FILE *err);
+void svc_auth_free(struct svc_auth *a);
+size_t svc_auth_count(const struct svc_auth *a);
+
+enum svc_auth_result { SVC_AUTH_OK, SVC_AUTH_MISSING, SVC_AUTH_INVALID, SVC_AUTH_FORBIDDEN };
+
+/* Checks an Authorization header value (may be NULL) for the scope. Every stored digest is
+ * compared, whatever matches, so timing does not depend on which token was presented. */
+enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
+                                    enum svc_scope scope);
+
+#endif

@@ -1,0 +1,132 @@
+/* Bounded growable buffers and JSON string escaping (see buf.h).
+ * Callers own the struct; the storage belongs to the buffer until stolen. */
+#include "service/buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void svc_buf_init(struct svc_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max;
+}
+
+void svc_buf_free(struct svc_buf *b)
+{
+    if (b == NULL)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+static int buf_reserve(struct svc_buf *b, size_t extra)
+{
+    if (extra > b->max || b->len > b->max - extra)
+        return -1;
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (p == NULL)
+        return -1;
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int svc_buf_append(struct svc_buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n) != 0)
+        return -1;
+    if (n > 0)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int svc_buf_puts(struct svc_buf *b, const char *s)
+{
+    return svc_buf_append(b, s, strlen(s));
+}
+
+int svc_buf_vprintf(struct svc_buf *b, const char *fmt, va_list ap)
+{
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (n < 0 || buf_reserve(b, (size_t)n) != 0)
+        return -1;
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int svc_buf_printf(struct svc_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = svc_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int svc_buf_json_string(struct svc_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t start = b->len;
+    int rc = svc_buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; rc == 0 && *p; p++) {
+        char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
+        size_t n = 2;
+        switch (*p) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            if (*p < 0x20) {
+                esc[1] = 'u';
+                esc[2] = '0';
+                esc[3] = '0';
+                esc[4] = hex[*p >> 4];
+                esc[5] = hex[*p & 15];
+                n = 6;
+            } else {
+                esc[0] = (char)*p;
+                n = 1;
+            }
+        }
+        rc = svc_buf_append(b, esc, n);
+    }
+    if (rc == 0)
+        rc = svc_buf_append(b, "\"", 1);
+    if (rc != 0 && b->data != NULL) {
+        b->len = start;
+        b->data[start] = '\0';
+    }
+    return rc;
+}
+
+char *svc_buf_steal(struct svc_buf *b, size_t *len)
+{
+    if (b->data == NULL && svc_buf_append(b, "", 0) != 0)
+        return NULL;
+    char *p = b->data;
+    if (len != NULL)
+        *len = b->len;
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    return p;
+}

@@ -1,0 +1,245 @@
+/* The configuration table and its parser (see config.h). Adding a setting means adding one row
+ * to config_table; --help, --config-markdown (the README table) and validation follow from it. */
+#include "service/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum cfg_type { CFG_STRING, CFG_INT, CFG_BOOL, CFG_LEVEL };
+
+struct cfg_key {
+    const char *flag; /* --flag; also the key's name */
+    const char *env;
+    enum cfg_type type;
+    const char *def;
+    long min, max; /* CFG_INT bounds, inclusive */
+    size_t offset;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct svc_config, f)
+
+static const struct cfg_key config_table[] = {
+    {"database-url", "ROWLOCK_DATABASE_URL", CFG_STRING, "postgresql:///rowlock", 0, 0,
+     OFF(database_url), "libpq connection string or URI of the PostgreSQL database"},
+    {"listen-address", "ROWLOCK_LISTEN_ADDRESS", CFG_STRING, "0.0.0.0", 0, 0, OFF(listen_address),
+     "IPv4 address to listen on"},
+    {"port", "ROWLOCK_PORT", CFG_INT, "8080", 0, 65535, OFF(port),
+     "TCP port to listen on (0 picks a free port, logged at startup)"},
+    {"threads", "ROWLOCK_THREADS", CFG_INT, "8", 1, 256, OFF(threads),
+     "HTTP server threads (epoll thread pool)"},
+    {"pool-size", "ROWLOCK_POOL_SIZE", CFG_INT, "16", 1, 1000, OFF(pool_size),
+     "PostgreSQL connections in the pool (keep it at least the thread count)"},
+    {"pool-acquire-timeout-ms", "ROWLOCK_POOL_ACQUIRE_TIMEOUT_MS", CFG_INT, "2000", 1, 600000,
+     OFF(pool_acquire_timeout_ms), "wait for a free connection before answering 503"},
+    {"statement-timeout-ms", "ROWLOCK_STATEMENT_TIMEOUT_MS", CFG_INT, "5000", 1, 3600000,
+     OFF(statement_timeout_ms), "statement_timeout set on every connection"},
+    {"db-connect-timeout-s", "ROWLOCK_DB_CONNECT_TIMEOUT_S", CFG_INT, "5", 2, 300,
+     OFF(db_connect_timeout_s), "timeout of one connection attempt"},
+    {"db-startup-wait-s", "ROWLOCK_DB_STARTUP_WAIT_S", CFG_INT, "60", 0, 3600,
+     OFF(db_startup_wait_s), "how long startup waits for the database to come up"},
+    {"body-limit", "ROWLOCK_BODY_LIMIT", CFG_INT, "1048576", 1024, 1073741824, OFF(body_limit),
+     "largest request body in bytes (413 above)"},
+    {"url-limit", "ROWLOCK_URL_LIMIT", CFG_INT, "8192", 256, 32768, OFF(url_limit),
+     "longest request target in bytes (414 above)"},
+    {"header-limit", "ROWLOCK_HEADER_LIMIT", CFG_INT, "16384", 1024, 32768, OFF(header_limit),
+     "largest total size of request headers in bytes (431 above)"},
+    {"json-max-depth", "ROWLOCK_JSON_MAX_DEPTH", CFG_INT, "32", 2, 1000, OFF(json_max_depth),
+     "deepest nesting of arrays and objects accepted in a JSON body"},
+    {"connection-timeout-s", "ROWLOCK_CONNECTION_TIMEOUT_S", CFG_INT, "30", 1, 3600,
+     OFF(connection_timeout_s), "idle HTTP connections are closed after this"},
+    {"connection-limit", "ROWLOCK_CONNECTION_LIMIT", CFG_INT, "4096", 1, 1000000,
+     OFF(connection_limit), "most concurrent HTTP connections"},
+    {"per-ip-connection-limit", "ROWLOCK_PER_IP_CONNECTION_LIMIT", CFG_INT, "2048", 1, 1000000,
+     OFF(per_ip_connection_limit), "most concurrent HTTP connections from one address"},
+    {"drain-timeout-s", "ROWLOCK_DRAIN_TIMEOUT_S", CFG_INT, "30", 0, 3600, OFF(drain_timeout_s),
+     "on SIGTERM, how long in-flight requests may take to finish"},
+    {"tokens-file", "ROWLOCK_TOKENS_FILE", CFG_STRING, "", 0, 0, OFF(tokens_file),
+     "file of bearer tokens with scopes; empty runs the service open"},
+    {"open-ops", "ROWLOCK_OPEN_OPS", CFG_BOOL, "true", 0, 0, OFF(open_ops),
+     "serve /healthz, /readyz, /metrics and /openapi.json without a token"},
+    {"log-level", "ROWLOCK_LOG_LEVEL", CFG_LEVEL, "info", 0, 0, OFF(log_level),
+     "least severe log level written: debug, info, warn, error"},
+};
+
+#define CONFIG_KEYS (sizeof(config_table) / sizeof(config_table[0]))
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+const char *svc_log_level_name(long level)
+{
+    if (level < 0 || level > SVC_LOG_ERROR)
+        return "info";
+    return level_names[level];
+}
+
+static const char *type_name(enum cfg_type t)
+{
+    switch (t) {
+    case CFG_INT: return "integer";
+    case CFG_BOOL: return "boolean";
+    case CFG_LEVEL: return "level";
+    default: return "string";
+    }
+}
+
+/* Stores value into the field of key k. Returns 0, or -1 after writing why to err. */
+static int config_set(struct svc_config *cfg, const struct cfg_key *k, const char *value,
+                      const char *source, FILE *err)
+{
+    char *field = (char *)cfg + k->offset;
+    switch (k->type) {
+    case CFG_STRING: {
+        char *copy = strdup(value);
+        if (copy == NULL)
+            return -1;
+        free(*(char **)field);
+        *(char **)field = copy;
+        return 0;
+    }
+    case CFG_INT: {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || v < k->min || v > k->max) {
+            fprintf(err, "rowlock: invalid %s %s=\"%s\": expected an integer from %ld to %ld\n",
+                    source, source[0] == 'f' ? k->flag : k->env, value, k->min, k->max);
+            return -1;
+        }
+        *(long *)field = v;
+        return 0;
+    }
+    case CFG_BOOL:
+        if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0 || strcmp(value, "yes") == 0) {
+            *(bool *)field = true;
+            return 0;
+        }
+        if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0 || strcmp(value, "no") == 0) {
+            *(bool *)field = false;
+            return 0;
+        }
+        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected true or false\n", source,
+                source[0] == 'f' ? k->flag : k->env, value);
+        return -1;
+    case CFG_LEVEL:
+        for (long i = 0; i <= SVC_LOG_ERROR; i++) {
+            if (strcmp(value, level_names[i]) == 0) {
+                *(long *)field = i;
+                return 0;
+            }
+        }
+        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected debug, info, warn or error\n",
+                source, source[0] == 'f' ? k->flag : k->env, value);
+        return -1;
+    }
+    return -1;
+}
+
+static void config_print_help(FILE *out)
+{
+    fprintf(out, "usage: rowlock [--flag=value ...]\n\n"
+                 "rowlock serves PostgreSQL concurrency patterns as a REST API.\n"
+                 "Every flag can also be set by its environment variable; flags win.\n\n");
+    for (size_t i = 0; i < CONFIG_KEYS; i++) {
+        const struct cfg_key *k = &config_table[i];
+        fprintf(out, "  --%-26s %-32s %s (default: %s)\n", k->flag, k->env, k->help,
+                k->def[0] ? k->def : "none");
+    }
+    fprintf(out, "\n  --help                     this text\n"
+                 "  --config-markdown          the table above as Markdown (README)\n");
+}
+
+static void config_print_markdown(FILE *out)
+{
+    fprintf(out, "| flag | environment | type | default | meaning |\n|---|---|---|---|---|\n");
+    for (size_t i = 0; i < CONFIG_KEYS; i++) {
+        const struct cfg_key *k = &config_table[i];
+        fprintf(out, "| `--%s` | `%s` | %s | %s%s%s | %s |\n", k->flag, k->env,
+                type_name(k->type), k->def[0] ? "`" : "", k->def[0] ? k->def : "none",
+                k->def[0] ? "`" : "", k->help);
+    }
+}
+
+static const struct cfg_key *config_find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < CONFIG_KEYS; i++)
+        if (strlen(config_table[i].flag) == len && strncmp(config_table[i].flag, name, len) == 0)
+            return &config_table[i];
+    return NULL;
+}
+
+/* Applies "--key=value" or "--key value" arguments. Returns 0, or -1 after writing to err. */
+static int config_apply_flags(struct svc_config *cfg, int argc, char **argv, FILE *err)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(err, "rowlock: unexpected argument \"%s\" (see --help)\n", arg);
+            return -1;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const struct cfg_key *k = config_find_flag(name, len);
+        if (k == NULL) {
+            fprintf(err, "rowlock: unknown flag \"%s\" (see --help)\n", arg);
+            return -1;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (value == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(err, "rowlock: flag --%s needs a value\n", k->flag);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (config_set(cfg, k, value, "flag", err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **argv,
+                                       svc_getenv_fn env, FILE *out, FILE *err)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            config_print_help(out);
+            return SVC_CONFIG_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--config-markdown") == 0) {
+            config_print_markdown(out);
+            return SVC_CONFIG_EXIT_OK;
+        }
+    }
+    for (size_t i = 0; i < CONFIG_KEYS; i++)
+        if (config_set(cfg, &config_table[i], config_table[i].def, "default", err) != 0)
+            goto invalid;
+    for (size_t i = 0; i < CONFIG_KEYS; i++) {
+        const char *v = env(config_table[i].env);
+        if (v != NULL && config_set(cfg, &config_table[i], v, "environment", err) != 0)
+            goto invalid;
+    }
+    if (config_apply_flags(cfg, argc, argv, err) != 0)
+        goto invalid;
+    if (cfg->per_ip_connection_limit > cfg->connection_limit)
+        cfg->per_ip_connection_limit = cfg->connection_limit;
+    return SVC_CONFIG_OK;
+invalid:
+    svc_config_free(cfg);
+    return SVC_CONFIG_INVALID;
+}
+
+void svc_config_free(struct svc_config *cfg)
+{
+    for (size_t i = 0; i < CONFIG_KEYS; i++) {
+        if (config_table[i].type != CFG_STRING)
+            continue;
+        char **field = (char **)((char *)cfg + config_table[i].offset);
+        free(*field);
+        *field = NULL;
+    }
+}

@@ -1,0 +1,50 @@
+/* Process configuration: one declarative table of keys (environment variable, flag, type,
+ * default, bounds, help) drives parsing, validation, --help and the README table.
+ * Owns parsing only; what each value does belongs to the code that reads it. */
+#ifndef SVC_CONFIG_H
+#define SVC_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum svc_log_level { SVC_LOG_DEBUG, SVC_LOG_INFO, SVC_LOG_WARN, SVC_LOG_ERROR };
+
+struct svc_config {
+    char *database_url;
+    char *listen_address;
+    long port;
+    long threads;
+    long pool_size;
+    long pool_acquire_timeout_ms;
+    long statement_timeout_ms;
+    long db_connect_timeout_s;
+    long db_startup_wait_s;
+    long body_limit;
+    long url_limit;
+    long header_limit;
+    long json_max_depth;
+    long connection_timeout_s;
+    long connection_limit;
+    long per_ip_connection_limit;
+    long drain_timeout_s;
+    char *tokens_file;
+    bool open_ops;
+    long log_level; /* enum svc_log_level */
+};
+
+enum svc_config_result { SVC_CONFIG_OK, SVC_CONFIG_EXIT_OK, SVC_CONFIG_INVALID };
+
+/* Looks up an environment variable; getenv in production, a table in unit tests. */
+typedef const char *(*svc_getenv_fn)(const char *name);
+
+/* Fills cfg from defaults, then environment, then flags (later wins). On --help or
+ * --config-markdown prints to out and returns SVC_CONFIG_EXIT_OK. On an invalid value writes a
+ * one-line message naming the key, the value and the rule to err and returns SVC_CONFIG_INVALID.
+ * Strings in cfg are owned by cfg: release them with svc_config_free. */
+enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **argv,
+                                       svc_getenv_fn env, FILE *out, FILE *err);
+void svc_config_free(struct svc_config *cfg);
+/* Name of a log level ("info"), for logs. */
+const char *svc_log_level_name(long level);
+
+#endif

@@ -1,0 +1,553 @@
+/* libmicrohttpd glue (see http.h). The request context is created in the URI-log callback (the
+ * first callback MHD makes for a request, which also gives the raw, still-encoded target) and
+ * freed in the completion callback, where the access log line and request metrics are written.
+ * What a route does belongs to routes/; this file only gets a request to its handler. */
+#include "service/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "service/buf.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+#define MAX_EXTRA_HEADERS 8
+#define REQUEST_ID_MAX    128
+
+struct svc_server {
+    struct MHD_Daemon *daemon;
+    const struct svc_config *cfg;
+    const struct svc_route *routes;
+    size_t nroutes;
+    const struct svc_auth *auth;
+    void *app;
+    atomic_long in_flight;
+};
+
+enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_DONE };
+
+struct svc_request {
+    struct svc_server *server;
+    struct MHD_Connection *conn;
+    enum req_phase phase;
+    char *target; /* raw request target, as received */
+    char method[16];
+    struct svc_match match;
+    int matched;
+    char request_id[REQUEST_ID_MAX + 1];
+    struct svc_buf body;
+    int body_too_large;
+    int checked; /* request_check ran (before the body) */
+    json_t *json;
+    struct timespec start;
+    int status; /* 0 until a response is queued */
+    const char *problem_code;
+    size_t nheaders;
+    char *headers[MAX_EXTRA_HEADERS][2];
+};
+
+static double elapsed_s(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* ---- request ids ---- */
+
+static int request_id_valid(const char *id)
+{
+    size_t n = 0;
+    for (; id[n] != '\0'; n++) {
+        unsigned char c = (unsigned char)id[n];
+        if (n >= REQUEST_ID_MAX || c <= 0x20 || c >= 0x7f || c == '"' || c == '\\')
+            return 0;
+    }
+    return n > 0;
+}
+
+static void request_id_generate(char out[33])
+{
+    static _Thread_local uint64_t state[2];
+    if (state[0] == 0 && state[1] == 0) {
+        if (getrandom(state, sizeof(state), 0) != sizeof(state) || (state[0] | state[1]) == 0) {
+            state[0] = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&state;
+            state[1] = 0x9e3779b97f4a7c15ull;
+        }
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (int half = 0; half < 2; half++) {
+        /* xorshift128+ */
+        uint64_t s1 = state[0];
+        const uint64_t s0 = state[1];
+        state[0] = s0;
+        s1 ^= s1 << 23;
+        state[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+        uint64_t v = state[1] + s0;
+        for (int i = 0; i < 16; i++)
+            out[half * 16 + i] = hex[(v >> (i * 4)) & 15];
+    }
+    out[32] = '\0';
+}
+
+/* ---- accessors ---- */
+
+void *svc_req_app(const struct svc_request *req)
+{
+    return req->server->app;
+}
+
+const char *svc_req_param(const struct svc_request *req, const char *name)
+{
+    return svc_match_param(&req->match, name);
+}
+
+const char *svc_req_query(const struct svc_request *req, const char *name)
+{
+    return svc_match_query(&req->match, name);
+}
+
+const char *svc_req_header(const struct svc_request *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *svc_req_id(const struct svc_request *req)
+{
+    return req->request_id;
+}
+
+json_t *svc_req_json(const struct svc_request *req)
+{
+    return req->json;
+}
+
+int svc_req_add_header(struct svc_request *req, const char *name, const char *value)
+{
+    if (req->nheaders >= MAX_EXTRA_HEADERS)
+        return -1;
+    char *n = strdup(name), *v = strdup(value);
+    if (n == NULL || v == NULL) {
+        free(n);
+        free(v);
+        return -1;
+    }
+    req->headers[req->nheaders][0] = n;
+    req->headers[req->nheaders][1] = v;
+    req->nheaders++;
+    return 0;
+}
+
+/* ---- replies ---- */
+
+enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *content_type,
+                               char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        free(body);
+        return SVC_FATAL;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(r, "X-Request-Id", req->request_id);
+    for (size_t i = 0; i < req->nheaders; i++)
+        MHD_add_response_header(r, req->headers[i][0], req->headers[i][1]);
+    enum MHD_Result ok = MHD_queue_response(req->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ok != MHD_YES)
+        return SVC_FATAL;
+    req->status = status;
+    req->phase = PHASE_DONE;
+    return SVC_REPLIED;
+}
+
+enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *body)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(body);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the response");
+    return svc_reply_raw(req, status, "application/json", text, strlen(text));
+}
+
+enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
+                                   ...)
+{
+    const struct svc_problem_info *info = svc_problem_info(p);
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    char type[96];
+    snprintf(type, sizeof(type), "%s%s", SVC_PROBLEM_TYPE_PREFIX, info->code);
+    json_t *doc = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "type", type, "title", info->title,
+                            "status", info->status, "detail", detail, "code", info->code,
+                            "request_id", req->request_id);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (text == NULL)
+        return SVC_FATAL;
+    if (info->status == 503)
+        svc_req_add_header(req, "Retry-After", "1");
+    req->problem_code = info->code;
+    return svc_reply_raw(req, info->status, "application/problem+json", text, strlen(text));
+}
+
+/* ---- request life cycle ---- */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct svc_server *s = cls;
+    struct svc_request *req = calloc(1, sizeof(*req));
+    if (req == NULL)
+        return NULL;
+    clock_gettime(CLOCK_MONOTONIC, &req->start);
+    req->server = s;
+    req->conn = conn;
+    req->match.route = -1;
+    req->target = strdup(uri ? uri : "");
+    svc_buf_init(&req->body, (size_t)s->cfg->body_limit);
+    atomic_fetch_add(&s->in_flight, 1);
+    return req;
+}
+
+static void request_free(struct svc_request *req)
+{
+    svc_match_free(&req->match);
+    svc_buf_free(&req->body);
+    json_decref(req->json);
+    for (size_t i = 0; i < req->nheaders; i++) {
+        free(req->headers[i][0]);
+        free(req->headers[i][1]);
+    }
+    free(req->target);
+    free(req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct svc_server *s = cls;
+    struct svc_request *req = *con_cls;
+    if (req == NULL)
+        return;
+    *con_cls = NULL;
+    double secs = elapsed_s(&req->start);
+    int route = req->matched ? req->match.route : -1;
+    svc_metrics_observe_http(route, req->status, secs);
+    char path[512];
+    size_t plen = req->target ? strcspn(req->target, "?") : 0;
+    snprintf(path, sizeof(path), "%.*s", (int)(plen < 511 ? plen : 511),
+             req->target ? req->target : "");
+    struct svc_access a = {
+        .request_id = req->request_id,
+        .method = req->method,
+        .route = route >= 0 ? s->routes[route].path : "unmatched",
+        .path = path,
+        .status = req->status,
+        .duration_ms = secs * 1000.0,
+        .code = req->problem_code,
+    };
+    svc_log_access(&a);
+    request_free(req);
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+struct header_sum {
+    size_t total;
+};
+
+static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    struct header_sum *h = cls;
+    h->total += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* Is the media type (ignoring parameters, case-insensitive) one of the route's? */
+static int content_type_ok(const char *ct, enum svc_body body)
+{
+    if (ct == NULL)
+        return 0;
+    size_t len = strcspn(ct, "; \t");
+    if (len == 16 && strncasecmp(ct, "application/json", 16) == 0)
+        return 1;
+    return body == SVC_BODY_MERGE_PATCH && len == 28 &&
+           strncasecmp(ct, "application/merge-patch+json", 28) == 0;
+}
+
+/* Validates the request before its body: ids, limits, route, auth, media type. Returns 1 when a
+ * problem reply was queued (the outcome in *out), 0 to go on. */
+static int request_check(struct svc_request *req, enum svc_outcome *out)
+{
+    struct svc_server *s = req->server;
+    const struct svc_config *cfg = s->cfg;
+    enum svc_match_result mr;
+    if (strlen(req->target) > (size_t)cfg->url_limit) {
+        *out = svc_reply_problem(req, SVC_P_URI_TOO_LONG,
+                                 "the request target is longer than %ld bytes", cfg->url_limit);
+        return 1;
+    }
+    struct header_sum hs = {0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, sum_header, &hs);
+    if (hs.total > (size_t)cfg->header_limit) {
+        *out = svc_reply_problem(req, SVC_P_HEADERS_TOO_LARGE,
+                                 "request headers total more than %ld bytes", cfg->header_limit);
+        return 1;
+    }
+    mr = svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match);
+    switch (mr) {
+    case SVC_MATCH_OK:
+        req->matched = 1;
+        break;
+    case SVC_MATCH_NOT_FOUND:
+        *out = svc_reply_problem(req, SVC_P_ROUTE_NOT_FOUND, "no route matches %s",
+                                 req->target);
+        return 1;
+    case SVC_MATCH_METHOD_NOT_ALLOWED: {
+        char allow[sizeof(req->match.allow)];
+        memcpy(allow, req->match.allow, sizeof(allow));
+        svc_req_add_header(req, "Allow", allow);
+        *out = svc_reply_problem(req, SVC_P_METHOD_NOT_ALLOWED,
+                                 "%s is not allowed here; allowed: %s", req->method, allow);
+        return 1;
+    }
+    case SVC_MATCH_BAD_ENCODING:
+        *out = svc_reply_problem(req, SVC_P_BAD_REQUEST,
+                                 "the request target has an invalid percent-encoding");
+        return 1;
+    case SVC_MATCH_TOO_MANY_QUERY:
+        *out = svc_reply_problem(req, SVC_P_BAD_REQUEST, "more than %d query parameters",
+                                 SVC_MAX_QUERY);
+        return 1;
+    }
+    const struct svc_route *route = &s->routes[req->match.route];
+    if (s->auth != NULL && !(route->scope == SVC_SCOPE_OPS && cfg->open_ops)) {
+        static const char *const scope_names[] = {"read", "read", "write", "work", "admin"};
+        enum svc_auth_result ar =
+            svc_auth_check(s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION),
+                           route->scope);
+        if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
+            svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
+            *out = svc_reply_problem(req, SVC_P_UNAUTHORIZED, "%s",
+                                     ar == SVC_AUTH_MISSING
+                                         ? "send Authorization: Bearer <token>"
+                                         : "the bearer token is not valid");
+            return 1;
+        }
+        if (ar == SVC_AUTH_FORBIDDEN) {
+            *out = svc_reply_problem(req, SVC_P_FORBIDDEN, "this route needs the %s scope",
+                                     scope_names[route->scope]);
+            return 1;
+        }
+    }
+    const char *cl = svc_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)cfg->body_limit) {
+        *out = svc_reply_problem(req, SVC_P_PAYLOAD_TOO_LARGE,
+                                 "the body is %s bytes; the limit is %ld", cl, cfg->body_limit);
+        return 1;
+    }
+    if (route->body != SVC_BODY_NONE &&
+        !content_type_ok(svc_req_header(req, MHD_HTTP_HEADER_CONTENT_TYPE), route->body)) {
+        *out = svc_reply_problem(req, SVC_P_UNSUPPORTED_MEDIA_TYPE,
+                                 "send Content-Type: %s",
+                                 route->body == SVC_BODY_MERGE_PATCH
+                                     ? "application/merge-patch+json"
+                                     : "application/json");
+        return 1;
+    }
+    return 0;
+}
+
+/* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */
+static long json_depth(const char *p, size_t len, long limit)
+{
+    long depth = 0, max = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len && max <= limit; i++) {
+        char c = p[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
+
+/* Runs the route's handler once the body (if any) is complete. */
+static enum svc_outcome request_dispatch(struct svc_request *req)
+{
+    struct svc_server *s = req->server;
+    const struct svc_route *route = &s->routes[req->match.route];
+    if (req->body_too_large)
+        return svc_reply_problem(req, SVC_P_PAYLOAD_TOO_LARGE, "the body exceeds %ld bytes",
+                                 s->cfg->body_limit);
+    if (route->body != SVC_BODY_NONE) {
+        if (req->body.len == 0)
+            return svc_reply_problem(req, SVC_P_INVALID_JSON, "the request body is empty");
+        if (json_depth(req->body.data, req->body.len, s->cfg->json_max_depth) >
+            s->cfg->json_max_depth)
+            return svc_reply_problem(req, SVC_P_JSON_TOO_DEEP,
+                                     "arrays and objects nest deeper than %ld levels",
+                                     s->cfg->json_max_depth);
+        json_error_t jerr;
+        req->json = json_loadb(req->body.data, req->body.len, JSON_DECODE_ANY, &jerr);
+        if (req->json == NULL)
+            return svc_reply_problem(req, SVC_P_INVALID_JSON, "line %d column %d: %s", jerr.line,
+                                     jerr.column, jerr.text);
+    }
+    return route->handler(req);
+}
+
+static enum MHD_Result outcome_result(enum svc_outcome o)
+{
+    return o == SVC_FATAL ? MHD_NO : MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct svc_request *req = *con_cls;
+    if (req == NULL)
+        return MHD_NO; /* out of memory in on_uri */
+    if (req->phase == PHASE_NEW) {
+        snprintf(req->method, sizeof(req->method), "%s", method);
+        const char *rid = svc_req_header(req, "X-Request-Id");
+        if (rid != NULL && request_id_valid(rid))
+            snprintf(req->request_id, sizeof(req->request_id), "%s", rid);
+        else
+            request_id_generate(req->request_id);
+        req->phase = PHASE_BODY;
+        /* With a body on its way, refuse before reading it. Without one, wait for the next
+         * call: MHD keeps the connection alive only for responses queued after the request
+         * is complete. */
+        req->checked = svc_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH) != NULL ||
+                       svc_req_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+        enum svc_outcome out;
+        if (req->checked && request_check(req, &out))
+            return outcome_result(out);
+        return MHD_YES;
+    }
+    if (req->phase == PHASE_DONE) {
+        *upload_data_size = 0; /* a reply is queued: discard the rest */
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (!req->body_too_large &&
+            svc_buf_append(&req->body, upload_data, *upload_data_size) != 0) {
+            req->body_too_large = 1;
+            svc_buf_free(&req->body);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    enum svc_outcome out;
+    if (!req->checked && request_check(req, &out))
+        return outcome_result(out);
+    return outcome_result(request_dispatch(req));
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    svc_log(SVC_LOG_WARN, "libmicrohttpd", "detail", msg, NULL);
+}
+
+struct svc_server *svc_server_start(const struct svc_config *cfg, const struct svc_route *routes,
+                                    size_t nroutes, const struct svc_auth *auth, void *app)
+{
+    struct svc_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->cfg = cfg;
+    s->routes = routes;
+    s->nroutes = nroutes;
+    s->auth = auth;
+    s->app = app;
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)cfg->port);
+    if (inet_pton(AF_INET, cfg->listen_address, &addr.sin_addr) != 1) {
+        svc_log(SVC_LOG_ERROR, "invalid listen address", "address", cfg->listen_address, NULL);
+        free(s);
+        return NULL;
+    }
+    size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->connection_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->per_ip_connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+    if (s->daemon == NULL) {
+        char port[16];
+        snprintf(port, sizeof(port), "%ld", cfg->port);
+        svc_log(SVC_LOG_ERROR, "cannot start the HTTP server", "address", cfg->listen_address,
+                "port", port, NULL);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+uint16_t svc_server_port(const struct svc_server *s)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : 0;
+}
+
+long svc_server_in_flight(const struct svc_server *s)
+{
+    return atomic_load(&((struct svc_server *)s)->in_flight);
+}
+
+int svc_server_shutdown(struct svc_server *s, int timeout_s)
+{
+    if (s == NULL)
+        return 0;
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (atomic_load(&s->in_flight) > 0 && elapsed_s(&start) < timeout_s) {
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    int cut = (int)atomic_load(&s->in_flight);
+    MHD_stop_daemon(s->daemon);
+    free(s);
+    return cut;
+}

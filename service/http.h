@@ -1,0 +1,50 @@
+/* The HTTP server: libmicrohttpd in epoll thread-pool mode, one request context per request
+ * (route match, params, request id, bounded body, parsed JSON, start time), limits (413, 414,
+ * 431, 415), authentication, problem+json replies, access logs, request metrics and draining.
+ * It takes the route table from main and never includes routes/. */
+#ifndef SVC_HTTP_H
+#define SVC_HTTP_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "service/auth.h"
+#include "service/config.h"
+#include "service/problem.h"
+#include "service/router.h"
+
+struct svc_server;
+struct svc_request;
+
+/* Starts listening. routes must outlive the server; auth may be NULL (open). app is handed to
+ * handlers through svc_req_app. Returns NULL after logging why. */
+struct svc_server *svc_server_start(const struct svc_config *cfg, const struct svc_route *routes,
+                                    size_t nroutes, const struct svc_auth *auth, void *app);
+uint16_t svc_server_port(const struct svc_server *s);
+/* Stops accepting connections, waits up to timeout_s for in-flight requests to finish, then
+ * stops the daemon and frees the server. Returns the number of requests cut short. */
+int svc_server_shutdown(struct svc_server *s, int timeout_s);
+/* Requests between their first byte and their completion, across all threads. */
+long svc_server_in_flight(const struct svc_server *s);
+
+/* Request accessors. Returned strings are owned by the request and live until it completes. */
+void *svc_req_app(const struct svc_request *req);
+const char *svc_req_param(const struct svc_request *req, const char *name);
+const char *svc_req_query(const struct svc_request *req, const char *name);
+const char *svc_req_header(const struct svc_request *req, const char *name);
+const char *svc_req_id(const struct svc_request *req);
+/* The parsed body of a route that takes JSON (borrowed), or NULL. */
+json_t *svc_req_json(const struct svc_request *req);
+
+/* Adds a response header for the reply that follows (copied). Returns 0 or -1. */
+int svc_req_add_header(struct svc_request *req, const char *name, const char *value);
+
+/* Replies. Each queues exactly one response and returns SVC_REPLIED, or SVC_FATAL when the
+ * response could not be queued. */
+enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *body /* stolen */);
+enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *content_type,
+                               char *body /* stolen, malloc'd */, size_t len);
+enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
+                                   ...) __attribute__((format(printf, 3, 4)));
+
+#endif

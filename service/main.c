@@ -1,0 +1,155 @@
+/* The rowlock process: configuration, logging, the database pool and schema check, the HTTP
+ * server with the route table from routes/, and shutdown on SIGTERM/SIGINT (drain, then stop).
+ * main is the one place that wires routes/ into service/; request handling lives elsewhere. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db/pool.h"
+#include "db/schema.h"
+#include "routes/routes.h"
+#include "service/app.h"
+#include "service/auth.h"
+#include "service/config.h"
+#include "service/http.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+static const char *env_lookup(const char *name)
+{
+    return getenv(name);
+}
+
+/* Waits up to ms for SIGTERM or SIGINT (blocked in every thread). Returns the signal or 0. */
+static int wait_signal(const sigset_t *set, long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    int sig = ms < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+/* Applies or checks the schema, waiting for a database that is still coming up. Returns 0 when
+ * ready, -1 to exit. */
+static int database_ready(struct db_pool *pool, long wait_s, const sigset_t *signals)
+{
+    time_t deadline = time(NULL) + wait_s;
+    for (int attempt = 1;; attempt++) {
+        struct db_error err = {{0}, {0}};
+        enum db_schema_verdict verdict;
+        int found = 0;
+        enum db_status st = db_schema_apply(pool, &verdict, &found, &err);
+        if (st == DB_OK && verdict == DB_SCHEMA_INCOMPATIBLE) {
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "the database holds rowlock schema version %d; this build needs version %d "
+                     "and has no migrations before v1: recreate the database (drop it and create "
+                     "it empty), then start rowlock again",
+                     found, DB_SCHEMA_VERSION);
+            svc_log(SVC_LOG_ERROR, "incompatible database schema", "detail", msg, NULL);
+            return -1;
+        }
+        if (st == DB_OK) {
+            svc_log(SVC_LOG_INFO,
+                    verdict == DB_SCHEMA_CREATED ? "schema baseline applied" : "schema current",
+                    NULL);
+            return 0;
+        }
+        if (st == DB_ERR_HARD) {
+            svc_log(SVC_LOG_ERROR, "cannot apply the schema baseline", "sqlstate", err.sqlstate,
+                    "detail", err.message, NULL);
+            return -1;
+        }
+        char n[16];
+        snprintf(n, sizeof(n), "%d", attempt);
+        if (time(NULL) >= deadline) {
+            svc_log(SVC_LOG_ERROR, "database did not become reachable", "attempts", n, "detail",
+                    err.message, NULL);
+            return -1;
+        }
+        svc_log(SVC_LOG_WARN, "waiting for the database", "attempt", n, "detail", err.message,
+                NULL);
+        if (wait_signal(signals, 1000) != 0)
+            return -1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct svc_config cfg;
+    enum svc_config_result cr = svc_config_load(&cfg, argc, argv, env_lookup, stdout, stderr);
+    if (cr == SVC_CONFIG_EXIT_OK)
+        return 0;
+    if (cr == SVC_CONFIG_INVALID)
+        return 2;
+    int rc = 1;
+    struct svc_auth *auth = NULL;
+    struct db_pool *pool = NULL;
+    struct svc_server *server = NULL;
+    svc_log_set_level((enum svc_log_level)cfg.log_level);
+
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (cfg.tokens_file[0] != '\0') {
+        auth = svc_auth_load(cfg.tokens_file, stderr);
+        if (auth == NULL) {
+            rc = 2;
+            goto done;
+        }
+        char n[16];
+        snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
+        svc_log(SVC_LOG_INFO, "bearer tokens loaded", "tokens", n, NULL);
+    } else {
+        svc_log(SVC_LOG_WARN,
+                "RUNNING OPEN: no tokens file (ROWLOCK_TOKENS_FILE), every route accepts requests "
+                "without a bearer token",
+                NULL);
+    }
+
+    struct db_pool_config pc = {
+        .conninfo = cfg.database_url,
+        .size = (int)cfg.pool_size,
+        .acquire_timeout_ms = (int)cfg.pool_acquire_timeout_ms,
+        .statement_timeout_ms = (int)cfg.statement_timeout_ms,
+        .connect_timeout_s = (int)cfg.db_connect_timeout_s,
+    };
+    pool = db_pool_create(&pc);
+    if (pool == NULL || database_ready(pool, cfg.db_startup_wait_s, &signals) != 0)
+        goto done;
+
+    struct svc_app app = {.config = &cfg, .pool = pool, .auth = auth, .started_at = time(NULL)};
+    if (svc_metrics_init(routes_table, routes_count) != 0)
+        goto done;
+    server = svc_server_start(&cfg, routes_table, routes_count, auth, &app);
+    if (server == NULL)
+        goto done;
+    char port[16], threads[16];
+    snprintf(port, sizeof(port), "%u", svc_server_port(server));
+    snprintf(threads, sizeof(threads), "%ld", cfg.threads);
+    svc_log(SVC_LOG_INFO, "listening", "address", cfg.listen_address, "port", port, "threads",
+            threads, NULL);
+
+    int sig = wait_signal(&signals, -1);
+    char inflight[32];
+    snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
+    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            "in_flight", inflight, NULL);
+    int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
+    server = NULL;
+    snprintf(inflight, sizeof(inflight), "%d", cut);
+    svc_log(SVC_LOG_INFO, "stopped", "requests_cut_short", inflight, NULL);
+    rc = 0;
+done:
+    svc_server_shutdown(server, 0);
+    svc_metrics_shutdown();
+    db_pool_destroy(pool);
+    svc_auth_free(auth);
+    svc_config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,156 @@
+/* HTTP request metrics (see metrics.h): counters indexed by route and status code, one latency
+ * histogram per route. All updates are relaxed atomics; rendering reads them without locks. */
+#include "service/metrics.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATUS_SLOTS 600
+static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                 0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+#define NBUCKETS (sizeof(buckets) / sizeof(buckets[0]))
+
+struct route_metrics {
+    atomic_uint_fast64_t status[STATUS_SLOTS];
+    atomic_uint_fast64_t bucket[NBUCKETS + 1]; /* last is +Inf */
+    atomic_uint_fast64_t sum_ns;
+};
+
+static const struct svc_route *metric_routes;
+static size_t metric_nroutes;
+static struct route_metrics *per_route; /* metric_nroutes + 1; the last is "unmatched" */
+
+int svc_metrics_init(const struct svc_route *routes, size_t nroutes)
+{
+    per_route = calloc(nroutes + 1, sizeof(*per_route));
+    if (per_route == NULL)
+        return -1;
+    metric_routes = routes;
+    metric_nroutes = nroutes;
+    return 0;
+}
+
+void svc_metrics_shutdown(void)
+{
+    free(per_route);
+    per_route = NULL;
+    metric_nroutes = 0;
+}
+
+void svc_metrics_observe_http(int route, int status, double seconds)
+{
+    if (per_route == NULL)
+        return;
+    struct route_metrics *m = &per_route[route < 0 ? metric_nroutes : (size_t)route];
+    if (status < 0 || status >= STATUS_SLOTS)
+        status = 0;
+    atomic_fetch_add_explicit(&m->status[status], 1, memory_order_relaxed);
+    size_t b = 0;
+    while (b < NBUCKETS && seconds > buckets[b])
+        b++;
+    atomic_fetch_add_explicit(&m->bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->sum_ns, (uint_fast64_t)(seconds * 1e9), memory_order_relaxed);
+}
+
+int svc_metrics_family(struct svc_buf *b, const char *name, const char *type, const char *help)
+{
+    return svc_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int svc_metrics_sample(struct svc_buf *b, const char *name, const char *labels, double value)
+{
+    int rc = svc_buf_puts(b, name);
+    if (labels != NULL && labels[0] != '\0')
+        rc |= svc_buf_printf(b, "{%s}", labels);
+    if (isinf(value))
+        rc |= svc_buf_puts(b, value > 0 ? " +Inf\n" : " -Inf\n");
+    else if (value == floor(value) && fabs(value) < 1e15)
+        rc |= svc_buf_printf(b, " %.0f\n", value);
+    else
+        rc |= svc_buf_printf(b, " %.9g\n", value);
+    return rc;
+}
+
+int svc_metrics_label(struct svc_buf *b, const char *label, const char *value)
+{
+    int rc = svc_buf_printf(b, "%s=\"", label);
+    for (const char *p = value; rc == 0 && *p; p++) {
+        if (*p == '\\' || *p == '"')
+            rc = svc_buf_printf(b, "\\%c", *p);
+        else if (*p == '\n')
+            rc = svc_buf_puts(b, "\\n");
+        else
+            rc = svc_buf_append(b, p, 1);
+    }
+    return rc | svc_buf_puts(b, "\"");
+}
+
+static void route_labels(struct svc_buf *l, size_t r)
+{
+    const char *method = r < metric_nroutes ? metric_routes[r].method : "";
+    const char *path = r < metric_nroutes ? metric_routes[r].path : "unmatched";
+    svc_metrics_label(l, "route", path);
+    svc_buf_puts(l, ",");
+    svc_metrics_label(l, "method", method);
+}
+
+static int render_requests(struct svc_buf *b)
+{
+    int rc = svc_metrics_family(b, "rowlock_http_requests_total", "counter",
+                                "HTTP requests answered, by route template, method and status");
+    for (size_t r = 0; r <= metric_nroutes; r++) {
+        for (int s = 0; s < STATUS_SLOTS; s++) {
+            uint64_t v = atomic_load_explicit(&per_route[r].status[s], memory_order_relaxed);
+            if (v == 0)
+                continue;
+            struct svc_buf l;
+            svc_buf_init(&l, 4096);
+            route_labels(&l, r);
+            svc_buf_printf(&l, ",status=\"%d\"", s);
+            rc |= svc_metrics_sample(b, "rowlock_http_requests_total", l.data, (double)v);
+            svc_buf_free(&l);
+        }
+    }
+    return rc;
+}
+
+static int render_latency(struct svc_buf *b)
+{
+    const char *name = "rowlock_http_request_duration_seconds";
+    int rc = svc_metrics_family(b, name, "histogram",
+                                "Time from first byte of the request to the queued response");
+    for (size_t r = 0; r <= metric_nroutes; r++) {
+        uint64_t cum = 0;
+        struct svc_buf l;
+        svc_buf_init(&l, 4096);
+        route_labels(&l, r);
+        size_t base = l.len;
+        for (size_t i = 0; i <= NBUCKETS; i++) {
+            cum += atomic_load_explicit(&per_route[r].bucket[i], memory_order_relaxed);
+            l.len = base;
+            if (i < NBUCKETS)
+                svc_buf_printf(&l, ",le=\"%g\"", buckets[i]);
+            else
+                svc_buf_puts(&l, ",le=\"+Inf\"");
+            rc |= svc_metrics_sample(b, "rowlock_http_request_duration_seconds_bucket", l.data,
+                                     (double)cum);
+        }
+        l.len = base;
+        l.data[base] = '\0';
+        double sum = (double)atomic_load_explicit(&per_route[r].sum_ns, memory_order_relaxed);
+        rc |= svc_metrics_sample(b, "rowlock_http_request_duration_seconds_sum", l.data, sum / 1e9);
+        rc |= svc_metrics_sample(b, "rowlock_http_request_duration_seconds_count", l.data,
+                                 (double)cum);
+        svc_buf_free(&l);
+    }
+    return rc;
+}
+
+int svc_metrics_render_http(struct svc_buf *b)
+{
+    if (per_route == NULL)
+        return -1;
+    return render_requests(b) | render_latency(b);
+}

@@ -1,0 +1,30 @@
+/* The metrics registry: atomic counters and fixed-bucket histograms of HTTP requests by route
+ * template, method and status, plus helpers that write Prometheus text format for gauges that
+ * other modules own (the pool, per-resource counts). Rendering the /metrics route belongs to
+ * routes/ops.c. */
+#ifndef SVC_METRICS_H
+#define SVC_METRICS_H
+
+#include <stdint.h>
+
+#include "service/buf.h"
+#include "service/router.h"
+
+/* Sets up counters for the route table (kept by pointer; must outlive the registry). */
+int svc_metrics_init(const struct svc_route *routes, size_t nroutes);
+void svc_metrics_shutdown(void);
+
+/* Records one finished request. route is the table index, or -1 when none matched. */
+void svc_metrics_observe_http(int route, int status, double seconds);
+
+/* Appends the HTTP request counters and latency histograms. Returns 0 or -1 (buffer full). */
+int svc_metrics_render_http(struct svc_buf *b);
+
+/* Appends "# HELP name help\n# TYPE name type\n". */
+int svc_metrics_family(struct svc_buf *b, const char *name, const char *type, const char *help);
+/* Appends one sample: name{labels} value. labels is pre-rendered ("a=\"x\"") or NULL. */
+int svc_metrics_sample(struct svc_buf *b, const char *name, const char *labels, double value);
+/* Appends label="value" with Prometheus escaping (backslash, quote, newline). */
+int svc_metrics_label(struct svc_buf *b, const char *label, const char *value);
+
+#endif

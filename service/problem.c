@@ -1,0 +1,37 @@
+/* The problem code table (see problem.h). Add a row here and to openapi/openapi.json
+ * (components.schemas.ProblemCode) together; tests fail when they differ. */
+#include "service/problem.h"
+
+static const struct svc_problem_info problems[SVC_P_COUNT] = {
+    [SVC_P_BAD_REQUEST] = {"bad_request", 400, "Bad request"},
+    [SVC_P_INVALID_JSON] = {"invalid_json", 400, "Request body is not valid JSON"},
+    [SVC_P_JSON_TOO_DEEP] = {"json_too_deep", 400, "JSON body nests too deeply"},
+    [SVC_P_INVALID_NAME] = {"invalid_name", 400, "Invalid name"},
+    [SVC_P_INVALID_PARAMETER] = {"invalid_parameter", 400, "Invalid parameter"},
+    [SVC_P_UNAUTHORIZED] = {"unauthorized", 401, "Missing or invalid bearer token"},
+    [SVC_P_FORBIDDEN] = {"forbidden", 403, "Token lacks the required scope"},
+    [SVC_P_ROUTE_NOT_FOUND] = {"route_not_found", 404, "No such route"},
+    [SVC_P_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405, "Method not allowed"},
+    [SVC_P_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413, "Request body too large"},
+    [SVC_P_URI_TOO_LONG] = {"uri_too_long", 414, "Request target too long"},
+    [SVC_P_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415, "Unsupported media type"},
+    [SVC_P_HEADERS_TOO_LARGE] = {"headers_too_large", 431, "Request headers too large"},
+    [SVC_P_INTERNAL_ERROR] = {"internal_error", 500, "Internal error"},
+    [SVC_P_DATABASE_UNAVAILABLE] = {"database_unavailable", 503, "Database unavailable"},
+    [SVC_P_POOL_EXHAUSTED] = {"pool_exhausted", 503, "No database connection free"},
+    [SVC_P_DATABASE_TIMEOUT] = {"database_timeout", 503, "Database statement timed out"},
+    [SVC_P_DATABASE_BUSY] = {"database_busy", 503, "Transaction kept conflicting; retry"},
+    [SVC_P_SCHEMA_NOT_READY] = {"schema_not_ready", 503, "Database schema not ready"},
+};
+
+const struct svc_problem_info *svc_problem_info(enum svc_problem p)
+{
+    if ((unsigned)p >= SVC_P_COUNT)
+        p = SVC_P_INTERNAL_ERROR;
+    return &problems[p];
+}
+
+size_t svc_problem_count(void)
+{
+    return SVC_P_COUNT;
+}

@@ -1,0 +1,45 @@
+/* The table of problem codes: every non-2xx answer names one, with its HTTP status and title.
+ * The OpenAPI document lists the same table (a test compares them). Writing the response
+ * belongs to http.c (svc_reply_problem). */
+#ifndef SVC_PROBLEM_H
+#define SVC_PROBLEM_H
+
+#include <stddef.h>
+
+enum svc_problem {
+    SVC_P_BAD_REQUEST,
+    SVC_P_INVALID_JSON,
+    SVC_P_JSON_TOO_DEEP,
+    SVC_P_INVALID_NAME,
+    SVC_P_INVALID_PARAMETER,
+    SVC_P_UNAUTHORIZED,
+    SVC_P_FORBIDDEN,
+    SVC_P_ROUTE_NOT_FOUND,
+    SVC_P_METHOD_NOT_ALLOWED,
+    SVC_P_PAYLOAD_TOO_LARGE,
+    SVC_P_URI_TOO_LONG,
+    SVC_P_UNSUPPORTED_MEDIA_TYPE,
+    SVC_P_HEADERS_TOO_LARGE,
+    SVC_P_INTERNAL_ERROR,
+    SVC_P_DATABASE_UNAVAILABLE,
+    SVC_P_POOL_EXHAUSTED,
+    SVC_P_DATABASE_TIMEOUT,
+    SVC_P_DATABASE_BUSY,
+    SVC_P_SCHEMA_NOT_READY,
+    SVC_P_COUNT
+};
+
+struct svc_problem_info {
+    const char *code; /* stable machine-readable word */
+    int status;
+    const char *title;
+};
+
+/* Table row of p; never NULL for a valid enum value. */
+const struct svc_problem_info *svc_problem_info(enum svc_problem p);
+/* Number of rows, and row i, for tests and the OpenAPI check. */
+size_t svc_problem_count(void);
+/* The "type" URI of a code: "urn:rowlock:problem:<code>". */
+#define SVC_PROBLEM_TYPE_PREFIX "urn:rowlock:problem:"
+
+#endif

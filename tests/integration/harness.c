@@ -1,0 +1,341 @@
+/* Integration-test harness (see harness.h): databases, the rowlock process, the HTTP client. */
+#include "harness.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifndef ROWLOCK_BINARY
+#error "ROWLOCK_BINARY must name the rowlock executable"
+#endif
+
+static const char *admin_url(void)
+{
+    const char *u = getenv("ROWLOCK_TEST_ADMIN_URL");
+    if (u == NULL || u[0] == '\0') {
+        fprintf(stderr, "ROWLOCK_TEST_ADMIN_URL is not set: run the suite with "
+                        "deploy/local.sh test\n");
+        exit(1);
+    }
+    return u;
+}
+
+PGconn *th_pg(const char *url)
+{
+    PGconn *c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "cannot connect to %s: %s\n", url, PQerrorMessage(c));
+        PQfinish(c);
+        fail_msg("database connection failed");
+    }
+    return c;
+}
+
+PGresult *th_sql(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType t = PQresultStatus(r);
+    if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
+        fprintf(stderr, "SQL failed: %s\n%s\n", sql, PQresultErrorMessage(r));
+        PQclear(r);
+        fail_msg("SQL failed");
+    }
+    return r;
+}
+
+int th_db_create(const char *name, char *url, size_t urlsize)
+{
+    char sql[256];
+    PGconn *c = th_pg(admin_url());
+    PQclear(th_sql(c, "SET client_min_messages = warning"));
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS rowlock_t_%s WITH (FORCE)", name);
+    PQclear(th_sql(c, sql));
+    snprintf(sql, sizeof(sql), "CREATE DATABASE rowlock_t_%s", name);
+    PQclear(th_sql(c, sql));
+    /* same server and user as the admin URL, other database */
+    PQconninfoOption *opts = PQconninfo(c);
+    char *p = url;
+    size_t left = urlsize;
+    int n = snprintf(p, left, "dbname=rowlock_t_%s", name);
+    for (PQconninfoOption *o = opts; o && o->keyword && n > 0 && (size_t)n < left; o++) {
+        if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "dbname") == 0)
+            continue;
+        if (strcmp(o->keyword, "host") != 0 && strcmp(o->keyword, "port") != 0 &&
+            strcmp(o->keyword, "user") != 0 && strcmp(o->keyword, "password") != 0)
+            continue;
+        p += n;
+        left -= (size_t)n;
+        n = snprintf(p, left, " %s='%s'", o->keyword, o->val);
+    }
+    PQconninfoFree(opts);
+    PQfinish(c);
+    return (n > 0 && (size_t)n < left) ? 0 : -1;
+}
+
+/* ---- the rowlock process ---- */
+
+static void *log_reader(void *arg)
+{
+    struct th_service *s = arg;
+    FILE *f = fdopen(s->log_fd, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        fputs(line, stderr);
+        pthread_mutex_lock(&s->mu);
+        size_t have = strlen(s->log_tail);
+        if (have + (size_t)n >= sizeof(s->log_tail))
+            have = 0;
+        memcpy(s->log_tail + have, line, (size_t)n + 1);
+        if (!s->ready && strstr(line, "\"msg\":\"listening\"") != NULL) {
+            const char *p = strstr(line, "\"port\":\"");
+            s->port = p ? atoi(p + 8) : 0;
+            s->ready = 1;
+        }
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(line);
+    fclose(f);
+    pthread_mutex_lock(&s->mu);
+    s->exited = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Builds the child's environment: ours, with the harness defaults and then env overriding. */
+static char **service_env(const char *dburl, const char *const *env)
+{
+    extern char **environ;
+    size_t n = 0, extra = 0;
+    while (environ[n])
+        n++;
+    while (env && env[extra])
+        extra++;
+    char **out = calloc(n + extra + 6, sizeof(char *));
+    size_t k = 0;
+    static char url[4096];
+    snprintf(url, sizeof(url), "ROWLOCK_DATABASE_URL=%s", dburl);
+    const char *defaults[] = {url, "ROWLOCK_PORT=0", "ROWLOCK_LISTEN_ADDRESS=127.0.0.1",
+                              "ROWLOCK_DB_STARTUP_WAIT_S=20"};
+    for (size_t i = 0; i < 4; i++)
+        out[k++] = (char *)defaults[i];
+    for (size_t i = 0; env && env[i]; i++)
+        out[k++] = (char *)env[i];
+    for (size_t i = 0; i < n; i++) {
+        size_t klen = strcspn(environ[i], "=");
+        int shadowed = 0;
+        for (size_t j = 0; j < k && !shadowed; j++)
+            shadowed = strncmp(out[j], environ[i], klen + 1) == 0;
+        if (!shadowed)
+            out[k++] = environ[i];
+    }
+    out[k] = NULL;
+    return out;
+}
+
+int th_service_start(struct th_service *s, const char *dburl, const char *const *env)
+{
+    int fds[2];
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pipe(fds) != 0)
+        return -1;
+    char **envp = service_env(dburl, env);
+    char *const argv[] = {(char *)ROWLOCK_BINARY, NULL};
+    s->pid = fork();
+    if (s->pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execve(ROWLOCK_BINARY, argv, envp);
+        _exit(127);
+    }
+    free(envp);
+    close(fds[1]);
+    s->log_fd = fds[0];
+    pthread_create(&s->reader, NULL, log_reader, s);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 30;
+    pthread_mutex_lock(&s->mu);
+    while (!s->ready && !s->exited &&
+           pthread_cond_timedwait(&s->cv, &s->mu, &deadline) != ETIMEDOUT)
+        ;
+    int ok = s->ready && s->port > 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) {
+        kill(s->pid, SIGKILL);
+        th_service_wait(s, 10);
+        return -1;
+    }
+    return 0;
+}
+
+void th_service_signal(struct th_service *s, int sig)
+{
+    kill(s->pid, sig);
+}
+
+int th_service_wait(struct th_service *s, int timeout_s)
+{
+    int status = 0;
+    for (int i = 0; i < timeout_s * 100; i++) {
+        pid_t r = waitpid(s->pid, &status, WNOHANG);
+        if (r == s->pid) {
+            pthread_join(s->reader, NULL);
+            s->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }
+        usleep(10000);
+    }
+    return -2;
+}
+
+int th_service_stop(struct th_service *s)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int rc = th_service_wait(s, 60);
+    if (rc == -2) {
+        kill(s->pid, SIGKILL);
+        th_service_wait(s, 10);
+    }
+    return rc;
+}
+
+int th_service_logged(struct th_service *s, const char *needle)
+{
+    pthread_mutex_lock(&s->mu);
+    int found = strstr(s->log_tail, needle) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+/* ---- HTTP ---- */
+
+struct grow {
+    char *p;
+    size_t len;
+};
+
+static size_t grow_write(char *data, size_t size, size_t n, void *arg)
+{
+    struct grow *g = arg;
+    size_t add = size * n;
+    char *p = realloc(g->p, g->len + add + 1);
+    if (p == NULL)
+        return 0;
+    memcpy(p + g->len, data, add);
+    g->len += add;
+    p[g->len] = '\0';
+    g->p = p;
+    return add;
+}
+
+int th_http(int port, const char *method, const char *path, const char *const *headers,
+            const char *body, size_t len, struct th_response *r)
+{
+    memset(r, 0, sizeof(*r));
+    CURL *curl = curl_easy_init();
+    struct curl_slist *hl = NULL;
+    struct grow b = {0}, h = {0};
+    char url[16384];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    if (body != NULL) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    hl = curl_slist_append(hl, "Expect:");
+    for (size_t i = 0; headers && headers[i]; i++)
+        hl = curl_slist_append(hl, headers[i]);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hl);
+    CURLcode rc = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME, &r->seconds);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(curl);
+    r->body = b.p ? b.p : strdup("");
+    r->len = b.len;
+    r->headers = h.p ? h.p : strdup("");
+    if (rc != CURLE_OK) {
+        fprintf(stderr, "HTTP %s %s failed: %s\n", method, path, curl_easy_strerror(rc));
+        return -1;
+    }
+    r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL);
+    return 0;
+}
+
+int th_header(const struct th_response *r, const char *name, char *out, size_t outsize)
+{
+    size_t nlen = strlen(name);
+    for (const char *line = r->headers; line && *line;) {
+        const char *end = strstr(line, "\r\n");
+        size_t llen = end ? (size_t)(end - line) : strlen(line);
+        if (llen > nlen && line[nlen] == ':' && strncasecmp(line, name, nlen) == 0) {
+            const char *v = line + nlen + 1;
+            while (*v == ' ')
+                v++;
+            snprintf(out, outsize, "%.*s", (int)(llen - (size_t)(v - line)), v);
+            return 0;
+        }
+        line = end ? end + 2 : line + llen;
+    }
+    return -1;
+}
+
+const char *th_problem_code(const struct th_response *r)
+{
+    const char *code = json_string_value(json_object_get(r->json, "code"));
+    return code ? code : "";
+}
+
+void th_response_free(struct th_response *r)
+{
+    free(r->body);
+    free(r->headers);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+void th_assert_problem(const struct th_response *r, long status, const char *code)
+{
+    char ct[128] = "";
+    th_header(r, "Content-Type", ct, sizeof(ct));
+    if (r->status != status || strcmp(th_problem_code(r), code) != 0 ||
+        strcmp(ct, "application/problem+json") != 0)
+        fprintf(stderr, "expected %ld %s, got %ld %s (%s): %s\n", status, code, r->status,
+                th_problem_code(r), ct, r->body);
+    assert_int_equal(r->status, status);
+    assert_string_equal(ct, "application/problem+json");
+    assert_string_equal(th_problem_code(r), code);
+    assert_int_equal(json_integer_value(json_object_get(r->json, "status")), status);
+    assert_non_null(json_string_value(json_object_get(r->json, "detail")));
+    assert_non_null(json_string_value(json_object_get(r->json, "title")));
+}

@@ -1,0 +1,66 @@
+/* Integration-test harness: fresh PostgreSQL databases per test program, a real rowlock process
+ * started on a free port (its log lines copied to the test's stderr), and an HTTP client on
+ * libcurl. Environment: ROWLOCK_TEST_ADMIN_URL (superuser URL of database postgres). */
+#ifndef TESTS_HARNESS_H
+#define TESTS_HARNESS_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Creates (dropping any old one) database rowlock_t_<name>; writes its URL to url. 0 or -1. */
+int th_db_create(const char *name, char *url, size_t urlsize);
+/* Connects to a URL, or fails the test. */
+PGconn *th_pg(const char *url);
+/* Runs SQL that must succeed (fails the test otherwise); returns the result (PQclear it). */
+PGresult *th_sql(PGconn *c, const char *sql);
+
+struct th_service {
+    pid_t pid;
+    int port;
+    int log_fd;
+    pthread_t reader;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int ready;     /* saw the "listening" line */
+    int exited;    /* stderr closed */
+    char log_tail[8192];
+};
+
+/* Starts rowlock against dburl with extra "KEY=value" environment entries (NULL-terminated,
+ * may be NULL). Waits up to 30 s for it to listen. Returns 0, or -1 (the process is gone). */
+int th_service_start(struct th_service *s, const char *dburl, const char *const *env);
+/* Sends SIGTERM and waits; returns the exit status (0 for a clean stop), -1 on a signal death. */
+int th_service_stop(struct th_service *s);
+/* Sends a signal without waiting. */
+void th_service_signal(struct th_service *s, int sig);
+/* Waits for the process to exit (up to timeout_s); returns as th_service_stop, -2 on timeout. */
+int th_service_wait(struct th_service *s, int timeout_s);
+/* True when a line containing needle has been logged. */
+int th_service_logged(struct th_service *s, const char *needle);
+
+struct th_response {
+    long status;
+    char *body;
+    size_t len;
+    char *headers; /* raw header block */
+    json_t *json;  /* parsed body when it is JSON, else NULL */
+    double seconds;
+};
+
+/* One HTTP request to 127.0.0.1:port. headers: NULL-terminated "Name: value" strings or NULL.
+ * body may be NULL. Returns 0 (r filled) or -1 (transport error). */
+int th_http(int port, const char *method, const char *path, const char *const *headers,
+            const char *body, size_t len, struct th_response *r);
+/* Value of a response header (case-insensitive), copied into out; 0 or -1 when absent. */
+int th_header(const struct th_response *r, const char *name, char *out, size_t outsize);
+/* The problem "code" of a problem+json response, or "" when it is not one. */
+const char *th_problem_code(const struct th_response *r);
+void th_response_free(struct th_response *r);
+
+/* Asserts a problem+json response with this status and code (cmocka assertion). */
+void th_assert_problem(const struct th_response *r, long status, const char *code);
+
+#endif
