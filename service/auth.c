@@ -53,6 +53,10 @@ static int parse_line(char *line, struct auth_token *t, const char **why)
     const char *sep = " \t,\r\n";
     char *save = NULL;
     char *token = strtok_r(line, sep, &save);
+    if (token == NULL) {
+        *why = "no token on the line";
+        return -1;
+    }
     if (strlen(token) < 16) {
         *why = "token shorter than 16 characters";
         return -1;

@@ -103,7 +103,9 @@ static int config_set(struct svc_config *cfg, const struct cfg_key *k, const cha
         char *end = NULL;
         errno = 0;
         long v = strtol(value, &end, 10);
-        if (errno != 0 || end == value || *end != '\0' || v < k->min || v > k->max) {
+        int digits = value[0] == '-' ? value[1] >= '0' && value[1] <= '9'
+                                     : value[0] >= '0' && value[0] <= '9';
+        if (!digits || errno != 0 || *end != '\0' || v < k->min || v > k->max) {
             fprintf(err, "rowlock: invalid %s %s=\"%s\": expected an integer from %ld to %ld\n",
                     source, source[0] == 'f' ? k->flag : k->env, value, k->min, k->max);
             return -1;

@@ -45,8 +45,8 @@ struct svc_request {
     int matched;
     char request_id[REQUEST_ID_MAX + 1];
     struct svc_buf body;
-    int body_too_large;
     int checked; /* request_check ran (before the body) */
+    int body_too_large;
     json_t *json;
     struct timespec start;
     int status; /* 0 until a response is queued */
@@ -455,12 +455,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
-        if (!req->body_too_large &&
-            svc_buf_append(&req->body, upload_data, *upload_data_size) != 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        /* A chunked body that grows past the limit stops being buffered; the rest is read and
+         * dropped, and the 413 goes out at its end (MHD 0.9.75 refuses a response queued
+         * while a body is still arriving). Content-Length bodies never get here: see
+         * request_check. */
+        if (!req->body_too_large && svc_buf_append(&req->body, upload_data, n) != 0) {
             req->body_too_large = 1;
             svc_buf_free(&req->body);
         }
-        *upload_data_size = 0;
         return MHD_YES;
     }
     enum svc_outcome out;
@@ -499,6 +503,8 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         free(s);
         return NULL;
     }
+    /* Room for our own 414/431 checks to fire before MHD's plain-text ones. No SO_REUSEPORT:
+     * a second process on the same port would silently take half the connections. */
     size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
@@ -510,7 +516,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         (unsigned)cfg->connection_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)cfg->per_ip_connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (s->daemon == NULL) {
         char port[16];
         snprintf(port, sizeof(port), "%ld", cfg->port);

@@ -145,6 +145,8 @@ enum svc_match_result svc_router_match(const struct svc_route *routes, size_t nr
 {
     memset(m, 0, sizeof(*m));
     m->route = -1;
+    if (strcmp(method, "HEAD") == 0)
+        method = "GET"; /* MHD sends the headers of the GET answer without its body */
     size_t path_len = strcspn(target, "?");
     int best_literals = -1, path_known = 0;
     for (size_t i = 0; i < nroutes; i++) {

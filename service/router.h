@@ -66,7 +66,8 @@ enum svc_match_result {
 
 /* Matches method and raw target ("/a/b%2Fc?x=1") against the table. On SVC_MATCH_OK the match
  * holds decoded params (free with svc_match_free); otherwise it holds nothing to free.
- * Among several templates matching the path, the one with more literal segments wins. */
+ * Among several templates matching the path, the one with more literal segments wins. HEAD
+ * matches GET routes. */
 enum svc_match_result svc_router_match(const struct svc_route *routes, size_t nroutes,
                                        const char *method, const char *target,
                                        struct svc_match *m);

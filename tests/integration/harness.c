@@ -199,7 +199,8 @@ int th_service_wait(struct th_service *s, int timeout_s)
         if (r == s->pid) {
             pthread_join(s->reader, NULL);
             s->pid = 0;
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            s->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            return s->exit_code;
         }
         usleep(10000);
     }

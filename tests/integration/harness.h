@@ -26,6 +26,7 @@ struct th_service {
     pthread_cond_t cv;
     int ready;     /* saw the "listening" line */
     int exited;    /* stderr closed */
+    int exit_code; /* after th_service_wait: exit status, -1 for a signal */
     char log_tail[8192];
 };
 

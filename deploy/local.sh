@@ -1,0 +1,522 @@
+#!/usr/bin/env bash
+# deploy/local.sh: build rowlock and run it, or its tests, against a private PostgreSQL cluster.
+#
+#   deploy/local.sh run [rowlock flags...]   build, start (or reuse) .rowlock/pg, run build/rowlock
+#   deploy/local.sh test                     build build/ and build-asan/, run both ctest suites
+#                                            against a throwaway cluster, removed on exit
+#   deploy/local.sh pgctl DIR start|stop|status   control the cluster in DIR (the tests use this
+#                                            through $ROWLOCK_TEST_PGCTL)
+#
+# Installs missing Debian packages when run as root (or through sudo). PostgreSQL refuses to run as
+# root, so as root the cluster belongs to the `postgres` system user and lives outside the checkout
+# (which that user may not be able to enter); .rowlock/pg is then a symlink to it.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+readonly ROOT
+readonly SELF="$ROOT/deploy/local.sh"
+readonly STATE="$ROOT/.rowlock"
+readonly REDOCLY_VERSION=1.34.20
+readonly PG_OS_USER=postgres
+
+# Logging never fails: after a Ctrl-C, stderr may be a pipe whose reader (tee, less) is gone.
+log() { printf '==> %s\n' "$*" >&2 || true; }
+warn() { printf 'local.sh: warning: %s\n' "$*" >&2 || true; }
+die() {
+    printf 'local.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+
+usage() {
+    cat >&2 <<'EOF'
+usage: deploy/local.sh run [rowlock flags...]
+       deploy/local.sh test
+       deploy/local.sh pgctl DIR start|stop|status
+
+run    build build/ and run build/rowlock in the foreground on $ROWLOCK_PORT (default 8080).
+       Without ROWLOCK_DATABASE_URL it starts a private PostgreSQL cluster (.rowlock/pg), whose data
+       persists across runs; Ctrl-C or SIGTERM stops the service, then the cluster.
+test   build build/ and build-asan/ (ROWLOCK_SANITIZE=ON), run both ctest suites against a
+       throwaway cluster, then remove it. Exits non-zero if either suite failed.
+pgctl  start or stop (fast, waiting) the cluster in DIR as the user that owns it.
+EOF
+    exit 2
+}
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# ---------------------------------------------------------------------------------------------
+# Packages and build
+
+# Installs those of the named Debian packages that are not installed; apt-get update only then.
+ensure_packages() {
+    local p status missing=()
+    for p in "$@"; do
+        status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+        [[ $status == *"ok installed" ]] || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        log "packages: all present"
+        return 0
+    fi
+    local sudo=()
+    if ! is_root; then
+        command -v sudo >/dev/null 2>&1 ||
+            die "missing Debian packages: ${missing[*]} (run as root, or install them first)"
+        sudo=(sudo)
+    fi
+    log "packages: installing ${missing[*]}"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libpq-dev libjansson-dev
+    libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format)
+
+# build DIR [cmake -D options...]
+build() {
+    local dir=$1
+    shift
+    log "build: configuring $dir"
+    cmake -S "$ROOT" -B "$ROOT/$dir" "$@"
+    log "build: compiling $dir"
+    cmake --build "$ROOT/$dir" -j2
+}
+
+prepare_state_dir() {
+    mkdir -p "$STATE/logs"
+    [ -f "$STATE/.gitignore" ] || printf '*\n' >"$STATE/.gitignore"
+}
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL cluster. A cluster directory CDIR holds data/, sock/, postgres.log and (for test) the
+# pgctl script. cluster_use sets the globals below; the other functions act on them.
+
+CDIR="" DATA="" SOCK="" PGLOG="" PGBIN=""
+
+# Runs "$@" as the cluster's OS user (postgres when we are root), from / so that a working
+# directory that user cannot enter does no harm.
+as_pg() {
+    if is_root; then
+        (cd / && runuser -u "$PG_OS_USER" -- "$@")
+    else
+        (cd / && "$@")
+    fi
+}
+
+# Picks the server binaries: the cluster's own major version when it exists, else the highest.
+find_pgbin() {
+    local v=""
+    if [ -f "$DATA/PG_VERSION" ]; then
+        v=$(cat "$DATA/PG_VERSION")
+        [ -x "/usr/lib/postgresql/$v/bin/pg_ctl" ] ||
+            die "cluster $DATA is PostgreSQL $v but /usr/lib/postgresql/$v/bin is missing"
+    else
+        v=$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null |
+            sort -V | tail -n 1 || true)
+    fi
+    if [ -z "$v" ] || [ ! -x "/usr/lib/postgresql/$v/bin/initdb" ]; then
+        die "no PostgreSQL server under /usr/lib/postgresql (install the postgresql package)"
+    fi
+    PGBIN=/usr/lib/postgresql/$v/bin
+}
+
+cluster_use() {
+    CDIR=$1
+    DATA=$CDIR/data
+    SOCK=$CDIR/sock
+    PGLOG=$CDIR/postgres.log
+    find_pgbin
+}
+
+# Percent-encodes a string for a URI query value.
+urlencode() {
+    local LC_ALL=C s=$1 out="" c i
+    for ((i = 0; i < ${#s}; i++)); do
+        c=${s:i:1}
+        case $c in
+        [A-Za-z0-9/._~-]) out+=$c ;;
+        *) out+=$(printf '%%%02X' "'$c") ;;
+        esac
+    done
+    printf '%s' "$out"
+}
+
+# libpq URI of database $1 as superuser rowlock over the cluster's socket.
+pg_url() { printf 'postgresql:///%s?host=%s&user=rowlock' "$1" "$(urlencode "$SOCK")"; }
+
+# Makes CDIR (owned by the cluster's user, private) and, as root, checks that user exists.
+cluster_mkdir() {
+    if is_root; then
+        id -u "$PG_OS_USER" >/dev/null 2>&1 ||
+            die "system user $PG_OS_USER is missing (it comes with the postgresql package)"
+        install -d -m 0700 -o "$PG_OS_USER" -g "$(id -gn "$PG_OS_USER")" "$CDIR"
+    else
+        install -d -m 0700 "$CDIR"
+    fi
+}
+
+# Creates the cluster unless it exists, and (re)writes its settings. $1: run | test
+cluster_init() {
+    local kind=$1 sock_file="$SOCK/.s.PGSQL.5432"
+    [ ${#sock_file} -le 100 ] ||
+        die "socket path too long for a unix socket (${#sock_file} > 100): $sock_file"
+    cluster_mkdir
+    if [ ! -f "$DATA/PG_VERSION" ]; then
+        local locale=C
+        grep -qiE '^c\.utf-?8$' <<<"$(locale -a 2>/dev/null || true)" && locale=C.UTF-8
+        log "postgres: initdb $DATA ($PGBIN)"
+        as_pg rm -rf "$DATA"
+        as_pg "$PGBIN/initdb" -D "$DATA" -A trust -U rowlock --encoding=UTF8 --locale="$locale" \
+            >"$CDIR/initdb.log.tmp" 2>&1 || {
+            cat "$CDIR/initdb.log.tmp" >&2
+            die "initdb failed"
+        }
+        rm -f "$CDIR/initdb.log.tmp"
+        printf "\ninclude_if_exists = 'rowlock.conf'\n" | as_pg tee -a "$DATA/postgresql.conf" >/dev/null
+    fi
+    as_pg mkdir -p -m 0700 "$SOCK"
+    local sockdir=${SOCK//\'/\'\'}
+    {
+        printf '# Written by deploy/local.sh on every start; edits are overwritten.\n'
+        printf "listen_addresses = ''\n"
+        printf "unix_socket_directories = '\"%s\"'\n" "$sockdir"
+        printf 'unix_socket_permissions = 0700\n'
+        printf 'port = 5432\n'
+        printf 'max_connections = 300\n'
+        printf 'shared_buffers = 256MB\n'
+        if [ "$kind" = test ]; then
+            printf 'fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n'
+        fi
+    } | as_pg tee "$DATA/rowlock.conf" >/dev/null
+}
+
+# True when postmaster.pid names a live postmaster of this data directory. A stale pid file (its
+# process is gone, or the pid now belongs to something else) is removed with the socket lock.
+cluster_running() {
+    local pidfile=$DATA/postmaster.pid pid
+    [ -f "$pidfile" ] || return 1
+    pid=$(head -n 1 "$pidfile" 2>/dev/null || true)
+    if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1 && [[ $pid =~ ^[0-9]+$ ]] &&
+        [ "$(readlink "/proc/$pid/cwd" 2>/dev/null || true)" = "$(readlink -f "$DATA")" ]; then
+        return 0
+    fi
+    log "postgres: removing stale $pidfile (pid ${pid:-?} is not this cluster's postmaster)"
+    rm -f "$pidfile" "$SOCK/.s.PGSQL.5432" "$SOCK/.s.PGSQL.5432.lock"
+    return 1
+}
+
+cluster_start() {
+    if cluster_running; then
+        log "postgres: already running ($DATA)"
+        return 0
+    fi
+    log "postgres: starting ($DATA, log $PGLOG)"
+    as_pg touch "$PGLOG"
+    if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$PGLOG" -w -t 120 start >/dev/null; then
+        tail -n 30 "$PGLOG" >&2 || true
+        die "PostgreSQL did not start; see $PGLOG"
+    fi
+}
+
+cluster_stop() {
+    [ -n "$DATA" ] && [ -d "$DATA" ] || return 0
+    if cluster_running; then
+        log "postgres: stopping ($DATA)"
+        as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w -t 120 stop >/dev/null ||
+            warn "pg_ctl stop failed; see $PGLOG"
+    fi
+}
+
+cluster_create_db() {
+    local admin
+    admin=$(pg_url postgres)
+    if [ -z "$("$PGBIN/psql" "$admin" -XAtqc "select 1 from pg_database where datname = 'rowlock'")" ]; then
+        log "postgres: creating database rowlock"
+        "$PGBIN/psql" "$admin" -Xqc 'create database rowlock'
+    fi
+}
+
+# Waits for background child $1 and returns its exit status. A trapped signal cuts a plain
+# `wait` short (that is the point: bash defers traps while a foreground command runs), so this
+# waits again until the child is really gone.
+wait_child() {
+    local pid=$1 rc again
+    while :; do
+        rc=0
+        wait "$pid" || rc=$?
+        kill -0 "$pid" 2>/dev/null || break
+    done
+    if [ "$rc" -gt 128 ]; then # maybe the status of an interrupted wait: ask once more
+        again=0
+        wait "$pid" 2>/dev/null || again=$?
+        [ "$again" -eq 127 ] || rc=$again
+    fi
+    return "$rc"
+}
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+RUN_CHILD="" RUN_CLUSTER=0 RUN_SIGNALS=0
+
+run_on_signal() {
+    trap '' PIPE # see log()
+    RUN_SIGNALS=$((RUN_SIGNALS + 1))
+    [ -n "$RUN_CHILD" ] || exit 130
+    if [ "$RUN_SIGNALS" -eq 1 ]; then
+        log "run: stopping rowlock (pid $RUN_CHILD); signal again to kill it"
+        kill -TERM "$RUN_CHILD" 2>/dev/null || true
+    else
+        log "run: killing rowlock (pid $RUN_CHILD)"
+        kill -KILL "$RUN_CHILD" 2>/dev/null || true
+    fi
+}
+
+run_on_exit() {
+    local rc=$?
+    trap '' PIPE
+    trap - INT TERM
+    if [ -n "$RUN_CHILD" ] && kill -0 "$RUN_CHILD" 2>/dev/null; then
+        kill -TERM "$RUN_CHILD" 2>/dev/null || true
+        wait "$RUN_CHILD" 2>/dev/null || true
+    fi
+    [ "$RUN_CLUSTER" -eq 1 ] && cluster_stop
+    exit "$rc"
+}
+
+cmd_run() {
+    ensure_packages "${BASE_PACKAGES[@]}"
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    [ -x "$ROOT/build/rowlock" ] || die "build did not produce build/rowlock"
+    prepare_state_dir
+    trap run_on_exit EXIT
+    trap run_on_signal INT TERM
+
+    if [ -n "${ROWLOCK_DATABASE_URL:-}" ]; then
+        log "run: using ROWLOCK_DATABASE_URL from the environment; no private cluster"
+    else
+        local dir=$STATE/pg
+        if is_root; then
+            local key
+            key=$(printf '%s' "$ROOT" | sha1sum | cut -c1-12)
+            dir=/var/lib/rowlock-local/$key
+            install -d -m 0755 /var/lib/rowlock-local
+            [ -L "$STATE/pg" ] || [ ! -e "$STATE/pg" ] ||
+                die "$STATE/pg exists and is not a symlink (made by a non-root run?); remove it"
+            ln -sfn "$dir" "$STATE/pg"
+        fi
+        cluster_use "$dir"
+        cluster_init run
+        RUN_CLUSTER=1
+        cluster_start
+        cluster_create_db
+        export ROWLOCK_DATABASE_URL
+        ROWLOCK_DATABASE_URL=$(pg_url rowlock)
+        log "run: ROWLOCK_DATABASE_URL=$ROWLOCK_DATABASE_URL"
+    fi
+    export ROWLOCK_PORT="${ROWLOCK_PORT:-8080}"
+
+    log "run: starting build/rowlock on port $ROWLOCK_PORT (Ctrl-C stops it)"
+    # Own session: a terminal's Ctrl-C reaches only this script, which sends SIGTERM once.
+    setsid -w "$ROOT/build/rowlock" "$@" &
+    RUN_CHILD=$!
+    local rc=0
+    wait_child "$RUN_CHILD" || rc=$?
+    RUN_CHILD=""
+    log "run: rowlock exited with status $rc"
+    exit "$rc"
+}
+
+# ---------------------------------------------------------------------------------------------
+# test
+
+TEST_DIR="" TEST_CHILD=""
+
+# INT/TERM during a suite: end the whole ctest process group (its tests too), then exit, which
+# runs test_on_exit.
+test_on_signal() {
+    trap '' PIPE # see log()
+    if [ -n "$TEST_CHILD" ]; then
+        log "test: interrupted; stopping ctest"
+        kill -TERM -- "-$TEST_CHILD" 2>/dev/null || true
+        wait "$TEST_CHILD" 2>/dev/null || true
+    fi
+    exit $((128 + $1))
+}
+
+test_on_exit() {
+    local rc=$?
+    trap '' PIPE
+    trap - INT TERM
+    if [ -n "$TEST_DIR" ]; then
+        cluster_stop || true
+        cp "$PGLOG" "$STATE/logs/postgres-test.log" 2>/dev/null || true
+        log "test: removing throwaway cluster $TEST_DIR (its log: .rowlock/logs/postgres-test.log)"
+        rm -rf "$TEST_DIR"
+        rm -f "$STATE/pg-test"
+    fi
+    exit "$rc"
+}
+
+# Writes CDIR/pgctl, the executable the integration tests call to stop and start this cluster.
+write_pgctl() {
+    local script=$CDIR/pgctl
+    {
+        printf '#!/usr/bin/env bash\n# Generated by deploy/local.sh: %s stop|start|status\n' "$script"
+        printf 'exec %q pgctl %q "$@"\n' "$SELF" "$CDIR"
+    } >"$script"
+    chmod 0755 "$script"
+}
+
+install_redocly() {
+    local dir=$STATE/node have=""
+    local bin=$dir/node_modules/.bin/redocly
+    if [ -f "$dir/node_modules/@redocly/cli/package.json" ]; then
+        have=$(node -p "require('$dir/node_modules/@redocly/cli/package.json').version" 2>/dev/null || true)
+    fi
+    if [ "$have" != "$REDOCLY_VERSION" ] || [ ! -x "$bin" ]; then
+        log "test: npm install @redocly/cli@$REDOCLY_VERSION into .rowlock/node"
+        mkdir -p "$dir"
+        if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            "@redocly/cli@$REDOCLY_VERSION" >&2; then
+            warn "npm install @redocly/cli failed; ROWLOCK_TEST_REDOCLY is not set"
+            return 0
+        fi
+    fi
+    export ROWLOCK_TEST_REDOCLY=$bin
+}
+
+# run_suite DIR [VAR=value...]: runs one ctest suite with those variables; returns its status.
+# ctest runs in its own session (so pid = process group) in the background, for test_on_signal.
+run_suite() {
+    local dir=$1 rc=0
+    shift
+    log "test: ctest $dir"
+    "$ROWLOCK_TEST_PGCTL" start # a failed test may have left PostgreSQL down
+    setsid -w env "$@" ctest --test-dir "$ROOT/$dir" --output-on-failure -j2 --timeout 600 \
+        --no-tests=error &
+    TEST_CHILD=$!
+    wait_child "$TEST_CHILD" || rc=$?
+    TEST_CHILD=""
+    return "$rc"
+}
+
+# record NAME STATUS: notes one summary line; sets FAILED on a non-zero status.
+SUMMARY=() FAILED=0
+record() {
+    if [ "$2" -eq 0 ]; then
+        SUMMARY+=("suite $1: passed")
+    else
+        SUMMARY+=("suite $1: FAILED")
+        FAILED=1
+    fi
+}
+
+# Checks the operator files in deploy/ with promtool.
+check_deploy() {
+    local p=$ROOT/deploy/prometheus
+    log "test: promtool checks of deploy/prometheus"
+    "$ROWLOCK_TEST_PROMTOOL" check config "$p/prometheus.yml" >&2 &&
+        "$ROWLOCK_TEST_PROMTOOL" check rules "$p/rowlock-rules.yml" >&2 &&
+        (cd "$p" && "$ROWLOCK_TEST_PROMTOOL" test rules rowlock-rules.test.yml >&2)
+}
+
+cmd_test() {
+    local pkgs=("${BASE_PACKAGES[@]}")
+    command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
+    command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+    ensure_packages "${pkgs[@]}"
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_SANITIZE=ON
+    prepare_state_dir
+
+    trap test_on_exit EXIT
+    trap 'test_on_signal 2' INT
+    trap 'test_on_signal 15' TERM
+    TEST_DIR=$(mktemp -d /tmp/rowlock-test.XXXXXX)
+    ln -sfn "$TEST_DIR" "$STATE/pg-test"
+    cluster_use "$TEST_DIR"
+    cluster_init test
+    cluster_start
+    cluster_create_db
+    write_pgctl
+
+    export ROWLOCK_DATABASE_URL ROWLOCK_TEST_ADMIN_URL ROWLOCK_TEST_PGCTL ROWLOCK_TEST_PROMTOOL
+    ROWLOCK_DATABASE_URL=$(pg_url rowlock)
+    ROWLOCK_TEST_ADMIN_URL=$(pg_url postgres)
+    ROWLOCK_TEST_PGCTL=$CDIR/pgctl
+    ROWLOCK_TEST_PROMTOOL=$(command -v promtool || true)
+    [ -n "$ROWLOCK_TEST_PROMTOOL" ] || die "promtool not found (Debian package prometheus)"
+    unset ROWLOCK_TEST_REDOCLY
+    if command -v npm >/dev/null 2>&1; then
+        install_redocly
+    else
+        warn "npm not found; ROWLOCK_TEST_REDOCLY is not set"
+    fi
+    log "test: ROWLOCK_TEST_ADMIN_URL=$ROWLOCK_TEST_ADMIN_URL"
+    log "test: ROWLOCK_TEST_PGCTL=$ROWLOCK_TEST_PGCTL"
+
+    local rc
+    rc=0 && check_deploy || rc=$?
+    record "deploy (promtool on deploy/prometheus)" "$rc"
+    rc=0 && run_suite build || rc=$?
+    record "release (build/)" "$rc"
+    rc=0 && run_suite build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 || rc=$?
+    record "asan+ubsan (build-asan/)" "$rc"
+
+    local line
+    for line in "${SUMMARY[@]}"; do log "summary: $line"; done
+    if [ "$FAILED" -ne 0 ]; then
+        log "summary: FAILED"
+        exit 1
+    fi
+    log "summary: all suites passed"
+}
+
+# ---------------------------------------------------------------------------------------------
+# pgctl DIR start|stop|status
+
+cmd_pgctl() {
+    [ $# -eq 2 ] || usage
+    [ -f "$1/data/PG_VERSION" ] || die "no cluster in $1"
+    cluster_use "$(cd "$1" && pwd -P)"
+    case $2 in
+    start) cluster_start ;;
+    stop)
+        cluster_stop
+        ! cluster_running || die "PostgreSQL did not stop"
+        ;;
+    status)
+        if cluster_running; then echo running; else
+            echo stopped
+            exit 3
+        fi
+        ;;
+    *) usage ;;
+    esac
+}
+
+main() {
+    [ $# -ge 1 ] || usage
+    local cmd=$1
+    shift
+    cd "$ROOT"
+    case $cmd in
+    run) cmd_run "$@" ;;
+    test)
+        [ $# -eq 0 ] || usage
+        cmd_test
+        ;;
+    pgctl) cmd_pgctl "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+        printf 'local.sh: unknown subcommand: %s\n' "$cmd" >&2
+        usage
+        ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,144 @@
+/* db_tx_run against a real PostgreSQL: a serialization failure (40001), forced by a concurrent
+ * update committed between the workflow's read and its write, is retried and the second attempt
+ * commits; a conflict on every attempt gives up after DB_TX_MAX_ATTEMPTS with DB_ERR_RETRY; a
+ * non-retryable error (23505) is reported with its SQLSTATE after one attempt; a workflow's
+ * DB_ABORTED rolls back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "db/tx.h"
+#include "harness.h"
+
+static char dburl[1024];
+static struct db_pool *pool;
+static PGconn *other; /* the concurrent writer */
+
+static int setup(void **state)
+{
+    if (th_db_create("txretry", dburl, sizeof(dburl)) != 0)
+        return -1;
+    other = th_pg(dburl);
+    PQclear(th_sql(other, "CREATE TABLE counter (id int PRIMARY KEY, v int NOT NULL)"));
+    struct db_pool_config pc = {dburl, 2, 1000, 5000, 5};
+    pool = db_pool_create(&pc);
+    return pool ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    db_pool_destroy(pool);
+    PQfinish(other);
+    return 0;
+}
+
+static void reset_counter(void)
+{
+    PQclear(th_sql(other, "DELETE FROM counter"));
+    PQclear(th_sql(other, "INSERT INTO counter VALUES (1, 0)"));
+}
+
+static int counter_value(void)
+{
+    PGresult *r = th_sql(other, "SELECT v FROM counter WHERE id = 1");
+    int v = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+struct bump {
+    int attempts;
+    int interfere_until; /* the concurrent writer strikes on attempts up to this one */
+};
+
+static const struct db_stmt stmt_read = {"t_read", "SELECT v FROM counter WHERE id = 1", 0};
+static const struct db_stmt stmt_bump = {"t_bump", "UPDATE counter SET v = v + 1 WHERE id = 1",
+                                         0};
+static const struct db_stmt stmt_dup = {"t_dup", "INSERT INTO counter VALUES (1, 0)", 0};
+
+/* Reads (taking the REPEATABLE READ snapshot), lets the other session commit an update of the
+ * same row, then writes it: PostgreSQL must refuse the write with 40001. */
+static enum db_status bump_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct bump *b = arg;
+    b->attempts++;
+    enum db_status st = db_query(c, &stmt_read, NULL, NULL, err);
+    if (st != DB_OK)
+        return st;
+    if (b->attempts <= b->interfere_until)
+        PQclear(th_sql(other, "UPDATE counter SET v = v + 100 WHERE id = 1"));
+    return db_query(c, &stmt_bump, NULL, NULL, err);
+}
+
+static void serialization_failure_is_retried(void **state)
+{
+    reset_counter();
+    struct db_tx_stats before, after;
+    db_tx_get_stats(&before);
+    struct bump b = {0, 1};
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_OK);
+    assert_int_equal(b.attempts, 2);
+    assert_int_equal(counter_value(), 101); /* the other update and exactly one bump */
+    db_tx_get_stats(&after);
+    assert_int_equal(after.retries - before.retries, 1);
+    assert_int_equal(after.commits - before.commits, 1);
+}
+
+static void persistent_conflict_gives_up(void **state)
+{
+    reset_counter();
+    struct bump b = {0, 1000};
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_ERR_RETRY);
+    assert_int_equal(b.attempts, DB_TX_MAX_ATTEMPTS);
+    assert_string_equal(err.sqlstate, "40001");
+    assert_int_equal(counter_value(), 100 * DB_TX_MAX_ATTEMPTS); /* no bump committed */
+}
+
+static enum db_status dup_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    (*(int *)arg)++;
+    return db_query(c, &stmt_dup, NULL, NULL, err);
+}
+
+static void other_errors_are_reported_once(void **state)
+{
+    reset_counter();
+    int attempts = 0;
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, dup_tx, &attempts, &err), DB_ERR_HARD);
+    assert_int_equal(attempts, 1);
+    assert_string_equal(err.sqlstate, "23505");
+    assert_non_null(strstr(err.message, "duplicate key"));
+}
+
+static enum db_status abort_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    enum db_status st = db_query(c, &stmt_bump, NULL, NULL, err);
+    return st == DB_OK ? DB_ABORTED : st;
+}
+
+static void aborted_workflow_rolls_back(void **state)
+{
+    reset_counter();
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, abort_tx, NULL, &err), DB_ABORTED);
+    assert_int_equal(counter_value(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(serialization_failure_is_retried),
+        cmocka_unit_test(persistent_conflict_gives_up),
+        cmocka_unit_test(other_errors_are_reported_once),
+        cmocka_unit_test(aborted_workflow_rolls_back),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
