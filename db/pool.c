@@ -87,8 +87,8 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
 {
     char timeout[16];
     snprintf(timeout, sizeof(timeout), "%d", p->cfg.connect_timeout_s);
-    const char *keys[] = {"dbname", "connect_timeout", "application_name", "keepalives",
-                          "keepalives_idle", NULL};
+    const char *keys[] = {"dbname",     "connect_timeout", "application_name",
+                          "keepalives", "keepalives_idle", NULL};
     const char *vals[] = {p->conninfo, timeout, "rowlock", "1", "30", NULL};
     c->pg = PQconnectdbParams(keys, vals, 1);
     if (c->pg != NULL)
@@ -167,9 +167,8 @@ void db_pool_release(struct db_conn *c)
     if (c == NULL)
         return;
     struct db_pool *p = c->pool;
-    if (c->pg != NULL &&
-        (c->broken || PQstatus(c->pg) != CONNECTION_OK ||
-         PQtransactionStatus(c->pg) != PQTRANS_IDLE))
+    if (c->pg != NULL && (c->broken || PQstatus(c->pg) != CONNECTION_OK ||
+                          PQtransactionStatus(c->pg) != PQTRANS_IDLE))
         db_conn_close(c);
     pthread_mutex_lock(&p->mu);
     p->free_stack[p->nfree++] = (int)(c - p->conns);

@@ -39,9 +39,9 @@ struct db_pool_stats {
     int in_use;
     int connected;
     uint64_t acquires;
-    uint64_t waits;      /* acquires that found no free connection at first */
-    uint64_t timeouts;   /* acquires that gave up */
-    uint64_t connects;   /* successful connection opens (first and re-) */
+    uint64_t waits;    /* acquires that found no free connection at first */
+    uint64_t timeouts; /* acquires that gave up */
+    uint64_t connects; /* successful connection opens (first and re-) */
     uint64_t connect_failures;
 };
 void db_pool_get_stats(struct db_pool *pool, struct db_pool_stats *out);

@@ -15,15 +15,15 @@ struct schema_apply {
     int found;
 };
 
-static const struct db_stmt stmt_lock = {
-    "schema_lock", "SELECT pg_advisory_xact_lock(7255186934271200)", 0};
+static const struct db_stmt stmt_lock = {"schema_lock",
+                                         "SELECT pg_advisory_xact_lock(7255186934271200)", 0};
 static const struct db_stmt stmt_inspect = {
     "schema_inspect",
     "SELECT to_regclass('rowlock.schema_version') IS NOT NULL,"
     "       EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'rowlock')",
     0};
-static const struct db_stmt stmt_version = {
-    "schema_version", "SELECT version FROM rowlock.schema_version", 0};
+static const struct db_stmt stmt_version = {"schema_version",
+                                            "SELECT version FROM rowlock.schema_version", 0};
 static const struct db_stmt stmt_record = {
     "schema_record", "INSERT INTO rowlock.schema_version (version) VALUES ($1::integer)", 1};
 

@@ -1,5 +1,5 @@
-/* The schema baseline: the schema/ SQL files compiled into the binary, applied in one transaction on an
- * empty database, with a version row; a database built by another version is refused. */
+/* The schema baseline: the schema/ SQL files compiled into the binary, applied in one transaction
+ * on an empty database, with a version row; a database built by another version is refused. */
 #ifndef DB_SCHEMA_H
 #define DB_SCHEMA_H
 

@@ -28,7 +28,7 @@ void db_error_set(struct db_error *err, const char *sqlstate, const char *fmt, .
 
 const char *db_status_name(enum db_status s)
 {
-    static const char *const names[] = {"ok",          "aborted", "retry", "unavailable",
+    static const char *const names[] = {"ok",           "aborted", "retry", "unavailable",
                                         "pool_timeout", "timeout", "error"};
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }
@@ -41,8 +41,7 @@ enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_err
         msg = PQerrorMessage(c->pg);
     db_error_set(err, state ? state : "", "%s", msg);
     if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
-        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
-        strcmp(state, "57P03") == 0) {
+        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0) {
         c->broken = 1;
         return DB_ERR_UNAVAILABLE;
     }
@@ -126,8 +125,8 @@ static void backoff(int attempt)
 static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_workflow_fn fn,
                                  void *arg, int *at_begin, struct db_error *err)
 {
-    static const char *const begin[] = {
-        "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ", "BEGIN ISOLATION LEVEL SERIALIZABLE"};
+    static const char *const begin[] = {"BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ",
+                                        "BEGIN ISOLATION LEVEL SERIALIZABLE"};
     enum db_status st = db_exec(c, begin[iso], err);
     *at_begin = st != DB_OK;
     if (st != DB_OK)
@@ -146,8 +145,8 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
     return st;
 }
 
-enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn,
-                         void *arg, struct db_error *err)
+enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn, void *arg,
+                         struct db_error *err)
 {
     enum db_status st = DB_ERR_RETRY;
     int replaced = 0;

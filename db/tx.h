@@ -21,8 +21,8 @@ typedef enum db_status (*db_workflow_fn)(struct db_conn *c, void *arg, struct db
 /* Runs fn in one transaction. DB_OK means committed. DB_ERR_RETRY means the transaction still
  * conflicted after DB_TX_MAX_ATTEMPTS. A connection that turns out broken at BEGIN is replaced
  * once (nothing has run yet, so that is safe); a failure at COMMIT is reported, never retried. */
-enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn,
-                         void *arg, struct db_error *err);
+enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn, void *arg,
+                         struct db_error *err);
 
 struct db_tx_stats {
     uint64_t commits;

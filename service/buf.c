@@ -89,11 +89,21 @@ int svc_buf_json_string(struct svc_buf *b, const char *s)
         char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
         size_t n = 2;
         switch (*p) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
         default:
             if (*p < 0x20) {
                 esc[1] = 'u';

@@ -78,10 +78,14 @@ const char *svc_log_level_name(long level)
 static const char *type_name(enum cfg_type t)
 {
     switch (t) {
-    case CFG_INT: return "integer";
-    case CFG_BOOL: return "boolean";
-    case CFG_LEVEL: return "level";
-    default: return "string";
+    case CFG_INT:
+        return "integer";
+    case CFG_BOOL:
+        return "boolean";
+    case CFG_LEVEL:
+        return "level";
+    default:
+        return "string";
     }
 }
 
@@ -132,8 +136,8 @@ static int config_set(struct svc_config *cfg, const struct cfg_key *k, const cha
                 return 0;
             }
         }
-        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected debug, info, warn or error\n",
-                source, source[0] == 'f' ? k->flag : k->env, value);
+        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected debug, info, warn or error\n", source,
+                source[0] == 'f' ? k->flag : k->env, value);
         return -1;
     }
     return -1;
@@ -158,9 +162,8 @@ static void config_print_markdown(FILE *out)
     fprintf(out, "| flag | environment | type | default | meaning |\n|---|---|---|---|---|\n");
     for (size_t i = 0; i < CONFIG_KEYS; i++) {
         const struct cfg_key *k = &config_table[i];
-        fprintf(out, "| `--%s` | `%s` | %s | %s%s%s | %s |\n", k->flag, k->env,
-                type_name(k->type), k->def[0] ? "`" : "", k->def[0] ? k->def : "none",
-                k->def[0] ? "`" : "", k->help);
+        fprintf(out, "| `--%s` | `%s` | %s | %s%s%s | %s |\n", k->flag, k->env, type_name(k->type),
+                k->def[0] ? "`" : "", k->def[0] ? k->def : "none", k->def[0] ? "`" : "", k->help);
     }
 }
 

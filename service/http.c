@@ -312,8 +312,7 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
         req->matched = 1;
         break;
     case SVC_MATCH_NOT_FOUND:
-        *out = svc_reply_problem(req, SVC_P_ROUTE_NOT_FOUND, "no route matches %s",
-                                 req->target);
+        *out = svc_reply_problem(req, SVC_P_ROUTE_NOT_FOUND, "no route matches %s", req->target);
         return 1;
     case SVC_MATCH_METHOD_NOT_ALLOWED: {
         char allow[sizeof(req->match.allow)];
@@ -335,15 +334,13 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
     const struct svc_route *route = &s->routes[req->match.route];
     if (s->auth != NULL && !(route->scope == SVC_SCOPE_OPS && cfg->open_ops)) {
         static const char *const scope_names[] = {"read", "read", "write", "work", "admin"};
-        enum svc_auth_result ar =
-            svc_auth_check(s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION),
-                           route->scope);
+        enum svc_auth_result ar = svc_auth_check(
+            s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION), route->scope);
         if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
             svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
             *out = svc_reply_problem(req, SVC_P_UNAUTHORIZED, "%s",
-                                     ar == SVC_AUTH_MISSING
-                                         ? "send Authorization: Bearer <token>"
-                                         : "the bearer token is not valid");
+                                     ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
+                                                            : "the bearer token is not valid");
             return 1;
         }
         if (ar == SVC_AUTH_FORBIDDEN) {
@@ -360,11 +357,10 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
     }
     if (route->body != SVC_BODY_NONE &&
         !content_type_ok(svc_req_header(req, MHD_HTTP_HEADER_CONTENT_TYPE), route->body)) {
-        *out = svc_reply_problem(req, SVC_P_UNSUPPORTED_MEDIA_TYPE,
-                                 "send Content-Type: %s",
-                                 route->body == SVC_BODY_MERGE_PATCH
-                                     ? "application/merge-patch+json"
-                                     : "application/json");
+        *out =
+            svc_reply_problem(req, SVC_P_UNSUPPORTED_MEDIA_TYPE, "send Content-Type: %s",
+                              route->body == SVC_BODY_MERGE_PATCH ? "application/merge-patch+json"
+                                                                  : "application/json");
         return 1;
     }
     return 0;
@@ -425,9 +421,8 @@ static enum MHD_Result outcome_result(enum svc_outcome o)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     struct svc_request *req = *con_cls;
     if (req == NULL)
@@ -506,17 +501,17 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     /* Room for our own 414/431 checks to fire before MHD's plain-text ones. No SO_REUSEPORT:
      * a second process on the same port would silently take half the connections. */
     size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_TURBO;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->connection_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->per_ip_connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->connection_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_END);
     if (s->daemon == NULL) {
         char port[16];
         snprintf(port, sizeof(port), "%ld", cfg->port);

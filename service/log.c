@@ -31,8 +31,8 @@ static void log_begin(struct svc_buf *b, enum svc_log_level level, const char *m
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-    svc_buf_printf(b, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"msg\":", when,
-                   ts.tv_nsec / 1000000, svc_log_level_name(level));
+    svc_buf_printf(b, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"msg\":", when, ts.tv_nsec / 1000000,
+                   svc_log_level_name(level));
     svc_buf_json_string(b, msg);
 }
 

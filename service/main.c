@@ -138,8 +138,8 @@ int main(int argc, char **argv)
     int sig = wait_signal(&signals, -1);
     char inflight[32];
     snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
-    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
-            "in_flight", inflight, NULL);
+    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", "in_flight",
+            inflight, NULL);
     int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
     server = NULL;
     snprintf(inflight, sizeof(inflight), "%d", cut);

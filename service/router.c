@@ -140,8 +140,7 @@ static void allow_add(struct svc_match *m, const char *method)
 }
 
 enum svc_match_result svc_router_match(const struct svc_route *routes, size_t nroutes,
-                                       const char *method, const char *target,
-                                       struct svc_match *m)
+                                       const char *method, const char *target, struct svc_match *m)
 {
     memset(m, 0, sizeof(*m));
     m->route = -1;

@@ -19,7 +19,7 @@ typedef enum svc_outcome (*svc_handler)(struct svc_request *req);
 
 /* Scope a route needs when authentication is on. */
 enum svc_scope {
-    SVC_SCOPE_OPS,   /* open when open-ops is set (health, metrics, docs), else read */
+    SVC_SCOPE_OPS, /* open when open-ops is set (health, metrics, docs), else read */
     SVC_SCOPE_READ,
     SVC_SCOPE_WRITE,
     SVC_SCOPE_WORK,
@@ -30,30 +30,30 @@ enum svc_scope {
 enum svc_body { SVC_BODY_NONE, SVC_BODY_JSON, SVC_BODY_MERGE_PATCH };
 
 struct svc_route {
-    const char *method;  /* "GET", "PUT", ... */
-    const char *path;    /* template, e.g. "/topics/{topic}/keys/{key}/head" */
+    const char *method; /* "GET", "PUT", ... */
+    const char *path;   /* template, e.g. "/topics/{topic}/keys/{key}/head" */
     svc_handler handler;
     enum svc_scope scope;
     enum svc_body body;
 };
 
-#define SVC_MAX_PARAMS  8
-#define SVC_MAX_QUERY   16
+#define SVC_MAX_PARAMS 8
+#define SVC_MAX_QUERY  16
 
 struct svc_param {
     const char *name; /* for path params: points into the template (not NUL-terminated) */
     size_t name_len;
-    char *value;      /* decoded, NUL-terminated, owned by the match */
+    char *value; /* decoded, NUL-terminated, owned by the match */
     size_t value_len;
 };
 
 struct svc_match {
-    int route;        /* index into the table, -1 when none */
+    int route; /* index into the table, -1 when none */
     size_t nparams;
     struct svc_param params[SVC_MAX_PARAMS];
     size_t nquery;
     struct svc_param query[SVC_MAX_QUERY];
-    char allow[64];   /* for 405: "GET, PUT" */
+    char allow[64]; /* for 405: "GET, PUT" */
 };
 
 enum svc_match_result {
@@ -69,8 +69,7 @@ enum svc_match_result {
  * Among several templates matching the path, the one with more literal segments wins. HEAD
  * matches GET routes. */
 enum svc_match_result svc_router_match(const struct svc_route *routes, size_t nroutes,
-                                       const char *method, const char *target,
-                                       struct svc_match *m);
+                                       const char *method, const char *target, struct svc_match *m);
 void svc_match_free(struct svc_match *m);
 
 /* Decodes %XX escapes (and '+' as space when plus_is_space). out must hold len+1 bytes.

@@ -59,8 +59,7 @@ static void tokens_gate_routes_by_scope(void **state)
 
     assert_int_equal(get_status(svc.port, "/metrics", NULL, &code), 401);
     assert_string_equal(code, "unauthorized");
-    assert_int_equal(get_status(svc.port, "/metrics", "Bearer not-a-known-token-000", &code),
-                     401);
+    assert_int_equal(get_status(svc.port, "/metrics", "Bearer not-a-known-token-000", &code), 401);
     assert_string_equal(code, "unauthorized");
     assert_int_equal(get_status(svc.port, "/metrics", "Basic cmVhZGVyOng=", &code), 401);
     /* a token without the read scope is known but forbidden */
@@ -69,11 +68,9 @@ static void tokens_gate_routes_by_scope(void **state)
     assert_string_equal(code, "forbidden");
     assert_int_equal(get_status(svc.port, "/metrics", "Bearer reader-token-0123456789", &code),
                      200);
-    assert_int_equal(get_status(svc.port, "/readyz", "Bearer admin-token-01234567890", &code),
-                     200);
+    assert_int_equal(get_status(svc.port, "/readyz", "Bearer admin-token-01234567890", &code), 200);
     /* a prefix of a valid token is not valid */
-    assert_int_equal(get_status(svc.port, "/healthz", "Bearer reader-token-012345678", &code),
-                     401);
+    assert_int_equal(get_status(svc.port, "/healthz", "Bearer reader-token-012345678", &code), 401);
     assert_int_equal(th_service_stop(&svc), 0);
 }
 

@@ -1,7 +1,7 @@
 /* Request bodies through the real HTTP layer (service/http.c, over TCP) with a route table of
  * the test's own: 413 from Content-Length before the body is read, 413 for a chunked body that
- * grows past the limit (buffered only up to it), 415 for a wrong or missing Content-Type, invalid_json, json_too_deep,
- * and a valid body reaching the handler. No database is involved. */
+ * grows past the limit (buffered only up to it), 415 for a wrong or missing Content-Type,
+ * invalid_json, json_too_deep, and a valid body reaching the handler. No database is involved. */
 #include <arpa/inet.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -39,8 +39,13 @@ static const char *no_env(const char *name)
 
 static int setup(void **state)
 {
-    char *argv[] = {"test", "--port=0", "--listen-address=127.0.0.1", "--body-limit=4096",
-                    "--json-max-depth=8", "--log-level=warn", NULL};
+    char *argv[] = {"test",
+                    "--port=0",
+                    "--listen-address=127.0.0.1",
+                    "--body-limit=4096",
+                    "--json-max-depth=8",
+                    "--log-level=warn",
+                    NULL};
     if (svc_config_load(&cfg, 6, argv, no_env, stdout, stderr) != SVC_CONFIG_OK)
         return -1;
     server = svc_server_start(&cfg, test_routes, 2, NULL, NULL);

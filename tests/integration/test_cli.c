@@ -29,12 +29,20 @@ static void help_lists_every_setting(void **state)
 {
     static char out[65536];
     assert_int_equal(run(NULL, "--help", out, sizeof(out)), 0);
-    const char *vars[] = {"ROWLOCK_DATABASE_URL", "ROWLOCK_LISTEN_ADDRESS", "ROWLOCK_PORT",
-                          "ROWLOCK_THREADS", "ROWLOCK_POOL_SIZE",
-                          "ROWLOCK_POOL_ACQUIRE_TIMEOUT_MS", "ROWLOCK_STATEMENT_TIMEOUT_MS",
-                          "ROWLOCK_BODY_LIMIT", "ROWLOCK_CONNECTION_TIMEOUT_S",
-                          "ROWLOCK_CONNECTION_LIMIT", "ROWLOCK_PER_IP_CONNECTION_LIMIT",
-                          "ROWLOCK_TOKENS_FILE", "ROWLOCK_LOG_LEVEL", NULL};
+    const char *vars[] = {"ROWLOCK_DATABASE_URL",
+                          "ROWLOCK_LISTEN_ADDRESS",
+                          "ROWLOCK_PORT",
+                          "ROWLOCK_THREADS",
+                          "ROWLOCK_POOL_SIZE",
+                          "ROWLOCK_POOL_ACQUIRE_TIMEOUT_MS",
+                          "ROWLOCK_STATEMENT_TIMEOUT_MS",
+                          "ROWLOCK_BODY_LIMIT",
+                          "ROWLOCK_CONNECTION_TIMEOUT_S",
+                          "ROWLOCK_CONNECTION_LIMIT",
+                          "ROWLOCK_PER_IP_CONNECTION_LIMIT",
+                          "ROWLOCK_TOKENS_FILE",
+                          "ROWLOCK_LOG_LEVEL",
+                          NULL};
     for (size_t i = 0; vars[i]; i++) {
         if (strstr(out, vars[i]) == NULL)
             fail_msg("--help does not mention %s", vars[i]);

@@ -109,9 +109,9 @@ static void metrics_count_requests_by_route(void **state)
     char ct[128];
     assert_int_equal(th_header(&r, "Content-Type", ct, sizeof(ct)), 0);
     assert_non_null(strstr(ct, "text/plain"));
-    assert_non_null(
-        strstr(r.body, "rowlock_http_requests_total{route=\"/healthz\",method=\"GET\",status="
-                       "\"200\"}"));
+    assert_non_null(strstr(r.body,
+                           "rowlock_http_requests_total{route=\"/healthz\",method=\"GET\",status="
+                           "\"200\"}"));
     assert_non_null(strstr(r.body, "rowlock_http_request_duration_seconds_bucket{route="
                                    "\"/healthz\",method=\"GET\",le=\"+Inf\"}"));
     assert_non_null(strstr(r.body, "rowlock_db_pool_size "));

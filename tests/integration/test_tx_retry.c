@@ -57,8 +57,7 @@ struct bump {
 };
 
 static const struct db_stmt stmt_read = {"t_read", "SELECT v FROM counter WHERE id = 1", 0};
-static const struct db_stmt stmt_bump = {"t_bump", "UPDATE counter SET v = v + 1 WHERE id = 1",
-                                         0};
+static const struct db_stmt stmt_bump = {"t_bump", "UPDATE counter SET v = v + 1 WHERE id = 1", 0};
 static const struct db_stmt stmt_dup = {"t_dup", "INSERT INTO counter VALUES (1, 0)", 0};
 
 /* Reads (taking the REPEATABLE READ snapshot), lets the other session commit an update of the
