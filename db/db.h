@@ -34,6 +34,13 @@ struct db_conn;
  * result (PQclear it; out may be NULL to discard); otherwise *out is NULL and err says why. */
 enum db_status db_query(struct db_conn *c, const struct db_stmt *st, const char *const *params,
                         PGresult **out, struct db_error *err);
+/* Like db_query for a statement whose text is only known at run time (generated tables): name
+ * identifies it on the connection; build(buf, size, ctx) writes its SQL and is called only when
+ * the connection has not prepared that name yet. */
+typedef int (*db_sql_builder)(char *buf, size_t size, const void *ctx);
+enum db_status db_query_dyn(struct db_conn *c, const char *name, db_sql_builder build,
+                            const void *ctx, int nparams, const char *const *params, PGresult **out,
+                            struct db_error *err);
 /* Runs SQL without parameters (BEGIN, SET, DDL). Same reporting as db_query. */
 enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err);
 /* Sets err from a printf-like message, with SQLSTATE "" (a non-database failure). */

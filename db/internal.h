@@ -12,6 +12,8 @@ struct db_conn {
     int broken;
     const struct db_stmt **prepared; /* statements already prepared on this connection */
     size_t nprepared, capprepared;
+    char **dyn_names; /* names of dynamic statements prepared on this connection */
+    size_t ndyn, capdyn;
 };
 
 /* Closes the libpq connection of c and forgets its prepared statements. */

@@ -64,6 +64,9 @@ void db_conn_close(struct db_conn *c)
     c->pg = NULL;
     c->broken = 0;
     c->nprepared = 0;
+    for (size_t i = 0; i < c->ndyn; i++)
+        free(c->dyn_names[i]);
+    c->ndyn = 0;
 }
 
 void db_pool_destroy(struct db_pool *p)
@@ -73,6 +76,7 @@ void db_pool_destroy(struct db_pool *p)
     for (int i = 0; i < p->cfg.size; i++) {
         db_conn_close(&p->conns[i]);
         free(p->conns[i].prepared);
+        free(p->conns[i].dyn_names);
     }
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);

@@ -112,6 +112,58 @@ enum db_status db_query(struct db_conn *c, const struct db_stmt *st, const char 
     return DB_OK;
 }
 
+static int dyn_prepared(struct db_conn *c, const char *name)
+{
+    for (size_t i = 0; i < c->ndyn; i++)
+        if (strcmp(c->dyn_names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+enum db_status db_query_dyn(struct db_conn *c, const char *name, db_sql_builder build,
+                            const void *ctx, int nparams, const char *const *params, PGresult **out,
+                            struct db_error *err)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (!dyn_prepared(c, name)) {
+        char sql[8192];
+        char *copy = strdup(name);
+        if (c->ndyn == c->capdyn) {
+            size_t cap = c->capdyn ? c->capdyn * 2 : 32;
+            char **grown = realloc(c->dyn_names, cap * sizeof(*grown));
+            if (grown != NULL) {
+                c->dyn_names = grown;
+                c->capdyn = cap;
+            }
+        }
+        if (copy == NULL || c->ndyn == c->capdyn || build(sql, sizeof(sql), ctx) != 0) {
+            free(copy);
+            db_error_set(err, "", "cannot build statement %s", name);
+            return DB_ERR_HARD;
+        }
+        PGresult *res = PQprepare(c->pg, name, sql, nparams, NULL);
+        enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+        PQclear(res);
+        if (s != DB_OK) {
+            free(copy);
+            return s;
+        }
+        c->dyn_names[c->ndyn++] = copy;
+    }
+    PGresult *res = PQexecPrepared(c->pg, name, nparams, params, NULL, NULL, 0);
+    if (res == NULL || !ok_result(res)) {
+        enum db_status s = db_classify(c, res, err);
+        PQclear(res);
+        return s;
+    }
+    if (out != NULL)
+        *out = res;
+    else
+        PQclear(res);
+    return DB_OK;
+}
+
 static void backoff(int attempt)
 {
     /* 1-4 ms times the attempt, jittered, so two retrying transactions drift apart */

@@ -1,6 +1,7 @@
 # Turns files into a C source holding them as NUL-terminated byte arrays.
-# Invoked at build time: cmake -DOUT=<file.c> -DSYMBOL=<name> -DINPUTS="a;b" -P embed.cmake
+# Invoked at build time: cmake -DOUT=<file.c> -DSYMBOL=<name> -DINPUTS="a,b" -P embed.cmake
 # Several inputs are concatenated in the order given. Nothing else belongs here.
+string(REPLACE "," ";" INPUTS "${INPUTS}")
 set(content "")
 foreach(input IN LISTS INPUTS)
   file(READ "${input}" hex HEX)
