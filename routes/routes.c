@@ -10,6 +10,21 @@ const struct svc_route routes_table[] = {
     {"GET", "/readyz", route_readyz, SVC_SCOPE_OPS, SVC_BODY_NONE},
     {"GET", "/metrics", route_metrics, SVC_SCOPE_OPS, SVC_BODY_NONE},
     {"GET", "/openapi.json", route_openapi, SVC_SCOPE_OPS, SVC_BODY_NONE},
+    {"GET", "/topics", route_topics_list, SVC_SCOPE_READ, SVC_BODY_NONE},
+    {"PUT", "/topics/{topic}", route_topic_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON},
+    {"GET", "/topics/{topic}", route_topic_get, SVC_SCOPE_READ, SVC_BODY_NONE},
+    {"DELETE", "/topics/{topic}", route_topic_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE},
+    {"PUT", "/topics/{topic}/producers/{producer}", route_producer_put, SVC_SCOPE_ADMIN,
+     SVC_BODY_JSON},
+    {"POST", "/topics/{topic}/messages", route_messages_produce, SVC_SCOPE_WRITE, SVC_BODY_JSON},
+    {"GET", "/topics/{topic}/messages", route_messages_read, SVC_SCOPE_READ, SVC_BODY_NONE},
+    {"GET", "/topics/{topic}/keys", route_keys_list, SVC_SCOPE_READ, SVC_BODY_NONE},
+    {"GET", "/topics/{topic}/keys/{key}/head", route_head_get, SVC_SCOPE_READ, SVC_BODY_NONE},
+    {"PATCH", "/topics/{topic}/keys/{key}/head", route_head_patch, SVC_SCOPE_WRITE,
+     SVC_BODY_MERGE_PATCH},
+    {"PUT", "/topics/{topic}/keys/{key}/head", route_head_put, SVC_SCOPE_WRITE, SVC_BODY_JSON},
+    {"DELETE", "/topics/{topic}/keys/{key}/head", route_head_delete, SVC_SCOPE_WRITE,
+     SVC_BODY_NONE},
 };
 
 const size_t routes_count = sizeof(routes_table) / sizeof(routes_table[0]);

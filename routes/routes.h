@@ -14,6 +14,26 @@ extern const size_t routes_count;
 enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
                                   const struct db_error *err);
 
+struct svc_app;
+struct svc_buf;
+
+/* Handlers of routes/topics.c, its metrics and its janitor pass. */
+void route_topics_init(void);
+enum svc_outcome route_topic_put(struct svc_request *req);
+enum svc_outcome route_topic_get(struct svc_request *req);
+enum svc_outcome route_topics_list(struct svc_request *req);
+enum svc_outcome route_topic_delete(struct svc_request *req);
+enum svc_outcome route_producer_put(struct svc_request *req);
+enum svc_outcome route_messages_produce(struct svc_request *req);
+enum svc_outcome route_messages_read(struct svc_request *req);
+enum svc_outcome route_keys_list(struct svc_request *req);
+enum svc_outcome route_head_get(struct svc_request *req);
+enum svc_outcome route_head_patch(struct svc_request *req);
+enum svc_outcome route_head_put(struct svc_request *req);
+enum svc_outcome route_head_delete(struct svc_request *req);
+void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app);
+void route_topics_janitor_pass(void *app);
+
 /* Handlers of routes/ops.c. */
 enum svc_outcome route_healthz(struct svc_request *req);
 enum svc_outcome route_readyz(struct svc_request *req);

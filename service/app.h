@@ -9,12 +9,14 @@
 #include "service/config.h"
 
 struct db_pool;
+struct svc_server;
 
 struct svc_app {
     const struct svc_config *config;
     struct db_pool *pool;
     const struct svc_auth *auth; /* NULL: running open */
     time_t started_at;
+    struct svc_server *server; /* set once listening */
 };
 
 #endif

@@ -27,6 +27,10 @@ struct svc_config {
     long connection_limit;
     long per_ip_connection_limit;
     long drain_timeout_s;
+    long poll_interval_ms;
+    long max_wait_s;
+    long janitor_interval_ms;
+    long janitor_batch;
     char *tokens_file;
     bool open_ops;
     long log_level; /* enum svc_log_level */

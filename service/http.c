@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,8 +24,23 @@
 #define MAX_EXTRA_HEADERS 8
 #define REQUEST_ID_MAX    128
 
+struct waiter {
+    struct svc_request *req;
+    char *channel;
+    double deadline;
+    struct waiter *next;
+};
+
 struct svc_server {
     struct MHD_Daemon *daemon;
+    pthread_mutex_t wait_mu;
+    pthread_cond_t wait_cv;
+    struct waiter *waiters;
+    long nwaiting;
+    unsigned generation;
+    int stopping;
+    pthread_t ticker;
+    int ticker_started;
     const struct svc_config *cfg;
     const struct svc_route *routes;
     size_t nroutes;
@@ -33,7 +49,7 @@ struct svc_server {
     atomic_long in_flight;
 };
 
-enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_DONE };
+enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_WAITING, PHASE_DONE };
 
 struct svc_request {
     struct svc_server *server;
@@ -179,20 +195,20 @@ enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *bod
     return svc_reply_raw(req, status, "application/json", text, strlen(text));
 }
 
-enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
-                                   ...)
+static enum svc_outcome reply_problem_v(struct svc_request *req, enum svc_problem p, json_t *ext,
+                                        const char *fmt, va_list ap)
 {
     const struct svc_problem_info *info = svc_problem_info(p);
     char detail[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
-    va_end(ap);
     char type[96];
     snprintf(type, sizeof(type), "%s%s", SVC_PROBLEM_TYPE_PREFIX, info->code);
     json_t *doc = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "type", type, "title", info->title,
                             "status", info->status, "detail", detail, "code", info->code,
                             "request_id", req->request_id);
+    if (doc != NULL && ext != NULL)
+        json_object_update_missing(doc, ext);
+    json_decref(ext);
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (text == NULL)
@@ -201,6 +217,169 @@ enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, 
         svc_req_add_header(req, "Retry-After", "1");
     req->problem_code = info->code;
     return svc_reply_raw(req, info->status, "application/problem+json", text, strlen(text));
+}
+
+enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
+                                   ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum svc_outcome o = reply_problem_v(req, p, NULL, fmt, ap);
+    va_end(ap);
+    return o;
+}
+
+enum svc_outcome svc_reply_problem_ext(struct svc_request *req, enum svc_problem p, json_t *ext,
+                                       const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum svc_outcome o = reply_problem_v(req, p, ext, fmt, ap);
+    va_end(ap);
+    return o;
+}
+
+/* ---- long-polls ---- */
+
+double svc_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+double svc_req_age(const struct svc_request *req)
+{
+    return elapsed_s(&req->start);
+}
+
+unsigned svc_wake_generation(const struct svc_request *req)
+{
+    struct svc_server *s = req->server;
+    pthread_mutex_lock(&s->wait_mu);
+    unsigned g = s->generation;
+    pthread_mutex_unlock(&s->wait_mu);
+    return g;
+}
+
+int svc_req_may_wait(const struct svc_request *req, double deadline)
+{
+    struct svc_server *s = req->server;
+    pthread_mutex_lock(&s->wait_mu);
+    int stopping = s->stopping;
+    pthread_mutex_unlock(&s->wait_mu);
+    return !stopping && svc_now() < deadline;
+}
+
+enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, double deadline,
+                              unsigned gen)
+{
+    struct svc_server *s = req->server;
+    struct waiter *w = calloc(1, sizeof(*w));
+    char *ch = strdup(channel);
+    if (w == NULL || ch == NULL) {
+        free(w);
+        free(ch);
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    }
+    pthread_mutex_lock(&s->wait_mu);
+    if (s->generation != gen || s->stopping) {
+        /* something was written since the handler looked, or we are stopping: look again */
+        pthread_mutex_unlock(&s->wait_mu);
+        free(w);
+        free(ch);
+        return s->routes[req->match.route].handler(req);
+    }
+    w->req = req;
+    w->channel = ch;
+    w->deadline = deadline;
+    w->next = s->waiters;
+    s->waiters = w;
+    s->nwaiting++;
+    req->phase = PHASE_WAITING;
+    MHD_suspend_connection(req->conn);
+    pthread_mutex_unlock(&s->wait_mu);
+    return SVC_SUSPENDED;
+}
+
+/* Resumes the waiters for which pick() is true. Called with wait_mu held. */
+static void resume_where(struct svc_server *s, int (*pick)(const struct waiter *, const void *),
+                         const void *arg)
+{
+    for (struct waiter **pw = &s->waiters; *pw != NULL;) {
+        struct waiter *w = *pw;
+        if (!pick(w, arg)) {
+            pw = &w->next;
+            continue;
+        }
+        *pw = w->next;
+        s->nwaiting--;
+        MHD_resume_connection(w->req->conn);
+        free(w->channel);
+        free(w);
+    }
+}
+
+static int pick_channel(const struct waiter *w, const void *channel)
+{
+    return strcmp(w->channel, channel) == 0;
+}
+
+static int pick_all(const struct waiter *w, const void *unused)
+{
+    return 1;
+}
+
+static int pick_due(const struct waiter *w, const void *now)
+{
+    return w->deadline <= *(const double *)now;
+}
+
+void svc_req_wake(struct svc_request *req, const char *channel)
+{
+    struct svc_server *s = req->server;
+    pthread_mutex_lock(&s->wait_mu);
+    s->generation++;
+    resume_where(s, pick_channel, channel);
+    pthread_mutex_unlock(&s->wait_mu);
+}
+
+long svc_server_waiting(const struct svc_server *s)
+{
+    struct svc_server *m = (struct svc_server *)s;
+    pthread_mutex_lock(&m->wait_mu);
+    long n = m->nwaiting;
+    pthread_mutex_unlock(&m->wait_mu);
+    return n;
+}
+
+/* Resumes waiters at their deadline (every 20 ms) and all of them every poll interval, so that
+ * writes made by other rowlock processes are seen within that interval. */
+static void *ticker_main(void *arg)
+{
+    struct svc_server *s = arg;
+    double next_poll = svc_now() + (double)s->cfg->poll_interval_ms / 1000.0;
+    pthread_mutex_lock(&s->wait_mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->wait_cv, &s->wait_mu, &ts);
+        double now = svc_now();
+        if (now >= next_poll) {
+            resume_where(s, pick_all, NULL);
+            next_poll = now + (double)s->cfg->poll_interval_ms / 1000.0;
+        } else {
+            resume_where(s, pick_due, &now);
+        }
+    }
+    resume_where(s, pick_all, NULL);
+    pthread_mutex_unlock(&s->wait_mu);
+    return NULL;
 }
 
 /* ---- request life cycle ---- */
@@ -449,6 +628,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0; /* a reply is queued: discard the rest */
         return MHD_YES;
     }
+    if (req->phase == PHASE_WAITING) {
+        /* resumed long-poll: look again */
+        req->phase = PHASE_BODY;
+        return outcome_result(req->server->routes[req->match.route].handler(req));
+    }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
@@ -489,6 +673,8 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     s->nroutes = nroutes;
     s->auth = auth;
     s->app = app;
+    pthread_mutex_init(&s->wait_mu, NULL);
+    pthread_cond_init(&s->wait_cv, NULL);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
@@ -520,6 +706,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         free(s);
         return NULL;
     }
+    s->ticker_started = pthread_create(&s->ticker, NULL, ticker_main, s) == 0;
     return s;
 }
 
@@ -541,6 +728,13 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
+    /* long-polls answer now with what they have; no handler suspends again */
+    pthread_mutex_lock(&s->wait_mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->wait_cv);
+    pthread_mutex_unlock(&s->wait_mu);
+    if (s->ticker_started)
+        pthread_join(s->ticker, NULL);
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     while (atomic_load(&s->in_flight) > 0 && elapsed_s(&start) < timeout_s) {
@@ -549,6 +743,8 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     }
     int cut = (int)atomic_load(&s->in_flight);
     MHD_stop_daemon(s->daemon);
+    pthread_mutex_destroy(&s->wait_mu);
+    pthread_cond_destroy(&s->wait_cv);
     free(s);
     return cut;
 }

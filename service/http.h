@@ -17,7 +17,8 @@ struct svc_server;
 struct svc_request;
 
 /* Starts listening. routes must outlive the server; auth may be NULL (open). app is handed to
- * handlers through svc_req_app. Returns NULL after logging why. */
+ * handlers through svc_req_app. Suspended long-polls are re-checked every cfg->poll_interval_ms.
+ * Returns NULL after logging why. */
 struct svc_server *svc_server_start(const struct svc_config *cfg, const struct svc_route *routes,
                                     size_t nroutes, const struct svc_auth *auth, void *app);
 uint16_t svc_server_port(const struct svc_server *s);
@@ -46,5 +47,34 @@ enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *
                                char *body /* stolen, malloc'd */, size_t len);
 enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
                                    ...) __attribute__((format(printf, 3, 4)));
+/* The same with extra members (stolen, may be NULL) merged into the problem document. */
+enum svc_outcome svc_reply_problem_ext(struct svc_request *req, enum svc_problem p, json_t *ext,
+                                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- long-polls: waiting without a thread or a database connection ----
+ * A handler that found nothing to return may suspend its connection on a channel (a string
+ * such as "topic:orders") until svc_req_wake on that channel, its deadline, or the periodic
+ * re-check (which covers writers in other processes); libmicrohttpd then calls the handler
+ * again. Typical use:
+ *     unsigned gen = svc_wake_generation(req);
+ *     ...query; nothing new...
+ *     if (svc_req_may_wait(req, deadline)) return svc_req_wait(req, channel, deadline, gen);
+ *     reply with what there is
+ */
+/* Monotonic seconds, the clock deadlines use. */
+double svc_now(void);
+/* Seconds since the request began. */
+double svc_req_age(const struct svc_request *req);
+/* A counter of wakes, read before looking for data so that a wake in between is not lost. */
+unsigned svc_wake_generation(const struct svc_request *req);
+/* True when waiting makes sense: before the deadline and not shutting down. */
+int svc_req_may_wait(const struct svc_request *req, double deadline);
+/* Suspends the request (or re-runs its handler at once when a wake came after gen). */
+enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, double deadline,
+                              unsigned gen);
+/* Wakes every request waiting on channel, in this process. */
+void svc_req_wake(struct svc_request *req, const char *channel);
+/* Requests suspended now. */
+long svc_server_waiting(const struct svc_server *s);
 
 #endif

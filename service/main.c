@@ -14,6 +14,7 @@
 #include "service/auth.h"
 #include "service/config.h"
 #include "service/http.h"
+#include "service/janitor.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
@@ -87,6 +88,7 @@ int main(int argc, char **argv)
     struct svc_auth *auth = NULL;
     struct db_pool *pool = NULL;
     struct svc_server *server = NULL;
+    struct svc_janitor *janitor = NULL;
     svc_log_set_level((enum svc_log_level)cfg.log_level);
 
     sigset_t signals;
@@ -126,9 +128,12 @@ int main(int argc, char **argv)
     struct svc_app app = {.config = &cfg, .pool = pool, .auth = auth, .started_at = time(NULL)};
     if (svc_metrics_init(routes_table, routes_count) != 0)
         goto done;
+    route_topics_init();
     server = svc_server_start(&cfg, routes_table, routes_count, auth, &app);
     if (server == NULL)
         goto done;
+    app.server = server;
+    janitor = svc_janitor_start("topics", cfg.janitor_interval_ms, route_topics_janitor_pass, &app);
     char port[16], threads[16];
     snprintf(port, sizeof(port), "%u", svc_server_port(server));
     snprintf(threads, sizeof(threads), "%ld", cfg.threads);
@@ -140,12 +145,15 @@ int main(int argc, char **argv)
     snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
     svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", "in_flight",
             inflight, NULL);
+    svc_janitor_stop(janitor);
+    janitor = NULL;
     int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
     server = NULL;
     snprintf(inflight, sizeof(inflight), "%d", cut);
     svc_log(SVC_LOG_INFO, "stopped", "requests_cut_short", inflight, NULL);
     rc = 0;
 done:
+    svc_janitor_stop(janitor);
     svc_server_shutdown(server, 0);
     svc_metrics_shutdown();
     db_pool_destroy(pool);

@@ -3,6 +3,7 @@
 #include "service/metrics.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,22 @@ struct route_metrics {
     atomic_uint_fast64_t bucket[NBUCKETS + 1]; /* last is +Inf */
     atomic_uint_fast64_t sum_ns;
 };
+
+struct vec_entry {
+    char *value;
+    uint64_t count;
+};
+
+struct svc_counter_vec {
+    const char *name, *help, *label;
+    pthread_mutex_t mu;
+    struct vec_entry *entries;
+    size_t n, cap;
+    struct svc_counter_vec *next;
+};
+
+static pthread_mutex_t vecs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct svc_counter_vec *vecs;
 
 static const struct svc_route *metric_routes;
 static size_t metric_nroutes;
@@ -37,6 +54,84 @@ void svc_metrics_shutdown(void)
     free(per_route);
     per_route = NULL;
     metric_nroutes = 0;
+    pthread_mutex_lock(&vecs_mu);
+    while (vecs != NULL) {
+        struct svc_counter_vec *v = vecs;
+        vecs = v->next;
+        for (size_t i = 0; i < v->n; i++)
+            free(v->entries[i].value);
+        free(v->entries);
+        pthread_mutex_destroy(&v->mu);
+        free(v);
+    }
+    pthread_mutex_unlock(&vecs_mu);
+}
+
+struct svc_counter_vec *svc_counter_vec_new(const char *name, const char *help, const char *label)
+{
+    struct svc_counter_vec *v = calloc(1, sizeof(*v));
+    if (v == NULL)
+        return NULL;
+    v->name = name;
+    v->help = help;
+    v->label = label;
+    pthread_mutex_init(&v->mu, NULL);
+    pthread_mutex_lock(&vecs_mu);
+    v->next = vecs;
+    vecs = v;
+    pthread_mutex_unlock(&vecs_mu);
+    return v;
+}
+
+void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uint64_t n)
+{
+    if (v == NULL)
+        return;
+    pthread_mutex_lock(&v->mu);
+    size_t i = 0;
+    while (i < v->n && strcmp(v->entries[i].value, label_value) != 0)
+        i++;
+    if (i == v->n) {
+        char *copy = strdup(label_value);
+        if (v->n == v->cap) {
+            size_t cap = v->cap ? v->cap * 2 : 16;
+            struct vec_entry *grown = realloc(v->entries, cap * sizeof(*grown));
+            if (grown != NULL) {
+                v->entries = grown;
+                v->cap = cap;
+            }
+        }
+        if (copy == NULL || v->n == v->cap) {
+            free(copy);
+            pthread_mutex_unlock(&v->mu);
+            return;
+        }
+        v->entries[v->n].value = copy;
+        v->entries[v->n].count = 0;
+        v->n++;
+    }
+    v->entries[i].count += n;
+    pthread_mutex_unlock(&v->mu);
+}
+
+int svc_metrics_render_vecs(struct svc_buf *b)
+{
+    int rc = 0;
+    pthread_mutex_lock(&vecs_mu);
+    for (struct svc_counter_vec *v = vecs; v != NULL; v = v->next) {
+        rc |= svc_metrics_family(b, v->name, "counter", v->help);
+        pthread_mutex_lock(&v->mu);
+        for (size_t i = 0; i < v->n; i++) {
+            struct svc_buf l;
+            svc_buf_init(&l, 4096);
+            svc_metrics_label(&l, v->label, v->entries[i].value);
+            rc |= svc_metrics_sample(b, v->name, l.data, (double)v->entries[i].count);
+            svc_buf_free(&l);
+        }
+        pthread_mutex_unlock(&v->mu);
+    }
+    pthread_mutex_unlock(&vecs_mu);
+    return rc;
 }
 
 void svc_metrics_observe_http(int route, int status, double seconds)

@@ -20,6 +20,14 @@ void svc_metrics_observe_http(int route, int status, double seconds);
 /* Appends the HTTP request counters and latency histograms. Returns 0 or -1 (buffer full). */
 int svc_metrics_render_http(struct svc_buf *b);
 
+/* A counter family with one label (for example per topic). Families are created once at
+ * startup and live until svc_metrics_shutdown; adding is thread-safe. */
+struct svc_counter_vec;
+struct svc_counter_vec *svc_counter_vec_new(const char *name, const char *help, const char *label);
+void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uint64_t n);
+/* Appends every family made with svc_counter_vec_new. */
+int svc_metrics_render_vecs(struct svc_buf *b);
+
 /* Appends "# HELP name help\n# TYPE name type\n". */
 int svc_metrics_family(struct svc_buf *b, const char *name, const char *type, const char *help);
 /* Appends one sample: name{labels} value. labels is pre-rendered ("a=\"x\"") or NULL. */

@@ -1,0 +1,815 @@
+/* REST routes of compacted topics: /topics, producers, messages (produce and gap-safe log reads
+ * with long-polling), keys and heads (plain read, merge-patch, replace, tombstone). Each handler
+ * validates, calls one db/topics.c workflow and maps its verdict to a status. Also the topic
+ * metrics and the janitor pass. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/topics.h"
+#include "routes/routes.h"
+#include "service/app.h"
+#include "service/json_util.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+#define DEFAULT_HEADLESS_TTL 3600
+
+static struct svc_counter_vec *m_produced, *m_advanced, *m_rejected, *m_duplicates,
+    *m_janitor_deleted, *m_compacted;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+    m_produced = svc_counter_vec_new("rowlock_topic_messages_produced_total",
+                                     "Messages written to the topic's log", "topic");
+    m_advanced = svc_counter_vec_new("rowlock_topic_heads_advanced_total",
+                                     "Produced messages that became their key's head", "topic");
+    m_rejected = svc_counter_vec_new("rowlock_topic_heads_rank_rejected_total",
+                                     "Produced messages whose rank did not beat the key's head",
+                                     "topic");
+    m_duplicates = svc_counter_vec_new("rowlock_topic_duplicate_produces_total",
+                                       "Producer sequences sent again (nothing written)", "topic");
+    m_janitor_deleted = svc_counter_vec_new("rowlock_topic_janitor_deleted_total",
+                                            "Expired headless rows deleted by the janitor", "topic");
+    m_compacted = svc_counter_vec_new("rowlock_topic_retention_compacted_total",
+                                      "Superseded messages compacted away past the retention",
+                                      "topic");
+}
+
+void route_topics_init(void)
+{
+    pthread_once(&metrics_once, metrics_init);
+}
+
+static void count_effects(const char *topic, const struct db_message_out *out, size_t n)
+{
+    uint64_t produced = 0, advanced = 0, rejected = 0, dup = 0;
+    for (size_t i = 0; i < n; i++) {
+        produced += out[i].effect != DB_HEAD_DUPLICATE;
+        advanced += out[i].effect == DB_HEAD_ADVANCED;
+        rejected += out[i].effect == DB_HEAD_RANK_REJECTED;
+        dup += out[i].effect == DB_HEAD_DUPLICATE;
+    }
+    svc_counter_vec_add(m_produced, topic, produced);
+    svc_counter_vec_add(m_advanced, topic, advanced);
+    svc_counter_vec_add(m_rejected, topic, rejected);
+    if (dup)
+        svc_counter_vec_add(m_duplicates, topic, dup);
+}
+
+static const char *wake_channel(const char *topic, char *buf, size_t size)
+{
+    snprintf(buf, size, "topic:%s", topic);
+    return buf;
+}
+
+/* ---- validation ---- */
+
+/* The {topic} path parameter, or NULL after replying 400. */
+static const char *topic_param(struct svc_request *req, enum svc_outcome *out)
+{
+    const char *t = svc_req_param(req, "topic");
+    char why[160];
+    if (!svc_valid_name(t, why, sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "topic name: %s", why);
+        return NULL;
+    }
+    return t;
+}
+
+static const char *key_param(struct svc_request *req, enum svc_outcome *out)
+{
+    const char *k = svc_req_param(req, "key");
+    char why[160];
+    if (!svc_valid_key(k, why, sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_KEY, "%s", why);
+        return NULL;
+    }
+    return k;
+}
+
+/* Optional ?producer= (NULL when absent). Returns 0, or -1 after replying 400. */
+static int producer_query(struct svc_request *req, const char **producer, enum svc_outcome *out)
+{
+    char why[160];
+    *producer = svc_req_query(req, "producer");
+    if (*producer != NULL && !svc_valid_name(*producer, why, sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "producer name: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Integer query parameter in [min, max], def when absent. Returns 0, or -1 after replying. */
+static int int_query(struct svc_request *req, const char *name, long long min, long long max,
+                     long long def, long long *value, enum svc_outcome *out)
+{
+    const char *v = svc_req_query(req, name);
+    *value = def;
+    if (v == NULL)
+        return 0;
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    if (v[0] == '\0' || *end != '\0' || n < min || n > max) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "%s must be an integer from %lld to %lld", name, min, max);
+        return -1;
+    }
+    *value = n;
+    return 0;
+}
+
+/* A JSON integer member in [min, max] (def when absent; null allowed when nullable, giving 0). */
+static int int_member(json_t *obj, const char *name, long long min, long long max, long long def,
+                      int nullable, long long *value, char *why, size_t whysize)
+{
+    json_t *v = json_object_get(obj, name);
+    *value = def;
+    if (v == NULL || (nullable && json_is_null(v))) {
+        if (v != NULL)
+            *value = 0;
+        return 1;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        snprintf(why, whysize, "%s must be an integer from %lld to %lld%s", name, min, max,
+                 nullable ? " (or null)" : "");
+        return 0;
+    }
+    *value = json_integer_value(v);
+    return 1;
+}
+
+/* Rejects members of obj not in allowed (NULL-terminated). */
+static int only_members(json_t *obj, const char *const *allowed, char *why, size_t whysize)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(obj, name, v)
+    {
+        size_t i = 0;
+        while (allowed[i] && strcmp(allowed[i], name) != 0)
+            i++;
+        if (allowed[i] == NULL) {
+            snprintf(why, whysize, "unknown member \"%s\"", name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static enum svc_outcome topic_problem(struct svc_request *req, enum db_topic_verdict v,
+                                      const char *topic, const char *producer)
+{
+    if (v == DB_TOPIC_PRODUCER_NOT_FOUND)
+        return svc_reply_problem(req, SVC_P_PRODUCER_NOT_FOUND,
+                                 "topic %s has no producer %s (register it with PUT "
+                                 "/topics/%s/producers/%s)",
+                                 topic, producer ? producer : "", topic, producer ? producer : "");
+    return svc_reply_problem(req, SVC_P_TOPIC_NOT_FOUND, "there is no topic %s", topic);
+}
+
+static void set_etag(struct svc_request *req, int64_t offset)
+{
+    char etag[32];
+    snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", offset);
+    svc_req_add_header(req, "ETag", etag);
+}
+
+/* ---- topics ---- */
+
+static json_t *topic_json(const struct db_topic *t, const struct db_topic_stats *s)
+{
+    json_t *j = json_pack("{s:s, s:I, s:o, s:i, s:s, s:s}", "name", t->name,
+                          "headless_ttl_seconds", (json_int_t)t->headless_ttl_seconds,
+                          "retention_seconds",
+                          t->retention_seconds > 0 ? json_integer(t->retention_seconds)
+                                                   : json_null(),
+                          "default_schema_version", t->default_schema_version, "created_at",
+                          t->created_at, "updated_at", t->updated_at);
+    if (j != NULL && s != NULL)
+        json_object_set_new(j, "counts",
+                            json_pack("{s:I, s:I, s:I, s:f}", "messages", (json_int_t)s->messages,
+                                      "heads", (json_int_t)s->heads, "headless_rows",
+                                      (json_int_t)s->headless_rows, "headless_oldest_age_seconds",
+                                      s->headless_oldest_age_seconds));
+    return j;
+}
+
+enum svc_outcome route_topic_put(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = topic_param(req, &out);
+    if (name == NULL)
+        return out;
+    json_t *body = svc_req_json(req);
+    static const char *const allowed[] = {"headless_ttl_seconds", "retention_seconds",
+                                          "default_schema_version", NULL};
+    long long ttl, retention, sv;
+    char why[160] = "the body must be a JSON object";
+    if (!json_is_object(body) || !only_members(body, allowed, why, sizeof(why)) ||
+        !int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0, &ttl,
+                    why, sizeof(why)) ||
+        !int_member(body, "retention_seconds", 1, 2147483647, 0, 1, &retention, why,
+                    sizeof(why)) ||
+        !int_member(body, "default_schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+    struct db_topic_config cfg = {ttl, retention, (int)sv};
+    struct db_topic t;
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_put(app->pool, name, &cfg, &t, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    return svc_reply_json(req, v == DB_TOPIC_CREATED ? 201 : 200, topic_json(&t, NULL));
+}
+
+enum svc_outcome route_topic_get(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = topic_param(req, &out);
+    if (name == NULL)
+        return out;
+    struct db_topic t;
+    struct db_topic_stats s;
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_get(app->pool, name, &t, &s, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_TOPIC_OK)
+        return topic_problem(req, v, name, NULL);
+    return svc_reply_json(req, 200, topic_json(&t, &s));
+}
+
+static void list_one(const struct db_topic *t, const struct db_topic_stats *s, void *ctx)
+{
+    json_array_append_new(ctx, topic_json(t, s));
+}
+
+enum svc_outcome route_topics_list(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    long long limit;
+    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0)
+        return out;
+    json_t *topics = json_array();
+    struct db_error err;
+    enum db_status st = db_topics_list(app->pool, svc_req_query(req, "after"), (int)limit,
+                                       list_one, topics, &err);
+    if (st != DB_OK) {
+        json_decref(topics);
+        return route_db_problem(req, st, &err);
+    }
+    size_t n = json_array_size(topics);
+    json_t *next = n == (size_t)limit
+                       ? json_incref(json_object_get(json_array_get(topics, n - 1), "name"))
+                       : json_null();
+    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "topics", topics, "next", next));
+}
+
+enum svc_outcome route_topic_delete(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = topic_param(req, &out);
+    if (name == NULL)
+        return out;
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_delete(app->pool, name, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_TOPIC_OK)
+        return topic_problem(req, v, name, NULL);
+    return svc_reply_json(req, 200, json_pack("{s:s, s:b}", "name", name, "deleted", 1));
+}
+
+enum svc_outcome route_producer_put(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    if (topic == NULL)
+        return out;
+    const char *name = svc_req_param(req, "producer");
+    char why[160] = "the body must be a JSON object";
+    if (!svc_valid_name(name, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_NAME, "producer name: %s", why);
+    json_t *body = svc_req_json(req);
+    static const char *const allowed[] = {"schema_version", NULL};
+    long long sv;
+    if (!json_is_object(body) || !only_members(body, allowed, why, sizeof(why)) ||
+        !int_member(body, "schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_producer_put(app->pool, topic, name, (int)sv, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v == DB_TOPIC_NOT_FOUND)
+        return topic_problem(req, v, topic, NULL);
+    return svc_reply_json(req, v == DB_TOPIC_CREATED ? 201 : 200,
+                          json_pack("{s:s, s:s, s:I}", "topic", topic, "name", name,
+                                    "schema_version", (json_int_t)sv));
+}
+
+/* ---- produce ---- */
+
+/* Parses one message object into m (value text malloc'd into *value). 1, or 0 with why. */
+static int parse_message(json_t *j, const char *producer, struct db_message_in *m, char **value,
+                         char *why, size_t whysize)
+{
+    static const char *const allowed[] = {"key", "value", "rank", "sequence", NULL};
+    memset(m, 0, sizeof(*m));
+    *value = NULL;
+    if (!json_is_object(j)) {
+        snprintf(why, whysize, "a message is a JSON object");
+        return 0;
+    }
+    if (!only_members(j, allowed, why, whysize))
+        return 0;
+    const char *key = json_string_value(json_object_get(j, "key"));
+    if (key == NULL) {
+        snprintf(why, whysize, "a message has a string \"key\"");
+        return 0;
+    }
+    if (!svc_valid_key(key, why, whysize))
+        return 0;
+    json_t *v = json_object_get(j, "value");
+    if (v == NULL) {
+        snprintf(why, whysize, "a message has a \"value\" (null for a tombstone)");
+        return 0;
+    }
+    json_t *rank = json_object_get(j, "rank"), *seq = json_object_get(j, "sequence");
+    if (rank != NULL && !json_is_integer(rank)) {
+        snprintf(why, whysize, "\"rank\" is an integer");
+        return 0;
+    }
+    if (seq != NULL && (!json_is_integer(seq) || json_integer_value(seq) < 0)) {
+        snprintf(why, whysize, "\"sequence\" is a non-negative integer");
+        return 0;
+    }
+    if (seq != NULL && producer == NULL) {
+        snprintf(why, whysize, "a \"sequence\" needs a named \"producer\"");
+        return 0;
+    }
+    m->key = key;
+    if (!json_is_null(v)) {
+        *value = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (*value == NULL) {
+            snprintf(why, whysize, "cannot encode the value");
+            return 0;
+        }
+    }
+    m->value = *value;
+    m->has_rank = rank != NULL;
+    m->rank = json_integer_value(rank);
+    m->has_sequence = seq != NULL;
+    m->sequence = json_integer_value(seq);
+    return 1;
+}
+
+static const char *effect_name(enum db_head_effect e)
+{
+    return e == DB_HEAD_ADVANCED ? "advanced" : e == DB_HEAD_RANK_REJECTED ? "rank_rejected"
+                                                                           : "duplicate";
+}
+
+static json_t *produced_json(const char *key, const struct db_message_out *o)
+{
+    return json_pack("{s:I, s:s, s:s, s:I}", "offset", (json_int_t)o->offset, "key", key, "head",
+                     effect_name(o->effect), "head_offset", (json_int_t)o->head_offset);
+}
+
+enum svc_outcome route_messages_produce(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    if (topic == NULL)
+        return out;
+    json_t *body = svc_req_json(req);
+    if (!json_is_object(body))
+        return svc_reply_problem(req, SVC_P_INVALID_MESSAGE, "the body is a JSON object");
+    json_t *batch = json_object_get(body, "messages");
+    json_t *pj = json_object_get(body, "producer");
+    const char *producer = json_string_value(pj);
+    char why[200];
+    if (pj != NULL && (producer == NULL || !svc_valid_name(producer, why, sizeof(why))))
+        return svc_reply_problem(req, SVC_P_INVALID_NAME, "producer name: %s",
+                                 producer ? why : "a string");
+    size_t n = 1;
+    if (batch != NULL) {
+        if (!json_is_array(batch) || json_array_size(batch) == 0)
+            return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
+                                     "\"messages\" is a non-empty array");
+        n = json_array_size(batch);
+        if (n > DB_TOPIC_BATCH_MAX)
+            return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                     "a batch holds at most %d messages; this one has %zu",
+                                     DB_TOPIC_BATCH_MAX, n);
+        if (json_object_size(body) != (pj ? 2u : 1u))
+            return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
+                                     "a batch body holds only \"producer\" and \"messages\"");
+    }
+    struct db_message_in *msgs = calloc(n, sizeof(*msgs));
+    struct db_message_out *res = calloc(n, sizeof(*res));
+    char **values = calloc(n, sizeof(char *));
+    json_t *single = NULL;
+    if (batch == NULL) {
+        /* a single message: the body itself, less "producer" */
+        single = json_deep_copy(body);
+        json_object_del(single, "producer");
+    }
+    if (msgs == NULL || res == NULL || values == NULL) {
+        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *mj = batch ? json_array_get(batch, i) : single;
+        if (!parse_message(mj, producer, &msgs[i], &values[i], why, sizeof(why))) {
+            out = batch ? svc_reply_problem(req, SVC_P_INVALID_MESSAGE, "message %zu: %s", i, why)
+                        : svc_reply_problem(req, SVC_P_INVALID_MESSAGE, "%s", why);
+            goto done;
+        }
+    }
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_produce(app->pool, topic, producer, msgs, n, res, &v, &err);
+    if (st != DB_OK) {
+        out = route_db_problem(req, st, &err);
+        goto done;
+    }
+    if (v != DB_TOPIC_OK) {
+        out = topic_problem(req, v, topic, producer);
+        goto done;
+    }
+    count_effects(topic, res, n);
+    char channel[160];
+    svc_req_wake(req, wake_channel(topic, channel, sizeof(channel)));
+    int written = 0;
+    for (size_t i = 0; i < n; i++)
+        written |= res[i].effect != DB_HEAD_DUPLICATE;
+    if (batch == NULL) {
+        set_etag(req, res[0].head_offset);
+        out = svc_reply_json(req, written ? 201 : 200, produced_json(msgs[0].key, &res[0]));
+    } else {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, produced_json(msgs[i].key, &res[i]));
+        out = svc_reply_json(req, written ? 201 : 200, json_pack("{s:o}", "messages", arr));
+    }
+done:
+    for (size_t i = 0; values != NULL && i < n; i++)
+        free(values[i]);
+    free(values);
+    free(msgs);
+    free(res);
+    json_decref(single);
+    return out;
+}
+
+/* ---- log reads ---- */
+
+static void log_one(const struct db_log_message *m, void *ctx)
+{
+    json_t *value = m->value ? json_loads(m->value, JSON_DECODE_ANY, NULL) : json_null();
+    json_array_append_new(
+        ctx, json_pack("{s:I, s:s, s:o, s:o, s:I, s:i, s:s}", "offset", (json_int_t)m->offset,
+                       "key", m->key, "value", value ? value : json_null(), "producer",
+                       m->producer ? json_string(m->producer) : json_null(), "rank",
+                       (json_int_t)m->rank, "schema_version", m->schema_version, "created_at",
+                       m->created_at));
+}
+
+enum svc_outcome route_messages_read(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    if (topic == NULL)
+        return out;
+    long long after, limit, wait;
+    if (int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+        int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
+        int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0)
+        return out;
+    unsigned gen = svc_wake_generation(req);
+    json_t *msgs = json_array();
+    int64_t next = after;
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_read_log(app->pool, topic, after, (int)limit, log_one, msgs,
+                                           &next, &v, &err);
+    if (st != DB_OK || v != DB_TOPIC_OK) {
+        json_decref(msgs);
+        return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
+    }
+    /* nothing new yet: wait (no thread, no connection held) until a produce or the deadline */
+    double deadline = svc_now() - svc_req_age(req) + (double)wait;
+    if (json_array_size(msgs) == 0 && next == after && svc_req_may_wait(req, deadline)) {
+        json_decref(msgs);
+        char channel[160];
+        return svc_req_wait(req, wake_channel(topic, channel, sizeof(channel)), deadline, gen);
+    }
+    return svc_reply_json(req, 200,
+                          json_pack("{s:o, s:I}", "messages", msgs, "next", (json_int_t)next));
+}
+
+/* ---- keys and heads ---- */
+
+static void key_one(const struct db_key_entry *k, void *ctx)
+{
+    json_t *value = json_loads(k->value, JSON_DECODE_ANY, NULL);
+    json_array_append_new(ctx, json_pack("{s:s, s:I, s:o, s:I, s:i, s:s}", "key", k->key,
+                                         "offset", (json_int_t)k->offset, "value",
+                                         value ? value : json_null(), "rank", (json_int_t)k->rank,
+                                         "schema_version", k->schema_version, "updated_at",
+                                         k->updated_at));
+}
+
+enum svc_outcome route_keys_list(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    if (topic == NULL)
+        return out;
+    long long limit;
+    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0)
+        return out;
+    json_t *keys = json_array();
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_list_keys(app->pool, topic, svc_req_query(req, "after"),
+                                            (int)limit, key_one, keys, &v, &err);
+    if (st != DB_OK || v != DB_TOPIC_OK) {
+        json_decref(keys);
+        return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
+    }
+    size_t n = json_array_size(keys);
+    json_t *next = n == (size_t)limit
+                       ? json_incref(json_object_get(json_array_get(keys, n - 1), "key"))
+                       : json_null();
+    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "keys", keys, "next", next));
+}
+
+static json_t *head_json(const char *topic, const char *key, const struct db_head *h)
+{
+    json_t *value = h->value ? json_loads(h->value, JSON_DECODE_ANY, NULL) : NULL;
+    return json_pack("{s:s, s:s, s:I, s:I, s:i, s:o}", "topic", topic, "key", key, "offset",
+                     (json_int_t)h->offset, "rank", (json_int_t)h->rank, "schema_version",
+                     h->schema_version, "value", value ? value : json_null());
+}
+
+/* 404 for a key without a live head: head_not_found, or key_deleted with the tombstone. */
+static enum svc_outcome no_head(struct svc_request *req, const char *key, const struct db_head *h)
+{
+    if (h->has_head && h->deleted) {
+        set_etag(req, h->offset);
+        return svc_reply_problem_ext(req, SVC_P_KEY_DELETED,
+                                     json_pack("{s:I}", "offset", (json_int_t)h->offset),
+                                     "key %s was deleted by the tombstone at offset %" PRId64,
+                                     key, h->offset);
+    }
+    return svc_reply_problem(req, SVC_P_HEAD_NOT_FOUND, "key %s has no head", key);
+}
+
+enum svc_outcome route_head_get(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    const char *key = topic ? key_param(req, &out) : NULL;
+    if (key == NULL)
+        return out;
+    struct db_head h;
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_head_get(app->pool, topic, key, &h, &v, &err);
+    if (st != DB_OK || v != DB_TOPIC_OK) {
+        db_head_clear(&h);
+        return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
+    }
+    if (!h.has_head || h.deleted)
+        out = no_head(req, key, &h);
+    else {
+        set_etag(req, h.offset);
+        out = svc_reply_json(req, 200, head_json(topic, key, &h));
+    }
+    db_head_clear(&h);
+    return out;
+}
+
+enum head_kind { HEAD_PATCH, HEAD_PUT, HEAD_DELETE };
+
+struct head_decision {
+    enum head_kind kind;
+    json_t *body;         /* the patch, or the new value */
+    const char *if_match; /* header values, or NULL */
+    const char *if_none_match;
+    int precondition_failed;
+    json_t *value; /* what was (or would have been) produced */
+};
+
+/* Does the If-Match / If-None-Match of d hold for the current head? */
+static int preconditions_hold(const struct head_decision *d, const struct db_head *cur)
+{
+    int live = cur->has_head && !cur->deleted;
+    if (d->if_none_match != NULL && strcmp(d->if_none_match, "*") == 0 && live)
+        return 0;
+    if (d->if_match == NULL)
+        return 1;
+    if (strcmp(d->if_match, "*") == 0)
+        return live;
+    const char *p = d->if_match;
+    if (*p == '"')
+        p++;
+    char *end = NULL;
+    long long want = strtoll(p, &end, 10);
+    if (end == p || (*end != '"' && *end != '\0'))
+        return 0;
+    return live && want == cur->offset;
+}
+
+/* The db_head_decide of head writes: runs under the key's row lock. */
+static int decide_head(const struct db_head *cur, char **value, void *ctx)
+{
+    struct head_decision *d = ctx;
+    json_decref(d->value);
+    d->value = NULL;
+    d->precondition_failed = 0;
+    *value = NULL;
+    if (!preconditions_hold(d, cur)) {
+        d->precondition_failed = 1;
+        return 1; /* nothing produced; the lock (and a headless row) still commits */
+    }
+    if (d->kind == HEAD_DELETE)
+        return 0; /* a tombstone */
+    if (d->kind == HEAD_PUT) {
+        d->value = json_incref(d->body);
+    } else {
+        int live = cur->has_head && !cur->deleted;
+        json_t *target = live ? json_loads(cur->value, JSON_DECODE_ANY, NULL) : json_object();
+        d->value = svc_merge_patch(target, d->body);
+        int same = d->value != NULL && json_equal(d->value, target);
+        json_decref(target);
+        if (d->value == NULL)
+            return -1;
+        if (same)
+            return 1; /* the patch changes nothing: no message */
+    }
+    *value = json_dumps(d->value, JSON_COMPACT | JSON_ENCODE_ANY);
+    return *value ? 0 : -1;
+}
+
+static json_t *head_or_null(const char *topic, const char *key, const struct db_head *h)
+{
+    return h->has_head && !h->deleted ? head_json(topic, key, h) : json_null();
+}
+
+static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    const char *key = topic ? key_param(req, &out) : NULL;
+    const char *producer = NULL;
+    if (key == NULL || producer_query(req, &producer, &out) != 0)
+        return out;
+    json_t *body = svc_req_json(req);
+    if (kind == HEAD_PATCH && !json_is_object(body))
+        return svc_reply_problem(req, SVC_P_INVALID_MERGE_PATCH,
+                                 "a merge patch is a JSON object (to replace the value with "
+                                 "something else, use PUT)");
+    if (kind == HEAD_PUT && json_is_null(body))
+        return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
+                                 "a head value is not null (DELETE the head to write a "
+                                 "tombstone)");
+    struct head_decision d = {kind, body, svc_req_header(req, "If-Match"),
+                              svc_req_header(req, "If-None-Match"), 0, NULL};
+    struct db_head_write w = {.topic = topic, .key = key, .producer = producer,
+                              .decide = decide_head, .ctx = &d};
+    struct db_error err;
+    enum db_status st = db_topics_head_write(app->pool, &w, &err);
+    if (st != DB_OK)
+        out = route_db_problem(req, st, &err);
+    else if (w.verdict == DB_TOPIC_NOT_FOUND || w.verdict == DB_TOPIC_PRODUCER_NOT_FOUND)
+        out = topic_problem(req, w.verdict, topic, producer);
+    else if (d.precondition_failed) {
+        if (w.before.has_head && !w.before.deleted)
+            set_etag(req, w.before.offset);
+        out = svc_reply_problem_ext(req, SVC_P_PRECONDITION_FAILED,
+                                    json_pack("{s:o}", "current",
+                                              head_or_null(topic, key, &w.before)),
+                                    "the head of %s does not match the precondition", key);
+    } else if (w.verdict == DB_TOPIC_UNCHANGED) {
+        json_t *j = head_or_null(topic, key, &w.before);
+        if (json_is_null(j)) {
+            json_decref(j);
+            j = json_pack("{s:s, s:s, s:n, s:O}", "topic", topic, "key", key, "offset", "value",
+                          d.value);
+        } else {
+            set_etag(req, w.before.offset);
+        }
+        json_object_set_new(j, "produced", json_false());
+        out = svc_reply_json(req, 200, j);
+    } else {
+        count_effects(topic, &w.produced, 1);
+        char channel[160];
+        svc_req_wake(req, wake_channel(topic, channel, sizeof(channel)));
+        set_etag(req, w.produced.head_offset);
+        json_t *j = produced_json(key, &w.produced);
+        json_object_set_new(j, "topic", json_string(topic));
+        json_object_set(j, "value", d.value ? d.value : json_null());
+        json_object_set_new(j, "produced", json_true());
+        out = svc_reply_json(req, 200, j);
+    }
+    json_decref(d.value);
+    db_head_clear(&w.before);
+    return out;
+}
+
+enum svc_outcome route_head_patch(struct svc_request *req)
+{
+    return head_write(req, HEAD_PATCH);
+}
+
+enum svc_outcome route_head_put(struct svc_request *req)
+{
+    return head_write(req, HEAD_PUT);
+}
+
+enum svc_outcome route_head_delete(struct svc_request *req)
+{
+    return head_write(req, HEAD_DELETE);
+}
+
+/* ---- metrics and janitor ---- */
+
+static void headless_one(const char *topic, int64_t rows, double age, void *ctx)
+{
+    struct svc_buf *b = ctx;
+    struct svc_buf l;
+    svc_buf_init(&l, 1024);
+    svc_metrics_label(&l, "topic", topic);
+    svc_metrics_sample(b, "rowlock_topic_headless_rows", l.data, (double)rows);
+    svc_metrics_sample(b, "rowlock_topic_headless_oldest_age_seconds", l.data, age);
+    svc_buf_free(&l);
+}
+
+void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
+{
+    struct svc_buf rows;
+    svc_buf_init(&rows, 16 * 1024 * 1024);
+    struct db_error err;
+    enum db_status st = db_topics_headless(app->pool, headless_one, &rows, &err);
+    svc_metrics_family(b, "rowlock_topic_headless_rows", "gauge",
+                       "Headless compaction-head rows (locked keys without a head), capped");
+    svc_metrics_family(b, "rowlock_topic_headless_oldest_age_seconds", "gauge",
+                       "Age of the oldest headless row since it was last locked");
+    /* samples of both families are interleaved per topic; Prometheus text format wants each
+     * family's samples together, so split them */
+    if (st == DB_OK && rows.data != NULL) {
+        for (int pass = 0; pass < 2; pass++) {
+            const char *want = pass == 0 ? "rowlock_topic_headless_rows{"
+                                         : "rowlock_topic_headless_oldest_age_seconds{";
+            for (char *line = rows.data; *line;) {
+                char *end = strchr(line, '\n');
+                size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+                if (strncmp(line, want, strlen(want)) == 0)
+                    svc_buf_append(b, line, len);
+                line += len;
+            }
+        }
+    }
+    svc_metrics_family(b, "rowlock_topic_metrics_up", "gauge",
+                       "1 when the per-topic gauges above could be read from the database");
+    svc_metrics_sample(b, "rowlock_topic_metrics_up", NULL, st == DB_OK ? 1 : 0);
+    svc_buf_free(&rows);
+}
+
+static void janitor_one(const char *topic, int64_t deleted, int64_t compacted, void *ctx)
+{
+    if (deleted > 0)
+        svc_counter_vec_add(m_janitor_deleted, topic, (uint64_t)deleted);
+    if (compacted > 0)
+        svc_counter_vec_add(m_compacted, topic, (uint64_t)compacted);
+}
+
+void route_topics_janitor_pass(void *ctx)
+{
+    struct svc_app *app = ctx;
+    struct db_error err;
+    enum db_status st =
+        db_topics_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
+    if (st != DB_OK)
+        svc_log(SVC_LOG_WARN, "topic janitor pass failed", "status", db_status_name(st),
+                "detail", err.message, NULL);
+}

@@ -1,0 +1,108 @@
+/* Merge patch and name/key validation (see json_util.h). */
+#include "service/json_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+json_t *svc_merge_patch(const json_t *target, const json_t *patch)
+{
+    if (!json_is_object(patch))
+        return json_deep_copy(patch);
+    json_t *result = json_is_object(target) ? json_deep_copy(target) : json_object();
+    if (result == NULL)
+        return NULL;
+    const char *name;
+    json_t *value;
+    json_object_foreach((json_t *)patch, name, value)
+    {
+        if (json_is_null(value)) {
+            json_object_del(result, name);
+            continue;
+        }
+        json_t *merged = svc_merge_patch(json_object_get(result, name), value);
+        if (merged == NULL || json_object_set_new(result, name, merged) != 0) {
+            json_decref(result);
+            return NULL;
+        }
+    }
+    return result;
+}
+
+int svc_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p;
+        size_t n;
+        unsigned min;
+        if (c == 0)
+            return 0;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        if ((c & 0xe0) == 0xc0) {
+            n = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            n = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            n = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return 0;
+        }
+        if ((size_t)(end - p) <= n)
+            return 0;
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return 0;
+            c = (c << 6) | (p[i] & 0x3f);
+        }
+        if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+int svc_valid_name(const char *name, char *why, size_t whysize)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > 128) {
+        snprintf(why, whysize, "a name has 1 to 128 characters; this one has %zu", len);
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (i == 0 && !alnum) {
+            snprintf(why, whysize, "a name starts with a letter or a digit");
+            return 0;
+        }
+        if (!alnum && c != '.' && c != '_' && c != '-') {
+            snprintf(why, whysize,
+                     "a name holds only letters, digits, '.', '_' and '-' (character %zu is not "
+                     "one)",
+                     i + 1);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int svc_valid_key(const char *key, char *why, size_t whysize)
+{
+    size_t len = strlen(key);
+    if (len == 0) {
+        snprintf(why, whysize, "a key is not empty");
+        return 0;
+    }
+    if (len > 1024) {
+        snprintf(why, whysize, "a key has at most 1024 bytes; this one has %zu", len);
+        return 0;
+    }
+    if (!svc_utf8_valid(key, len)) {
+        snprintf(why, whysize, "a key is valid UTF-8");
+        return 0;
+    }
+    return 1;
+}

@@ -1,0 +1,21 @@
+/* JSON helpers for routes: RFC 7396 merge patch, and validation of names, keys and UTF-8.
+ * Pure functions on jansson values and strings; no HTTP, no database. */
+#ifndef SVC_JSON_UTIL_H
+#define SVC_JSON_UTIL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* RFC 7396: applies patch to target (both borrowed; target may be NULL, meaning absent) and
+ * returns a new reference to the result, or NULL when out of memory. */
+json_t *svc_merge_patch(const json_t *target, const json_t *patch);
+
+/* Resource names: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$. Returns 1, or 0 with the broken rule in
+ * why (a sentence for a problem's detail). */
+int svc_valid_name(const char *name, char *why, size_t whysize);
+/* Message keys and object ids: non-empty UTF-8, at most 1024 bytes. Same result. */
+int svc_valid_key(const char *key, char *why, size_t whysize);
+/* Is s (len bytes) well-formed UTF-8 without NUL? */
+int svc_utf8_valid(const char *s, size_t len);
+
+#endif
