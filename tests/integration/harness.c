@@ -149,6 +149,12 @@ static char **service_env(const char *dburl, const char *const *env)
 
 int th_service_start(struct th_service *s, const char *dburl, const char *const *env)
 {
+    return th_service_start_binary(s, ROWLOCK_BINARY, dburl, env);
+}
+
+int th_service_start_binary(struct th_service *s, const char *binary, const char *dburl,
+                            const char *const *env)
+{
     int fds[2];
     memset(s, 0, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
@@ -156,13 +162,13 @@ int th_service_start(struct th_service *s, const char *dburl, const char *const 
     if (pipe(fds) != 0)
         return -1;
     char **envp = service_env(dburl, env);
-    char *const argv[] = {(char *)ROWLOCK_BINARY, NULL};
+    char *const argv[] = {(char *)binary, NULL};
     s->pid = fork();
     if (s->pid == 0) {
         dup2(fds[1], STDERR_FILENO);
         close(fds[0]);
         close(fds[1]);
-        execve(ROWLOCK_BINARY, argv, envp);
+        execve(binary, argv, envp);
         _exit(127);
     }
     free(envp);

@@ -33,6 +33,9 @@ struct th_service {
 /* Starts rowlock against dburl with extra "KEY=value" environment entries (NULL-terminated,
  * may be NULL). Waits up to 30 s for it to listen. Returns 0, or -1 (the process is gone). */
 int th_service_start(struct th_service *s, const char *dburl, const char *const *env);
+/* The same with another executable (ROWLOCK_UNLOCKED_BINARY: the deliberately broken build). */
+int th_service_start_binary(struct th_service *s, const char *binary, const char *dburl,
+                            const char *const *env);
 /* Sends SIGTERM and waits; returns the exit status (0 for a clean stop), -1 on a signal death. */
 int th_service_stop(struct th_service *s);
 /* Sends a signal without waiting. */
