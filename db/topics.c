@@ -850,12 +850,14 @@ static enum db_status fill_holes(struct db_conn *c, int64_t topic, int64_t from,
     if (st != DB_OK)
         return st;
     st = topic_query(c, topic, "log_fill", sql_log_fill, 2, params, NULL, err);
+    /* SET LOCAL lasts to the end of this read-only-in-spirit transaction (or is undone by the
+     * rollback to the savepoint); the session's own lock_timeout comes back after it. */
     if (st == DB_ERR_TIMEOUT) /* in progress: it may still commit, so readers stop before it */
-        return db_exec(c, "ROLLBACK TO SAVEPOINT fill; RESET lock_timeout", err);
+        return db_exec(c, "ROLLBACK TO SAVEPOINT fill", err);
     if (st != DB_OK)
         return st;
     *filled = 1;
-    return db_exec(c, "RELEASE SAVEPOINT fill; RESET lock_timeout", err);
+    return db_exec(c, "RELEASE SAVEPOINT fill", err);
 }
 
 static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error *err)
