@@ -1,0 +1,130 @@
+/* Unit tests of service/json_util.c: RFC 7396 merge patch (the examples of its appendix A),
+ * resource-name rules, key rules and UTF-8 validation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "service/json_util.h"
+
+static void check_merge(const char *target, const char *patch, const char *want)
+{
+    json_t *t = json_loads(target, JSON_DECODE_ANY, NULL);
+    json_t *p = json_loads(patch, JSON_DECODE_ANY, NULL);
+    json_t *w = json_loads(want, JSON_DECODE_ANY, NULL);
+    assert_non_null(t);
+    assert_non_null(p);
+    assert_non_null(w);
+    json_t *got = svc_merge_patch(t, p);
+    if (!json_equal(got, w)) {
+        char *g = json_dumps(got, JSON_ENCODE_ANY | JSON_COMPACT);
+        fail_msg("merge(%s, %s) = %s, want %s", target, patch, g, want);
+    }
+    /* the target is not modified */
+    json_t *t2 = json_loads(target, JSON_DECODE_ANY, NULL);
+    assert_true(json_equal(t, t2));
+    json_decref(t2);
+    json_decref(got);
+    json_decref(t);
+    json_decref(p);
+    json_decref(w);
+}
+
+static void test_rfc7396_appendix_a(void **state)
+{
+    check_merge("{\"a\":\"b\"}", "{\"a\":\"c\"}", "{\"a\":\"c\"}");
+    check_merge("{\"a\":\"b\"}", "{\"b\":\"c\"}", "{\"a\":\"b\",\"b\":\"c\"}");
+    check_merge("{\"a\":\"b\"}", "{\"a\":null}", "{}");
+    check_merge("{\"a\":\"b\",\"b\":\"c\"}", "{\"a\":null}", "{\"b\":\"c\"}");
+    check_merge("{\"a\":[\"b\"]}", "{\"a\":\"c\"}", "{\"a\":\"c\"}");
+    check_merge("{\"a\":\"c\"}", "{\"a\":[\"b\"]}", "{\"a\":[\"b\"]}");
+    check_merge("{\"a\":{\"b\":\"c\"}}", "{\"a\":{\"b\":\"d\",\"c\":null}}",
+                "{\"a\":{\"b\":\"d\"}}");
+    check_merge("{\"a\":[{\"b\":\"c\"}]}", "{\"a\":[1]}", "{\"a\":[1]}");
+    check_merge("[\"a\",\"b\"]", "[\"c\",\"d\"]", "[\"c\",\"d\"]");
+    check_merge("{\"a\":\"b\"}", "[\"c\"]", "[\"c\"]");
+    check_merge("{\"a\":\"foo\"}", "null", "null");
+    check_merge("{\"a\":\"foo\"}", "\"bar\"", "\"bar\"");
+    check_merge("{\"e\":null}", "{\"a\":1}", "{\"e\":null,\"a\":1}");
+    check_merge("[1,2]", "{\"a\":\"b\",\"c\":null}", "{\"a\":\"b\"}");
+    check_merge("{}", "{\"a\":{\"bb\":{\"ccc\":null}}}", "{\"a\":{\"bb\":{}}}");
+}
+
+static void test_merge_onto_absent_target(void **state)
+{
+    json_t *p = json_loads("{\"x\":{\"y\":1},\"z\":null}", 0, NULL);
+    json_t *got = svc_merge_patch(NULL, p);
+    json_t *want = json_loads("{\"x\":{\"y\":1}}", 0, NULL);
+    assert_true(json_equal(got, want));
+    json_decref(got);
+    json_decref(want);
+    json_decref(p);
+}
+
+static void test_names(void **state)
+{
+    char why[160];
+    const char *good[] = {"a", "orders", "Orders.v2", "a_b-c.d", "0", NULL};
+    for (size_t i = 0; good[i]; i++)
+        if (!svc_valid_name(good[i], why, sizeof(why)))
+            fail_msg("%s rejected: %s", good[i], why);
+    const char *bad[] = {"", ".a", "-a", "_a", "a b", "a/b", "a%b", "é", NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        why[0] = '\0';
+        if (svc_valid_name(bad[i], why, sizeof(why)))
+            fail_msg("\"%s\" accepted", bad[i]);
+        assert_true(strlen(why) > 0);
+    }
+    char longest[130];
+    memset(longest, 'a', 128);
+    longest[128] = '\0';
+    assert_true(svc_valid_name(longest, why, sizeof(why)));
+    longest[128] = 'a';
+    longest[129] = '\0';
+    assert_false(svc_valid_name(longest, why, sizeof(why)));
+    assert_non_null(strstr(why, "129"));
+}
+
+static void test_keys(void **state)
+{
+    char why[160];
+    assert_true(svc_valid_key("user/42 with spaces", why, sizeof(why)));
+    assert_true(svc_valid_key("ключ-🔑", why, sizeof(why)));
+    assert_false(svc_valid_key("", why, sizeof(why)));
+    char big[1026];
+    memset(big, 'k', 1024);
+    big[1024] = '\0';
+    assert_true(svc_valid_key(big, why, sizeof(why)));
+    big[1024] = 'k';
+    big[1025] = '\0';
+    assert_false(svc_valid_key(big, why, sizeof(why)));
+    assert_false(svc_valid_key("\xff", why, sizeof(why)));
+}
+
+static void test_utf8(void **state)
+{
+    assert_true(svc_utf8_valid("plain", 5));
+    assert_true(svc_utf8_valid("\xc3\xa9", 2));          /* é */
+    assert_true(svc_utf8_valid("\xf0\x9f\x94\x91", 4));  /* U+1F511 */
+    assert_false(svc_utf8_valid("\xc3", 1));             /* truncated */
+    assert_false(svc_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
+    assert_false(svc_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(svc_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+    assert_false(svc_utf8_valid("a\0b", 3));             /* NUL */
+    assert_false(svc_utf8_valid("\x80", 1));             /* stray continuation */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rfc7396_appendix_a),
+        cmocka_unit_test(test_merge_onto_absent_target),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_utf8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
