@@ -18,7 +18,8 @@
 
 enum svc_outcome route_healthz(struct svc_request *req)
 {
-    return svc_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+    static const char ok[] = "{\"status\":\"ok\"}";
+    return svc_reply_static(req, 200, "application/json", ok, sizeof(ok) - 1);
 }
 
 enum svc_outcome route_readyz(struct svc_request *req)
@@ -114,9 +115,5 @@ enum svc_outcome route_metrics(struct svc_request *req)
 
 enum svc_outcome route_openapi(struct svc_request *req)
 {
-    char *copy = malloc(svc_openapi_json_len + 1);
-    if (copy == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
-    memcpy(copy, svc_openapi_json, svc_openapi_json_len + 1);
-    return svc_reply_raw(req, 200, "application/json", copy, svc_openapi_json_len);
+    return svc_reply_static(req, 200, "application/json", svc_openapi_json, svc_openapi_json_len);
 }

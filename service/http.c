@@ -165,14 +165,11 @@ int svc_req_add_header(struct svc_request *req, const char *name, const char *va
 
 /* ---- replies ---- */
 
-enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *content_type,
-                               char *body, size_t len)
+static enum svc_outcome reply_response(struct svc_request *req, int status,
+                                       const char *content_type, struct MHD_Response *r)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-    if (r == NULL) {
-        free(body);
+    if (r == NULL)
         return SVC_FATAL;
-    }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(r, "X-Request-Id", req->request_id);
     for (size_t i = 0; i < req->nheaders; i++)
@@ -184,6 +181,23 @@ enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *
     req->status = status;
     req->phase = PHASE_DONE;
     return SVC_REPLIED;
+}
+
+enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *content_type,
+                               char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL)
+        free(body);
+    return reply_response(req, status, content_type, r);
+}
+
+enum svc_outcome svc_reply_static(struct svc_request *req, int status, const char *content_type,
+                                  const char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    return reply_response(req, status, content_type, r);
 }
 
 enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *body)
@@ -424,15 +438,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     double secs = elapsed_s(&req->start);
     int route = req->matched ? req->match.route : -1;
     svc_metrics_observe_http(route, req->status, secs);
-    char path[512];
-    size_t plen = req->target ? strcspn(req->target, "?") : 0;
-    snprintf(path, sizeof(path), "%.*s", (int)(plen < 511 ? plen : 511),
-             req->target ? req->target : "");
     struct svc_access a = {
         .request_id = req->request_id,
         .method = req->method,
         .route = route >= 0 ? s->routes[route].path : "unmatched",
-        .path = path,
+        .path = req->target ? req->target : "",
+        .path_len = req->target ? strcspn(req->target, "?") : 0,
         .status = req->status,
         .duration_ms = secs * 1000.0,
         .code = req->problem_code,
@@ -607,7 +618,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (req == NULL)
         return MHD_NO; /* out of memory in on_uri */
     if (req->phase == PHASE_NEW) {
-        snprintf(req->method, sizeof(req->method), "%s", method);
+        size_t mlen = strnlen(method, sizeof(req->method) - 1);
+        memcpy(req->method, method, mlen);
+        req->method[mlen] = '\0';
         const char *rid = svc_req_header(req, "X-Request-Id");
         if (rid != NULL && request_id_valid(rid))
             snprintf(req->request_id, sizeof(req->request_id), "%s", rid);

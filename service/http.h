@@ -45,6 +45,9 @@ int svc_req_add_header(struct svc_request *req, const char *name, const char *va
 enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *body /* stolen */);
 enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *content_type,
                                char *body /* stolen, malloc'd */, size_t len);
+/* A body that outlives the server (a constant), sent without copying. */
+enum svc_outcome svc_reply_static(struct svc_request *req, int status, const char *content_type,
+                                  const char *body, size_t len);
 enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
                                    ...) __attribute__((format(printf, 3, 4)));
 /* The same with extra members (stolen, may be NULL) merged into the problem document. */

@@ -70,26 +70,128 @@ void svc_log(enum svc_log_level level, const char *msg, ...)
     svc_buf_free(&b);
 }
 
+/* ---- the access line: built without printf or heap, since it runs once per request ---- */
+
+struct line {
+    char buf[2048];
+    size_t len;
+    int full;
+};
+
+static void line_put(struct line *l, const char *s, size_t n)
+{
+    if (l->full || n > sizeof(l->buf) - 2 - l->len) {
+        l->full = 1;
+        return;
+    }
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+}
+
+static void line_str(struct line *l, const char *s)
+{
+    line_put(l, s, strlen(s));
+}
+
+/* s as a JSON string: runs of plain characters are copied at once. */
+static void line_json(struct line *l, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    line_put(l, "\"", 1);
+    const char *run = s;
+    for (const char *p = s;; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c != 0 && c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        line_put(l, run, (size_t)(p - run));
+        if (c == 0)
+            break;
+        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        if (c == '"' || c == '\\') {
+            esc[1] = (char)c;
+            line_put(l, esc, 2);
+        } else {
+            line_put(l, esc, 6);
+        }
+        run = p + 1;
+    }
+    line_put(l, "\"", 1);
+}
+
+static void line_uint(struct line *l, unsigned long long v, int min_digits)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 || n < min_digits);
+    char out[24];
+    for (int i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    line_put(l, out, (size_t)n);
+}
+
+/* "2026-01-02T03:04:05" of the current second, formatted once per second per thread. */
+static void line_time(struct line *l)
+{
+    static _Thread_local time_t cached_sec = -1;
+    static _Thread_local char cached[24];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (ts.tv_sec != cached_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm);
+        cached_sec = ts.tv_sec;
+    }
+    line_str(l, cached);
+    line_put(l, ".", 1);
+    line_uint(l, (unsigned long long)(ts.tv_nsec / 1000000), 3);
+    line_put(l, "Z", 1);
+}
+
 void svc_log_access(const struct svc_access *a)
 {
     if (!svc_log_enabled(SVC_LOG_INFO))
         return;
-    struct svc_buf b;
-    svc_buf_init(&b, 16384);
-    log_begin(&b, SVC_LOG_INFO, "request");
-    svc_buf_puts(&b, ",\"request_id\":");
-    svc_buf_json_string(&b, a->request_id);
-    svc_buf_puts(&b, ",\"method\":");
-    svc_buf_json_string(&b, a->method);
-    svc_buf_puts(&b, ",\"route\":");
-    svc_buf_json_string(&b, a->route);
-    svc_buf_puts(&b, ",\"path\":");
-    svc_buf_json_string(&b, a->path);
-    svc_buf_printf(&b, ",\"status\":%d,\"duration_ms\":%.3f", a->status, a->duration_ms);
+    struct line l;
+    l.len = 0;
+    l.full = 0;
+    line_str(&l, "{\"ts\":\"");
+    line_time(&l);
+    line_str(&l, "\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":");
+    line_json(&l, a->request_id);
+    line_str(&l, ",\"method\":");
+    line_json(&l, a->method);
+    line_str(&l, ",\"route\":");
+    line_json(&l, a->route);
+    line_str(&l, ",\"path\":");
+    /* the path ends at path_len; escape it through a bounded copy */
+    char path[512];
+    size_t plen = a->path_len < sizeof(path) - 1 ? a->path_len : sizeof(path) - 1;
+    memcpy(path, a->path, plen);
+    path[plen] = '\0';
+    line_json(&l, path);
+    line_str(&l, ",\"status\":");
+    line_uint(&l, (unsigned long long)(a->status < 0 ? 0 : a->status), 1);
+    unsigned long long us = (unsigned long long)(a->duration_ms * 1000.0);
+    line_str(&l, ",\"duration_ms\":");
+    line_uint(&l, us / 1000, 1);
+    line_put(&l, ".", 1);
+    line_uint(&l, us % 1000, 3);
     if (a->code != NULL) {
-        svc_buf_puts(&b, ",\"code\":");
-        svc_buf_json_string(&b, a->code);
+        line_str(&l, ",\"code\":");
+        line_json(&l, a->code);
     }
-    log_end(&b);
-    svc_buf_free(&b);
+    line_put(&l, "}\n", 2);
+    if (l.full)
+        return; /* a line that does not fit is dropped whole, never cut */
+    size_t off = 0;
+    while (off < l.len) {
+        ssize_t n = write(STDERR_FILENO, l.buf + off, l.len - off);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
 }
