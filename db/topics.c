@@ -32,19 +32,19 @@ static const struct db_stmt st_update_topic = {
     "nullif($3::integer, 0), default_schema_version = $4, updated_at = now() WHERE name = $1 "
     "RETURNING " TOPIC_COLUMNS,
     4};
-static const struct db_stmt st_create_tables = {
-    "topic_create_tables", "SELECT rowlock.topic_create_tables($1)", 1};
+static const struct db_stmt st_create_tables = {"topic_create_tables",
+                                                "SELECT rowlock.topic_create_tables($1)", 1};
 static const struct db_stmt st_delete_topic = {
     "topic_delete", "DELETE FROM rowlock.topics WHERE name = $1 RETURNING id", 1};
-static const struct db_stmt st_drop_tables = {
-    "topic_drop_tables", "SELECT rowlock.topic_drop_tables($1)", 1};
-static const struct db_stmt st_stats = {
-    "topic_stats", "SELECT * FROM rowlock.topic_stats($1, $2)", 2};
-static const struct db_stmt st_list = {
-    "topic_list",
-    "SELECT " TOPIC_COLUMNS ", s.* FROM rowlock.topics, rowlock.topic_stats(id, $3) s "
-    "WHERE name > coalesce($1, '') ORDER BY name LIMIT $2",
-    3};
+static const struct db_stmt st_drop_tables = {"topic_drop_tables",
+                                              "SELECT rowlock.topic_drop_tables($1)", 1};
+static const struct db_stmt st_stats = {"topic_stats", "SELECT * FROM rowlock.topic_stats($1, $2)",
+                                        2};
+static const struct db_stmt st_list = {"topic_list",
+                                       "SELECT " TOPIC_COLUMNS
+                                       ", s.* FROM rowlock.topics, rowlock.topic_stats(id, $3) s "
+                                       "WHERE name > coalesce($1, '') ORDER BY name LIMIT $2",
+                                       3};
 static const struct db_stmt st_producer = {
     "producer_get",
     "SELECT schema_version FROM rowlock.producers WHERE topic_id = $1 AND name = $2", 2};
@@ -55,13 +55,13 @@ static const struct db_stmt st_producer_put = {
     "updated_at = now() RETURNING (xmax = 0) AS created",
     3};
 static const struct db_stmt st_headless = {
-    "topics_headless", "SELECT name, headless_rows, headless_oldest_age_seconds "
-                       "FROM rowlock.topics_headless($1)",
+    "topics_headless",
+    "SELECT name, headless_rows, headless_oldest_age_seconds "
+    "FROM rowlock.topics_headless($1)",
     1};
 static const struct db_stmt st_topic_ids = {
     "topics_ids",
-    "SELECT id, name, headless_ttl_seconds, coalesce(retention_seconds, 0) FROM rowlock.topics",
-    0};
+    "SELECT id, name, headless_ttl_seconds, coalesce(retention_seconds, 0) FROM rowlock.topics", 0};
 
 /* ---- statements on a topic's generated tables ---- */
 
@@ -164,8 +164,7 @@ static int build_tpl(char *buf, size_t size, const void *ctx)
     const char *prefix[3] = {"messages_", "compaction_head_", "messages_"};
     for (int i = 0; i < 3; i++) {
         char raw[48];
-        snprintf(raw, sizeof(raw), "%s%" PRId64 "%s", prefix[i], t->topic,
-                 i == 2 ? "_offset" : "");
+        snprintf(raw, sizeof(raw), "%s%" PRId64 "%s", prefix[i], t->topic, i == 2 ? "_offset" : "");
         char *q = PQescapeIdentifier(t->pg, raw, strlen(raw));
         if (q == NULL)
             return -1;
@@ -432,9 +431,9 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
         out[i].offset = strtoll(PQgetvalue(r, i, 1), NULL, 10);
         int inserted = PQgetvalue(r, i, 2)[0] == 't';
         out[i].head_offset = strtoll(PQgetvalue(r, i, 3), NULL, 10);
-        out[i].effect = !inserted                           ? DB_HEAD_DUPLICATE
+        out[i].effect = !inserted                             ? DB_HEAD_DUPLICATE
                         : out[i].head_offset == out[i].offset ? DB_HEAD_ADVANCED
-                                                            : DB_HEAD_RANK_REJECTED;
+                                                              : DB_HEAD_RANK_REJECTED;
         dups += !inserted;
     }
     PQclear(r);
@@ -889,8 +888,9 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
         a->usable = first_gap(a->rows, a->after);
         if (a->usable == PQntuples(a->rows))
             return DB_OK;
-        int64_t from = a->usable == 0 ? a->after + 1
-                                      : strtoll(PQgetvalue(a->rows, a->usable - 1, 0), NULL, 10) + 1;
+        int64_t from = a->usable == 0
+                           ? a->after + 1
+                           : strtoll(PQgetvalue(a->rows, a->usable - 1, 0), NULL, 10) + 1;
         int64_t to = strtoll(PQgetvalue(a->rows, a->usable, 0), NULL, 10) - 1;
         int filled = 0;
         st = fill_holes(c, t.id, from, to, &filled, err);
@@ -900,8 +900,8 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
     return DB_OK;
 }
 
-enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after,
-                                  int limit, db_log_each each, void *ctx, int64_t *next,
+enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
+                                  db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err)
 {
     struct read_log a = {topic, after, limit, NULL, 0, DB_TOPIC_NOT_FOUND};
@@ -1043,8 +1043,8 @@ static enum db_status topic_ids_tx(struct db_conn *c, void *arg, struct db_error
     return db_query(c, &st_topic_ids, NULL, rows, err);
 }
 
-enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
-                                 void *ctx, struct db_error *err)
+enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each, void *ctx,
+                                 struct db_error *err)
 {
     PGresult *rows = NULL;
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topic_ids_tx, &rows, err);
@@ -1052,7 +1052,10 @@ enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_eac
     for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
         struct janitor_topic a = {strtoll(PQgetvalue(rows, i, 0), NULL, 10),
                                   strtoll(PQgetvalue(rows, i, 2), NULL, 10),
-                                  strtoll(PQgetvalue(rows, i, 3), NULL, 10), batch, 0, 0};
+                                  strtoll(PQgetvalue(rows, i, 3), NULL, 10),
+                                  batch,
+                                  0,
+                                  0};
         enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, err);
         if (one == DB_ERR_HARD && is_missing_table(err))
             continue; /* deleted meanwhile */

@@ -169,8 +169,8 @@ typedef void (*db_log_each)(const struct db_log_message *m, void *ctx);
  * the first offset that a transaction still in progress may yet commit; an offset whose
  * transaction is gone is recorded as a hole and skipped. *next is the offset to pass as `after`
  * next time. */
-enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after,
-                                  int limit, db_log_each each, void *ctx, int64_t *next,
+enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
+                                  db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err);
 
 struct db_key_entry {
@@ -185,8 +185,7 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
                                    enum db_topic_verdict *verdict, struct db_error *err);
 
 /* Headless counts of every topic, for metrics. */
-typedef void (*db_headless_each)(const char *topic, int64_t rows, double oldest_age_s,
-                                 void *ctx);
+typedef void (*db_headless_each)(const char *topic, int64_t rows, double oldest_age_s, void *ctx);
 enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each, void *ctx,
                                   struct db_error *err);
 
@@ -196,7 +195,7 @@ enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each, v
  * topic; safe in many processes at once. each (may be NULL) gets the counts per topic. */
 typedef void (*db_janitor_each)(const char *topic, int64_t headless_deleted, int64_t compacted,
                                 void *ctx);
-enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
-                                 void *ctx, struct db_error *err);
+enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each, void *ctx,
+                                 struct db_error *err);
 
 #endif

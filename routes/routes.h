@@ -34,6 +34,26 @@ enum svc_outcome route_head_delete(struct svc_request *req);
 void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app);
 void route_topics_janitor_pass(void *app);
 
+/* Handlers of routes/queues.c, its metrics and its janitor pass. */
+void route_queues_init(void);
+enum svc_outcome route_queue_put(struct svc_request *req);
+enum svc_outcome route_queue_get(struct svc_request *req);
+enum svc_outcome route_queues_list(struct svc_request *req);
+enum svc_outcome route_jobs_enqueue(struct svc_request *req);
+enum svc_outcome route_job_get(struct svc_request *req);
+enum svc_outcome route_jobs_list(struct svc_request *req);
+enum svc_outcome route_job_retry(struct svc_request *req);
+enum svc_outcome route_job_cancel(struct svc_request *req);
+enum svc_outcome route_leases_claim(struct svc_request *req);
+enum svc_outcome route_lease_heartbeat(struct svc_request *req);
+enum svc_outcome route_lease_complete(struct svc_request *req);
+enum svc_outcome route_lease_fail(struct svc_request *req);
+enum svc_outcome route_lease_handback(struct svc_request *req);
+enum svc_outcome route_lease_release(struct svc_request *req);
+enum svc_outcome route_leases_complete_batch(struct svc_request *req);
+void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app);
+void route_queues_janitor_pass(void *app);
+
 /* Handlers of routes/ops.c. */
 enum svc_outcome route_healthz(struct svc_request *req);
 enum svc_outcome route_readyz(struct svc_request *req);

@@ -27,16 +27,17 @@ static void metrics_init(void)
                                      "Messages written to the topic's log", "topic");
     m_advanced = svc_counter_vec_new("rowlock_topic_heads_advanced_total",
                                      "Produced messages that became their key's head", "topic");
-    m_rejected = svc_counter_vec_new("rowlock_topic_heads_rank_rejected_total",
-                                     "Produced messages whose rank did not beat the key's head",
-                                     "topic");
+    m_rejected =
+        svc_counter_vec_new("rowlock_topic_heads_rank_rejected_total",
+                            "Produced messages whose rank did not beat the key's head", "topic");
     m_duplicates = svc_counter_vec_new("rowlock_topic_duplicate_produces_total",
                                        "Producer sequences sent again (nothing written)", "topic");
-    m_janitor_deleted = svc_counter_vec_new("rowlock_topic_janitor_deleted_total",
-                                            "Expired headless rows deleted by the janitor", "topic");
-    m_compacted = svc_counter_vec_new("rowlock_topic_retention_compacted_total",
-                                      "Superseded messages compacted away past the retention",
-                                      "topic");
+    m_janitor_deleted =
+        svc_counter_vec_new("rowlock_topic_janitor_deleted_total",
+                            "Expired headless rows deleted by the janitor", "topic");
+    m_compacted =
+        svc_counter_vec_new("rowlock_topic_retention_compacted_total",
+                            "Superseded messages compacted away past the retention", "topic");
 }
 
 void route_topics_init(void)
@@ -182,13 +183,12 @@ static void set_etag(struct svc_request *req, int64_t offset)
 
 static json_t *topic_json(const struct db_topic *t, const struct db_topic_stats *s)
 {
-    json_t *j = json_pack("{s:s, s:I, s:o, s:i, s:s, s:s}", "name", t->name,
-                          "headless_ttl_seconds", (json_int_t)t->headless_ttl_seconds,
-                          "retention_seconds",
-                          t->retention_seconds > 0 ? json_integer(t->retention_seconds)
-                                                   : json_null(),
-                          "default_schema_version", t->default_schema_version, "created_at",
-                          t->created_at, "updated_at", t->updated_at);
+    json_t *j =
+        json_pack("{s:s, s:I, s:o, s:i, s:s, s:s}", "name", t->name, "headless_ttl_seconds",
+                  (json_int_t)t->headless_ttl_seconds, "retention_seconds",
+                  t->retention_seconds > 0 ? json_integer(t->retention_seconds) : json_null(),
+                  "default_schema_version", t->default_schema_version, "created_at", t->created_at,
+                  "updated_at", t->updated_at);
     if (j != NULL && s != NULL)
         json_object_set_new(j, "counts",
                             json_pack("{s:I, s:I, s:I, s:f}", "messages", (json_int_t)s->messages,
@@ -211,10 +211,9 @@ enum svc_outcome route_topic_put(struct svc_request *req)
     long long ttl, retention, sv;
     char why[160] = "the body must be a JSON object";
     if (!json_is_object(body) || !only_members(body, allowed, why, sizeof(why)) ||
-        !int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0, &ttl,
-                    why, sizeof(why)) ||
-        !int_member(body, "retention_seconds", 1, 2147483647, 0, 1, &retention, why,
+        !int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0, &ttl, why,
                     sizeof(why)) ||
+        !int_member(body, "retention_seconds", 1, 2147483647, 0, 1, &retention, why, sizeof(why)) ||
         !int_member(body, "default_schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
     struct db_topic_config cfg = {ttl, retention, (int)sv};
@@ -260,8 +259,8 @@ enum svc_outcome route_topics_list(struct svc_request *req)
         return out;
     json_t *topics = json_array();
     struct db_error err;
-    enum db_status st = db_topics_list(app->pool, svc_req_query(req, "after"), (int)limit,
-                                       list_one, topics, &err);
+    enum db_status st =
+        db_topics_list(app->pool, svc_req_query(req, "after"), (int)limit, list_one, topics, &err);
     if (st != DB_OK) {
         json_decref(topics);
         return route_db_problem(req, st, &err);
@@ -377,8 +376,9 @@ static int parse_message(json_t *j, const char *producer, struct db_message_in *
 
 static const char *effect_name(enum db_head_effect e)
 {
-    return e == DB_HEAD_ADVANCED ? "advanced" : e == DB_HEAD_RANK_REJECTED ? "rank_rejected"
-                                                                           : "duplicate";
+    return e == DB_HEAD_ADVANCED        ? "advanced"
+           : e == DB_HEAD_RANK_REJECTED ? "rank_rejected"
+                                        : "duplicate";
 }
 
 static json_t *produced_json(const char *key, const struct db_message_out *o)
@@ -480,12 +480,12 @@ done:
 static void log_one(const struct db_log_message *m, void *ctx)
 {
     json_t *value = m->value ? json_loads(m->value, JSON_DECODE_ANY, NULL) : json_null();
-    json_array_append_new(
-        ctx, json_pack("{s:I, s:s, s:o, s:o, s:I, s:i, s:s}", "offset", (json_int_t)m->offset,
-                       "key", m->key, "value", value ? value : json_null(), "producer",
-                       m->producer ? json_string(m->producer) : json_null(), "rank",
-                       (json_int_t)m->rank, "schema_version", m->schema_version, "created_at",
-                       m->created_at));
+    json_array_append_new(ctx, json_pack("{s:I, s:s, s:o, s:o, s:I, s:i, s:s}", "offset",
+                                         (json_int_t)m->offset, "key", m->key, "value",
+                                         value ? value : json_null(), "producer",
+                                         m->producer ? json_string(m->producer) : json_null(),
+                                         "rank", (json_int_t)m->rank, "schema_version",
+                                         m->schema_version, "created_at", m->created_at));
 }
 
 enum svc_outcome route_messages_read(struct svc_request *req)
@@ -505,8 +505,8 @@ enum svc_outcome route_messages_read(struct svc_request *req)
     int64_t next = after;
     enum db_topic_verdict v;
     struct db_error err;
-    enum db_status st = db_topics_read_log(app->pool, topic, after, (int)limit, log_one, msgs,
-                                           &next, &v, &err);
+    enum db_status st =
+        db_topics_read_log(app->pool, topic, after, (int)limit, log_one, msgs, &next, &v, &err);
     if (st != DB_OK || v != DB_TOPIC_OK) {
         json_decref(msgs);
         return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
@@ -527,11 +527,11 @@ enum svc_outcome route_messages_read(struct svc_request *req)
 static void key_one(const struct db_key_entry *k, void *ctx)
 {
     json_t *value = json_loads(k->value, JSON_DECODE_ANY, NULL);
-    json_array_append_new(ctx, json_pack("{s:s, s:I, s:o, s:I, s:i, s:s}", "key", k->key,
-                                         "offset", (json_int_t)k->offset, "value",
-                                         value ? value : json_null(), "rank", (json_int_t)k->rank,
-                                         "schema_version", k->schema_version, "updated_at",
-                                         k->updated_at));
+    json_array_append_new(ctx,
+                          json_pack("{s:s, s:I, s:o, s:I, s:i, s:s}", "key", k->key, "offset",
+                                    (json_int_t)k->offset, "value", value ? value : json_null(),
+                                    "rank", (json_int_t)k->rank, "schema_version",
+                                    k->schema_version, "updated_at", k->updated_at));
 }
 
 enum svc_outcome route_keys_list(struct svc_request *req)
@@ -573,10 +573,9 @@ static enum svc_outcome no_head(struct svc_request *req, const char *key, const 
 {
     if (h->has_head && h->deleted) {
         set_etag(req, h->offset);
-        return svc_reply_problem_ext(req, SVC_P_KEY_DELETED,
-                                     json_pack("{s:I}", "offset", (json_int_t)h->offset),
-                                     "key %s was deleted by the tombstone at offset %" PRId64,
-                                     key, h->offset);
+        return svc_reply_problem_ext(
+            req, SVC_P_KEY_DELETED, json_pack("{s:I}", "offset", (json_int_t)h->offset),
+            "key %s was deleted by the tombstone at offset %" PRId64, key, h->offset);
     }
     return svc_reply_problem(req, SVC_P_HEAD_NOT_FOUND, "key %s has no head", key);
 }
@@ -692,10 +691,10 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
         return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
                                  "a head value is not null (DELETE the head to write a "
                                  "tombstone)");
-    struct head_decision d = {kind, body, svc_req_header(req, "If-Match"),
-                              svc_req_header(req, "If-None-Match"), 0, NULL};
-    struct db_head_write w = {.topic = topic, .key = key, .producer = producer,
-                              .decide = decide_head, .ctx = &d};
+    struct head_decision d = {
+        kind, body, svc_req_header(req, "If-Match"), svc_req_header(req, "If-None-Match"), 0, NULL};
+    struct db_head_write w = {
+        .topic = topic, .key = key, .producer = producer, .decide = decide_head, .ctx = &d};
     struct db_error err;
     enum db_status st = db_topics_head_write(app->pool, &w, &err);
     if (st != DB_OK)
@@ -705,10 +704,10 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
     else if (d.precondition_failed) {
         if (w.before.has_head && !w.before.deleted)
             set_etag(req, w.before.offset);
-        out = svc_reply_problem_ext(req, SVC_P_PRECONDITION_FAILED,
-                                    json_pack("{s:o}", "current",
-                                              head_or_null(topic, key, &w.before)),
-                                    "the head of %s does not match the precondition", key);
+        out = svc_reply_problem_ext(
+            req, SVC_P_PRECONDITION_FAILED,
+            json_pack("{s:o}", "current", head_or_null(topic, key, &w.before)),
+            "the head of %s does not match the precondition", key);
     } else if (w.verdict == DB_TOPIC_UNCHANGED) {
         json_t *j = head_or_null(topic, key, &w.before);
         if (json_is_null(j)) {
@@ -810,6 +809,6 @@ void route_topics_janitor_pass(void *ctx)
     enum db_status st =
         db_topics_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
     if (st != DB_OK)
-        svc_log(SVC_LOG_WARN, "topic janitor pass failed", "status", db_status_name(st),
-                "detail", err.message, NULL);
+        svc_log(SVC_LOG_WARN, "topic janitor pass failed", "status", db_status_name(st), "detail",
+                err.message, NULL);
 }

@@ -28,6 +28,7 @@ struct waiter {
     struct svc_request *req;
     char *channel;
     double deadline;
+    double recheck; /* when to look again for writes made by other processes */
     struct waiter *next;
 };
 
@@ -307,8 +308,16 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
     w->req = req;
     w->channel = ch;
     w->deadline = deadline;
-    w->next = s->waiters;
-    s->waiters = w;
+    /* jittered, so that many waiters that began together do not all look again together */
+    w->recheck = svc_now() + (double)s->cfg->poll_interval_ms / 1000.0 *
+                                 (0.5 + (double)(s->generation * 2654435761u % 1000) / 2000.0 +
+                                  (double)((uintptr_t)w % 997) / 2000.0);
+    /* appended: the list runs oldest first, the order svc_req_wake_n wakes in */
+    w->next = NULL;
+    struct waiter **tail = &s->waiters;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = w;
     s->nwaiting++;
     req->phase = PHASE_WAITING;
     MHD_suspend_connection(req->conn);
@@ -334,9 +343,19 @@ static void resume_where(struct svc_server *s, int (*pick)(const struct waiter *
     }
 }
 
-static int pick_channel(const struct waiter *w, const void *channel)
+struct pick_n {
+    const char *channel;
+    long left;
+};
+
+static int pick_channel(const struct waiter *w, const void *arg)
 {
-    return strcmp(w->channel, channel) == 0;
+    struct pick_n *p = (struct pick_n *)arg;
+    if (p->left == 0 || strcmp(w->channel, p->channel) != 0)
+        return 0;
+    if (p->left > 0)
+        p->left--;
+    return 1;
 }
 
 static int pick_all(const struct waiter *w, const void *unused)
@@ -346,16 +365,22 @@ static int pick_all(const struct waiter *w, const void *unused)
 
 static int pick_due(const struct waiter *w, const void *now)
 {
-    return w->deadline <= *(const double *)now;
+    return w->deadline <= *(const double *)now || w->recheck <= *(const double *)now;
+}
+
+void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
+{
+    struct svc_server *s = req->server;
+    struct pick_n p = {channel, n};
+    pthread_mutex_lock(&s->wait_mu);
+    s->generation++;
+    resume_where(s, pick_channel, &p);
+    pthread_mutex_unlock(&s->wait_mu);
 }
 
 void svc_req_wake(struct svc_request *req, const char *channel)
 {
-    struct svc_server *s = req->server;
-    pthread_mutex_lock(&s->wait_mu);
-    s->generation++;
-    resume_where(s, pick_channel, channel);
-    pthread_mutex_unlock(&s->wait_mu);
+    svc_req_wake_n(req, channel, -1);
 }
 
 long svc_server_waiting(const struct svc_server *s)
@@ -367,12 +392,11 @@ long svc_server_waiting(const struct svc_server *s)
     return n;
 }
 
-/* Resumes waiters at their deadline (every 20 ms) and all of them every poll interval, so that
- * writes made by other rowlock processes are seen within that interval. */
+/* Resumes waiters at their deadline, and each at its own re-check time (about every poll
+ * interval), so that writes made by other rowlock processes are seen within that interval. */
 static void *ticker_main(void *arg)
 {
     struct svc_server *s = arg;
-    double next_poll = svc_now() + (double)s->cfg->poll_interval_ms / 1000.0;
     pthread_mutex_lock(&s->wait_mu);
     while (!s->stopping) {
         struct timespec ts;
@@ -384,12 +408,7 @@ static void *ticker_main(void *arg)
         }
         pthread_cond_timedwait(&s->wait_cv, &s->wait_mu, &ts);
         double now = svc_now();
-        if (now >= next_poll) {
-            resume_where(s, pick_all, NULL);
-            next_poll = now + (double)s->cfg->poll_interval_ms / 1000.0;
-        } else {
-            resume_where(s, pick_due, &now);
-        }
+        resume_where(s, pick_due, &now);
     }
     resume_where(s, pick_all, NULL);
     pthread_mutex_unlock(&s->wait_mu);

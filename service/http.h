@@ -77,6 +77,8 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
                               unsigned gen);
 /* Wakes every request waiting on channel, in this process. */
 void svc_req_wake(struct svc_request *req, const char *channel);
+/* Wakes at most n of them, oldest first (n jobs need no more than n claimers). */
+void svc_req_wake_n(struct svc_request *req, const char *channel, long n);
 /* Requests suspended now. */
 long svc_server_waiting(const struct svc_server *s);
 

@@ -18,7 +18,7 @@ struct svc_access {
     const char *request_id;
     const char *method;
     const char *route; /* route template, or "unmatched" */
-    const char *path; /* not NUL-terminated at path_len */
+    const char *path;  /* not NUL-terminated at path_len */
     size_t path_len;
     int status;
     double duration_ms;

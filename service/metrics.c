@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,7 +125,19 @@ int svc_metrics_render_vecs(struct svc_buf *b)
         for (size_t i = 0; i < v->n; i++) {
             struct svc_buf l;
             svc_buf_init(&l, 4096);
-            svc_metrics_label(&l, v->label, v->entries[i].value);
+            /* several labels: names "a,b", values joined by \x1f */
+            const char *name = v->label, *value = v->entries[i].value;
+            while (name != NULL && *name) {
+                char n[64], val[1100];
+                size_t nl = strcspn(name, ","), vl = strcspn(value, "\x1f");
+                snprintf(n, sizeof(n), "%.*s", (int)nl, name);
+                snprintf(val, sizeof(val), "%.*s", (int)vl, value);
+                if (l.len > 0)
+                    svc_buf_puts(&l, ",");
+                svc_metrics_label(&l, n, val);
+                name = name[nl] ? name + nl + 1 : NULL;
+                value = value[vl] ? value + vl + 1 : value + vl;
+            }
             rc |= svc_metrics_sample(b, v->name, l.data, (double)v->entries[i].count);
             svc_buf_free(&l);
         }

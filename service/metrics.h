@@ -20,8 +20,9 @@ void svc_metrics_observe_http(int route, int status, double seconds);
 /* Appends the HTTP request counters and latency histograms. Returns 0 or -1 (buffer full). */
 int svc_metrics_render_http(struct svc_buf *b);
 
-/* A counter family with one label (for example per topic). Families are created once at
- * startup and live until svc_metrics_shutdown; adding is thread-safe. */
+/* A counter family with labels (for example per topic). label names one label, or several
+ * joined by commas ("queue,reason") whose values are then joined by \x1f. Families are created
+ * once at startup and live until svc_metrics_shutdown; adding is thread-safe. */
 struct svc_counter_vec;
 struct svc_counter_vec *svc_counter_vec_new(const char *name, const char *help, const char *label);
 void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uint64_t n);

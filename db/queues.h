@@ -1,0 +1,187 @@
+/* Leased work queues: queues, jobs, claims with FOR UPDATE SKIP LOCKED, fenced writes (heartbeat,
+ * complete, fail) that need owner, fence, state processing and a live lease, hand-back (refunds
+ * the attempt) and release (spends it), attempt history, and the janitor. This is the C queue
+ * API the conformance suite drives directly; the REST routes are thin over it. JSON is text. */
+#ifndef DB_QUEUES_H
+#define DB_QUEUES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/db.h"
+#include "db/pool.h"
+
+#define DB_QUEUE_BATCH_MAX 1000 /* jobs per enqueue, leases per claim or settlement */
+
+struct db_queue_config {
+    int max_attempts;
+    int lease_seconds;
+    double backoff_base_seconds; /* retry n waits base * 2^(n-1), at most max */
+    double backoff_max_seconds;
+    int retention_seconds; /* finished jobs are purged after this */
+};
+
+struct db_queue {
+    int64_t id;
+    char name[129];
+    struct db_queue_config cfg;
+    char created_at[40], updated_at[40];
+};
+
+struct db_queue_stats {
+    int64_t pending, processing, succeeded, failed;
+    double oldest_pending_age_seconds;
+};
+
+/* Why a queue call did not do what was asked. */
+enum db_queue_verdict {
+    DB_Q_OK,
+    DB_Q_CREATED,
+    DB_Q_DUPLICATE, /* enqueue: an unfinished job has this dedupe key */
+    DB_Q_QUEUE_NOT_FOUND,
+    DB_Q_JOB_NOT_FOUND,
+    DB_Q_OWNER_MISMATCH,
+    DB_Q_FENCE_MISMATCH,
+    DB_Q_LEASE_EXPIRED,
+    DB_Q_JOB_TERMINAL,
+    DB_Q_NOT_FAILED, /* operator retry of a job that is not failed */
+    DB_Q_BAD_INPUT,  /* a value PostgreSQL refused (for example a run_at it cannot read) */
+};
+const char *db_queue_verdict_name(enum db_queue_verdict v);
+
+enum db_status db_queues_put(struct db_pool *pool, const char *name,
+                             const struct db_queue_config *cfg, struct db_queue *out,
+                             enum db_queue_verdict *verdict, struct db_error *err);
+enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_queue *out,
+                             struct db_queue_stats *stats, enum db_queue_verdict *verdict,
+                             struct db_error *err);
+typedef void (*db_queue_each)(const struct db_queue *q, const struct db_queue_stats *s, void *ctx);
+enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit,
+                              db_queue_each each, void *ctx, struct db_error *err);
+
+struct db_job_in {
+    const char *payload;    /* JSON text */
+    const char *dedupe_key; /* or NULL */
+    const char *run_at;     /* timestamp text, or NULL */
+    double delay_seconds;   /* used when run_at is NULL */
+    int priority;           /* higher first */
+    int max_attempts;       /* 0: the queue's */
+};
+
+struct db_job_ref {
+    int64_t id;
+    enum db_queue_verdict verdict; /* DB_Q_CREATED or DB_Q_DUPLICATE */
+};
+
+/* Enqueues n jobs in one transaction. out has n entries. */
+enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
+                               const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
+                               enum db_queue_verdict *verdict, struct db_error *err);
+
+struct db_attempt {
+    int64_t fence;
+    int attempt;
+    char owner[256];
+    char claimed_at[40], ended_at[40]; /* ended_at "" while running */
+    char outcome[16];                  /* "" while running */
+};
+
+/* A job as read. Text members are owned by the struct: free with db_job_clear. */
+struct db_job {
+    int64_t id;
+    char state[16];
+    int priority, attempts, max_attempts;
+    int64_t fence;
+    char *owner; /* NULL when not processing */
+    char lease_expires_at[40], run_at[40], created_at[40], updated_at[40], finished_at[40];
+    char *dedupe_key;
+    char *payload, *progress, *result, *last_error; /* JSON text or NULL */
+    struct db_attempt *history;
+    size_t nhistory;
+};
+void db_job_clear(struct db_job *j);
+
+enum db_status db_jobs_get(struct db_pool *pool, const char *queue, int64_t id, struct db_job *out,
+                           enum db_queue_verdict *verdict, struct db_error *err);
+
+/* Jobs of a queue with id > after, optionally in one state, in id order (no history). */
+typedef void (*db_job_each)(const struct db_job *j, void *ctx);
+enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char *state,
+                            int64_t after, int limit, db_job_each each, void *ctx,
+                            enum db_queue_verdict *verdict, struct db_error *err);
+
+/* Operator retry: a failed job becomes pending with a fresh set of attempts. */
+enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id,
+                             enum db_queue_verdict *verdict, struct db_error *err);
+/* Cancel: an unfinished job becomes failed (a worker's later writes are refused as terminal). */
+enum db_status db_jobs_cancel(struct db_pool *pool, const char *queue, int64_t id,
+                              enum db_queue_verdict *verdict, struct db_error *err);
+
+struct db_claimed {
+    int64_t id, fence;
+    int attempt, priority;
+    int reclaimed; /* taken over from an expired lease */
+    char lease_expires_at[40];
+    char *payload; /* JSON text, owned: db_claimed_clear */
+};
+void db_claimed_clear(struct db_claimed *c, size_t n);
+
+/* Claims up to max_jobs claimable jobs for owner in one statement (pending and due, or
+ * processing with an expired lease), highest priority first, then oldest. lease_seconds 0: the
+ * queue's. out must hold max_jobs entries; *n gets how many were claimed. */
+enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
+                               int max_jobs, int lease_seconds, struct db_claimed *out, size_t *n,
+                               enum db_queue_verdict *verdict, struct db_error *err);
+
+/* A fenced write's identity of the lease. */
+struct db_lease {
+    int64_t job_id;
+    const char *owner;
+    int64_t fence;
+};
+
+/* Heartbeat: extends the lease by lease_seconds (0: the queue's) and stores progress (JSON text
+ * or NULL to keep it). expires_at (40 bytes) gets the new expiry. */
+enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
+                                   const struct db_lease *l, int lease_seconds,
+                                   const char *progress, char *expires_at,
+                                   enum db_queue_verdict *verdict, struct db_error *err);
+enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                                  const char *result, enum db_queue_verdict *verdict,
+                                  struct db_error *err);
+/* Fail: back to pending after the backoff when retry is set and attempts are left, else
+ * failed. new_state (16 bytes) says which. */
+enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                              const char *error, int retry, char *new_state,
+                              enum db_queue_verdict *verdict, struct db_error *err);
+/* Hand-back refunds the attempt; release spends it. Neither needs a live lease. */
+enum db_status db_leases_handback(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                                  enum db_queue_verdict *verdict, struct db_error *err);
+enum db_status db_leases_release(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                                 char *new_state, enum db_queue_verdict *verdict,
+                                 struct db_error *err);
+
+struct db_settlement {
+    struct db_lease lease;
+    const char *result;            /* JSON text or NULL */
+    enum db_queue_verdict verdict; /* out: DB_Q_OK or the refusal */
+};
+/* Completes n leases in one statement and one transaction, each fenced on its own. */
+enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
+                                        struct db_settlement *items, size_t n,
+                                        enum db_queue_verdict *verdict, struct db_error *err);
+
+/* Janitor pass over every queue: expired leases without attempts left become failed (history:
+ * lease_expired); finished jobs past retention are purged; at most batch rows each. */
+typedef void (*db_queue_janitor_each)(const char *queue, int64_t expired, int64_t purged,
+                                      void *ctx);
+enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
+                                 void *ctx, struct db_error *err);
+
+/* For metrics: per queue counts, and the two things that slow every Postgres queue. */
+typedef void (*db_queue_stats_each)(const char *queue, const struct db_queue_stats *s, void *ctx);
+enum db_status db_queues_stats(struct db_pool *pool, db_queue_stats_each each, void *ctx,
+                               int64_t *dead_tuples, double *oldest_xact_age_seconds,
+                               struct db_error *err);
+
+#endif

@@ -1,0 +1,891 @@
+/* REST routes of leased work queues: /queues, jobs (enqueue, read, list, operator retry and
+ * cancel), leases (claim with long-poll, heartbeat, complete, fail, hand-back, release, batch
+ * completion). Each handler validates, calls one db/queues.c function and maps its verdict; the
+ * refusal of a fenced write becomes a 409 whose code says why. Also queue metrics and the
+ * janitor pass. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/queues.h"
+#include "routes/routes.h"
+#include "service/app.h"
+#include "service/json_util.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+static struct svc_counter_vec *m_enqueued, *m_claims, *m_reclaims, *m_completions, *m_failures,
+    *m_rejections, *m_expired, *m_purged;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+    m_enqueued = svc_counter_vec_new("rowlock_queue_jobs_enqueued_total", "Jobs enqueued", "queue");
+    m_claims = svc_counter_vec_new("rowlock_queue_claims_total", "Jobs claimed", "queue");
+    m_reclaims = svc_counter_vec_new("rowlock_queue_expired_lease_reclaims_total",
+                                     "Jobs claimed from an expired lease", "queue");
+    m_completions =
+        svc_counter_vec_new("rowlock_queue_completions_total", "Jobs completed", "queue");
+    m_failures = svc_counter_vec_new("rowlock_queue_failures_total",
+                                     "Fail calls accepted (retried or final)", "queue");
+    m_rejections = svc_counter_vec_new("rowlock_queue_fence_rejections_total",
+                                       "Lease writes refused, by reason", "queue,reason");
+    m_expired =
+        svc_counter_vec_new("rowlock_queue_janitor_expired_total",
+                            "Expired leases without attempts left moved to failed", "queue");
+    m_purged = svc_counter_vec_new("rowlock_queue_janitor_purged_total",
+                                   "Finished jobs purged after their retention", "queue");
+}
+
+void route_queues_init(void)
+{
+    pthread_once(&metrics_once, metrics_init);
+}
+
+static const char *channel_of(const char *queue, char *buf, size_t size)
+{
+    snprintf(buf, size, "queue:%s", queue);
+    return buf;
+}
+
+/* ---- validation ---- */
+
+static const char *queue_param(struct svc_request *req, enum svc_outcome *out)
+{
+    const char *q = svc_req_param(req, "queue");
+    char why[160];
+    if (!svc_valid_name(q, why, sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "queue name: %s", why);
+        return NULL;
+    }
+    return q;
+}
+
+/* The {id} or {job_id} path parameter as a positive integer; 0 after replying 400. */
+static int64_t id_param(struct svc_request *req, const char *name, enum svc_outcome *out)
+{
+    const char *v = svc_req_param(req, name);
+    char *end = NULL;
+    long long id = strtoll(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || id <= 0) {
+        *out =
+            svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "%s must be a positive integer", name);
+        return 0;
+    }
+    return id;
+}
+
+static int only_members(json_t *obj, const char *const *allowed, char *why, size_t size)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(obj, name, v)
+    {
+        size_t i = 0;
+        while (allowed[i] && strcmp(allowed[i], name) != 0)
+            i++;
+        if (allowed[i] == NULL) {
+            snprintf(why, size, "unknown member \"%s\"", name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Integer member in [min, max] or def when absent. 1, or 0 with why. */
+static int int_member(json_t *obj, const char *name, long long min, long long max, long long def,
+                      long long *value, char *why, size_t size)
+{
+    json_t *v = json_object_get(obj, name);
+    *value = def;
+    if (v == NULL)
+        return 1;
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        snprintf(why, size, "\"%s\" must be an integer from %lld to %lld", name, min, max);
+        return 0;
+    }
+    *value = json_integer_value(v);
+    return 1;
+}
+
+static int num_member(json_t *obj, const char *name, double min, double max, double def,
+                      double *value, char *why, size_t size)
+{
+    json_t *v = json_object_get(obj, name);
+    *value = def;
+    if (v == NULL)
+        return 1;
+    if (!json_is_number(v) || json_number_value(v) < min || json_number_value(v) > max) {
+        snprintf(why, size, "\"%s\" must be a number from %g to %g", name, min, max);
+        return 0;
+    }
+    *value = json_number_value(v);
+    return 1;
+}
+
+static enum svc_outcome verdict_problem(struct svc_request *req, const char *queue,
+                                        enum db_queue_verdict v, int64_t id)
+{
+    switch (v) {
+    case DB_Q_QUEUE_NOT_FOUND:
+        return svc_reply_problem(req, SVC_P_QUEUE_NOT_FOUND, "there is no queue %s", queue);
+    case DB_Q_JOB_NOT_FOUND:
+        return svc_reply_problem(req, SVC_P_JOB_NOT_FOUND, "queue %s has no job %" PRId64, queue,
+                                 id);
+    case DB_Q_OWNER_MISMATCH:
+        return svc_reply_problem(req, SVC_P_LEASE_OWNER_MISMATCH,
+                                 "job %" PRId64 " is not leased to this owner", id);
+    case DB_Q_FENCE_MISMATCH:
+        return svc_reply_problem(req, SVC_P_LEASE_FENCE_MISMATCH,
+                                 "job %" PRId64 " was claimed again since this lease (stale fence)",
+                                 id);
+    case DB_Q_LEASE_EXPIRED:
+        return svc_reply_problem(req, SVC_P_LEASE_EXPIRED,
+                                 "the lease on job %" PRId64 " has expired", id);
+    case DB_Q_JOB_TERMINAL:
+        return svc_reply_problem(req, SVC_P_JOB_TERMINAL, "job %" PRId64 " is already finished",
+                                 id);
+    case DB_Q_NOT_FAILED:
+        return svc_reply_problem(req, SVC_P_JOB_NOT_FAILED,
+                                 "job %" PRId64 " is not failed; only failed jobs are retried", id);
+    default:
+        return svc_reply_problem(req, SVC_P_INVALID_JOB, "the database refused a value");
+    }
+}
+
+/* Counts a refused lease write by its reason. */
+static void count_rejection(const char *queue, enum db_queue_verdict v)
+{
+    if (v < DB_Q_OWNER_MISMATCH || v > DB_Q_JOB_TERMINAL) {
+        if (v != DB_Q_JOB_NOT_FOUND)
+            return;
+    }
+    char labels[200];
+    snprintf(labels, sizeof(labels), "%s\x1f%s", queue, db_queue_verdict_name(v));
+    svc_counter_vec_add(m_rejections, labels, 1);
+}
+
+/* ---- queues ---- */
+
+static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats *s)
+{
+    json_t *j =
+        json_pack("{s:s, s:i, s:i, s:f, s:f, s:i, s:s, s:s}", "name", q->name, "max_attempts",
+                  q->cfg.max_attempts, "lease_seconds", q->cfg.lease_seconds,
+                  "backoff_base_seconds", q->cfg.backoff_base_seconds, "backoff_max_seconds",
+                  q->cfg.backoff_max_seconds, "retention_seconds", q->cfg.retention_seconds,
+                  "created_at", q->created_at, "updated_at", q->updated_at);
+    if (j != NULL && s != NULL)
+        json_object_set_new(j, "counts",
+                            json_pack("{s:I, s:I, s:I, s:I, s:f}", "pending",
+                                      (json_int_t)s->pending, "processing",
+                                      (json_int_t)s->processing, "succeeded",
+                                      (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
+                                      "oldest_pending_age_seconds", s->oldest_pending_age_seconds));
+    return j;
+}
+
+enum svc_outcome route_queue_put(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = queue_param(req, &out);
+    if (name == NULL)
+        return out;
+    json_t *b = svc_req_json(req);
+    static const char *const allowed[] = {"max_attempts",         "lease_seconds",
+                                          "backoff_base_seconds", "backoff_max_seconds",
+                                          "retention_seconds",    NULL};
+    long long ma, ls, rs;
+    double bb, bm;
+    char why[160] = "the body must be a JSON object";
+    if (!json_is_object(b) || !only_members(b, allowed, why, sizeof(why)) ||
+        !int_member(b, "max_attempts", 1, 1000000, 5, &ma, why, sizeof(why)) ||
+        !int_member(b, "lease_seconds", 1, 86400 * 7, 30, &ls, why, sizeof(why)) ||
+        !num_member(b, "backoff_base_seconds", 0, 86400, 1, &bb, why, sizeof(why)) ||
+        !num_member(b, "backoff_max_seconds", 0, 86400 * 7, 300, &bm, why, sizeof(why)) ||
+        !int_member(b, "retention_seconds", 1, 86400 * 3650, 7 * 86400, &rs, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+    struct db_queue_config cfg = {(int)ma, (int)ls, bb, bm, (int)rs};
+    struct db_queue q;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_queues_put(app->pool, name, &cfg, &q, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    return svc_reply_json(req, v == DB_Q_CREATED ? 201 : 200, queue_json(&q, NULL));
+}
+
+enum svc_outcome route_queue_get(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = queue_param(req, &out);
+    if (name == NULL)
+        return out;
+    struct db_queue q;
+    struct db_queue_stats s;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_queues_get(app->pool, name, &q, &s, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_Q_OK)
+        return verdict_problem(req, name, v, 0);
+    return svc_reply_json(req, 200, queue_json(&q, &s));
+}
+
+static void queue_one(const struct db_queue *q, const struct db_queue_stats *s, void *ctx)
+{
+    json_array_append_new(ctx, queue_json(q, s));
+}
+
+enum svc_outcome route_queues_list(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    const char *limit_s = svc_req_query(req, "limit");
+    long limit = limit_s ? strtol(limit_s, NULL, 10) : 100;
+    if (limit < 1 || limit > 1000)
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "limit must be an integer from 1 to 1000");
+    json_t *arr = json_array();
+    struct db_error err;
+    enum db_status st =
+        db_queues_list(app->pool, svc_req_query(req, "after"), (int)limit, queue_one, arr, &err);
+    if (st != DB_OK) {
+        json_decref(arr);
+        return route_db_problem(req, st, &err);
+    }
+    size_t n = json_array_size(arr);
+    json_t *next = n == (size_t)limit
+                       ? json_incref(json_object_get(json_array_get(arr, n - 1), "name"))
+                       : json_null();
+    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "queues", arr, "next", next));
+}
+
+/* ---- jobs ---- */
+
+/* Parses one job object. payload/run_at texts are malloc'd into *payload / *run_at. */
+static int parse_job(json_t *j, struct db_job_in *out, char **payload, char *why, size_t size)
+{
+    static const char *const allowed[] = {"payload",  "dedupe_key",   "run_at", "delay_seconds",
+                                          "priority", "max_attempts", NULL};
+    long long prio, ma;
+    double delay;
+    memset(out, 0, sizeof(*out));
+    *payload = NULL;
+    if (!json_is_object(j)) {
+        snprintf(why, size, "a job is a JSON object");
+        return 0;
+    }
+    if (!only_members(j, allowed, why, size) ||
+        !int_member(j, "priority", -1000000, 1000000, 0, &prio, why, size) ||
+        !int_member(j, "max_attempts", 1, 1000000, 0, &ma, why, size) ||
+        !num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size))
+        return 0;
+    json_t *p = json_object_get(j, "payload");
+    if (p == NULL) {
+        snprintf(why, size, "a job has a \"payload\" (any JSON)");
+        return 0;
+    }
+    json_t *dk = json_object_get(j, "dedupe_key"), *ra = json_object_get(j, "run_at");
+    if (dk != NULL && (!json_is_string(dk) || !svc_valid_key(json_string_value(dk), why, size))) {
+        if (!json_is_string(dk))
+            snprintf(why, size, "\"dedupe_key\" is a string");
+        return 0;
+    }
+    if (ra != NULL && !json_is_string(ra)) {
+        snprintf(why, size, "\"run_at\" is an RFC 3339 timestamp string");
+        return 0;
+    }
+    if (ra != NULL && json_object_get(j, "delay_seconds") != NULL) {
+        snprintf(why, size, "give \"run_at\" or \"delay_seconds\", not both");
+        return 0;
+    }
+    *payload = json_dumps(p, JSON_COMPACT | JSON_ENCODE_ANY);
+    out->payload = *payload;
+    out->dedupe_key = json_string_value(dk);
+    out->run_at = json_string_value(ra);
+    out->delay_seconds = delay;
+    out->priority = (int)prio;
+    out->max_attempts = (int)ma;
+    return *payload != NULL;
+}
+
+enum svc_outcome route_jobs_enqueue(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    if (queue == NULL)
+        return out;
+    json_t *body = svc_req_json(req);
+    json_t *batch = json_object_get(body, "jobs");
+    size_t n = 1;
+    if (!json_is_object(body))
+        return svc_reply_problem(req, SVC_P_INVALID_JOB, "the body is a JSON object");
+    if (batch != NULL) {
+        if (!json_is_array(batch) || json_array_size(batch) == 0 || json_object_size(body) != 1)
+            return svc_reply_problem(
+                req, SVC_P_INVALID_JOB,
+                "a batch body is {\"jobs\": [job, ...]} with at least one job");
+        n = json_array_size(batch);
+        if (n > DB_QUEUE_BATCH_MAX)
+            return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                     "a batch holds at most %d jobs; this one has %zu",
+                                     DB_QUEUE_BATCH_MAX, n);
+    }
+    struct db_job_in *jobs = calloc(n, sizeof(*jobs));
+    struct db_job_ref *refs = calloc(n, sizeof(*refs));
+    char **payloads = calloc(n, sizeof(char *));
+    char why[200];
+    if (jobs == NULL || refs == NULL || payloads == NULL) {
+        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!parse_job(batch ? json_array_get(batch, i) : body, &jobs[i], &payloads[i], why,
+                       sizeof(why))) {
+            out = batch ? svc_reply_problem(req, SVC_P_INVALID_JOB, "job %zu: %s", i, why)
+                        : svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", why);
+            goto done;
+        }
+    }
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_jobs_enqueue(app->pool, queue, jobs, n, refs, &v, &err);
+    if (st != DB_OK) {
+        out = route_db_problem(req, st, &err);
+        goto done;
+    }
+    if (v != DB_Q_OK) {
+        out = v == DB_Q_BAD_INPUT ? svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", err.message)
+                                  : verdict_problem(req, queue, v, 0);
+        goto done;
+    }
+    size_t created = 0;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        created += refs[i].verdict == DB_Q_CREATED;
+        json_array_append_new(arr, json_pack("{s:I, s:b}", "id", (json_int_t)refs[i].id,
+                                             "duplicate", refs[i].verdict == DB_Q_DUPLICATE));
+    }
+    svc_counter_vec_add(m_enqueued, queue, created);
+    char channel[160];
+    if (created > 0)
+        svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), (long)created);
+    if (batch == NULL) {
+        out = svc_reply_json(req, created ? 201 : 200, json_incref(json_array_get(arr, 0)));
+        json_decref(arr);
+    } else {
+        out = svc_reply_json(req, created ? 201 : 200, json_pack("{s:o}", "jobs", arr));
+    }
+done:
+    for (size_t i = 0; payloads != NULL && i < n; i++)
+        free(payloads[i]);
+    free(payloads);
+    free(jobs);
+    free(refs);
+    return out;
+}
+
+/* JSON text from the database, as a value (null when absent). */
+static json_t *json_text(const char *text)
+{
+    json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    return v ? v : json_null();
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
+}
+
+static json_t *job_json(const struct db_job *j, int with_history)
+{
+    json_t *o = json_pack(
+        "{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}",
+        "id", (json_int_t)j->id, "state", j->state, "priority", j->priority, "attempts",
+        j->attempts, "max_attempts", j->max_attempts, "fence", (json_int_t)j->fence, "owner",
+        str_or_null(j->owner), "lease_expires_at", str_or_null(j->lease_expires_at), "run_at",
+        j->run_at, "created_at", j->created_at, "updated_at", j->updated_at, "finished_at",
+        str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key), "payload",
+        json_text(j->payload), "progress", json_text(j->progress), "result", json_text(j->result),
+        "last_error", json_text(j->last_error));
+    if (o != NULL && with_history) {
+        json_t *h = json_array();
+        for (size_t i = 0; i < j->nhistory; i++) {
+            const struct db_attempt *a = &j->history[i];
+            json_array_append_new(h, json_pack("{s:i, s:I, s:s, s:s, s:o, s:o}", "attempt",
+                                               a->attempt, "fence", (json_int_t)a->fence, "owner",
+                                               a->owner, "claimed_at", a->claimed_at, "ended_at",
+                                               str_or_null(a->ended_at), "outcome",
+                                               str_or_null(a->outcome)));
+        }
+        json_object_set_new(o, "history", h);
+    }
+    return o;
+}
+
+enum svc_outcome route_job_get(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    int64_t id = queue ? id_param(req, "id", &out) : 0;
+    if (id == 0)
+        return out;
+    struct db_job j;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_jobs_get(app->pool, queue, id, &j, &v, &err);
+    if (st != DB_OK)
+        out = route_db_problem(req, st, &err);
+    else if (v != DB_Q_OK)
+        out = verdict_problem(req, queue, v, id);
+    else
+        out = svc_reply_json(req, 200, job_json(&j, 1));
+    db_job_clear(&j);
+    return out;
+}
+
+static void job_one(const struct db_job *j, void *ctx)
+{
+    json_array_append_new(ctx, job_json(j, 0));
+}
+
+enum svc_outcome route_jobs_list(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    if (queue == NULL)
+        return out;
+    const char *state = svc_req_query(req, "state");
+    if (state != NULL && strcmp(state, "pending") != 0 && strcmp(state, "processing") != 0 &&
+        strcmp(state, "succeeded") != 0 && strcmp(state, "failed") != 0)
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "state is pending, processing, succeeded or failed");
+    const char *after_s = svc_req_query(req, "after"), *limit_s = svc_req_query(req, "limit");
+    char *end = NULL;
+    long long after = after_s ? strtoll(after_s, &end, 10) : 0;
+    if (after_s != NULL && (after_s[0] == '\0' || *end != '\0' || after < 0))
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after is a job id (>= 0)");
+    long long limit = limit_s ? strtoll(limit_s, &end, 10) : 100;
+    if (limit_s != NULL && (limit_s[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000))
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "limit must be an integer from 1 to 1000");
+    json_t *arr = json_array();
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st =
+        db_jobs_list(app->pool, queue, state, after, (int)limit, job_one, arr, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK) {
+        json_decref(arr);
+        return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
+    }
+    size_t n = json_array_size(arr);
+    json_t *next = n == (size_t)limit
+                       ? json_incref(json_object_get(json_array_get(arr, n - 1), "id"))
+                       : json_null();
+    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "jobs", arr, "next", next));
+}
+
+static enum svc_outcome job_admin(struct svc_request *req, int retry)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    int64_t id = queue ? id_param(req, "id", &out) : 0;
+    if (id == 0)
+        return out;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = retry ? db_jobs_retry(app->pool, queue, id, &v, &err)
+                              : db_jobs_cancel(app->pool, queue, id, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_Q_OK)
+        return verdict_problem(req, queue, v, id);
+    if (retry) {
+        char channel[160];
+        svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), 1);
+    }
+    return svc_reply_json(
+        req, 200,
+        json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "failed"));
+}
+
+enum svc_outcome route_job_retry(struct svc_request *req)
+{
+    return job_admin(req, 1);
+}
+
+enum svc_outcome route_job_cancel(struct svc_request *req)
+{
+    return job_admin(req, 0);
+}
+
+/* ---- leases ---- */
+
+/* "owner": non-empty UTF-8 up to 255 bytes. 1, or 0 with why. */
+static int owner_member(json_t *b, const char **owner, char *why, size_t size)
+{
+    *owner = json_string_value(json_object_get(b, "owner"));
+    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > 255 ||
+        !svc_utf8_valid(*owner, strlen(*owner))) {
+        snprintf(why, size, "\"owner\" is a non-empty string of at most 255 bytes");
+        return 0;
+    }
+    return 1;
+}
+
+enum svc_outcome route_leases_claim(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    if (queue == NULL)
+        return out;
+    json_t *b = svc_req_json(req);
+    static const char *const allowed[] = {"owner", "max_jobs", "lease_seconds", "wait_seconds",
+                                          NULL};
+    const char *owner = NULL;
+    long long max_jobs, lease, wait;
+    char why[160] = "the body must be a JSON object";
+    if (!json_is_object(b) || !only_members(b, allowed, why, sizeof(why)) ||
+        !owner_member(b, &owner, why, sizeof(why)) ||
+        !int_member(b, "max_jobs", 1, DB_QUEUE_BATCH_MAX, 1, &max_jobs, why, sizeof(why)) ||
+        !int_member(b, "lease_seconds", 1, 86400 * 7, 0, &lease, why, sizeof(why)) ||
+        !int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, &wait, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
+    unsigned gen = svc_wake_generation(req);
+    struct db_claimed *claimed = calloc((size_t)max_jobs, sizeof(*claimed));
+    if (claimed == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    size_t n = 0;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st =
+        db_leases_claim(app->pool, queue, owner, (int)max_jobs, (int)lease, claimed, &n, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK) {
+        free(claimed);
+        return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
+    }
+    double deadline = svc_now() - svc_req_age(req) + (double)wait;
+    if (n == 0 && svc_req_may_wait(req, deadline)) {
+        free(claimed);
+        char channel[160];
+        return svc_req_wait(req, channel_of(queue, channel, sizeof(channel)), deadline, gen);
+    }
+    json_t *arr = json_array();
+    size_t reclaimed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct db_claimed *c = &claimed[i];
+        reclaimed += c->reclaimed != 0;
+        json_array_append_new(arr,
+                              json_pack("{s:I, s:I, s:i, s:i, s:s, s:o}", "job_id",
+                                        (json_int_t)c->id, "fence", (json_int_t)c->fence, "attempt",
+                                        c->attempt, "priority", c->priority, "lease_expires_at",
+                                        c->lease_expires_at, "payload", json_text(c->payload)));
+    }
+    db_claimed_clear(claimed, n);
+    free(claimed);
+    svc_counter_vec_add(m_claims, queue, n);
+    if (reclaimed)
+        svc_counter_vec_add(m_reclaims, queue, reclaimed);
+    return svc_reply_json(req, 200, json_pack("{s:s, s:o}", "owner", owner, "leases", arr));
+}
+
+enum lease_op { OP_HEARTBEAT, OP_COMPLETE, OP_FAIL, OP_HANDBACK, OP_RELEASE };
+
+static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    int64_t id = queue ? id_param(req, "job_id", &out) : 0;
+    if (id == 0)
+        return out;
+    json_t *b = svc_req_json(req);
+    static const char *const allowed[][6] = {
+        [OP_HEARTBEAT] = {"owner", "fence", "lease_seconds", "progress", NULL},
+        [OP_COMPLETE] = {"owner", "fence", "result", NULL},
+        [OP_FAIL] = {"owner", "fence", "error", "retry", NULL},
+        [OP_HANDBACK] = {"owner", "fence", NULL},
+        [OP_RELEASE] = {"owner", "fence", NULL},
+    };
+    const char *owner = NULL;
+    long long fence, lease;
+    char why[160] = "the body must be a JSON object";
+    json_t *retry = json_object_get(b, "retry");
+    if (!json_is_object(b) || !only_members(b, allowed[op], why, sizeof(why)) ||
+        !owner_member(b, &owner, why, sizeof(why)) ||
+        !int_member(b, "fence", 1, INT64_MAX, 0, &fence, why, sizeof(why)) ||
+        !int_member(b, "lease_seconds", 1, 86400 * 7, 0, &lease, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
+    if (fence == 0)
+        return svc_reply_problem(req, SVC_P_INVALID_LEASE,
+                                 "\"fence\" (from the claim) is required");
+    if (retry != NULL && !json_is_boolean(retry))
+        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "\"retry\" is true or false");
+    const char *member = op == OP_HEARTBEAT ? "progress" : op == OP_COMPLETE ? "result" : "error";
+    json_t *extra = json_object_get(b, member);
+    char *text = extra ? json_dumps(extra, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    struct db_lease l = {id, owner, fence};
+    enum db_queue_verdict v = DB_Q_OK;
+    struct db_error err;
+    char info[40] = "";
+    enum db_status st = DB_OK;
+    switch (op) {
+    case OP_HEARTBEAT:
+        st = db_leases_heartbeat(app->pool, queue, &l, (int)lease, text, info, &v, &err);
+        break;
+    case OP_COMPLETE:
+        st = db_leases_complete(app->pool, queue, &l, text, &v, &err);
+        break;
+    case OP_FAIL:
+        st = db_leases_fail(app->pool, queue, &l, text, retry == NULL || json_is_true(retry), info,
+                            &v, &err);
+        break;
+    case OP_HANDBACK:
+        st = db_leases_handback(app->pool, queue, &l, &v, &err);
+        break;
+    case OP_RELEASE:
+        st = db_leases_release(app->pool, queue, &l, info, &v, &err);
+        break;
+    }
+    free(text);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_Q_OK) {
+        count_rejection(queue, v);
+        return verdict_problem(req, queue, v, id);
+    }
+    char channel[160];
+    json_t *res = json_pack("{s:I, s:I}", "job_id", (json_int_t)id, "fence", (json_int_t)fence);
+    switch (op) {
+    case OP_HEARTBEAT:
+        json_object_set_new(res, "lease_expires_at", json_string(info));
+        break;
+    case OP_COMPLETE:
+        svc_counter_vec_add(m_completions, queue, 1);
+        json_object_set_new(res, "state", json_string("succeeded"));
+        break;
+    case OP_FAIL:
+        svc_counter_vec_add(m_failures, queue, 1);
+        json_object_set_new(res, "state", json_string(info));
+        break;
+    case OP_HANDBACK:
+    case OP_RELEASE:
+        json_object_set_new(res, "state", json_string(op == OP_HANDBACK ? "pending" : info));
+        svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), 1);
+        break;
+    }
+    return svc_reply_json(req, 200, res);
+}
+
+enum svc_outcome route_lease_heartbeat(struct svc_request *req)
+{
+    return lease_write(req, OP_HEARTBEAT);
+}
+
+enum svc_outcome route_lease_complete(struct svc_request *req)
+{
+    return lease_write(req, OP_COMPLETE);
+}
+
+enum svc_outcome route_lease_fail(struct svc_request *req)
+{
+    return lease_write(req, OP_FAIL);
+}
+
+enum svc_outcome route_lease_handback(struct svc_request *req)
+{
+    return lease_write(req, OP_HANDBACK);
+}
+
+enum svc_outcome route_lease_release(struct svc_request *req)
+{
+    return lease_write(req, OP_RELEASE);
+}
+
+/* Parses one settlement item; owner defaults to the body's. */
+static int parse_settlement(json_t *it, const char *owner, struct db_settlement *s, char **result,
+                            char *why, size_t size)
+{
+    static const char *const allowed[] = {"job_id", "fence", "owner", "result", NULL};
+    long long id, fence;
+    memset(s, 0, sizeof(*s));
+    *result = NULL;
+    if (!json_is_object(it)) {
+        snprintf(why, size, "an item is a JSON object");
+        return 0;
+    }
+    if (!only_members(it, allowed, why, size) ||
+        !int_member(it, "job_id", 1, INT64_MAX, 0, &id, why, size) ||
+        !int_member(it, "fence", 1, INT64_MAX, 0, &fence, why, size))
+        return 0;
+    if (id == 0 || fence == 0) {
+        snprintf(why, size, "an item has \"job_id\" and \"fence\"");
+        return 0;
+    }
+    if (json_object_get(it, "owner") != NULL && !owner_member(it, &owner, why, size))
+        return 0;
+    if (owner == NULL) {
+        snprintf(why, size, "an item needs an \"owner\" (its own, or the body's)");
+        return 0;
+    }
+    json_t *r = json_object_get(it, "result");
+    if (r != NULL && (*result = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
+        return 0;
+    s->lease = (struct db_lease){id, owner, fence};
+    s->result = *result;
+    return 1;
+}
+
+enum svc_outcome route_leases_complete_batch(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = queue_param(req, &out);
+    if (queue == NULL)
+        return out;
+    json_t *b = svc_req_json(req);
+    json_t *items = json_object_get(b, "items");
+    const char *owner = NULL;
+    char why[200] = "the body is {\"owner\": ..., \"items\": [{\"job_id\", \"fence\"}, ...]}";
+    static const char *const allowed[] = {"owner", "items", NULL};
+    if (!json_is_object(b) || !only_members(b, allowed, why, sizeof(why)) ||
+        (json_object_get(b, "owner") != NULL && !owner_member(b, &owner, why, sizeof(why))) ||
+        !json_is_array(items) || json_array_size(items) == 0)
+        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
+    size_t n = json_array_size(items);
+    if (n > DB_QUEUE_BATCH_MAX)
+        return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                 "a settlement holds at most %d items; this one has %zu",
+                                 DB_QUEUE_BATCH_MAX, n);
+    struct db_settlement *s = calloc(n, sizeof(*s));
+    char **results = calloc(n, sizeof(char *));
+    if (s == NULL || results == NULL) {
+        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!parse_settlement(json_array_get(items, i), owner, &s[i], &results[i], why,
+                              sizeof(why))) {
+            out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "item %zu: %s", i, why);
+            goto done;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (s[k].lease.job_id == s[i].lease.job_id) {
+                out = svc_reply_problem(req, SVC_P_INVALID_LEASE,
+                                        "item %zu: job %" PRId64 " appears twice", i,
+                                        s[i].lease.job_id);
+                goto done;
+            }
+        }
+    }
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_leases_complete_batch(app->pool, queue, s, n, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK) {
+        out = st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
+        goto done;
+    }
+    json_t *arr = json_array();
+    size_t completed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ok = s[i].verdict == DB_Q_OK;
+        completed += ok;
+        if (!ok)
+            count_rejection(queue, s[i].verdict);
+        json_array_append_new(
+            arr, json_pack("{s:I, s:s}", "job_id", (json_int_t)s[i].lease.job_id, "status",
+                           ok ? "completed" : db_queue_verdict_name(s[i].verdict)));
+    }
+    svc_counter_vec_add(m_completions, queue, completed);
+    out = svc_reply_json(
+        req, 200, json_pack("{s:I, s:o}", "completed", (json_int_t)completed, "results", arr));
+done:
+    for (size_t i = 0; results != NULL && i < n; i++)
+        free(results[i]);
+    free(results);
+    free(s);
+    return out;
+}
+
+/* ---- metrics and janitor ---- */
+
+struct stats_render {
+    struct svc_buf *lines[5];
+};
+
+static void stats_one(const char *queue, const struct db_queue_stats *s, void *ctx)
+{
+    struct stats_render *r = ctx;
+    struct svc_buf l;
+    svc_buf_init(&l, 1024);
+    svc_metrics_label(&l, "queue", queue);
+    const char *states[] = {"pending", "processing", "succeeded", "failed"};
+    int64_t counts[] = {s->pending, s->processing, s->succeeded, s->failed};
+    for (int i = 0; i < 4; i++) {
+        char labels[1200];
+        snprintf(labels, sizeof(labels), "%s,state=\"%s\"", l.data, states[i]);
+        svc_metrics_sample(r->lines[0], "rowlock_queue_jobs", labels, (double)counts[i]);
+    }
+    svc_metrics_sample(r->lines[1], "rowlock_queue_oldest_pending_age_seconds", l.data,
+                       s->oldest_pending_age_seconds);
+    svc_buf_free(&l);
+}
+
+void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
+{
+    struct svc_buf jobs, ages;
+    svc_buf_init(&jobs, 16 * 1024 * 1024);
+    svc_buf_init(&ages, 16 * 1024 * 1024);
+    struct stats_render r = {{&jobs, &ages}};
+    int64_t dead = 0;
+    double oldest = 0;
+    struct db_error err;
+    enum db_status st = db_queues_stats(app->pool, stats_one, &r, &dead, &oldest, &err);
+    svc_metrics_family(b, "rowlock_queue_jobs", "gauge", "Jobs by queue and state");
+    if (st == DB_OK && jobs.data)
+        svc_buf_append(b, jobs.data, jobs.len);
+    svc_metrics_family(b, "rowlock_queue_oldest_pending_age_seconds", "gauge",
+                       "Age of the oldest due pending job");
+    if (st == DB_OK && ages.data)
+        svc_buf_append(b, ages.data, ages.len);
+    svc_metrics_family(b, "rowlock_queue_dead_tuples", "gauge",
+                       "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
+    svc_metrics_sample(b, "rowlock_queue_dead_tuples", NULL, (double)dead);
+    svc_metrics_family(b, "rowlock_db_oldest_transaction_age_seconds", "gauge",
+                       "Age of the oldest transaction holding back vacuum");
+    svc_metrics_sample(b, "rowlock_db_oldest_transaction_age_seconds", NULL, oldest);
+    svc_metrics_family(b, "rowlock_queue_metrics_up", "gauge",
+                       "1 when the queue gauges above could be read from the database");
+    svc_metrics_sample(b, "rowlock_queue_metrics_up", NULL, st == DB_OK ? 1 : 0);
+    svc_buf_free(&jobs);
+    svc_buf_free(&ages);
+}
+
+static void janitor_one(const char *queue, int64_t expired, int64_t purged, void *ctx)
+{
+    if (expired > 0)
+        svc_counter_vec_add(m_expired, queue, (uint64_t)expired);
+    if (purged > 0)
+        svc_counter_vec_add(m_purged, queue, (uint64_t)purged);
+}
+
+void route_queues_janitor_pass(void *ctx)
+{
+    struct svc_app *app = ctx;
+    struct db_error err;
+    enum db_status st =
+        db_queues_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
+    if (st != DB_OK)
+        svc_log(SVC_LOG_WARN, "queue janitor pass failed", "status", db_status_name(st), "detail",
+                err.message, NULL);
+}
