@@ -3,6 +3,7 @@
  * completion). Each handler validates, calls one db/queues.c function and maps its verdict; the
  * refusal of a fenced write becomes a 409 whose code says why. Also queue metrics and the
  * janitor pass. */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -246,14 +247,17 @@ enum svc_outcome route_queues_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     const char *limit_s = svc_req_query(req, "limit");
-    long limit = limit_s ? strtol(limit_s, NULL, 10) : 100;
-    if (limit < 1 || limit > 1000)
+    char *end = NULL;
+    long limit = limit_s ? strtol(limit_s, &end, 10) : 100;
+    if ((limit_s != NULL && (limit_s[0] == '\0' || *end != '\0')) || limit < 1 || limit > 1000)
         return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
                                  "limit must be an integer from 1 to 1000");
+    const char *after = svc_req_query(req, "after");
+    if (after != NULL && !svc_utf8_valid(after, strlen(after)))
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after must be valid UTF-8");
     json_t *arr = json_array();
     struct db_error err;
-    enum db_status st =
-        db_queues_list(app->pool, svc_req_query(req, "after"), (int)limit, queue_one, arr, &err);
+    enum db_status st = db_queues_list(app->pool, after, (int)limit, queue_one, arr, &err);
     if (st != DB_OK) {
         json_decref(arr);
         return route_db_problem(req, st, &err);
@@ -470,8 +474,9 @@ enum svc_outcome route_jobs_list(struct svc_request *req)
                                  "state is pending, processing, succeeded or failed");
     const char *after_s = svc_req_query(req, "after"), *limit_s = svc_req_query(req, "limit");
     char *end = NULL;
+    errno = 0;
     long long after = after_s ? strtoll(after_s, &end, 10) : 0;
-    if (after_s != NULL && (after_s[0] == '\0' || *end != '\0' || after < 0))
+    if (after_s != NULL && (after_s[0] == '\0' || *end != '\0' || after < 0 || errno == ERANGE))
         return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after is a job id (>= 0)");
     long long limit = limit_s ? strtoll(limit_s, &end, 10) : 100;
     if (limit_s != NULL && (limit_s[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000))

@@ -2,6 +2,7 @@
  * with long-polling), keys and heads (plain read, merge-patch, replace, tombstone). Each handler
  * validates, calls one db/topics.c workflow and maps its verdict to a status. Also the topic
  * metrics and the janitor pass. */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -113,13 +114,25 @@ static int int_query(struct svc_request *req, const char *name, long long min, l
     if (v == NULL)
         return 0;
     char *end = NULL;
+    errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (v[0] == '\0' || *end != '\0' || n < min || n > max) {
+    if (v[0] == '\0' || *end != '\0' || errno == ERANGE || n < min || n > max) {
         *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
                                  "%s must be an integer from %lld to %lld", name, min, max);
         return -1;
     }
     *value = n;
+    return 0;
+}
+
+/* An optional ?after= cursor of names or keys: valid UTF-8. Returns 0, or -1 after replying. */
+static int cursor_query(struct svc_request *req, const char **after, enum svc_outcome *out)
+{
+    *after = svc_req_query(req, "after");
+    if (*after != NULL && !svc_utf8_valid(*after, strlen(*after))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after must be valid UTF-8");
+        return -1;
+    }
     return 0;
 }
 
@@ -255,12 +268,13 @@ enum svc_outcome route_topics_list(struct svc_request *req)
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
     long long limit;
-    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0)
+    const char *after = NULL;
+    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
+        cursor_query(req, &after, &out) != 0)
         return out;
     json_t *topics = json_array();
     struct db_error err;
-    enum db_status st =
-        db_topics_list(app->pool, svc_req_query(req, "after"), (int)limit, list_one, topics, &err);
+    enum db_status st = db_topics_list(app->pool, after, (int)limit, list_one, topics, &err);
     if (st != DB_OK) {
         json_decref(topics);
         return route_db_problem(req, st, &err);
@@ -542,13 +556,15 @@ enum svc_outcome route_keys_list(struct svc_request *req)
     if (topic == NULL)
         return out;
     long long limit;
-    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0)
+    const char *after = NULL;
+    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
+        cursor_query(req, &after, &out) != 0)
         return out;
     json_t *keys = json_array();
     enum db_topic_verdict v;
     struct db_error err;
-    enum db_status st = db_topics_list_keys(app->pool, topic, svc_req_query(req, "after"),
-                                            (int)limit, key_one, keys, &v, &err);
+    enum db_status st =
+        db_topics_list_keys(app->pool, topic, after, (int)limit, key_one, keys, &v, &err);
     if (st != DB_OK || v != DB_TOPIC_OK) {
         json_decref(keys);
         return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
