@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/generated.h"
 #include "db/tx.h"
 
 /* ---- statements on the catalogue ---- */
@@ -150,64 +151,23 @@ static const char sql_retention[] =
     "  AND m.\"offset\" IS DISTINCT FROM (SELECT head_id FROM {h} h WHERE h.key = m.key) "
     "  ORDER BY m.\"offset\" LIMIT $2 FOR UPDATE SKIP LOCKED)";
 
-struct tpl {
-    const char *sql;
-    int64_t topic;
-    PGconn *pg;
-};
-
-/* Expands {m}, {h}, {s} in t->sql into buf. */
-static int build_tpl(char *buf, size_t size, const void *ctx)
-{
-    const struct tpl *t = ctx;
-    char names[3][64];
-    const char *prefix[3] = {"messages_", "compaction_head_", "messages_"};
-    for (int i = 0; i < 3; i++) {
-        char raw[48];
-        snprintf(raw, sizeof(raw), "%s%" PRId64 "%s", prefix[i], t->topic, i == 2 ? "_offset" : "");
-        char *q = PQescapeIdentifier(t->pg, raw, strlen(raw));
-        if (q == NULL)
-            return -1;
-        snprintf(names[i], sizeof(names[i]), "rowlock.%s", q);
-        PQfreemem(q);
-    }
-    size_t o = 0;
-    for (const char *p = t->sql; *p; p++) {
-        const char *add = NULL;
-        if (p[0] == '{' && p[1] != '\0' && p[2] == '}') {
-            add = p[1] == 'm' ? names[0] : p[1] == 'h' ? names[1] : p[1] == 's' ? names[2] : NULL;
-        }
-        if (add != NULL) {
-            size_t n = strlen(add);
-            if (o + n >= size)
-                return -1;
-            memcpy(buf + o, add, n);
-            o += n;
-            p += 2;
-        } else {
-            if (o + 1 >= size)
-                return -1;
-            buf[o++] = *p;
-        }
-    }
-    buf[o] = '\0';
-    return 0;
-}
+static const struct db_gen_table topic_tables[] = {{'m', "messages_", ""},
+                                                   {'h', "compaction_head_", ""},
+                                                   {'s', "messages_", "_offset"},
+                                                   {0, 0, 0}};
 
 /* Runs template sql (identified by tag) on topic's tables. */
 static enum db_status topic_query(struct db_conn *c, int64_t topic, const char *tag,
                                   const char *sql, int nparams, const char *const *params,
                                   PGresult **out, struct db_error *err)
 {
-    char name[64];
-    snprintf(name, sizeof(name), "t%" PRId64 "_%s", topic, tag);
-    struct tpl t = {sql, topic, db_conn_pg(c)};
-    return db_query_dyn(c, name, build_tpl, &t, nparams, params, out, err);
+    struct db_gen g = {'t', topic, topic_tables};
+    return db_gen_query(c, &g, tag, sql, nparams, params, out, err);
 }
 
 static int is_missing_table(const struct db_error *err)
 {
-    return strcmp(err->sqlstate, "42P01") == 0;
+    return db_gen_missing(err);
 }
 
 static void i64(char *buf, size_t size, int64_t v)
@@ -822,43 +782,6 @@ struct read_log {
     enum db_topic_verdict verdict;
 };
 
-/* Index of the first row after a gap in the offsets (rows start right after `after`), or the
- * row count when there is none. */
-static int first_gap(const PGresult *r, int64_t after)
-{
-    int64_t expected = after + 1;
-    for (int i = 0; i < PQntuples(r); i++) {
-        if (strtoll(PQgetvalue(r, i, 0), NULL, 10) != expected)
-            return i;
-        expected++;
-    }
-    return PQntuples(r);
-}
-
-/* Tries to record offsets from..to as holes without waiting for anyone: 1 done, 0 some offset is
- * still held by a transaction in progress. */
-static enum db_status fill_holes(struct db_conn *c, int64_t topic, int64_t from, int64_t to,
-                                 int *filled, struct db_error *err)
-{
-    char a[24], b[24];
-    i64(a, sizeof(a), from);
-    i64(b, sizeof(b), to);
-    const char *params[] = {a, b};
-    *filled = 0;
-    enum db_status st = db_exec(c, "SAVEPOINT fill; SET LOCAL lock_timeout = '2ms'", err);
-    if (st != DB_OK)
-        return st;
-    st = topic_query(c, topic, "log_fill", sql_log_fill, 2, params, NULL, err);
-    /* SET LOCAL lasts to the end of this read-only-in-spirit transaction (or is undone by the
-     * rollback to the savepoint); the session's own lock_timeout comes back after it. */
-    if (st == DB_ERR_TIMEOUT) /* in progress: it may still commit, so readers stop before it */
-        return db_exec(c, "ROLLBACK TO SAVEPOINT fill", err);
-    if (st != DB_OK)
-        return st;
-    *filled = 1;
-    return db_exec(c, "RELEASE SAVEPOINT fill", err);
-}
-
 static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct read_log *a = arg;
@@ -872,32 +795,10 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
     if (st != DB_OK || !found)
         return st;
     a->verdict = DB_TOPIC_OK;
-    char after[24], limit[16];
-    i64(after, sizeof(after), a->after);
-    snprintf(limit, sizeof(limit), "%d", a->limit);
-    const char *params[] = {after, limit};
-    /* A gap between visible offsets is an offset drawn by a transaction that is still running
-     * (stop before it) or that rolled back (record it as a hole, then read again). */
-    for (int round = 0; round < 4; round++) {
-        PQclear(a->rows);
-        a->rows = NULL;
-        st = topic_gone(topic_query(c, t.id, "log_read", sql_log_read, 2, params, &a->rows, err),
-                        err, &a->verdict);
-        if (st != DB_OK)
-            return st;
-        a->usable = first_gap(a->rows, a->after);
-        if (a->usable == PQntuples(a->rows))
-            return DB_OK;
-        int64_t from = a->usable == 0
-                           ? a->after + 1
-                           : strtoll(PQgetvalue(a->rows, a->usable - 1, 0), NULL, 10) + 1;
-        int64_t to = strtoll(PQgetvalue(a->rows, a->usable, 0), NULL, 10) - 1;
-        int filled = 0;
-        st = fill_holes(c, t.id, from, to, &filled, err);
-        if (st != DB_OK || !filled)
-            return st;
-    }
-    return DB_OK;
+    struct db_gen g = {'t', t.id, topic_tables};
+    return topic_gone(db_gen_read_log(c, &g, sql_log_read, sql_log_fill, a->after, a->limit,
+                                      &a->rows, &a->usable, err),
+                      err, &a->verdict);
 }
 
 enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,

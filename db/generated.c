@@ -1,0 +1,137 @@
+/* Generated-table statements and gap-safe log reads (see generated.h). */
+#include "db/generated.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/pool.h"
+
+struct tpl {
+    const char *sql;
+    const struct db_gen *g;
+    PGconn *pg;
+};
+
+/* The quoted, schema-qualified name of placeholder letter, into out. 0, or -1 unknown. */
+static int table_name(const struct tpl *t, char letter, char *out, size_t size)
+{
+    for (const struct db_gen_table *x = t->g->tables; x->letter; x++) {
+        if (x->letter != letter)
+            continue;
+        char raw[80];
+        snprintf(raw, sizeof(raw), "%s%" PRId64 "%s", x->prefix, t->g->id, x->suffix);
+        char *q = PQescapeIdentifier(t->pg, raw, strlen(raw));
+        if (q == NULL)
+            return -1;
+        snprintf(out, size, "rowlock.%s", q);
+        PQfreemem(q);
+        return 0;
+    }
+    return -1;
+}
+
+/* Expands every {x} of t->sql into buf. */
+static int build_tpl(char *buf, size_t size, const void *ctx)
+{
+    const struct tpl *t = ctx;
+    size_t o = 0;
+    for (const char *p = t->sql; *p; p++) {
+        char name[128];
+        const char *add = NULL;
+        if (p[0] == '{' && p[1] != '\0' && p[2] == '}') {
+            if (table_name(t, p[1], name, sizeof(name)) != 0)
+                return -1;
+            add = name;
+        }
+        size_t n = add ? strlen(add) : 1;
+        if (o + n >= size)
+            return -1;
+        memcpy(buf + o, add ? add : p, n);
+        o += n;
+        p += add ? 2 : 0;
+    }
+    buf[o] = '\0';
+    return 0;
+}
+
+enum db_status db_gen_query(struct db_conn *c, const struct db_gen *g, const char *tag,
+                            const char *sql, int nparams, const char *const *params, PGresult **out,
+                            struct db_error *err)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "%c%" PRId64 "_%s", g->kind, g->id, tag);
+    struct tpl t = {sql, g, db_conn_pg(c)};
+    return db_query_dyn(c, name, build_tpl, &t, nparams, params, out, err);
+}
+
+int db_gen_missing(const struct db_error *err)
+{
+    return strcmp(err->sqlstate, "42P01") == 0;
+}
+
+/* Index of the first row after a gap (rows start right after `after`), or the row count. */
+static int first_gap(const PGresult *r, int64_t after)
+{
+    int64_t expected = after + 1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (strtoll(PQgetvalue(r, i, 0), NULL, 10) != expected)
+            return i;
+        expected++;
+    }
+    return PQntuples(r);
+}
+
+/* Tries to record offsets from..to as holes without waiting for anyone: *filled 1 done, 0 some
+ * offset is still held by a transaction in progress. */
+static enum db_status fill_holes(struct db_conn *c, const struct db_gen *g, const char *fill_sql,
+                                 int64_t from, int64_t to, int *filled, struct db_error *err)
+{
+    char a[24], b[24];
+    snprintf(a, sizeof(a), "%" PRId64, from);
+    snprintf(b, sizeof(b), "%" PRId64, to);
+    const char *params[] = {a, b};
+    *filled = 0;
+    enum db_status st = db_exec(c, "SAVEPOINT fill; SET LOCAL lock_timeout = '2ms'", err);
+    if (st != DB_OK)
+        return st;
+    st = db_gen_query(c, g, "log_fill", fill_sql, 2, params, NULL, err);
+    /* SET LOCAL lasts to the end of this transaction (or is undone by the rollback to the
+     * savepoint); the session's own lock_timeout comes back after it. */
+    if (st == DB_ERR_TIMEOUT) /* in progress: it may still commit, so readers stop before it */
+        return db_exec(c, "ROLLBACK TO SAVEPOINT fill", err);
+    if (st != DB_OK)
+        return st;
+    *filled = 1;
+    return db_exec(c, "RELEASE SAVEPOINT fill", err);
+}
+
+enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const char *read_sql,
+                               const char *fill_sql, int64_t after, int limit, PGresult **rows,
+                               int *usable, struct db_error *err)
+{
+    char a[24], l[16];
+    snprintf(a, sizeof(a), "%" PRId64, after);
+    snprintf(l, sizeof(l), "%d", limit);
+    const char *params[] = {a, l};
+    *usable = 0;
+    for (int round = 0; round < 4; round++) {
+        PQclear(*rows);
+        *rows = NULL;
+        enum db_status st = db_gen_query(c, g, "log_read", read_sql, 2, params, rows, err);
+        if (st != DB_OK)
+            return st;
+        *usable = first_gap(*rows, after);
+        if (*usable == PQntuples(*rows))
+            return DB_OK;
+        int64_t from =
+            *usable == 0 ? after + 1 : strtoll(PQgetvalue(*rows, *usable - 1, 0), NULL, 10) + 1;
+        int64_t to = strtoll(PQgetvalue(*rows, *usable, 0), NULL, 10) - 1;
+        int filled = 0;
+        st = fill_holes(c, g, fill_sql, from, to, &filled, err);
+        if (st != DB_OK || !filled)
+            return st;
+    }
+    return DB_OK;
+}

@@ -1,0 +1,44 @@
+/* Statements on a resource's generated tables (a topic's log and heads, a ledger's objects...):
+ * SQL templates in which {x} names one of the resource's tables, named by its id and quoted with
+ * PQescapeIdentifier, prepared once per connection. Also the gap-safe read of such a log table,
+ * shared by topic logs and ledger event logs. What the tables hold belongs to their owner. */
+#ifndef DB_GENERATED_H
+#define DB_GENERATED_H
+
+#include <stdint.h>
+
+#include "db/db.h"
+
+/* One placeholder: {letter} becomes rowlock."<prefix><id><suffix>". */
+struct db_gen_table {
+    char letter;
+    const char *prefix;
+    const char *suffix;
+};
+
+/* A resource with generated tables: kind ('t', 'l') and id name its statements. */
+struct db_gen {
+    char kind;
+    int64_t id;
+    const struct db_gen_table *tables; /* ends with letter 0 */
+};
+
+/* Runs template sql, known on each connection as "<kind><id>_<tag>". */
+enum db_status db_gen_query(struct db_conn *c, const struct db_gen *g, const char *tag,
+                            const char *sql, int nparams, const char *const *params, PGresult **out,
+                            struct db_error *err);
+
+/* True when err says a table is missing (its resource was deleted meanwhile). */
+int db_gen_missing(const struct db_error *err);
+
+/* Gap-safe read of a log table whose rows have a dense "offset" from a sequence and a hole
+ * flag. read_sql ($1 after, $2 limit) returns rows in offset order with "offset" in column 0;
+ * fill_sql ($1 from, $2 to) records offsets without a visible row as holes. A gap between visible
+ * offsets was drawn by a transaction still running (the read stops before it: it may commit
+ * later) or by one that rolled back (recorded as a hole without waiting, then read again).
+ * *rows holds the last read (PQclear it); its first *usable rows are safe to show. */
+enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const char *read_sql,
+                               const char *fill_sql, int64_t after, int limit, PGresult **rows,
+                               int *usable, struct db_error *err);
+
+#endif
