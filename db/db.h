@@ -4,6 +4,7 @@
 #define DB_DB_H
 
 #include <libpq-fe.h>
+#include <stddef.h>
 
 enum db_status {
     DB_OK = 0,           /* done (for db_tx_run: committed) */
@@ -43,6 +44,22 @@ enum db_status db_query_dyn(struct db_conn *c, const char *name, db_sql_builder 
                             struct db_error *err);
 /* Runs SQL without parameters (BEGIN, SET, DDL). Same reporting as db_query. */
 enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err);
+/* A PostgreSQL array literal of n texts (NULL entries become NULL), for passing a batch as one
+ * parameter of a set-based statement. Returns malloc'd text, or NULL when out of memory. */
+char *db_text_array(const char *const *vals, size_t n);
+/* Column arrays of a batch: arr[k] is the array literal of column k over n items, where
+ * get(items, i, k, buf, size) gives item i's text for column k (NULL for SQL NULL; buf, 32 bytes,
+ * may hold formatted numbers). One parameter per column of a set-based statement. */
+typedef const char *(*db_column_fn)(const void *items, size_t i, size_t col, char *buf,
+                                    size_t size);
+struct db_arrays {
+    size_t n, ncols;
+    char **arr;
+};
+/* Returns 0, or -1 when out of memory; free with db_arrays_free either way. */
+int db_arrays_build(struct db_arrays *a, const void *items, size_t n, size_t ncols,
+                    db_column_fn get);
+void db_arrays_free(struct db_arrays *a);
 /* Sets err from a printf-like message, with SQLSTATE "" (a non-database failure). */
 void db_error_set(struct db_error *err, const char *sqlstate, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

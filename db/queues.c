@@ -521,72 +521,6 @@ enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit
 
 /* ---- jobs ---- */
 
-/* PostgreSQL array literal of n values (NULL entries: NULL). malloc'd, NULL when out of memory. */
-static char *pg_array(const char *const *vals, size_t n)
-{
-    size_t cap = 3;
-    for (size_t i = 0; i < n; i++)
-        cap += (vals[i] ? strlen(vals[i]) * 2 + 2 : 4) + 1;
-    char *out = malloc(cap);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0;
-    out[o++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0)
-            out[o++] = ',';
-        if (vals[i] == NULL) {
-            memcpy(out + o, "NULL", 4);
-            o += 4;
-            continue;
-        }
-        out[o++] = '"';
-        for (const char *p = vals[i]; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                out[o++] = '\\';
-            out[o++] = *p;
-        }
-        out[o++] = '"';
-    }
-    out[o++] = '}';
-    out[o] = '\0';
-    return out;
-}
-
-/* Arrays built from n items: the text of column k of item i comes from get(item, k, buf). */
-struct arrays {
-    size_t n, ncols;
-    char **arr;
-};
-
-static void arrays_free(struct arrays *a)
-{
-    for (size_t k = 0; a->arr && k < a->ncols; k++)
-        free(a->arr[k]);
-    free(a->arr);
-}
-
-typedef const char *(*column_fn)(const void *items, size_t i, size_t col, char *buf, size_t size);
-
-static int arrays_build(struct arrays *a, const void *items, size_t n, size_t ncols, column_fn get)
-{
-    a->n = n;
-    a->ncols = ncols;
-    a->arr = calloc(ncols, sizeof(char *));
-    const char **vals = calloc(n ? n : 1, sizeof(char *));
-    char(*bufs)[32] = calloc(n ? n : 1, 32);
-    int rc = a->arr && vals && bufs ? 0 : -1;
-    for (size_t k = 0; rc == 0 && k < ncols; k++) {
-        for (size_t i = 0; i < n; i++)
-            vals[i] = get(items, i, k, bufs[i], sizeof(bufs[i]));
-        a->arr[k] = pg_array(vals, n);
-        rc = a->arr[k] ? 0 : -1;
-    }
-    free(vals);
-    free(bufs);
-    return rc;
-}
-
 static const char *job_column(const void *items, size_t i, size_t col, char *buf, size_t size)
 {
     const struct db_job_in *j = (const struct db_job_in *)items + i;
@@ -626,9 +560,9 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     enum db_status st = resolve(c, a->queue, &q, &found, err);
     if (st != DB_OK || !found)
         return st;
-    struct arrays arr = {0, 0, NULL};
-    if (arrays_build(&arr, a->jobs, a->n, 6, job_column) != 0) {
-        arrays_free(&arr);
+    struct db_arrays arr = {0, 0, NULL};
+    if (db_arrays_build(&arr, a->jobs, a->n, 6, job_column) != 0) {
+        db_arrays_free(&arr);
         db_error_set(err, "", "out of memory");
         return DB_ERR_HARD;
     }
@@ -638,7 +572,7 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
                             arr.arr[3], arr.arr[4], arr.arr[5]};
     PGresult *r = NULL;
     st = bad_input(db_query(c, &st_enqueue, params, &r, err), err, &a->verdict);
-    arrays_free(&arr);
+    db_arrays_free(&arr);
     if (st != DB_OK)
         return st;
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
@@ -1036,9 +970,9 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     enum db_status st = resolve(c, a->queue, &q, &found, err);
     if (st != DB_OK || !found)
         return st;
-    struct arrays arr = {0, 0, NULL};
-    if (arrays_build(&arr, a->items, a->n, 4, settlement_column) != 0) {
-        arrays_free(&arr);
+    struct db_arrays arr = {0, 0, NULL};
+    if (db_arrays_build(&arr, a->items, a->n, 4, settlement_column) != 0) {
+        db_arrays_free(&arr);
         db_error_set(err, "", "out of memory");
         return DB_ERR_HARD;
     }
@@ -1047,7 +981,7 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3]};
     PGresult *r = NULL;
     st = bad_input(db_query(c, &st_complete_batch, params, &r, err), err, &a->verdict);
-    arrays_free(&arr);
+    db_arrays_free(&arr);
     if (st != DB_OK)
         return st;
     /* columns 1..5 are state, owner, fence, live, applied: the shape lease_verdict reads */

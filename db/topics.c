@@ -72,10 +72,11 @@ static const struct db_stmt st_topic_ids = {
     "FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id WHERE h.key = $1"
 
 static const char sql_head_read[] = HEAD_SELECT;
-/* Locked read, step 1: the row, if any, locked. */
-static const char sql_head_lock[] =
-    "SELECT h.head_id, h.compaction_rank, h.schema_version, m.value::text, m.value IS NULL "
-    "FROM {h} h LEFT JOIN {m} m ON m.\"offset\" = h.head_id WHERE h.key = $1 FOR UPDATE OF h";
+/* Locked read, step 1: the row, if any, locked. Only the head row: had the message been joined
+ * here, a lock wait ending in a new head would re-read the head row but not the message (READ
+ * COMMITTED re-checks only locked rows), and a live head would look like a tombstone. The head's
+ * message is read by the next statement, under the lock, with a fresh snapshot. */
+static const char sql_head_lock[] = "SELECT head_id IS NOT NULL FROM {h} WHERE key = $1 FOR UPDATE";
 /* A headless row found under the lock is refreshed, so the janitor's TTL counts from now. */
 static const char sql_head_touch[] = "UPDATE {h} SET updated_at = now() WHERE key = $1";
 /* Locked read, step 2: no row; create the headless one unless someone else just did. */
@@ -288,17 +289,13 @@ enum db_status db_key_lock_head(struct db_conn *c, const struct db_key *k, struc
         if (st != DB_OK)
             return st;
         int present = PQntuples(r) == 1;
-        int rc = head_from_row(r, out);
+        int has_head = present && PQgetvalue(r, 0, 0)[0] == 't';
         PQclear(r);
-        if (rc != 0) {
-            db_error_set(err, "", "out of memory");
-            return DB_ERR_HARD;
-        }
-        if (present) {
-            if (out->has_head)
-                return DB_OK;
+        memset(out, 0, sizeof(*out));
+        if (has_head)
+            return db_key_read_head(c, k, out, err);
+        if (present)
             return topic_query(c, id, "head_touch", sql_head_touch, 1, params, NULL, err);
-        }
 #ifdef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
         /* Built only into the test binary rowlock-unlocked: the bug the concurrency tests must
          * detect. A key without a row is then not locked at all. */
@@ -313,39 +310,6 @@ enum db_status db_key_lock_head(struct db_conn *c, const struct db_key *k, struc
             return DB_OK; /* our own new row: locked until we end */
         /* lost the insert race to a concurrent writer: lock its row instead */
     }
-}
-
-/* Joins n values into a PostgreSQL array literal; NULL entries become NULL. Returns malloc'd
- * text or NULL when out of memory. */
-static char *pg_array(const char *const *vals, size_t n)
-{
-    size_t cap = 2;
-    for (size_t i = 0; i < n; i++)
-        cap += (vals[i] ? strlen(vals[i]) * 2 + 3 : 4) + 1;
-    char *out = malloc(cap + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0;
-    out[o++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0)
-            out[o++] = ',';
-        if (vals[i] == NULL) {
-            memcpy(out + o, "NULL", 4);
-            o += 4;
-            continue;
-        }
-        out[o++] = '"';
-        for (const char *p = vals[i]; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                out[o++] = '\\';
-            out[o++] = *p;
-        }
-        out[o++] = '"';
-    }
-    out[o++] = '}';
-    out[o] = '\0';
-    return out;
 }
 
 enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *p,
@@ -373,10 +337,10 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
             seqs[i] = nums[i][1];
         }
     }
-    a_keys = pg_array(keys, n);
-    a_vals = pg_array(vals, n);
-    a_ranks = pg_array(ranks, n);
-    a_seqs = pg_array(seqs, n);
+    a_keys = db_text_array(keys, n);
+    a_vals = db_text_array(vals, n);
+    a_ranks = db_text_array(ranks, n);
+    a_seqs = db_text_array(seqs, n);
     if (a_keys == NULL || a_vals == NULL || a_ranks == NULL || a_seqs == NULL)
         goto oom;
     char sv[16];

@@ -1,0 +1,96 @@
+/* The leased-queue conformance suite: an abstract lease interface (struct qc_impl) and, in
+ * queue_conformance.c, a table of protocol cases written only against it and a runner that turns
+ * the table into cmocka tests. The implementations (the C queue API in
+ * test_queue_conformance_c.c, REST over HTTP in test_queue_conformance_http.c) live in their own
+ * programs; nothing here knows SQL or HTTP. */
+#ifndef TESTS_QUEUE_CONFORMANCE_H
+#define TESTS_QUEUE_CONFORMANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a protocol call answered. The first six are the protocol's words; QC_ERROR is everything
+ * else (a transport or database failure, a reply the protocol does not allow) and fails a case
+ * wherever it appears. */
+enum qc_outcome {
+    QC_OK,
+    QC_OWNER_MISMATCH,
+    QC_FENCE_MISMATCH,
+    QC_LEASE_EXPIRED,
+    QC_TERMINAL,
+    QC_NOT_FOUND,
+    QC_ERROR,
+};
+/* Static name of an outcome, for failure messages. */
+const char *qc_outcome_name(enum qc_outcome o);
+
+/* One lease handed out by a claim. */
+struct qc_lease {
+    int64_t job_id;
+    int64_t fence;
+    int attempt;
+};
+
+#define QC_HISTORY_MAX 16
+#define QC_OWNER_MAX   256
+
+/* One attempt of a job's history, in fence order. outcome is "" while the attempt runs, else
+ * completed, failed, handed_back, released or lease_expired. */
+struct qc_attempt {
+    int attempt;
+    int64_t fence;
+    char owner[QC_OWNER_MAX];
+    char outcome[16];
+};
+
+/* A job as read: state (pending, processing, succeeded, failed), attempts spent, current fence,
+ * and the first QC_HISTORY_MAX attempts (nhistory counts all of them). */
+struct qc_job {
+    char state[16];
+    int attempts;
+    int64_t fence;
+    size_t nhistory;
+    struct qc_attempt history[QC_HISTORY_MAX];
+};
+
+/* An implementation of the queue protocol. Every function takes ctx first and may be called from
+ * several threads at once. lease_seconds 0 means the queue's. Writes (heartbeat .. release) name
+ * the lease by job id, owner and fence. */
+struct qc_impl {
+    const char *name;
+    void *ctx;
+    /* Creates the queue (retention is the implementation's choice). QC_OK or QC_ERROR. */
+    enum qc_outcome (*create_queue)(void *ctx, const char *queue, int max_attempts,
+                                    int lease_seconds, double backoff_base_seconds,
+                                    double backoff_max_seconds);
+    /* Enqueues one job (payload is JSON text, dedupe_key may be NULL). *id gets the job (the
+     * existing one when *duplicate is set). */
+    enum qc_outcome (*enqueue)(void *ctx, const char *queue, const char *payload,
+                               const char *dedupe_key, double delay_seconds, int priority,
+                               int64_t *id, int *duplicate);
+    /* Claims up to max_jobs for owner; out holds max_jobs entries, *n gets how many. */
+    enum qc_outcome (*claim)(void *ctx, const char *queue, const char *owner, int max_jobs,
+                             int lease_seconds, struct qc_lease *out, size_t *n);
+    enum qc_outcome (*heartbeat)(void *ctx, const char *queue, int64_t job_id, const char *owner,
+                                 int64_t fence, int lease_seconds);
+    enum qc_outcome (*complete)(void *ctx, const char *queue, int64_t job_id, const char *owner,
+                                int64_t fence);
+    /* Fail (named so beside cmocka's fail() macro). retry: back to pending after the backoff
+     * when attempts are left; else failed. */
+    enum qc_outcome (*fail_lease)(void *ctx, const char *queue, int64_t job_id, const char *owner,
+                                  int64_t fence, int retry);
+    enum qc_outcome (*handback)(void *ctx, const char *queue, int64_t job_id, const char *owner,
+                                int64_t fence);
+    enum qc_outcome (*release)(void *ctx, const char *queue, int64_t job_id, const char *owner,
+                               int64_t fence);
+    /* QC_OK with *out filled, or QC_NOT_FOUND. */
+    enum qc_outcome (*get_job)(void *ctx, const char *queue, int64_t job_id, struct qc_job *out);
+};
+
+/* Number of cases in the table. */
+size_t qc_case_count(void);
+/* Runs every case of the table against impl as one cmocka group named group (each case on a
+ * fresh queue of its own). Returns cmocka's result: the number of failed cases. */
+int qc_run(const char *group, const struct qc_impl *impl);
+
+#endif

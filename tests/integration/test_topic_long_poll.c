@@ -1,0 +1,370 @@
+/* Long-polled log reads (GET /topics/{topic}/messages?wait=): a waiting read returns within a
+ * fraction of a second of a produce, an idle one returns empty when its wait is over, and 1,000
+ * reads waiting at once (libcurl multi, one process) hold neither pool connections nor server
+ * threads: meanwhile /healthz and a produce answer at once, /metrics shows the pool nearly idle
+ * and the waiters counted, and one produce then wakes every one of them with the message. The
+ * first two run on a second process whose periodic re-check is a minute apart, so only the
+ * in-process wake can answer promptly; the crowd waits on one that re-checks every second, so
+ * 1,000 re-reads a second are part of the load. */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define POLLERS   1000
+#define POOL_SIZE 16
+
+static struct th_service svc, quiet;
+static char dburl[1024];
+static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Room for POLLERS client sockets here and as many in the service (which inherits it). */
+static int raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    rlim_t want = 4 * POLLERS;
+    if (rl.rlim_cur >= want)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        fprintf(stderr, "the hard limit on open files (%lu) is below %lu\n",
+                (unsigned long)rl.rlim_max, (unsigned long)want);
+        return -1;
+    }
+    rl.rlim_cur = want;
+    return setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static int setup(void **state)
+{
+    const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
+                         "ROWLOCK_POOL_SIZE=16", "ROWLOCK_MAX_WAIT_S=30", NULL};
+    const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
+    if (raise_fd_limit() != 0 || th_db_create("longpoll", dburl, sizeof(dburl)) != 0)
+        return -1;
+    if (th_service_start(&svc, dburl, env) != 0)
+        return -1;
+    return th_service_start(&quiet, dburl, quiet_env);
+}
+
+static int teardown(void **state)
+{
+    int a = th_service_stop(&quiet), b = th_service_stop(&svc);
+    return a == 0 && b == 0 ? 0 : -1;
+}
+
+static void topic_create(const char *name)
+{
+    /* (the topic lives in the database both processes share) */
+    char path[128];
+    struct th_response r;
+    snprintf(path, sizeof(path), "/topics/%s", name);
+    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
+    assert_int_equal(r.status, 201);
+    th_response_free(&r);
+}
+
+/* Produces one message; returns its offset and the request's duration in *seconds. */
+static int64_t produce(int port, const char *topic, const char *key, double *seconds)
+{
+    char path[128], body[128];
+    struct th_response r;
+    snprintf(path, sizeof(path), "/topics/%s/messages", topic);
+    int n = snprintf(body, sizeof(body), "{\"key\":\"%s\",\"value\":{\"hello\":1}}", key);
+    double t0 = now_s();
+    assert_int_equal(th_http(port, "POST", path, json_ct, body, (size_t)n, &r), 0);
+    if (seconds != NULL)
+        *seconds = now_s() - t0;
+    assert_int_equal(r.status, 201);
+    int64_t off = json_integer_value(json_object_get(r.json, "offset"));
+    th_response_free(&r);
+    return off;
+}
+
+/* Value of an unlabelled metric, or -1. */
+static double metric(int port, const char *name)
+{
+    struct th_response r;
+    double v = -1;
+    if (th_http(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+        char key[128];
+        snprintf(key, sizeof(key), "\n%s ", name);
+        const char *p = strstr(r.body, key);
+        if (p != NULL)
+            v = atof(p + strlen(key));
+    }
+    th_response_free(&r);
+    return v;
+}
+
+/* Waits up to timeout_s for the waiting long-polls to reach at least n; returns the last count. */
+static double await_waiting(int port, double n, double timeout_s)
+{
+    double v = -1, give_up = now_s() + timeout_s;
+    while ((v = metric(port, "rowlock_http_long_polls_waiting")) < n && now_s() < give_up)
+        usleep(20000);
+    return v;
+}
+
+struct poll_one {
+    const char *path;
+    struct th_response r;
+    double done_at;
+};
+
+static void *poll_main(void *arg)
+{
+    struct poll_one *p = arg;
+    th_http(quiet.port, "GET", p->path, NULL, NULL, 0, &p->r);
+    p->done_at = now_s();
+    return NULL;
+}
+
+static void waiting_read_returns_promptly_after_a_produce(void **state)
+{
+    topic_create("prompt");
+    struct poll_one p = {.path = "/topics/prompt/messages?after=0&wait=10"};
+    pthread_t t;
+    double started = now_s();
+    pthread_create(&t, NULL, poll_main, &p);
+    assert_true(await_waiting(quiet.port, 1, 5) >= 1);
+    usleep(300000);
+    double produced_at = now_s();
+    assert_int_equal(produce(quiet.port, "prompt", "k", NULL), 1);
+    pthread_join(t, NULL);
+    double latency = p.done_at - produced_at;
+    fprintf(stderr, "long-poll answered %.3f s after the produce began (%.3f s in all)\n", latency,
+            p.done_at - started);
+    assert_int_equal(p.r.status, 200);
+    json_t *msgs = json_object_get(p.r.json, "messages");
+    assert_int_equal(json_array_size(msgs), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(msgs, 0), "offset")), 1);
+    assert_int_equal(json_integer_value(json_object_get(p.r.json, "next")), 1);
+    assert_true(latency < 1.0);
+    assert_true(p.done_at - started < 5.0); /* not held to the 10 s wait */
+    th_response_free(&p.r);
+}
+
+static void idle_read_returns_empty_when_its_wait_is_over(void **state)
+{
+    topic_create("idle");
+    struct th_response r;
+    for (int wait = 0; wait <= 1; wait++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/topics/idle/messages?after=0&wait=%d", wait);
+        double t0 = now_s();
+        assert_int_equal(th_http(quiet.port, "GET", path, NULL, NULL, 0, &r), 0);
+        double took = now_s() - t0;
+        fprintf(stderr, "wait=%d on an idle topic returned after %.3f s\n", wait, took);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(json_array_size(json_object_get(r.json, "messages")), 0);
+        assert_int_equal(json_integer_value(json_object_get(r.json, "next")), 0);
+        if (wait == 0) {
+            assert_true(took < 0.5);
+        } else {
+            assert_true(took >= 0.95);
+            assert_true(took < 1.5);
+        }
+        th_response_free(&r);
+    }
+}
+
+/* ---- many waiters on one libcurl multi handle ---- */
+
+struct waiter {
+    CURL *easy;
+    char *body;
+    size_t len;
+    long status;
+    double done_at;
+    int result;
+};
+
+struct crowd {
+    struct waiter w[POLLERS];
+    CURLM *multi;
+    int done, failed;
+};
+
+static size_t waiter_write(char *data, size_t size, size_t n, void *arg)
+{
+    struct waiter *w = arg;
+    char *p = realloc(w->body, w->len + size * n + 1);
+    if (p == NULL)
+        return 0;
+    memcpy(p + w->len, data, size * n);
+    w->len += size * n;
+    p[w->len] = '\0';
+    w->body = p;
+    return size * n;
+}
+
+static void *crowd_main(void *arg)
+{
+    struct crowd *c = arg;
+    int running = 1;
+    double give_up = now_s() + 60;
+    while (running > 0 && now_s() < give_up) {
+        curl_multi_perform(c->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            struct waiter *w = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
+            w->done_at = now_s();
+            w->result = m->data.result;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
+            c->failed += m->data.result != CURLE_OK;
+            c->done++;
+        }
+        if (running > 0)
+            curl_multi_poll(c->multi, NULL, 0, 100, NULL);
+    }
+    return NULL;
+}
+
+static void crowd_start(struct crowd *c, const char *url)
+{
+    memset(c, 0, sizeof(*c));
+    c->multi = curl_multi_init();
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)POLLERS);
+    for (int i = 0; i < POLLERS; i++) {
+        struct waiter *w = &c->w[i];
+        w->easy = curl_easy_init();
+        curl_easy_setopt(w->easy, CURLOPT_URL, url);
+        curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, waiter_write);
+        curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
+        curl_easy_setopt(w->easy, CURLOPT_PRIVATE, (char *)w);
+        curl_easy_setopt(w->easy, CURLOPT_TIMEOUT, 60L);
+        curl_easy_setopt(w->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(w->easy, CURLOPT_FORBID_REUSE, 1L);
+        curl_multi_add_handle(c->multi, w->easy);
+    }
+}
+
+static void crowd_free(struct crowd *c)
+{
+    for (int i = 0; i < POLLERS; i++) {
+        curl_multi_remove_handle(c->multi, c->w[i].easy);
+        curl_easy_cleanup(c->w[i].easy);
+        free(c->w[i].body);
+    }
+    curl_multi_cleanup(c->multi);
+}
+
+static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
+{
+    topic_create("crowd");
+    topic_create("elsewhere");
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/topics/crowd/messages?after=0&wait=30",
+             svc.port);
+    struct crowd *c = malloc(sizeof(*c));
+    crowd_start(c, url);
+    pthread_t t;
+    pthread_create(&t, NULL, crowd_main, c);
+
+    double waiting = await_waiting(svc.port, POLLERS, 30);
+    fprintf(stderr, "long-polls waiting: %.0f\n", waiting);
+    assert_true(waiting >= POLLERS * 0.98);
+
+    /* while they wait: answers come at once, and the pool is nearly idle */
+    struct th_response r;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+        assert_int_equal(r.status, 200);
+        fprintf(stderr, "/healthz took %.3f s\n", r.seconds);
+        assert_true(r.seconds < 1.0);
+        th_response_free(&r);
+        usleep(300000);
+    }
+    double took = 0, in_use_max = 0;
+    assert_int_equal(produce(svc.port, "elsewhere", "k", &took), 1);
+    fprintf(stderr, "a produce to another topic took %.3f s\n", took);
+    assert_true(took < 1.0);
+    for (int i = 0; i < 5; i++) {
+        double in_use = metric(svc.port, "rowlock_db_pool_in_use");
+        in_use_max = in_use > in_use_max ? in_use : in_use_max;
+        assert_int_equal((int)metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
+        usleep(200000);
+    }
+    fprintf(stderr, "pool in use while they wait: at most %.0f of %d\n", in_use_max, POOL_SIZE);
+    /* waiters that held connections would pin all 16 (and time out acquires); the once-a-second
+     * re-read of every waiter borrows a few, briefly */
+    assert_true(in_use_max <= POOL_SIZE / 2);
+    assert_true(metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    /* (sampled between re-reads: each resumes its waiters for a moment) */
+    assert_true(await_waiting(svc.port, POLLERS * 0.98, 5) >= POLLERS * 0.98);
+    assert_int_equal(c->done, 0); /* the produce elsewhere woke none of them */
+
+    /* one produce on their topic wakes all of them, each with the message */
+    double produced_at = now_s();
+    assert_int_equal(produce(svc.port, "crowd", "wake", &took), 1);
+    fprintf(stderr, "the waking produce took %.3f s\n", took);
+    pthread_join(t, NULL);
+    double last = 0;
+    int ok = 0;
+    for (int i = 0; i < POLLERS; i++) {
+        struct waiter *w = &c->w[i];
+        last = w->done_at > last ? w->done_at : last;
+        json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
+        json_t *msgs = json_object_get(j, "messages");
+        if (w->result == CURLE_OK && w->status == 200 && json_array_size(msgs) == 1 &&
+            json_integer_value(json_object_get(json_array_get(msgs, 0), "offset")) == 1 &&
+            strcmp(json_string_value(json_object_get(json_array_get(msgs, 0), "key")), "wake") == 0)
+            ok++;
+        else if (POLLERS - ok < 5)
+            fprintf(stderr, "waiter %d: curl %d, status %ld: %s\n", i, w->result, w->status,
+                    w->body ? w->body : "");
+        json_decref(j);
+    }
+    fprintf(stderr,
+            "%d of %d long-polls returned the message; the last %.3f s after the "
+            "produce began\n",
+            ok, POLLERS, last - produced_at);
+    assert_int_equal(c->failed, 0);
+    assert_int_equal(ok, POLLERS);
+    assert_true(last - produced_at < 10.0);
+    crowd_free(c);
+    free(c);
+    assert_true(await_waiting(svc.port, 0, 0) == 0);
+    assert_true(metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(waiting_read_returns_promptly_after_a_produce),
+        cmocka_unit_test(idle_read_returns_empty_when_its_wait_is_over),
+        cmocka_unit_test(thousand_waiting_reads_hold_no_connection_and_all_wake),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    curl_global_cleanup();
+    return rc;
+}
