@@ -97,6 +97,7 @@ enum svc_outcome route_metrics(struct svc_request *req)
     render_tx(&b);
     route_topics_render_metrics(&b, app);
     route_queues_render_metrics(&b, app);
+    route_ledgers_render_metrics(&b, app);
     svc_metrics_render_vecs(&b);
     svc_metrics_family(&b, "rowlock_http_long_polls_waiting", "gauge",
                        "Long-poll requests suspended now (no thread or connection held)");

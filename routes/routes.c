@@ -46,6 +46,18 @@ const struct svc_route routes_table[] = {
      SVC_BODY_JSON},
     {"POST", "/queues/{queue}/leases/{job_id}/release", route_lease_release, SVC_SCOPE_WORK,
      SVC_BODY_JSON},
+    {"PUT", "/ledgers/{ledger}", route_ledger_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON},
+    {"GET", "/ledgers/{ledger}", route_ledger_get, SVC_SCOPE_READ, SVC_BODY_NONE},
+    {"POST", "/ledgers/{ledger}/transactions", route_ledger_submit, SVC_SCOPE_WRITE, SVC_BODY_JSON},
+    {"POST", "/ledgers/{ledger}/checkpoints", route_ledger_checkpoint, SVC_SCOPE_WRITE,
+     SVC_BODY_JSON},
+    {"GET", "/ledgers/{ledger}/transactions/{digest}", route_ledger_tx_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE},
+    {"GET", "/ledgers/{ledger}/objects/{id}", route_ledger_object_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE},
+    {"GET", "/ledgers/{ledger}/displays/{type}", route_ledger_display_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE},
+    {"GET", "/ledgers/{ledger}/events", route_ledger_events, SVC_SCOPE_READ, SVC_BODY_NONE},
 };
 
 const size_t routes_count = sizeof(routes_table) / sizeof(routes_table[0]);

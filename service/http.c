@@ -68,6 +68,7 @@ struct svc_request {
     struct timespec start;
     int status; /* 0 until a response is queued */
     const char *problem_code;
+    int resumes; /* times a long-poll was resumed */
     size_t nheaders;
     char *headers[MAX_EXTRA_HEADERS][2];
 };
@@ -266,6 +267,11 @@ double svc_now(void)
 double svc_req_age(const struct svc_request *req)
 {
     return elapsed_s(&req->start);
+}
+
+int svc_req_resumes(const struct svc_request *req)
+{
+    return req->resumes;
 }
 
 unsigned svc_wake_generation(const struct svc_request *req)
@@ -663,6 +669,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (req->phase == PHASE_WAITING) {
         /* resumed long-poll: look again */
         req->phase = PHASE_BODY;
+        req->resumes++;
         return outcome_result(req->server->routes[req->match.route].handler(req));
     }
     if (*upload_data_size > 0) {

@@ -68,6 +68,8 @@ enum svc_outcome svc_reply_problem_ext(struct svc_request *req, enum svc_problem
 double svc_now(void);
 /* Seconds since the request began. */
 double svc_req_age(const struct svc_request *req);
+/* How many times this request's long-poll was resumed (0 on its first run). */
+int svc_req_resumes(const struct svc_request *req);
 /* A counter of wakes, read before looking for data so that a wake in between is not lost. */
 unsigned svc_wake_generation(const struct svc_request *req);
 /* True when waiting makes sense: before the deadline and not shutting down. */

@@ -88,7 +88,7 @@ int main(int argc, char **argv)
     struct svc_auth *auth = NULL;
     struct db_pool *pool = NULL;
     struct svc_server *server = NULL;
-    struct svc_janitor *janitor = NULL, *queue_janitor = NULL;
+    struct svc_janitor *janitor = NULL, *queue_janitor = NULL, *ledger_janitor = NULL;
     svc_log_set_level((enum svc_log_level)cfg.log_level);
 
     sigset_t signals;
@@ -130,6 +130,7 @@ int main(int argc, char **argv)
         goto done;
     route_topics_init();
     route_queues_init();
+    route_ledgers_init();
     server = svc_server_start(&cfg, routes_table, routes_count, auth, &app);
     if (server == NULL)
         goto done;
@@ -137,6 +138,8 @@ int main(int argc, char **argv)
     janitor = svc_janitor_start("topics", cfg.janitor_interval_ms, route_topics_janitor_pass, &app);
     queue_janitor =
         svc_janitor_start("queues", cfg.janitor_interval_ms, route_queues_janitor_pass, &app);
+    ledger_janitor =
+        svc_janitor_start("ledgers", cfg.janitor_interval_ms, route_ledgers_janitor_pass, &app);
     char port[16], threads[16];
     snprintf(port, sizeof(port), "%u", svc_server_port(server));
     snprintf(threads, sizeof(threads), "%ld", cfg.threads);
@@ -150,7 +153,8 @@ int main(int argc, char **argv)
             inflight, NULL);
     svc_janitor_stop(janitor);
     svc_janitor_stop(queue_janitor);
-    janitor = queue_janitor = NULL;
+    svc_janitor_stop(ledger_janitor);
+    janitor = queue_janitor = ledger_janitor = NULL;
     int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
     server = NULL;
     snprintf(inflight, sizeof(inflight), "%d", cut);
@@ -159,6 +163,7 @@ int main(int argc, char **argv)
 done:
     svc_janitor_stop(janitor);
     svc_janitor_stop(queue_janitor);
+    svc_janitor_stop(ledger_janitor);
     svc_server_shutdown(server, 0);
     svc_metrics_shutdown();
     db_pool_destroy(pool);

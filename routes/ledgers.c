@@ -1,0 +1,643 @@
+/* REST routes of ledgers: /ledgers/{ledger}, optimistic transactions (dependency check, bounded
+ * wait, then one short transaction), checkpoints, and reads of transactions, objects, displays
+ * and the event log. Each handler validates (including what makes a transaction malformed),
+ * calls db/ledgers.c and maps its verdict. Also ledger metrics and the janitor pass. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/ledgers.h"
+#include "routes/routes.h"
+#include "service/app.h"
+#include "service/json_util.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+#define DEFAULT_TOMBSTONE_RETENTION 86400
+#define OPTIMISTIC_LOCK_TIMEOUT_MS  1000
+
+static struct svc_counter_vec *m_applied, *m_skipped, *m_waits, *m_superseded, *m_purged;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+static void metrics_init(void)
+{
+    m_applied = svc_counter_vec_new("rowlock_ledger_transactions_applied_total",
+                                    "Transactions applied, by ingestion path", "ledger,path");
+    m_skipped =
+        svc_counter_vec_new("rowlock_ledger_transactions_skipped_total",
+                            "Transactions skipped as already executed, by path", "ledger,path");
+    m_waits = svc_counter_vec_new("rowlock_ledger_dependency_waits_total",
+                                  "Optimistic submissions that waited for their inputs, by "
+                                  "outcome",
+                                  "ledger,outcome");
+    m_superseded = svc_counter_vec_new("rowlock_ledger_superseded_total",
+                                       "Optimistic submissions refused as superseded", "ledger");
+    m_purged = svc_counter_vec_new("rowlock_ledger_tombstones_purged_total",
+                                   "Tombstones purged below the horizon", "ledger");
+}
+
+void route_ledgers_init(void)
+{
+    pthread_once(&metrics_once, metrics_init);
+}
+
+static void count2(struct svc_counter_vec *v, const char *ledger, const char *label, uint64_t n)
+{
+    char labels[200];
+    snprintf(labels, sizeof(labels), "%s\x1f%s", ledger, label);
+    if (n > 0)
+        svc_counter_vec_add(v, labels, n);
+}
+
+static const char *channel_of(const char *ledger, char *buf, size_t size)
+{
+    snprintf(buf, size, "ledger:%s", ledger);
+    return buf;
+}
+
+static const char *ledger_param(struct svc_request *req, enum svc_outcome *out)
+{
+    const char *l = svc_req_param(req, "ledger");
+    char why[160];
+    if (!svc_valid_name(l, why, sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "ledger name: %s", why);
+        return NULL;
+    }
+    return l;
+}
+
+static enum svc_outcome verdict_problem(struct svc_request *req, const char *ledger,
+                                        enum db_ledger_verdict v, const char *what)
+{
+    switch (v) {
+    case DB_L_NOT_FOUND:
+        return svc_reply_problem(req, SVC_P_LEDGER_NOT_FOUND, "there is no ledger %s", ledger);
+    case DB_L_TX_NOT_FOUND:
+        return svc_reply_problem(req, SVC_P_TRANSACTION_NOT_FOUND,
+                                 "transaction %s has not been executed in ledger %s", what, ledger);
+    case DB_L_OBJECT_NOT_FOUND:
+        return svc_reply_problem(req, SVC_P_OBJECT_NOT_FOUND, "ledger %s has no object %s", ledger,
+                                 what);
+    case DB_L_DISPLAY_NOT_FOUND:
+        return svc_reply_problem(req, SVC_P_DISPLAY_NOT_FOUND, "ledger %s has no display %s",
+                                 ledger, what);
+    case DB_L_BELOW_HORIZON:
+        return svc_reply_problem(req, SVC_P_BELOW_HORIZON,
+                                 "checkpoint %s is at or below the ledger's horizon, where "
+                                 "tombstones may have been purged",
+                                 what);
+    default:
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "unexpected ledger verdict %d", v);
+    }
+}
+
+/* ---- parsing a transaction ---- */
+
+/* A transaction parsed from JSON; strings borrow from the JSON, data texts are owned. */
+struct parsed_tx {
+    struct db_ledger_tx tx;
+    struct db_ledger_input *inputs;
+    struct db_ledger_object *objects;
+    struct db_ledger_display *displays;
+    struct db_ledger_event *events;
+    char **texts;
+    size_t ntexts;
+};
+
+static void parsed_tx_free(struct parsed_tx *p)
+{
+    for (size_t i = 0; i < p->ntexts; i++)
+        free(p->texts[i]);
+    free(p->texts);
+    free(p->inputs);
+    free(p->objects);
+    free(p->displays);
+    free(p->events);
+    memset(p, 0, sizeof(*p));
+}
+
+/* JSON text of v, kept in p (freed with it). NULL when out of memory. */
+static const char *keep_text(struct parsed_tx *p, json_t *v)
+{
+    char *t = json_dumps(v ? v : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+    if (t != NULL)
+        p->texts[p->ntexts++] = t;
+    return t;
+}
+
+static int version_of(json_t *o, int64_t *v, char *why, size_t size)
+{
+    json_t *j = json_object_get(o, "version");
+    if (!json_is_integer(j) || json_integer_value(j) < 0) {
+        snprintf(why, size, "\"version\" is a non-negative integer");
+        return 0;
+    }
+    *v = json_integer_value(j);
+    return 1;
+}
+
+static int key_member(json_t *o, const char *name, const char **out, char *why, size_t size)
+{
+    *out = json_string_value(json_object_get(o, name));
+    if (*out == NULL) {
+        snprintf(why, size, "\"%s\" is a string", name);
+        return 0;
+    }
+    char rule[160];
+    if (!svc_valid_key(*out, rule, sizeof(rule))) {
+        snprintf(why, size, "\"%s\": %s", name, rule);
+        return 0;
+    }
+    return 1;
+}
+
+/* An array member with at most DB_LEDGER_EFFECTS_MAX elements (absent: empty). */
+static int array_member(json_t *o, const char *name, json_t **arr, char *why, size_t size)
+{
+    *arr = json_object_get(o, name);
+    if (*arr == NULL)
+        return 1;
+    if (!json_is_array(*arr)) {
+        snprintf(why, size, "\"%s\" is an array", name);
+        return 0;
+    }
+    if (json_array_size(*arr) > DB_LEDGER_EFFECTS_MAX) {
+        snprintf(why, size, "\"%s\" holds at most %d entries", name, DB_LEDGER_EFFECTS_MAX);
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_objects(json_t *writes, json_t *deletes, struct parsed_tx *p, char *why,
+                         size_t size)
+{
+    size_t nw = json_array_size(writes), nd = json_array_size(deletes);
+    p->objects = calloc(nw + nd + 1, sizeof(*p->objects));
+    if (p->objects == NULL)
+        return 0;
+    for (size_t i = 0; i < nw + nd; i++) {
+        int del = i >= nw;
+        json_t *o = json_array_get(del ? deletes : writes, del ? i - nw : i);
+        struct db_ledger_object *x = &p->objects[i];
+        if (!json_is_object(o) || !key_member(o, "object_id", &x->object_id, why, size) ||
+            !version_of(o, &x->version, why, size))
+            return 0;
+        x->deleted = del;
+        if (!del && (!key_member(o, "type", &x->type, why, size) ||
+                     (x->data = keep_text(p, json_object_get(o, "data"))) == NULL))
+            return 0;
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(p->objects[k].object_id, x->object_id) == 0 &&
+                p->objects[k].version == x->version) {
+                snprintf(why, size, "object %s is %s twice at version %" PRId64, x->object_id,
+                         p->objects[k].deleted != del ? "written and deleted" : "changed",
+                         x->version);
+                return 0;
+            }
+        }
+    }
+    p->tx.objects = p->objects;
+    p->tx.nobjects = nw + nd;
+    return 1;
+}
+
+/* Parses {digest, inputs, writes, deletes, displays, events} (plus extra allowed members). */
+static int parse_tx(json_t *j, struct parsed_tx *p, const char *extra, char *why, size_t size)
+{
+    json_t *inputs, *writes, *deletes, *displays, *events;
+    memset(p, 0, sizeof(*p));
+    if (!json_is_object(j)) {
+        snprintf(why, size, "a transaction is a JSON object");
+        return 0;
+    }
+    const char *name;
+    json_t *v;
+    json_object_foreach(j, name, v)
+    {
+        if (strcmp(name, "digest") != 0 && strcmp(name, "inputs") != 0 &&
+            strcmp(name, "writes") != 0 && strcmp(name, "deletes") != 0 &&
+            strcmp(name, "displays") != 0 && strcmp(name, "events") != 0 &&
+            (extra == NULL || strcmp(name, extra) != 0)) {
+            snprintf(why, size, "unknown member \"%s\"", name);
+            return 0;
+        }
+    }
+    if (!key_member(j, "digest", &p->tx.digest, why, size) ||
+        !array_member(j, "inputs", &inputs, why, size) ||
+        !array_member(j, "writes", &writes, why, size) ||
+        !array_member(j, "deletes", &deletes, why, size) ||
+        !array_member(j, "displays", &displays, why, size) ||
+        !array_member(j, "events", &events, why, size))
+        return 0;
+    size_t ni = json_array_size(inputs), ndi = json_array_size(displays),
+           ne = json_array_size(events);
+    p->texts = calloc(json_array_size(writes) + ndi + ne + 1, sizeof(char *));
+    p->inputs = calloc(ni + 1, sizeof(*p->inputs));
+    p->displays = calloc(ndi + 1, sizeof(*p->displays));
+    p->events = calloc(ne + 1, sizeof(*p->events));
+    if (p->texts == NULL || p->inputs == NULL || p->displays == NULL || p->events == NULL ||
+        !parse_objects(writes, deletes, p, why, size))
+        return 0;
+    for (size_t i = 0; i < ni; i++) {
+        json_t *o = json_array_get(inputs, i);
+        if (!json_is_object(o) || !key_member(o, "object_id", &p->inputs[i].object_id, why, size) ||
+            !version_of(o, &p->inputs[i].version, why, size))
+            return 0;
+    }
+    for (size_t i = 0; i < ndi; i++) {
+        json_t *o = json_array_get(displays, i);
+        if (!json_is_object(o) || !key_member(o, "type", &p->displays[i].type, why, size) ||
+            !version_of(o, &p->displays[i].version, why, size) ||
+            (p->displays[i].data = keep_text(p, json_object_get(o, "data"))) == NULL)
+            return 0;
+    }
+    for (size_t i = 0; i < ne; i++) {
+        json_t *o = json_array_get(events, i);
+        if (!json_is_object(o) || !key_member(o, "type", &p->events[i].type, why, size) ||
+            (p->events[i].data = keep_text(p, json_object_get(o, "data"))) == NULL)
+            return 0;
+    }
+    p->tx.inputs = p->inputs;
+    p->tx.ninputs = ni;
+    p->tx.displays = p->displays;
+    p->tx.ndisplays = ndi;
+    p->tx.events = p->events;
+    p->tx.nevents = ne;
+    return 1;
+}
+
+static json_t *status_json(const char *digest, const struct db_ledger_status *s)
+{
+    return json_pack("{s:s, s:b, s:o, s:o, s:o}", "digest", digest, "executed", s->executed, "path",
+                     s->path[0] ? json_string(s->path) : json_null(), "checkpoint",
+                     s->checkpoint > 0 ? json_integer(s->checkpoint) : json_null(), "executed_at",
+                     s->executed_at[0] ? json_string(s->executed_at) : json_null());
+}
+
+/* ---- handlers ---- */
+
+static json_t *ledger_json(const struct db_ledger *l, const struct db_ledger_counts *c)
+{
+    json_t *j = json_pack("{s:s, s:I, s:I, s:s}", "name", l->name, "tombstone_retention_seconds",
+                          (json_int_t)l->tombstone_retention_seconds, "horizon",
+                          (json_int_t)l->horizon, "created_at", l->created_at);
+    if (j != NULL && c != NULL) {
+        json_object_set_new(j, "watermark", json_integer(c->watermark));
+        json_object_set_new(
+            j, "counts",
+            json_pack("{s:I, s:I, s:I, s:I, s:I}", "objects", (json_int_t)c->objects, "tombstones",
+                      (json_int_t)c->tombstones, "transactions", (json_int_t)c->transactions,
+                      "events", (json_int_t)c->events, "checkpoints", (json_int_t)c->checkpoints));
+    }
+    return j;
+}
+
+enum svc_outcome route_ledger_put(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = ledger_param(req, &out);
+    if (name == NULL)
+        return out;
+    json_t *b = svc_req_json(req);
+    json_t *r = json_object_get(b, "tombstone_retention_seconds");
+    if (!json_is_object(b) || json_object_size(b) > (r ? 1u : 0u) ||
+        (r != NULL &&
+         (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 2147483647)))
+        return svc_reply_problem(req, SVC_P_INVALID_CONFIG,
+                                 "the body is {\"tombstone_retention_seconds\": a positive "
+                                 "integer} (default %d)",
+                                 DEFAULT_TOMBSTONE_RETENTION);
+    struct db_ledger l;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st = db_ledgers_put(
+        app->pool, name, r ? json_integer_value(r) : DEFAULT_TOMBSTONE_RETENTION, &l, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, ledger_json(&l, NULL));
+}
+
+enum svc_outcome route_ledger_get(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = ledger_param(req, &out);
+    if (name == NULL)
+        return out;
+    struct db_ledger l;
+    struct db_ledger_counts c;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st = db_ledgers_get(app->pool, name, &l, &c, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_L_OK)
+        return verdict_problem(req, name, v, name);
+    return svc_reply_json(req, 200, ledger_json(&l, &c));
+}
+
+/* Optimistic ingestion: check the dependencies (waiting for them when asked), then apply. */
+enum svc_outcome route_ledger_submit(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *ledger = ledger_param(req, &out);
+    if (ledger == NULL)
+        return out;
+    json_t *b = svc_req_json(req);
+    json_t *w = json_object_get(b, "wait_seconds");
+    struct parsed_tx p;
+    char why[200];
+    if (!parse_tx(b, &p, "wait_seconds", why, sizeof(why))) {
+        parsed_tx_free(&p);
+        return svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
+    }
+    if (w != NULL && (!json_is_integer(w) || json_integer_value(w) < 0 ||
+                      json_integer_value(w) > app->config->max_wait_s)) {
+        parsed_tx_free(&p);
+        return svc_reply_problem(req, SVC_P_INVALID_TRANSACTION,
+                                 "\"wait_seconds\" is an integer from 0 to %ld",
+                                 app->config->max_wait_s);
+    }
+    unsigned gen = svc_wake_generation(req);
+    struct db_ledger_status s;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st = db_ledgers_check(app->pool, ledger, &p.tx, &s, &v, &err);
+    double deadline = svc_now() - svc_req_age(req) + (double)json_integer_value(w);
+    char channel[160];
+    if (st == DB_OK && v == DB_L_DEPS_PENDING && svc_req_may_wait(req, deadline)) {
+        parsed_tx_free(&p);
+        return svc_req_wait(req, channel_of(ledger, channel, sizeof(channel)), deadline, gen);
+    }
+    if (svc_req_resumes(req) > 0 && st == DB_OK)
+        count2(m_waits, ledger,
+               v == DB_L_DEPS_PENDING ? "timeout"
+               : v == DB_L_SUPERSEDED ? "superseded"
+                                      : "satisfied",
+               1);
+    if (st == DB_OK && v == DB_L_OK)
+        st = db_ledgers_apply(app->pool, ledger, &p.tx, OPTIMISTIC_LOCK_TIMEOUT_MS, &s, &v, &err);
+    if (st != DB_OK)
+        out = route_db_problem(req, st, &err);
+    else if (v == DB_L_DEPS_PENDING)
+        out = svc_reply_problem(req, SVC_P_DEPENDENCIES_PENDING,
+                                "an input of %s is not yet at its version (send wait_seconds to "
+                                "wait for it)",
+                                p.tx.digest);
+    else if (v == DB_L_SUPERSEDED) {
+        svc_counter_vec_add(m_superseded, ledger, 1);
+        out = svc_reply_problem(req, SVC_P_SUPERSEDED, "an input of %s is already past its version",
+                                p.tx.digest);
+    } else if (v == DB_L_APPLIED || v == DB_L_REPLAY) {
+        count2(v == DB_L_APPLIED ? m_applied : m_skipped, ledger, "optimistic", 1);
+        if (v == DB_L_APPLIED)
+            svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
+        out = svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, status_json(p.tx.digest, &s));
+    } else {
+        out = verdict_problem(req, ledger, v, p.tx.digest);
+    }
+    parsed_tx_free(&p);
+    return out;
+}
+
+enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *ledger = ledger_param(req, &out);
+    if (ledger == NULL)
+        return out;
+    json_t *b = svc_req_json(req);
+    json_t *seq = json_object_get(b, "sequence"), *txs = json_object_get(b, "transactions");
+    if (!json_is_object(b) || json_object_size(b) != 2 || !json_is_integer(seq) ||
+        json_integer_value(seq) < 1 || !json_is_array(txs))
+        return svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                 "the body is {\"sequence\": an integer >= 1, \"transactions\": "
+                                 "[transaction, ...]}");
+    size_t n = json_array_size(txs);
+    if (n > DB_LEDGER_CHECKPOINT_MAX)
+        return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                 "a checkpoint holds at most %d transactions; this one has %zu",
+                                 DB_LEDGER_CHECKPOINT_MAX, n);
+    struct parsed_tx *p = calloc(n + 1, sizeof(*p));
+    struct db_ledger_tx *t = calloc(n + 1, sizeof(*t));
+    char why[200];
+    if (p == NULL || t == NULL) {
+        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!parse_tx(json_array_get(txs, i), &p[i], NULL, why, sizeof(why))) {
+            out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT, "transaction %zu: %s", i, why);
+            goto done;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(p[k].tx.digest, p[i].tx.digest) == 0) {
+                out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                        "transaction %zu: digest %s appears twice", i,
+                                        p[i].tx.digest);
+                goto done;
+            }
+        }
+        t[i] = p[i].tx;
+    }
+    size_t applied = 0, skipped = 0;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    int64_t sequence = json_integer_value(seq);
+    enum db_status st =
+        db_ledgers_checkpoint(app->pool, ledger, sequence, t, n, &applied, &skipped, &v, &err);
+    char seqtext[24];
+    snprintf(seqtext, sizeof(seqtext), "%" PRId64, sequence);
+    if (st != DB_OK) {
+        out = route_db_problem(req, st, &err);
+    } else if (v == DB_L_APPLIED || v == DB_L_REPLAY) {
+        count2(m_applied, ledger, "checkpoint", applied);
+        count2(m_skipped, ledger, "checkpoint", skipped);
+        char channel[160];
+        if (v == DB_L_APPLIED)
+            svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
+        out = svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200,
+                             json_pack("{s:I, s:b, s:I, s:I}", "sequence", (json_int_t)sequence,
+                                       "replay", v == DB_L_REPLAY, "applied", (json_int_t)applied,
+                                       "skipped", (json_int_t)skipped));
+    } else {
+        out = verdict_problem(req, ledger, v, seqtext);
+    }
+done:
+    for (size_t i = 0; p != NULL && i < n; i++)
+        parsed_tx_free(&p[i]);
+    free(p);
+    free(t);
+    return out;
+}
+
+enum svc_outcome route_ledger_tx_get(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *ledger = ledger_param(req, &out);
+    if (ledger == NULL)
+        return out;
+    const char *digest = svc_req_param(req, "digest");
+    char why[160];
+    if (!svc_valid_key(digest, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_KEY, "digest: %s", why);
+    struct db_ledger_status s;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st = db_ledgers_tx_get(app->pool, ledger, digest, &s, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_L_OK)
+        return verdict_problem(req, ledger, v, digest);
+    return svc_reply_json(req, 200, status_json(digest, &s));
+}
+
+static enum svc_outcome item_get(struct svc_request *req, int display)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *ledger = ledger_param(req, &out);
+    if (ledger == NULL)
+        return out;
+    const char *key = svc_req_param(req, display ? "type" : "id");
+    char why[160];
+    if (!svc_valid_key(key, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_KEY, "%s", why);
+    struct db_ledger_item it;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st = display ? db_ledgers_display_get(app->pool, ledger, key, &it, &v, &err)
+                                : db_ledgers_object_get(app->pool, ledger, key, &it, &v, &err);
+    if (st != DB_OK) {
+        out = route_db_problem(req, st, &err);
+    } else if (v == DB_L_OBJECT_DELETED) {
+        out = svc_reply_problem_ext(req, SVC_P_OBJECT_DELETED,
+                                    json_pack("{s:I}", "version", (json_int_t)it.version),
+                                    "object %s was deleted at version %" PRId64, key, it.version);
+    } else if (v != DB_L_OK) {
+        out = verdict_problem(req, ledger, v, key);
+    } else {
+        json_t *data = it.data ? json_loads(it.data, JSON_DECODE_ANY, NULL) : NULL;
+        json_t *j = json_pack("{s:s, s:I, s:o, s:s}", display ? "type" : "object_id", key,
+                              "version", (json_int_t)it.version, "data", data ? data : json_null(),
+                              "updated_at", it.updated_at);
+        if (!display)
+            json_object_set_new(j, "type", json_string(it.type ? it.type : ""));
+        out = svc_reply_json(req, 200, j);
+    }
+    db_ledger_item_clear(&it);
+    return out;
+}
+
+enum svc_outcome route_ledger_object_get(struct svc_request *req)
+{
+    return item_get(req, 0);
+}
+
+enum svc_outcome route_ledger_display_get(struct svc_request *req)
+{
+    return item_get(req, 1);
+}
+
+static void event_one(const struct db_ledger_event_row *e, void *ctx)
+{
+    json_t *data = json_loads(e->data, JSON_DECODE_ANY, NULL);
+    json_array_append_new(ctx, json_pack("{s:I, s:s, s:i, s:s, s:o, s:s}", "offset",
+                                         (json_int_t)e->offset, "digest", e->digest, "index",
+                                         e->index, "type", e->type, "data",
+                                         data ? data : json_null(), "created_at", e->created_at));
+}
+
+enum svc_outcome route_ledger_events(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *ledger = ledger_param(req, &out);
+    if (ledger == NULL)
+        return out;
+    const char *after_s = svc_req_query(req, "after"), *limit_s = svc_req_query(req, "limit");
+    char *end = NULL;
+    errno = 0;
+    long long after = after_s ? strtoll(after_s, &end, 10) : 0;
+    if (after_s != NULL && (after_s[0] == '\0' || *end != '\0' || after < 0 || errno == ERANGE))
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after is an offset (>= 0)");
+    long long limit = limit_s ? strtoll(limit_s, &end, 10) : 100;
+    if (limit_s != NULL && (limit_s[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000))
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "limit must be an integer from 1 to 1000");
+    json_t *arr = json_array();
+    int64_t next = after;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st =
+        db_ledgers_events(app->pool, ledger, after, (int)limit, event_one, arr, &next, &v, &err);
+    if (st != DB_OK || v != DB_L_OK) {
+        json_decref(arr);
+        return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, ledger, v, "");
+    }
+    return svc_reply_json(req, 200,
+                          json_pack("{s:o, s:I}", "events", arr, "next", (json_int_t)next));
+}
+
+/* ---- metrics and janitor ---- */
+
+struct gauge_lines {
+    struct svc_buf *watermark, *tombstones;
+};
+
+static void gauge_one(const char *ledger, int64_t watermark, int64_t tombstones, void *ctx)
+{
+    struct gauge_lines *g = ctx;
+    struct svc_buf l;
+    svc_buf_init(&l, 1024);
+    svc_metrics_label(&l, "ledger", ledger);
+    svc_metrics_sample(g->watermark, "rowlock_ledger_watermark", l.data, (double)watermark);
+    svc_metrics_sample(g->tombstones, "rowlock_ledger_tombstones", l.data, (double)tombstones);
+    svc_buf_free(&l);
+}
+
+void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
+{
+    struct svc_buf wm, ts;
+    svc_buf_init(&wm, 16 * 1024 * 1024);
+    svc_buf_init(&ts, 16 * 1024 * 1024);
+    struct gauge_lines g = {&wm, &ts};
+    struct db_error err;
+    enum db_status st = db_ledgers_gauges(app->pool, gauge_one, &g, &err);
+    svc_metrics_family(b, "rowlock_ledger_watermark", "gauge",
+                       "Highest checkpoint below which every checkpoint is recorded");
+    if (st == DB_OK && wm.data)
+        svc_buf_append(b, wm.data, wm.len);
+    svc_metrics_family(b, "rowlock_ledger_tombstones", "gauge", "Tombstones kept per ledger");
+    if (st == DB_OK && ts.data)
+        svc_buf_append(b, ts.data, ts.len);
+    svc_metrics_family(b, "rowlock_ledger_metrics_up", "gauge",
+                       "1 when the ledger gauges above could be read from the database");
+    svc_metrics_sample(b, "rowlock_ledger_metrics_up", NULL, st == DB_OK ? 1 : 0);
+    svc_buf_free(&wm);
+    svc_buf_free(&ts);
+}
+
+static void janitor_one(const char *ledger, int64_t horizon, int64_t purged, void *ctx)
+{
+    if (purged > 0)
+        svc_counter_vec_add(m_purged, ledger, (uint64_t)purged);
+}
+
+void route_ledgers_janitor_pass(void *ctx)
+{
+    struct svc_app *app = ctx;
+    struct db_error err;
+    enum db_status st =
+        db_ledgers_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
+    if (st != DB_OK)
+        svc_log(SVC_LOG_WARN, "ledger janitor pass failed", "status", db_status_name(st), "detail",
+                err.message, NULL);
+}
