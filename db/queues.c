@@ -40,10 +40,11 @@
     " FROM target LEFT JOIN w ON true"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-/* Delay before retry n (attempts already spent): base * 2^(n-1), at most max. */
+/* Delay before retry n (attempts already spent): base * 2^(n-1), at most max (the exponent is
+ * capped so that a job with a thousand attempts does not overflow the arithmetic). */
 #define BACKOFF                                                                                    \
     "make_interval(secs => least(q.backoff_max_seconds, q.backoff_base_seconds * "                 \
-    "power(2, greatest(j.attempts - 1, 0))))"
+    "power(2, least(greatest(j.attempts - 1, 0), 60))))"
 
 #define QUEUE_COLUMNS                                                                              \
     "id, name, max_attempts, lease_seconds, backoff_base_seconds, backoff_max_seconds, "           \

@@ -69,8 +69,9 @@ static int64_t id_param(struct svc_request *req, const char *name, enum svc_outc
 {
     const char *v = svc_req_param(req, name);
     char *end = NULL;
+    errno = 0;
     long long id = strtoll(v, &end, 10);
-    if (v[0] < '0' || v[0] > '9' || *end != '\0' || id <= 0) {
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || id <= 0 || errno == ERANGE) {
         *out =
             svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "%s must be a positive integer", name);
         return 0;
@@ -300,7 +301,7 @@ static int parse_job(json_t *j, struct db_job_in *out, char **payload, char *why
             snprintf(why, size, "\"dedupe_key\" is a string");
         return 0;
     }
-    if (ra != NULL && !json_is_string(ra)) {
+    if (ra != NULL && (!json_is_string(ra) || !svc_rfc3339_valid(json_string_value(ra)))) {
         snprintf(why, size, "\"run_at\" is an RFC 3339 timestamp string");
         return 0;
     }

@@ -106,3 +106,44 @@ int svc_valid_key(const char *key, char *why, size_t whysize)
     }
     return 1;
 }
+
+/* Digits at s, exactly n of them, in [min, max]. Advances *s. */
+static int take_num(const char **s, int n, int min, int max)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if ((*s)[i] < '0' || (*s)[i] > '9')
+            return 0;
+        v = v * 10 + ((*s)[i] - '0');
+    }
+    *s += n;
+    return v >= min && v <= max;
+}
+
+static int take_char(const char **s, const char *one_of)
+{
+    if (**s == '\0' || strchr(one_of, **s) == NULL)
+        return 0;
+    (*s)++;
+    return 1;
+}
+
+int svc_rfc3339_valid(const char *s)
+{
+    if (!take_num(&s, 4, 0, 9999) || !take_char(&s, "-") || !take_num(&s, 2, 1, 12) ||
+        !take_char(&s, "-") || !take_num(&s, 2, 1, 31) || !take_char(&s, "Tt ") ||
+        !take_num(&s, 2, 0, 23) || !take_char(&s, ":") || !take_num(&s, 2, 0, 59) ||
+        !take_char(&s, ":") || !take_num(&s, 2, 0, 60))
+        return 0;
+    if (*s == '.') {
+        s++;
+        if (*s < '0' || *s > '9')
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (take_char(&s, "Zz"))
+        return *s == '\0';
+    return take_char(&s, "+-") && take_num(&s, 2, 0, 23) && take_char(&s, ":") &&
+           take_num(&s, 2, 0, 59) && *s == '\0';
+}

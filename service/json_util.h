@@ -15,6 +15,8 @@ json_t *svc_merge_patch(const json_t *target, const json_t *patch);
 int svc_valid_name(const char *name, char *why, size_t whysize);
 /* Message keys and object ids: non-empty UTF-8, at most 1024 bytes. Same result. */
 int svc_valid_key(const char *key, char *why, size_t whysize);
+/* An RFC 3339 timestamp with a zone: 2026-01-02T03:04:05Z, 2026-01-02T03:04:05.123+01:00. */
+int svc_rfc3339_valid(const char *s);
 /* Is s (len bytes) well-formed UTF-8 without NUL? */
 int svc_utf8_valid(const char *s, size_t len);
 

@@ -117,6 +117,31 @@ static void test_utf8(void **state)
     assert_false(svc_utf8_valid("\x80", 1));             /* stray continuation */
 }
 
+static void test_rfc3339(void **state)
+{
+    const char *good[] = {"2026-01-02T03:04:05Z", "2026-01-02T03:04:05.123456+01:00",
+                          "2026-12-31t23:59:60z", "2026-01-02 03:04:05-05:30", NULL};
+    for (size_t i = 0; good[i]; i++)
+        if (!svc_rfc3339_valid(good[i]))
+            fail_msg("%s rejected", good[i]);
+    const char *bad[] = {"infinity",
+                         "-infinity",
+                         "now",
+                         "tomorrow",
+                         "2025-01-01",
+                         "2025-01-01T00:00:00",
+                         "2025-13-01T00:00:00Z",
+                         "2025-01-01T24:00:00Z",
+                         "2025-01-01T00:00:00.Z",
+                         "2025-01-01T00:00:00+1:00",
+                         "Jan 5 2025",
+                         "2025-01-01T00:00:00Zjunk",
+                         NULL};
+    for (size_t i = 0; bad[i]; i++)
+        if (svc_rfc3339_valid(bad[i]))
+            fail_msg("%s accepted", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_rfc3339),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

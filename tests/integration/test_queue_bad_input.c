@@ -1,0 +1,684 @@
+/* Bad input on every queue route: each request answers its problem code (problem+json) and
+ * writes nothing. The queue holds a job in each state (pending, processing with a known lease,
+ * succeeded, failed), and the lease bodies that are refused name that real lease with one thing
+ * wrong, so that a check skipped would show as a write. After every group the whole visible state
+ * is compared with a snapshot taken before it: the queue list with counts, the jobs, their bodies
+ * and attempt history, the queue rows (with updated_at, so a stray update shows) and the id
+ * sequences (so not even a queue id was drawn). */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static struct th_service svc;
+static char dburl[1024];
+static int64_t j_pending, j_processing, j_succeeded, j_failed, fence; /* fence: j_processing's */
+static char long_name[130];
+
+#define JSON "application/json"
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+struct bad {
+    const char *method, *path, *ct, *body;
+    long status;
+    const char *code;
+};
+
+static int http(const char *method, const char *path, const char *ct, const char *body,
+                struct th_response *r)
+{
+    char h[128];
+    const char *headers[] = {h, NULL};
+    snprintf(h, sizeof(h), "Content-Type: %s", ct ? ct : "");
+    return th_http(svc.port, method, path, ct ? headers : NULL, body, body ? strlen(body) : 0, r);
+}
+
+/* A request of the setup that must answer want; returns the answer's JSON (the caller's). */
+static json_t *must(const char *method, const char *path, const char *body, long want)
+{
+    struct th_response r;
+    if (http(method, path, body ? JSON : NULL, body, &r) != 0 || r.status != want) {
+        fprintf(stderr, "setup: %s %s: %ld %s\n", method, path, r.status, r.body);
+        th_response_free(&r);
+        return NULL;
+    }
+    json_t *j = json_incref(r.json);
+    th_response_free(&r);
+    return j;
+}
+
+/* Enqueues one job and claims it as w1; returns its id and fence. */
+static int64_t claimed_job(int64_t *job_fence)
+{
+    json_t *e = must("POST", "/queues/q/jobs", "{\"payload\":{\"a\":1}}", 201);
+    json_t *c = must("POST", "/queues/q/leases", "{\"owner\":\"w1\"}", 200);
+    json_t *l = json_array_get(json_object_get(c, "leases"), 0);
+    int64_t id = json_integer_value(json_object_get(e, "id"));
+    *job_fence = json_integer_value(json_object_get(l, "fence"));
+    if (json_integer_value(json_object_get(l, "job_id")) != id)
+        id = 0;
+    json_decref(e);
+    json_decref(c);
+    return id;
+}
+
+static int settle(int64_t id, int64_t f, const char *verb, const char *extra)
+{
+    char path[128], body[160];
+    snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64 "/%s", id, verb);
+    snprintf(body, sizeof(body), "{\"owner\":\"w1\",\"fence\":%" PRId64 "%s}", f, extra);
+    json_t *j = must("POST", path, body, 200);
+    json_decref(j);
+    return j != NULL;
+}
+
+static int setup(void **state)
+{
+    memset(long_name, 'a', 129);
+    if (th_db_create("qbadinput", dburl, sizeof(dburl)) != 0 ||
+        th_service_start(&svc, dburl, NULL) != 0)
+        return -1;
+    json_t *q = must("PUT", "/queues/q", "{\"max_attempts\":2,\"lease_seconds\":300}", 201);
+    json_decref(q);
+    int64_t f = 0;
+    j_succeeded = claimed_job(&f);
+    int ok = q != NULL && j_succeeded > 0 && settle(j_succeeded, f, "complete", "");
+    j_failed = claimed_job(&f);
+    ok = ok && j_failed > 0 && settle(j_failed, f, "fail", ",\"retry\":false");
+    j_processing = claimed_job(&fence);
+    json_t *p = must("POST", "/queues/q/jobs", "{\"payload\":[1],\"dedupe_key\":\"d\"}", 201);
+    j_pending = json_integer_value(json_object_get(p, "id"));
+    json_decref(p);
+    return ok && j_processing > 0 && j_pending > 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    return th_service_stop(&svc) == 0 ? 0 : -1;
+}
+
+/* ---- the state that bad input must leave alone ---- */
+
+static json_t *get_json(const char *path)
+{
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_incref(r.json);
+    th_response_free(&r);
+    return j;
+}
+
+static json_t *sql_rows(PGconn *c, const char *sql)
+{
+    PGresult *r = th_sql(c, sql);
+    json_t *rows = json_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_t *row = json_array();
+        for (int k = 0; k < PQnfields(r); k++)
+            json_array_append_new(row, PQgetisnull(r, i, k) ? json_null()
+                                                            : json_string(PQgetvalue(r, i, k)));
+        json_array_append_new(rows, row);
+    }
+    PQclear(r);
+    return rows;
+}
+
+/* Everything a write could change, as one JSON text (malloc'd). */
+static char *snapshot(void)
+{
+    json_t *s = json_object();
+    json_t *queues = get_json("/queues?limit=1000");
+    size_t i;
+    json_t *q;
+    json_array_foreach(json_object_get(queues, "queues"), i, q)
+    {
+        json_t *counts = json_object_get(q, "counts");
+        json_object_del(counts, "oldest_pending_age_seconds"); /* grows with time */
+    }
+    json_object_set_new(s, "queues", queues);
+    json_object_set_new(s, "jobs", get_json("/queues/q/jobs?limit=1000"));
+    PGconn *c = th_pg(dburl);
+    json_object_set_new(s, "queue_rows", sql_rows(c, "SELECT * FROM rowlock.queues ORDER BY id"));
+    json_object_set_new(s, "job_rows", sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id"));
+    json_object_set_new(s, "bodies",
+                        sql_rows(c, "SELECT * FROM rowlock.job_bodies ORDER BY job_id"));
+    json_object_set_new(s, "attempts",
+                        sql_rows(c, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence"));
+    json_object_set_new(s, "queue_seq",
+                        sql_rows(c, "SELECT last_value, is_called FROM rowlock.queues_id_seq"));
+    PQfinish(c);
+    char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(s);
+    return text;
+}
+
+static void assert_unchanged(const char *before)
+{
+    char *after = snapshot();
+    if (strcmp(before, after) != 0)
+        fprintf(stderr, "state changed:\nbefore %s\nafter  %s\n", before, after);
+    assert_string_equal(before, after);
+    free(after);
+}
+
+/* Sends each request, asserts its problem, then that nothing changed. */
+static void expect_problems(const struct bad *bad, size_t n)
+{
+    char *before = snapshot();
+    for (size_t i = 0; i < n; i++) {
+        struct th_response r;
+        assert_int_equal(http(bad[i].method, bad[i].path, bad[i].ct, bad[i].body, &r), 0);
+        if (r.status != bad[i].status || strcmp(th_problem_code(&r), bad[i].code) != 0)
+            fprintf(stderr, "%s %.200s (%s) %.300s\n", bad[i].method, bad[i].path,
+                    bad[i].ct ? bad[i].ct : "no content type", bad[i].body ? bad[i].body : "");
+        th_assert_problem(&r, bad[i].status, bad[i].code);
+        th_response_free(&r);
+    }
+    assert_unchanged(before);
+    free(before);
+}
+
+/* A lease body for j_processing with its real owner and fence, plus extra members. */
+static const char *lease_body(char *buf, size_t size, const char *extra)
+{
+    snprintf(buf, size, "{\"owner\":\"w1\",\"fence\":%" PRId64 "%s}", fence, extra);
+    return buf;
+}
+
+/* Every route that takes {queue}, with a valid body, for one bad queue (path-encoded); PUT
+ * /queues/{queue} too unless skip_put (for a valid name it creates the queue). */
+static void every_queue_route(const char *queue, long status, const char *code, int skip_put)
+{
+    char p[12][400], lease[96];
+    const char *fmt[] = {"/queues/%s",
+                         "/queues/%s/jobs",
+                         "/queues/%s/jobs?state=pending",
+                         "/queues/%s/jobs/%" PRId64,
+                         "/queues/%s/jobs/%" PRId64 "/retry",
+                         "/queues/%s/leases",
+                         "/queues/%s/leases:complete",
+                         "/queues/%s/leases/%" PRId64,
+                         "/queues/%s/leases/%" PRId64 "/complete",
+                         "/queues/%s/leases/%" PRId64 "/fail",
+                         "/queues/%s/leases/%" PRId64 "/handback",
+                         "/queues/%s/leases/%" PRId64 "/release"};
+    for (size_t i = 0; i < N(fmt); i++)
+        snprintf(p[i], sizeof(p[i]), fmt[i], queue, i == 4 ? j_failed : j_processing);
+    char items[160];
+    snprintf(items, sizeof(items),
+             "{\"owner\":\"w1\",\"items\":[{\"job_id\":%" PRId64 ",\"fence\":%" PRId64 "}]}",
+             j_processing, fence);
+    lease_body(lease, sizeof(lease), "");
+    const struct bad bad[] = {
+        {"PUT", p[0], JSON, "{}", status, code},
+        {"GET", p[0], NULL, NULL, status, code},
+        {"POST", p[1], JSON, "{\"payload\":1}", status, code},
+        {"POST", p[1], JSON, "{\"jobs\":[{\"payload\":1}]}", status, code},
+        {"GET", p[2], NULL, NULL, status, code},
+        {"GET", p[3], NULL, NULL, status, code},
+        {"DELETE", p[3], NULL, NULL, status, code},
+        {"POST", p[4], NULL, NULL, status, code},
+        {"POST", p[5], JSON, "{\"owner\":\"w2\"}", status, code},
+        {"POST", p[5], JSON, "{\"owner\":\"w2\",\"wait_seconds\":1}", status, code},
+        {"POST", p[6], JSON, items, status, code},
+        {"PATCH", p[7], JSON, lease, status, code},
+        {"POST", p[8], JSON, lease, status, code},
+        {"POST", p[9], JSON, lease, status, code},
+        {"POST", p[10], JSON, lease, status, code},
+        {"POST", p[11], JSON, lease, status, code},
+    };
+    expect_problems(bad + skip_put, N(bad) - (size_t)skip_put);
+}
+
+static void bad_queue_names_are_400_invalid_name_on_every_route(void **state)
+{
+    const char *names[] = {".lead", "-lead", "_lead",  long_name, "a%2Fb",
+                           "a%20b", "a+b",   "%C3%A9", "a%3Bb",   "a*"};
+    for (size_t i = 0; i < N(names); i++)
+        every_queue_route(names[i], 400, "invalid_name", 0);
+}
+
+static void unknown_queue_is_404_queue_not_found_on_every_route(void **state)
+{
+    every_queue_route("ghost", 404, "queue_not_found", 1);
+}
+
+/* Every route that takes a job id, for one bad id (path text). */
+static void every_job_id_route(const char *id, long status, const char *code)
+{
+    char p[7][200], lease[96];
+    const char *fmt[] = {"/queues/q/jobs/%s",          "/queues/q/jobs/%s/retry",
+                         "/queues/q/leases/%s",        "/queues/q/leases/%s/complete",
+                         "/queues/q/leases/%s/fail",   "/queues/q/leases/%s/handback",
+                         "/queues/q/leases/%s/release"};
+    for (size_t i = 0; i < N(fmt); i++)
+        snprintf(p[i], sizeof(p[i]), fmt[i], id);
+    lease_body(lease, sizeof(lease), "");
+    const struct bad bad[] = {
+        {"GET", p[0], NULL, NULL, status, code},   {"DELETE", p[0], NULL, NULL, status, code},
+        {"POST", p[1], NULL, NULL, status, code},  {"PATCH", p[2], JSON, lease, status, code},
+        {"POST", p[3], JSON, lease, status, code}, {"POST", p[4], JSON, lease, status, code},
+        {"POST", p[5], JSON, lease, status, code}, {"POST", p[6], JSON, lease, status, code},
+    };
+    expect_problems(bad, N(bad));
+}
+
+static void bad_job_ids_are_400_invalid_parameter(void **state)
+{
+    const char *ids[] = {"abc",  "0",    "-1", "1.5", "1e3", "0x10", "%2B5",
+                         "%205", "5%20", "5a", "00",  "-0",  "1%2F2"};
+    for (size_t i = 0; i < N(ids); i++)
+        every_job_id_route(ids[i], 400, "invalid_parameter");
+}
+
+/* A job id past int64 is not silently clamped to the largest one. */
+static void out_of_range_job_ids_are_400_not_clamped(void **state)
+{
+    every_job_id_route("99999999999999999999", 400, "invalid_parameter");
+    every_job_id_route("9223372036854775808", 400, "invalid_parameter");
+}
+
+static void unknown_job_is_404_job_not_found(void **state)
+{
+    every_job_id_route("999999", 404, "job_not_found");
+    every_job_id_route("9223372036854775807", 404, "job_not_found");
+}
+
+static void invalid_config_is_400_invalid_config(void **state)
+{
+    const char *queues[] = {"/queues/q", "/queues/fresh"}; /* update and create */
+    const char *bodies[] = {
+        "{\"max_attempts\":0}",
+        "{\"max_attempts\":-1}",
+        "{\"max_attempts\":1.5}",
+        "{\"max_attempts\":\"3\"}",
+        "{\"max_attempts\":null}",
+        "{\"max_attempts\":1000001}",
+        "{\"lease_seconds\":\"x\"}",
+        "{\"lease_seconds\":0}",
+        "{\"lease_seconds\":604801}",
+        "{\"backoff_base_seconds\":-1}",
+        "{\"backoff_base_seconds\":\"1\"}",
+        "{\"backoff_max_seconds\":-0.5}",
+        "{\"retention_seconds\":0}",
+        "{\"retention_seconds\":true}",
+        "{\"colour\":\"red\"}",
+        "{\"max_attempts\":3,\"name\":\"q\"}",
+        "[]",
+        "7",
+        "\"q\"",
+        "null",
+    };
+    struct bad bad[2 * N(bodies)];
+    size_t n = 0;
+    for (size_t q = 0; q < 2; q++)
+        for (size_t i = 0; i < N(bodies); i++)
+            bad[n++] = (struct bad){"PUT", queues[q], JSON, bodies[i], 400, "invalid_config"};
+    expect_problems(bad, n);
+}
+
+static void invalid_jobs_are_400_invalid_job(void **state)
+{
+    char long_dedupe[1100];
+    snprintf(long_dedupe, sizeof(long_dedupe), "{\"payload\":1,\"dedupe_key\":\"%01025d\"}", 0);
+    const char *bodies[] = {
+        "{}",
+        "{\"dedupe_key\":\"k\"}",
+        "{\"payload\":1,\"colour\":\"red\"}",
+        "{\"payload\":1,\"run_at\":\"not a time\"}",
+        "{\"payload\":1,\"run_at\":\"2024-13-45T00:00:00Z\"}",
+        "{\"payload\":1,\"run_at\":5}",
+        "{\"payload\":1,\"run_at\":\"2024-05-01T13:00:00Z\",\"delay_seconds\":5}",
+        "{\"payload\":1,\"delay_seconds\":-1}",
+        "{\"payload\":1,\"delay_seconds\":\"5\"}",
+        "{\"payload\":1,\"delay_seconds\":315360001}",
+        "{\"payload\":1,\"priority\":1.5}",
+        "{\"payload\":1,\"priority\":1000001}",
+        "{\"payload\":1,\"max_attempts\":0}",
+        "{\"payload\":1,\"max_attempts\":\"2\"}",
+        "{\"payload\":1,\"dedupe_key\":\"\"}",
+        "{\"payload\":1,\"dedupe_key\":7}",
+        "{\"payload\":1,\"dedupe_key\":null}",
+        long_dedupe,
+        "{\"jobs\":[]}",
+        "{\"jobs\":{}}",
+        "{\"jobs\":null}",
+        "{\"jobs\":[{\"payload\":1}],\"payload\":1}",
+        "{\"jobs\":[1]}",
+        "[{\"payload\":1}]",
+        "\"job\"",
+        "null",
+    };
+    struct bad bad[N(bodies)];
+    for (size_t i = 0; i < N(bodies); i++)
+        bad[i] = (struct bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
+    expect_problems(bad, N(bad));
+}
+
+/* run_at is an RFC 3339 timestamp with its offset: PostgreSQL's other readings ("infinity",
+ * "tomorrow", a date alone, a time without offset read in the session's zone) are refused too.
+ * ("-infinity" accepted would make GET /queues/{queue} fail while the job is pending.) */
+static void run_at_that_is_not_rfc3339_is_400_invalid_job(void **state)
+{
+    const char *values[] = {"infinity",
+                            "-infinity",
+                            "tomorrow",
+                            "epoch",
+                            "now",
+                            "2025-01-01",
+                            "Jan 5 2025",
+                            "2025-01-01T00:00:00",
+                            "1999-01-08 04:05:06 PST"};
+    char bodies[N(values)][128];
+    struct bad bad[N(values)];
+    for (size_t i = 0; i < N(values); i++) {
+        snprintf(bodies[i], sizeof(bodies[i]), "{\"payload\":1,\"run_at\":\"%s\"}", values[i]);
+        bad[i] = (struct bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
+    }
+    expect_problems(bad, N(bad));
+}
+
+/* A batch of n jobs where job bad_at (or none, when -1) is replaced by bad; malloc'd. */
+static char *batch(int n, int bad_at, const char *bad)
+{
+    size_t cap = (size_t)n * 64 + 256;
+    char *b = malloc(cap);
+    size_t o = (size_t)snprintf(b, cap, "{\"jobs\":[");
+    for (int i = 0; i < n; i++) {
+        if (i == bad_at)
+            o += (size_t)snprintf(b + o, cap - o, "%s%s", i ? "," : "", bad);
+        else
+            o += (size_t)snprintf(b + o, cap - o, "%s{\"payload\":%d,\"dedupe_key\":\"b%d\"}",
+                                  i ? "," : "", i, i);
+    }
+    snprintf(b + o, cap - o, "]}");
+    return b;
+}
+
+static void bad_batches_write_none_of_their_jobs(void **state)
+{
+    char *too_big = batch(1001, -1, NULL);
+    char *no_payload = batch(5, 4, "{\"dedupe_key\":\"x\"}");
+    char *unknown = batch(5, 2, "{\"payload\":1,\"colour\":\"red\"}");
+    char *both =
+        batch(5, 1, "{\"payload\":1,\"run_at\":\"2030-01-01T00:00:00Z\",\"delay_seconds\":1}");
+    /* these two pass the route's checks; PostgreSQL refuses the value, mid-transaction */
+    char *bad_time = batch(5, 3, "{\"payload\":1,\"run_at\":\"yesterday-ish\"}");
+    char *late_time = batch(1000, 999, "{\"payload\":1,\"run_at\":\"2024-02-30T00:00:00Z\"}");
+    const struct bad bad[] = {
+        {"POST", "/queues/q/jobs", JSON, too_big, 400, "batch_too_large"},
+        {"POST", "/queues/q/jobs", JSON, no_payload, 400, "invalid_job"},
+        {"POST", "/queues/q/jobs", JSON, unknown, 400, "invalid_job"},
+        {"POST", "/queues/q/jobs", JSON, both, 400, "invalid_job"},
+        {"POST", "/queues/q/jobs", JSON, bad_time, 400, "invalid_job"},
+        {"POST", "/queues/q/jobs", JSON, late_time, 400, "invalid_job"},
+    };
+    expect_problems(bad, N(bad));
+    /* the refusal names the bad job of a batch, and the limit */
+    struct th_response r;
+    assert_int_equal(http("POST", "/queues/q/jobs", JSON, no_payload, &r), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "job 4"));
+    th_response_free(&r);
+    assert_int_equal(http("POST", "/queues/q/jobs", JSON, too_big, &r), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000"));
+    th_response_free(&r);
+    free(too_big);
+    free(no_payload);
+    free(unknown);
+    free(both);
+    free(bad_time);
+    free(late_time);
+}
+
+static void bad_claims_are_400_invalid_lease(void **state)
+{
+    const char *bodies[] = {
+        "{}",
+        "{\"owner\":\"\"}",
+        "{\"owner\":5}",
+        "{\"owner\":null}",
+        "{\"max_jobs\":1}",
+        "{\"owner\":\"w2\",\"max_jobs\":0}",
+        "{\"owner\":\"w2\",\"max_jobs\":1001}",
+        "{\"owner\":\"w2\",\"max_jobs\":\"1\"}",
+        "{\"owner\":\"w2\",\"lease_seconds\":0}",
+        "{\"owner\":\"w2\",\"lease_seconds\":604801}",
+        "{\"owner\":\"w2\",\"wait_seconds\":-1}",
+        "{\"owner\":\"w2\",\"wait_seconds\":31}",
+        "{\"owner\":\"w2\",\"wait_seconds\":0.5}",
+        "{\"owner\":\"w2\",\"fence\":1}",
+        "{\"owner\":\"w2\",\"colour\":\"red\"}",
+        "[\"w2\"]",
+        "\"w2\"",
+    };
+    struct bad bad[N(bodies) + 1];
+    for (size_t i = 0; i < N(bodies); i++)
+        bad[i] = (struct bad){"POST", "/queues/q/leases", JSON, bodies[i], 400, "invalid_lease"};
+    char long_owner[300];
+    snprintf(long_owner, sizeof(long_owner), "{\"owner\":\"%0256d\"}", 0);
+    bad[N(bodies)] =
+        (struct bad){"POST", "/queues/q/leases", JSON, long_owner, 400, "invalid_lease"};
+    expect_problems(bad, N(bad));
+}
+
+/* Each lease write with the real lease of j_processing and one thing wrong. */
+static void bad_lease_writes_are_400_invalid_lease(void **state)
+{
+    char path[5][128], unknown[128], f0[64], fstr[64], fneg[64];
+    const char *verbs[] = {"", "/complete", "/fail", "/handback", "/release"};
+    for (size_t v = 0; v < N(verbs); v++)
+        snprintf(path[v], sizeof(path[v]), "/queues/q/leases/%" PRId64 "%s", j_processing,
+                 verbs[v]);
+    lease_body(unknown, sizeof(unknown), ",\"colour\":\"red\"");
+    snprintf(f0, sizeof(f0), "{\"owner\":\"w1\",\"fence\":0}");
+    snprintf(fstr, sizeof(fstr), "{\"owner\":\"w1\",\"fence\":\"%" PRId64 "\"}", fence);
+    snprintf(fneg, sizeof(fneg), "{\"owner\":\"w1\",\"fence\":-%" PRId64 "}", fence);
+    char no_owner[64], no_fence[] = "{\"owner\":\"w1\"}", empty_owner[64], bad_retry[96],
+                       bad_lease_s[96], result_on_hb[96];
+    snprintf(no_owner, sizeof(no_owner), "{\"fence\":%" PRId64 "}", fence);
+    snprintf(empty_owner, sizeof(empty_owner), "{\"owner\":\"\",\"fence\":%" PRId64 "}", fence);
+    lease_body(bad_retry, sizeof(bad_retry), ",\"retry\":\"yes\"");
+    lease_body(bad_lease_s, sizeof(bad_lease_s), ",\"lease_seconds\":0");
+    lease_body(result_on_hb, sizeof(result_on_hb), ",\"result\":1");
+    struct bad bad[64];
+    size_t n = 0;
+    const char *common[] = {no_owner, no_fence, empty_owner, f0, fstr, fneg, unknown, "[]", "1"};
+    for (size_t v = 0; v < N(verbs); v++)
+        for (size_t i = 0; i < N(common); i++)
+            bad[n++] = (struct bad){
+                v == 0 ? "PATCH" : "POST", path[v], JSON, common[i], 400, "invalid_lease"};
+    bad[n++] = (struct bad){"POST", path[2], JSON, bad_retry, 400, "invalid_lease"};
+    bad[n++] = (struct bad){"PATCH", path[0], JSON, bad_lease_s, 400, "invalid_lease"};
+    bad[n++] = (struct bad){"PATCH", path[0], JSON, result_on_hb, 400, "invalid_lease"};
+    bad[n++] = (struct bad){"POST", path[1], JSON, bad_lease_s, 400, "invalid_lease"};
+    bad[n++] = (struct bad){"POST", path[3], JSON, result_on_hb, 400, "invalid_lease"};
+    expect_problems(bad, n);
+}
+
+static void bad_settlements_are_400_and_settle_nothing(void **state)
+{
+    char dup[256], no_fence[128], fence0[256], unknown[192], no_owner[192], top[192], item_bad[192];
+    const char *item_fmt = "{\"job_id\":%" PRId64 ",\"fence\":%" PRId64 "}";
+    char item[96];
+    snprintf(item, sizeof(item), item_fmt, j_processing, fence);
+    snprintf(dup, sizeof(dup), "{\"owner\":\"w1\",\"items\":[%s,%s]}", item, item);
+    snprintf(no_fence, sizeof(no_fence), "{\"owner\":\"w1\",\"items\":[{\"job_id\":%" PRId64 "}]}",
+             j_processing);
+    snprintf(fence0, sizeof(fence0),
+             "{\"owner\":\"w1\",\"items\":[%s,{\"job_id\":%" PRId64 ",\"fence\":0}]}", item,
+             j_pending);
+    snprintf(unknown, sizeof(unknown),
+             "{\"owner\":\"w1\",\"items\":[{\"job_id\":%" PRId64 ",\"fence\":%" PRId64
+             ",\"colour\":1}]}",
+             j_processing, fence);
+    snprintf(no_owner, sizeof(no_owner), "{\"items\":[%s]}", item);
+    snprintf(top, sizeof(top), "{\"owner\":\"w1\",\"items\":[%s],\"colour\":1}", item);
+    snprintf(item_bad, sizeof(item_bad), "{\"owner\":\"w1\",\"items\":[%s,7]}", item);
+    char *too_many = malloc(1001 * 40 + 64);
+    size_t o = (size_t)sprintf(too_many, "{\"owner\":\"w1\",\"items\":[%s", item);
+    for (int i = 1; i < 1001; i++)
+        o += (size_t)sprintf(too_many + o, ",{\"job_id\":%d,\"fence\":1}", 1000000 + i);
+    strcpy(too_many + o, "]}");
+    const char *p = "/queues/q/leases:complete";
+    const struct bad bad[] = {
+        {"POST", p, JSON, dup, 400, "invalid_lease"},
+        {"POST", p, JSON, "{\"owner\":\"w1\",\"items\":[]}", 400, "invalid_lease"},
+        {"POST", p, JSON, "{\"owner\":\"w1\",\"items\":{}}", 400, "invalid_lease"},
+        {"POST", p, JSON, "{\"owner\":\"w1\"}", 400, "invalid_lease"},
+        {"POST", p, JSON, no_fence, 400, "invalid_lease"},
+        {"POST", p, JSON, fence0, 400, "invalid_lease"},
+        {"POST", p, JSON, unknown, 400, "invalid_lease"},
+        {"POST", p, JSON, no_owner, 400, "invalid_lease"},
+        {"POST", p, JSON, top, 400, "invalid_lease"},
+        {"POST", p, JSON, item_bad, 400, "invalid_lease"},
+        {"POST", p, JSON, "[]", 400, "invalid_lease"},
+        {"POST", p, JSON, too_many, 400, "batch_too_large"},
+    };
+    expect_problems(bad, N(bad));
+    free(too_many);
+}
+
+static void bad_list_parameters_are_400_invalid_parameter(void **state)
+{
+    const char *q[] = {"state=done",
+                       "state=",
+                       "state=PENDING",
+                       "state=pending,failed",
+                       "limit=0",
+                       "limit=1001",
+                       "limit=x",
+                       "limit=",
+                       "after=-1",
+                       "after=x",
+                       "after=1.5",
+                       "limit=5x",
+                       "after=0x10",
+                       "after=99999999999999999999",
+                       "limit=99999999999999999999"};
+    struct bad bad[N(q) + 3];
+    char paths[N(q)][128];
+    size_t n = 0;
+    for (size_t i = 0; i < N(q); i++) {
+        snprintf(paths[i], sizeof(paths[i]), "/queues/q/jobs?%s", q[i]);
+        bad[n++] = (struct bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
+    }
+    bad[n++] = (struct bad){"GET", "/queues?limit=0", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] = (struct bad){"GET", "/queues?limit=abc", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] = (struct bad){"GET", "/queues?limit=1001", NULL, NULL, 400, "invalid_parameter"};
+    expect_problems(bad, n);
+}
+
+static void wrong_content_type_is_415(void **state)
+{
+    char lease[96], hb[128], complete[128], items[160];
+    lease_body(lease, sizeof(lease), "");
+    snprintf(hb, sizeof(hb), "/queues/q/leases/%" PRId64, j_processing);
+    snprintf(complete, sizeof(complete), "/queues/q/leases/%" PRId64 "/complete", j_processing);
+    snprintf(items, sizeof(items),
+             "{\"owner\":\"w1\",\"items\":[{\"job_id\":%" PRId64 ",\"fence\":%" PRId64 "}]}",
+             j_processing, fence);
+    const char *cts[] = {"text/plain", NULL, "application/merge-patch+json", "application/jsonx",
+                         "application/xml"};
+    struct {
+        const char *method, *path, *body;
+    } routes[] = {
+        {"PUT", "/queues/q", "{}"},
+        {"PUT", "/queues/fresh", "{}"},
+        {"POST", "/queues/q/jobs", "{\"payload\":1}"},
+        {"POST", "/queues/q/leases", "{\"owner\":\"w2\"}"},
+        {"PATCH", hb, lease},
+        {"POST", complete, lease},
+        {"POST", "/queues/q/leases:complete", items},
+    };
+    struct bad bad[N(cts) * N(routes)];
+    size_t n = 0;
+    for (size_t r = 0; r < N(routes); r++)
+        for (size_t c = 0; c < N(cts); c++)
+            bad[n++] =
+                (struct bad){routes[r].method,        routes[r].path, cts[c], routes[r].body, 415,
+                             "unsupported_media_type"};
+    expect_problems(bad, n);
+}
+
+static void malformed_json_is_400_invalid_json(void **state)
+{
+    char hb[128], complete[128];
+    snprintf(hb, sizeof(hb), "/queues/q/leases/%" PRId64, j_processing);
+    snprintf(complete, sizeof(complete), "/queues/q/leases/%" PRId64 "/complete", j_processing);
+    const struct bad bad[] = {
+        {"PUT", "/queues/q", JSON, "{", 400, "invalid_json"},
+        {"PUT", "/queues/fresh", JSON, "{'max_attempts':1}", 400, "invalid_json"},
+        {"PUT", "/queues/fresh", JSON, "", 400, "invalid_json"},
+        {"POST", "/queues/q/jobs", JSON, "{\"payload\":}", 400, "invalid_json"},
+        {"POST", "/queues/q/jobs", JSON, "{\"payload\":1} {}", 400, "invalid_json"},
+        {"POST", "/queues/q/jobs", JSON, "{\"payload\":\"a\\u0000b\"}", 400, "invalid_json"},
+        {"POST", "/queues/q/jobs", JSON, "{\"payload\":\"\xff\"}", 400, "invalid_json"},
+        {"POST", "/queues/q/jobs", JSON, "", 400, "invalid_json"},
+        {"POST", "/queues/q/leases", JSON, "{\"owner\":\"w2\"", 400, "invalid_json"},
+        {"POST", "/queues/q/leases", JSON, "{\"owner\":\"w2\",}", 400, "invalid_json"},
+        {"PATCH", hb, JSON, "{\"owner\":\"w1\",\"fence\":1,}", 400, "invalid_json"},
+        {"POST", complete, JSON, "{\"owner\":\"w1\",\"fence\":tru}", 400, "invalid_json"},
+        {"POST", "/queues/q/leases:complete", JSON, "{\"items\":[", 400, "invalid_json"},
+    };
+    expect_problems(bad, N(bad));
+}
+
+static void retry_of_a_job_not_failed_is_409_job_not_failed(void **state)
+{
+    char p[3][96];
+    int64_t ids[] = {j_pending, j_processing, j_succeeded};
+    for (int i = 0; i < 3; i++)
+        snprintf(p[i], sizeof(p[i]), "/queues/q/jobs/%" PRId64 "/retry", ids[i]);
+    const struct bad bad[] = {
+        {"POST", p[0], NULL, NULL, 409, "job_not_failed"},
+        {"POST", p[1], NULL, NULL, 409, "job_not_failed"},
+        {"POST", p[2], NULL, NULL, 409, "job_not_failed"},
+    };
+    expect_problems(bad, N(bad));
+}
+
+static void cancel_of_a_finished_job_is_409_job_terminal(void **state)
+{
+    char p[2][96];
+    snprintf(p[0], sizeof(p[0]), "/queues/q/jobs/%" PRId64, j_succeeded);
+    snprintf(p[1], sizeof(p[1]), "/queues/q/jobs/%" PRId64, j_failed);
+    const struct bad bad[] = {
+        {"DELETE", p[0], NULL, NULL, 409, "job_terminal"},
+        {"DELETE", p[1], NULL, NULL, 409, "job_terminal"},
+    };
+    expect_problems(bad, N(bad));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bad_queue_names_are_400_invalid_name_on_every_route),
+        cmocka_unit_test(unknown_queue_is_404_queue_not_found_on_every_route),
+        cmocka_unit_test(bad_job_ids_are_400_invalid_parameter),
+        cmocka_unit_test(out_of_range_job_ids_are_400_not_clamped),
+        cmocka_unit_test(unknown_job_is_404_job_not_found),
+        cmocka_unit_test(invalid_config_is_400_invalid_config),
+        cmocka_unit_test(invalid_jobs_are_400_invalid_job),
+        cmocka_unit_test(bad_batches_write_none_of_their_jobs),
+        cmocka_unit_test(bad_claims_are_400_invalid_lease),
+        cmocka_unit_test(bad_lease_writes_are_400_invalid_lease),
+        cmocka_unit_test(bad_settlements_are_400_and_settle_nothing),
+        cmocka_unit_test(bad_list_parameters_are_400_invalid_parameter),
+        cmocka_unit_test(wrong_content_type_is_415),
+        cmocka_unit_test(malformed_json_is_400_invalid_json),
+        cmocka_unit_test(retry_of_a_job_not_failed_is_409_job_not_failed),
+        cmocka_unit_test(cancel_of_a_finished_job_is_409_job_terminal),
+        /* last: a value accepted here leaves a job that could upset the snapshots of others */
+        cmocka_unit_test(run_at_that_is_not_rfc3339_is_400_invalid_job),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

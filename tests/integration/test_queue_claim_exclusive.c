@@ -1,0 +1,1012 @@
+/* Exclusive claims under churn. 16 workers (each its own owner id and HTTP connection) claim 1 to
+ * 10 jobs at a time from a queue with a 2 s lease and 3 attempts while 3,000 jobs are enqueued in
+ * batches of 500; they heartbeat some, fail a few (retry) and complete the rest one by one or
+ * through POST .../leases:complete. Interleavings forced on purpose: every 40th claim round a
+ * worker dies holding its leases (a new owner replaces it, so the leases expire and are taken
+ * over); every 40th a worker stalls past its lease and then writes (every such stale write must be
+ * refused); a few "poison" jobs always fail, and a few "crash" jobs kill every worker that claims
+ * them, so that their third lease runs out with no attempt left and the janitor fails them. At the
+ * end every job is succeeded exactly once (the workers' log of accepted completes holds each id
+ * once, with the fence of the one completed attempt) or failed with all its attempts spent, and the
+ * attempt history shows no job leased to two owners at once: per job, fences strictly increase and
+ * the [claimed_at, ended_at) intervals never overlap. A second case runs the classic broken claim
+ * (UPDATE ... WHERE id = (SELECT ... LIMIT 1), no FOR UPDATE SKIP LOCKED) from two threads released
+ * together each round, and shows that the same history checker catches it; the same threads with
+ * FOR UPDATE SKIP LOCKED pass. */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define JOBS         3000
+#define ENQUEUE_EACH 500
+#define WORKERS      16
+#define LEASE_S      2
+#define MAX_ATTEMPTS 3
+#define POISON_EVERY 600 /* jobs 0, 600, ... always fail */
+#define CRASH_EVERY  600 /* jobs 300, 900, ... kill the worker that claims them */
+#define EVENT_EVERY  40  /* claim rounds between deaths, and between stalls */
+#define DEATHS       12
+#define STALLS       10
+#define LONG_JOBS    6 /* jobs that outlive the lease on heartbeats */
+#define CHURN_MAX_S  60
+
+static struct th_service svc;
+static char dburl[1024];
+static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+    usleep((useconds_t)ms * 1000);
+}
+
+static int setup(void **state)
+{
+    const char *env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=200", NULL};
+    if (th_db_create("claimexcl", dburl, sizeof(dburl)) != 0)
+        return -1;
+    return th_service_start(&svc, dburl, env);
+}
+
+static int teardown(void **state)
+{
+    return th_service_stop(&svc) == 0 ? 0 : -1;
+}
+
+/* ---- one keep-alive HTTP connection per worker ---- */
+
+struct client {
+    CURL *curl;
+    char *buf;
+    size_t len;
+};
+
+static size_t client_write(char *data, size_t size, size_t n, void *arg)
+{
+    struct client *c = arg;
+    char *p = realloc(c->buf, c->len + size * n + 1);
+    if (p == NULL)
+        return 0;
+    memcpy(p + c->len, data, size * n);
+    c->len += size * n;
+    p[c->len] = '\0';
+    c->buf = p;
+    return size * n;
+}
+
+/* Sends body (stolen, may be NULL); returns the HTTP status (-1 on a transport error) and the
+ * parsed answer in *out (the caller's: json_decref), NULL when it is not JSON. */
+static long client_call(struct client *c, const char *method, const char *path, json_t *body,
+                        json_t **out)
+{
+    char url[256];
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
+    hl = curl_slist_append(hl, "Expect:");
+    json_decref(body);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", svc.port, path);
+    c->len = 0;
+    curl_easy_setopt(c->curl, CURLOPT_URL, url);
+    curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text ? text : "");
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(text ? strlen(text) : 0));
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
+    CURLcode rc = curl_easy_perform(c->curl);
+    long status = -1;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hl);
+    free(text);
+    *out = rc == CURLE_OK && c->buf ? json_loadb(c->buf, c->len, 0, NULL) : NULL;
+    return status;
+}
+
+static void client_init(struct client *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->curl = curl_easy_init();
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, client_write);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+}
+
+static void client_free(struct client *c)
+{
+    curl_easy_cleanup(c->curl);
+    free(c->buf);
+}
+
+/* ---- what the workers saw (shared, so atomics and one mutex) ---- */
+
+struct accepted {
+    int64_t id, fence;
+    char owner[32];
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct accepted *log; /* every accepted complete */
+    size_t nlog, cap;
+    atomic_int stop, deaths_left, stalls_left, long_left;
+    atomic_long rounds, claimed, completed_single, completed_batch, heartbeats, fails;
+    atomic_long lost;           /* a live worker's write refused: its lease ran out */
+    atomic_long stale_refused;  /* writes after a stall, refused as they must be */
+    atomic_long stale_accepted; /* ... accepted: the protocol is broken */
+    atomic_long unexpected;     /* any other answer (5xx, 400, transport) */
+    atomic_long deaths, abandoned, hb_long_ok;
+} run = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void log_accepted(int64_t id, int64_t fence, const char *owner)
+{
+    pthread_mutex_lock(&run.mu);
+    if (run.nlog == run.cap) {
+        run.cap = run.cap ? run.cap * 2 : 4096;
+        run.log = realloc(run.log, run.cap * sizeof(*run.log));
+    }
+    struct accepted *a = &run.log[run.nlog++];
+    a->id = id;
+    a->fence = fence;
+    snprintf(a->owner, sizeof(a->owner), "%s", owner);
+    pthread_mutex_unlock(&run.mu);
+}
+
+/* A refused lease write: the 409 codes of the protocol. */
+static int is_refusal(long status, json_t *j)
+{
+    const char *code = json_string_value(json_object_get(j, "code"));
+    return status == 409 && code != NULL &&
+           (strcmp(code, "lease_expired") == 0 || strcmp(code, "lease_owner_mismatch") == 0 ||
+            strcmp(code, "lease_fence_mismatch") == 0 || strcmp(code, "job_terminal") == 0);
+}
+
+static void note_unexpected(const char *what, int64_t id, long status, json_t *j)
+{
+    atomic_fetch_add(&run.unexpected, 1);
+    char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    fprintf(stderr, "unexpected answer to %s of job %" PRId64 ": %ld %s\n", what, id, status,
+            t ? t : "");
+    free(t);
+}
+
+/* ---- a worker ---- */
+
+struct lease {
+    int64_t id, fence;
+    char kind[8]; /* normal, poison, crash */
+};
+
+struct worker {
+    pthread_t thread;
+    int slot, life, running;
+    atomic_int dead;
+    char owner[32];
+    unsigned seed;
+    struct client c;
+};
+
+static struct worker workers[WORKERS];
+
+enum verb { V_HEARTBEAT, V_COMPLETE, V_FAIL };
+
+/* One fenced write on a lease; returns the status, *j the answer (caller's). */
+static long lease_write(struct worker *w, const struct lease *l, enum verb v, json_t **j)
+{
+    char path[128];
+    const char *suffix[] = {"", "/complete", "/fail"};
+    snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64 "%s", l->id, suffix[v]);
+    json_t *body = json_pack("{s:s, s:I}", "owner", w->owner, "fence", (json_int_t)l->fence);
+    if (v == V_HEARTBEAT)
+        json_object_set_new(body, "progress", json_pack("{s:s}", "by", w->owner));
+    else if (v == V_COMPLETE)
+        json_object_set_new(body, "result", json_pack("{s:s}", "by", w->owner));
+    else
+        json_object_set_new(body, "error", json_pack("{s:s}", "why", l->kind));
+    return client_call(&w->c, v == V_HEARTBEAT ? "PATCH" : "POST", path, body, j);
+}
+
+/* A live worker's write: 1 when accepted; refusals count as lost, anything else unexpected. */
+static int live_write(struct worker *w, const struct lease *l, enum verb v)
+{
+    static const char *const names[] = {"heartbeat", "complete", "fail"};
+    json_t *j = NULL;
+    long st = lease_write(w, l, v, &j);
+    int ok = st == 200;
+    if (ok && v == V_COMPLETE)
+        log_accepted(l->id, l->fence, w->owner);
+    if (!ok && is_refusal(st, j))
+        atomic_fetch_add(&run.lost, 1);
+    else if (!ok)
+        note_unexpected(names[v], l->id, st, j);
+    json_decref(j);
+    return ok;
+}
+
+/* Settles leases through POST .../leases:complete; per item, as live_write. */
+static void complete_batch(struct worker *w, const struct lease *ls, size_t n, int stale)
+{
+    json_t *items = json_array(), *j = NULL;
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, json_pack("{s:I, s:I, s:{s:s}}", "job_id",
+                                               (json_int_t)ls[i].id, "fence",
+                                               (json_int_t)ls[i].fence, "result", "by", w->owner));
+    long st = client_call(&w->c, "POST", "/queues/q/leases:complete",
+                          json_pack("{s:s, s:o}", "owner", w->owner, "items", items), &j);
+    json_t *results = json_object_get(j, "results");
+    if (st != 200 || json_array_size(results) != n) {
+        note_unexpected("batch complete", ls[0].id, st, j);
+        json_decref(j);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_array_get(results, i);
+        const char *s = json_string_value(json_object_get(r, "status"));
+        int done = s != NULL && strcmp(s, "completed") == 0;
+        if (json_integer_value(json_object_get(r, "job_id")) != ls[i].id || s == NULL)
+            note_unexpected("batch item", ls[i].id, st, r);
+        else if (stale)
+            atomic_fetch_add(done ? &run.stale_accepted : &run.stale_refused, 1);
+        else if (done)
+            log_accepted(ls[i].id, ls[i].fence, w->owner);
+        else
+            atomic_fetch_add(&run.lost, 1);
+        if (!stale && done)
+            atomic_fetch_add(&run.completed_batch, 1);
+    }
+    json_decref(j);
+}
+
+/* Claims up to 1..10 jobs, waiting up to 1 s; returns how many (0 on an error). */
+static size_t claim(struct worker *w, struct lease *out)
+{
+    int max = 1 + (int)(rand_r(&w->seed) % 10);
+    json_t *j = NULL;
+    long st = client_call(
+        &w->c, "POST", "/queues/q/leases",
+        json_pack("{s:s, s:i, s:i}", "owner", w->owner, "max_jobs", max, "wait_seconds", 1), &j);
+    json_t *leases = json_object_get(j, "leases");
+    size_t n = json_array_size(leases);
+    if (st != 200 || !json_is_array(leases) || n > (size_t)max) {
+        note_unexpected("claim", 0, st, j);
+        n = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *l = json_array_get(leases, i);
+        out[i].id = json_integer_value(json_object_get(l, "job_id"));
+        out[i].fence = json_integer_value(json_object_get(l, "fence"));
+        const char *kind =
+            json_string_value(json_object_get(json_object_get(l, "payload"), "kind"));
+        snprintf(out[i].kind, sizeof(out[i].kind), "%s", kind ? kind : "?");
+    }
+    json_decref(j);
+    atomic_fetch_add(&run.claimed, (long)n);
+    return n;
+}
+
+/* A stalled worker: sleeps past its leases, then writes to each; every write must be refused. */
+static void stall_then_write(struct worker *w, const struct lease *ls, size_t n)
+{
+    sleep_ms(LEASE_S * 1000 + 400);
+    for (size_t i = 0; i < n; i++) {
+        json_t *j = NULL;
+        long st = lease_write(w, &ls[i], (enum verb)(i % 3), &j);
+        if (st == 200) {
+            atomic_fetch_add(&run.stale_accepted, 1);
+            fprintf(stderr, "STALE WRITE ACCEPTED: %s job %" PRId64 " fence %" PRId64 "\n",
+                    w->owner, ls[i].id, ls[i].fence);
+        } else if (is_refusal(st, j)) {
+            atomic_fetch_add(&run.stale_refused, 1);
+        } else {
+            note_unexpected("stale write", ls[i].id, st, j);
+        }
+        json_decref(j);
+    }
+    complete_batch(w, ls, n, 1);
+}
+
+/* One job that outlives the lease: heartbeats every 0.6 s for 2.4 s, then completes. */
+static void long_job(struct worker *w, const struct lease *l)
+{
+    int alive = 1;
+    for (int i = 0; i < 4 && alive; i++) {
+        sleep_ms(600);
+        alive = live_write(w, l, V_HEARTBEAT);
+        atomic_fetch_add(&run.heartbeats, alive);
+    }
+    if (alive && live_write(w, l, V_COMPLETE)) {
+        atomic_fetch_add(&run.hb_long_ok, 1);
+        atomic_fetch_add(&run.completed_single, 1);
+    }
+}
+
+/* Works one claimed batch: heartbeats some, fails poison (and a few others), completes the rest
+ * singly or in one settlement. */
+static void work_batch(struct worker *w, const struct lease *ls, size_t n)
+{
+    struct lease done[10];
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct lease *l = &ls[i];
+        usleep(rand_r(&w->seed) % 2000);
+        if (rand_r(&w->seed) % 8 == 0) {
+            if (!live_write(w, l, V_HEARTBEAT))
+                continue;
+            atomic_fetch_add(&run.heartbeats, 1);
+        }
+        if (strcmp(l->kind, "poison") == 0 || rand_r(&w->seed) % 40 == 0)
+            atomic_fetch_add(&run.fails, live_write(w, l, V_FAIL));
+        else
+            done[nd++] = *l;
+    }
+    if (nd > 1 && rand_r(&w->seed) % 2 == 0) {
+        complete_batch(w, done, nd, 0);
+        return;
+    }
+    for (size_t i = 0; i < nd; i++)
+        atomic_fetch_add(&run.completed_single, live_write(w, &done[i], V_COMPLETE));
+}
+
+/* Whether this claimed batch kills the worker: a crash job, or every EVENT_EVERY-th round. */
+static int dies_now(const struct lease *ls, size_t n, long round)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ls[i].kind, "crash") == 0)
+            return 1;
+    return round % EVENT_EVERY == EVENT_EVERY / 2 && atomic_fetch_sub(&run.deaths_left, 1) > 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct lease ls[10];
+    while (!atomic_load(&run.stop)) {
+        size_t n = claim(w, ls);
+        if (n == 0)
+            continue;
+        long round = atomic_fetch_add(&run.rounds, 1);
+        if (dies_now(ls, n, round)) {
+            /* dies holding its leases: never touches them again */
+            atomic_fetch_add(&run.deaths, 1);
+            atomic_fetch_add(&run.abandoned, (long)n);
+            atomic_store(&w->dead, 1);
+            return NULL;
+        }
+        if (round % EVENT_EVERY == 0 && atomic_fetch_sub(&run.stalls_left, 1) > 0)
+            stall_then_write(w, ls, n);
+        else if (n == 1 && strcmp(ls[0].kind, "normal") == 0 &&
+                 atomic_fetch_sub(&run.long_left, 1) > 0)
+            long_job(w, &ls[0]);
+        else
+            work_batch(w, ls, n);
+    }
+    return NULL;
+}
+
+/* Starts the next life of a worker slot under a new owner id. */
+static void worker_start(struct worker *w)
+{
+    w->life++;
+    snprintf(w->owner, sizeof(w->owner), "w%02d-life%d", w->slot, w->life);
+    w->seed = (unsigned)(w->slot * 7919 + w->life * 104729);
+    atomic_store(&w->dead, 0);
+    w->running = pthread_create(&w->thread, NULL, worker_main, w) == 0;
+}
+
+/* Replaces dead workers. */
+static void supervise(void)
+{
+    for (int i = 0; i < WORKERS; i++) {
+        if (workers[i].running && atomic_load(&workers[i].dead)) {
+            pthread_join(workers[i].thread, NULL);
+            client_free(&workers[i].c);
+            client_init(&workers[i].c);
+            worker_start(&workers[i]);
+        }
+    }
+}
+
+/* ---- the driver ---- */
+
+static void enqueue_batch(int first, int n)
+{
+    size_t cap = (size_t)n * 64 + 32, o = 0;
+    char *b = malloc(cap);
+    o += (size_t)snprintf(b + o, cap - o, "{\"jobs\":[");
+    for (int i = first; i < first + n; i++) {
+        const char *kind = i % POISON_EVERY == 0                ? "poison"
+                           : i % CRASH_EVERY == CRASH_EVERY / 2 ? "crash"
+                                                                : "normal";
+        o += (size_t)snprintf(b + o, cap - o, "%s{\"payload\":{\"n\":%d,\"kind\":\"%s\"}}",
+                              i > first ? "," : "", i, kind);
+    }
+    o += (size_t)snprintf(b + o, cap - o, "]}");
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, "POST", "/queues/q/jobs", json_ct, b, o, &r), 0);
+    if (r.status != 201)
+        fprintf(stderr, "enqueue: %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, 201);
+    assert_int_equal(json_array_size(json_object_get(r.json, "jobs")), n);
+    th_response_free(&r);
+    free(b);
+}
+
+/* Pending plus processing jobs of queue q, or -1. */
+static long unfinished(void)
+{
+    struct th_response r;
+    long n = -1;
+    if (th_http(svc.port, "GET", "/queues/q", NULL, NULL, 0, &r) == 0 && r.status == 200) {
+        json_t *c = json_object_get(r.json, "counts");
+        n = (long)(json_integer_value(json_object_get(c, "pending")) +
+                   json_integer_value(json_object_get(c, "processing")));
+    }
+    th_response_free(&r);
+    return n;
+}
+
+/* Sum of a labelled counter's samples for queue q, or -1. */
+static double queue_metric(const char *name)
+{
+    struct th_response r;
+    double v = -1;
+    char key[160];
+    snprintf(key, sizeof(key), "\n%s{queue=\"q\"} ", name);
+    if (th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+        const char *p = strstr(r.body, key);
+        v = p ? atof(p + strlen(key)) : 0;
+    }
+    th_response_free(&r);
+    return v;
+}
+
+/* ---- the history checker ---- */
+
+struct attempt_rec {
+    int64_t job, fence;
+    int attempt;
+    char owner[32];
+    int64_t claimed_us, ended_us; /* ended_us -1 while open */
+    char outcome[16];
+};
+
+static int cmp_attempt(const void *x, const void *y)
+{
+    const struct attempt_rec *a = x, *b = y;
+    if (a->job != b->job)
+        return (a->job > b->job) - (a->job < b->job);
+    if (a->claimed_us != b->claimed_us)
+        return (a->claimed_us > b->claimed_us) - (a->claimed_us < b->claimed_us);
+    return (a->fence > b->fence) - (a->fence < b->fence);
+}
+
+static int violation(int *count, const struct attempt_rec *a, const char *what)
+{
+    if ((*count)++ < 8)
+        fprintf(stderr, "  job %" PRId64 " fence %" PRId64 " (%s): %s\n", a->job, a->fence,
+                a->owner, what);
+    return 1;
+}
+
+/* Counts, over attempts of many jobs, the ways a job was leased to two owners at once: per job in
+ * claim order, fences must strictly increase, an attempt must have ended by the time the next
+ * was claimed ([claimed, ended) intervals never overlap), and at most one attempt completed.
+ * Sorts a in place. */
+static int check_history(struct attempt_rec *a, size_t n)
+{
+    int bad = 0, completed = 0;
+    qsort(a, n, sizeof(*a), cmp_attempt);
+    for (size_t i = 0; i < n; i++) {
+        int first = i == 0 || a[i - 1].job != a[i].job;
+        completed = (first ? 0 : completed) + (strcmp(a[i].outcome, "completed") == 0);
+        if (completed == 2)
+            violation(&bad, &a[i], "a second completed attempt");
+        if (first)
+            continue;
+        const struct attempt_rec *p = &a[i - 1];
+        if (a[i].fence <= p->fence)
+            violation(&bad, &a[i], "fence not above the previous claim's");
+        if (p->ended_us < 0 || p->ended_us > a[i].claimed_us)
+            violation(&bad, &a[i], "claimed while the previous attempt was still leased");
+    }
+    return bad;
+}
+
+static int64_t col_i64(PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? -1 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* The attempt history of every job of a queue, from rowlock.job_attempts. */
+static struct attempt_rec *load_history(PGconn *c, const char *queue, size_t *n)
+{
+    const char *params[] = {queue};
+    PGresult *r =
+        PQexecParams(c,
+                     "SELECT a.job_id, a.fence, a.attempt, a.owner, "
+                     "(extract(epoch FROM a.claimed_at) * 1000000)::bigint, "
+                     "(extract(epoch FROM a.ended_at) * 1000000)::bigint, coalesce(a.outcome, '') "
+                     "FROM rowlock.job_attempts a JOIN rowlock.jobs j ON j.id = a.job_id "
+                     "JOIN rowlock.queues q ON q.id = j.queue_id WHERE q.name = $1",
+                     1, NULL, params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    *n = (size_t)PQntuples(r);
+    struct attempt_rec *a = calloc(*n + 1, sizeof(*a));
+    for (int i = 0; i < PQntuples(r); i++) {
+        a[i].job = col_i64(r, i, 0);
+        a[i].fence = col_i64(r, i, 1);
+        a[i].attempt = (int)col_i64(r, i, 2);
+        snprintf(a[i].owner, sizeof(a[i].owner), "%s", PQgetvalue(r, i, 3));
+        a[i].claimed_us = col_i64(r, i, 4);
+        a[i].ended_us = col_i64(r, i, 5);
+        snprintf(a[i].outcome, sizeof(a[i].outcome), "%s", PQgetvalue(r, i, 6));
+    }
+    PQclear(r);
+    return a;
+}
+
+static int cmp_accepted(const void *x, const void *y)
+{
+    const struct accepted *a = x, *b = y;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The accepted complete of job id in the sorted log, or NULL; *count gets how many there are. */
+static const struct accepted *find_accepted(int64_t id, int *count)
+{
+    struct accepted key = {.id = id};
+    const struct accepted *a = bsearch(&key, run.log, run.nlog, sizeof(key), cmp_accepted);
+    *count = 0;
+    if (a == NULL)
+        return NULL;
+    while (a > run.log && a[-1].id == id)
+        a--;
+    for (const struct accepted *p = a; p < run.log + run.nlog && p->id == id; p++)
+        (*count)++;
+    return a;
+}
+
+/* Reports one job that broke the rules; returns 1. */
+static int job_problem(int64_t id, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "job %" PRId64 ": ", id);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* One job's verdict against its history h[0..nh) (sorted, claim order): 0 when it holds. A
+ * succeeded job has exactly one accepted complete, with the fence and owner of its last attempt,
+ * which completed; a failed one has none and spent every attempt, the last ending failed or
+ * lease_expired. */
+static int check_job(PGresult *jobs, int row, const struct attempt_rec *h, size_t nh)
+{
+    int64_t id = col_i64(jobs, row, 0), fence = col_i64(jobs, row, 3);
+    const char *state = PQgetvalue(jobs, row, 1);
+    int attempts = (int)col_i64(jobs, row, 2), count = 0;
+    const struct accepted *acc = find_accepted(id, &count);
+    const struct attempt_rec *last = nh ? &h[nh - 1] : NULL;
+    if (last == NULL || last->fence != fence || (int64_t)nh != fence)
+        return job_problem(id, "%zu attempts for fence %" PRId64, nh, fence);
+    if (strcmp(state, "succeeded") == 0) {
+        if (count != 1 || strcmp(last->outcome, "completed") != 0 || acc->fence != last->fence ||
+            strcmp(acc->owner, last->owner) != 0)
+            return job_problem(id, "succeeded with %d accepted completes; last attempt %s by %s",
+                               count, last->outcome, last->owner);
+        return 0;
+    }
+    if (strcmp(state, "failed") != 0)
+        return job_problem(id, "still %s", state);
+    int seen[MAX_ATTEMPTS + 1] = {0}, distinct = 0;
+    for (size_t i = 0; i < nh; i++)
+        if (h[i].attempt >= 1 && h[i].attempt <= MAX_ATTEMPTS && !seen[h[i].attempt]++)
+            distinct++;
+    if (count != 0 || attempts != MAX_ATTEMPTS || distinct != MAX_ATTEMPTS ||
+        (strcmp(last->outcome, "failed") != 0 && strcmp(last->outcome, "lease_expired") != 0))
+        return job_problem(id,
+                           "failed: attempts %d (%d distinct), %d accepted completes, last "
+                           "outcome %s",
+                           attempts, distinct, count, last->outcome);
+    return 0;
+}
+
+/* The API's view of a failed job agrees with the table: attempts spent, why it failed. */
+static void assert_failed_job_shown(int64_t id, size_t nh, const char *last_outcome)
+{
+    char path[96];
+    struct th_response r;
+    snprintf(path, sizeof(path), "/queues/q/jobs/%" PRId64, id);
+    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *h = json_object_get(r.json, "history");
+    assert_string_equal(json_string_value(json_object_get(r.json, "state")), "failed");
+    assert_int_equal(json_integer_value(json_object_get(r.json, "attempts")), MAX_ATTEMPTS);
+    assert_int_equal(json_array_size(h), nh);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(h, nh - 1), "outcome")),
+                        last_outcome);
+    assert_false(json_is_null(json_object_get(r.json, "last_error")));
+    th_response_free(&r);
+}
+
+/* Checks every job of queue q: returns how many broke the rules; counts failed ones. */
+static int check_all_jobs(PGconn *c, struct attempt_rec *h, size_t nh, int *nfailed)
+{
+    PGresult *jobs = th_sql(c, "SELECT j.id, j.state, j.attempts, j.fence, b.payload->>'kind' "
+                               "FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
+                               "WHERE j.queue_id = (SELECT id FROM rowlock.queues WHERE name = "
+                               "'q') ORDER BY j.id");
+    assert_int_equal(PQntuples(jobs), JOBS);
+    int bad = 0;
+    size_t k = 0;
+    *nfailed = 0;
+    for (int row = 0; row < PQntuples(jobs); row++) {
+        int64_t id = col_i64(jobs, row, 0);
+        size_t from = k;
+        while (k < nh && h[k].job == id)
+            k++;
+        bad += check_job(jobs, row, h + from, k - from);
+        const char *kind = PQgetvalue(jobs, row, 4);
+        int failed = strcmp(PQgetvalue(jobs, row, 1), "failed") == 0;
+        if (strcmp(kind, "normal") != 0 && !failed)
+            bad += job_problem(id, "a %s job that did not fail", kind);
+        if (failed && k > from) {
+            (*nfailed)++;
+            assert_failed_job_shown(id, k - from, h[k - 1].outcome);
+        }
+    }
+    PQclear(jobs);
+    return bad;
+}
+
+static void start_workers(void)
+{
+    for (int i = 0; i < WORKERS; i++) {
+        workers[i].slot = i;
+        client_init(&workers[i].c);
+        worker_start(&workers[i]);
+        assert_true(workers[i].running);
+    }
+}
+
+/* Enqueues everything while the workers run, then waits (bounded) until no job is unfinished,
+ * replacing dead workers all along, and stops the workers. */
+static void churn(void)
+{
+    double t0 = now_s(), give_up = t0 + CHURN_MAX_S, said = t0;
+    int enqueued = 0;
+    long left = -1;
+    while (now_s() < give_up) {
+        supervise();
+        if (enqueued < JOBS) {
+            enqueue_batch(enqueued, ENQUEUE_EACH);
+            enqueued += ENQUEUE_EACH;
+            sleep_ms(300);
+            continue;
+        }
+        if ((left = unfinished()) == 0)
+            break;
+        if (now_s() - said >= 5 && (said = now_s()) > 0)
+            fprintf(stderr, "%.1f s: %ld unfinished, %ld claimed, %ld completed\n", now_s() - t0,
+                    left, atomic_load(&run.claimed),
+                    atomic_load(&run.completed_single) + atomic_load(&run.completed_batch));
+        sleep_ms(200);
+    }
+    atomic_store(&run.stop, 1);
+    for (int i = 0; i < WORKERS; i++) {
+        pthread_join(workers[i].thread, NULL);
+        client_free(&workers[i].c);
+    }
+    fprintf(stderr, "churn: %.1f s, %ld unfinished at the end\n", now_s() - t0, left);
+    assert_int_equal(left, 0);
+}
+
+static void print_run(void)
+{
+    fprintf(stderr,
+            "claimed %ld, completed %ld singly and %ld in settlements, %ld heartbeats, %ld "
+            "fails; %ld deaths abandoning %ld leases; %ld long jobs kept alive; stale writes "
+            "refused %ld, accepted %ld; live writes refused (lease lost) %ld; unexpected %ld\n",
+            atomic_load(&run.claimed), atomic_load(&run.completed_single),
+            atomic_load(&run.completed_batch), atomic_load(&run.heartbeats),
+            atomic_load(&run.fails), atomic_load(&run.deaths), atomic_load(&run.abandoned),
+            atomic_load(&run.hb_long_ok), atomic_load(&run.stale_refused),
+            atomic_load(&run.stale_accepted), atomic_load(&run.lost), atomic_load(&run.unexpected));
+}
+
+/* The run exercised what it claims to: takeovers, janitor failures, deaths, refused stale
+ * writes, both ways of completing, leases kept alive past their length. */
+static void assert_run_exercised(int nfailed)
+{
+    double reclaims = queue_metric("rowlock_queue_expired_lease_reclaims_total");
+    double expired = queue_metric("rowlock_queue_janitor_expired_total");
+    fprintf(stderr, "%.0f expired leases reclaimed, %.0f failed by the janitor\n", reclaims,
+            expired);
+    assert_true(reclaims > 0);
+    assert_true(expired >= JOBS / CRASH_EVERY);
+    assert_true(atomic_load(&run.deaths) >= DEATHS / 2);
+    assert_true(atomic_load(&run.stale_refused) >= STALLS);
+    assert_true(atomic_load(&run.completed_batch) > 0);
+    assert_true(atomic_load(&run.completed_single) > 0);
+    assert_true(atomic_load(&run.hb_long_ok) > 0);
+    assert_true(nfailed >= JOBS / POISON_EVERY + JOBS / CRASH_EVERY);
+}
+
+static void churned_queue_gives_each_job_to_one_owner_at_a_time(void **state)
+{
+    struct th_response r;
+    const char *cfg = "{\"max_attempts\":3,\"lease_seconds\":2,\"backoff_base_seconds\":0.05,"
+                      "\"backoff_max_seconds\":0.2}";
+    assert_int_equal(th_http(svc.port, "PUT", "/queues/q", json_ct, cfg, strlen(cfg), &r), 0);
+    assert_int_equal(r.status, 201);
+    th_response_free(&r);
+    atomic_store(&run.deaths_left, DEATHS);
+    atomic_store(&run.stalls_left, STALLS);
+    atomic_store(&run.long_left, LONG_JOBS);
+    start_workers();
+    churn();
+    print_run();
+
+    PGconn *c = th_pg(dburl);
+    size_t nh = 0;
+    struct attempt_rec *h = load_history(c, "q", &nh);
+    int overlaps = check_history(h, nh);
+    qsort(run.log, run.nlog, sizeof(*run.log), cmp_accepted);
+    int nfailed = 0, bad_jobs = check_all_jobs(c, h, nh, &nfailed);
+    PQfinish(c);
+    free(h);
+    fprintf(stderr,
+            "%zu attempts in the history; %d history violations; %d jobs off the rules; "
+            "%d failed\n",
+            nh, overlaps, bad_jobs, nfailed);
+    assert_int_equal(overlaps, 0);
+    assert_int_equal(bad_jobs, 0);
+    assert_int_equal(atomic_load(&run.stale_accepted), 0);
+    assert_int_equal(atomic_load(&run.unexpected), 0);
+    assert_int_equal(run.nlog, JOBS - nfailed); /* each succeeded job once, no other */
+    assert_run_exercised(nfailed);
+}
+
+/* ---- the broken claim, and the checker catching it ---- */
+
+#define RACE_JOBS   250
+#define RACE_ROUNDS 100 /* the second half gated */
+
+/* The classic claim without row locking: the subquery picks the first pending job, and a claimer
+ * blocked behind another's update re-checks only "id = <that job>" and claims it too. %s: the
+ * subquery's locking clause ("" or FOR UPDATE SKIP LOCKED). */
+#define CLAIM_BROKEN                                                                               \
+    "UPDATE rowlock.jobs SET owner = $2, state = 'processing', fence = fence + 1, "                \
+    "attempts = attempts + 1, lease_expires_at = now() + interval '30 s', claimable_at = now() "   \
+    "+ interval '30 s' WHERE id = (SELECT id FROM rowlock.jobs WHERE queue_id = $1 AND state = "   \
+    "'pending' ORDER BY id LIMIT 1%s) RETURNING id, fence, "                                       \
+    "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+#define COMPLETE_BLIND                                                                             \
+    "UPDATE rowlock.jobs SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "         \
+    "claimable_at = NULL, finished_at = now() WHERE id = $1 RETURNING "                            \
+    "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+
+struct race {
+    pthread_barrier_t start, end; /* the two claimers and the gate */
+    const char *claim_sql, *queue_id;
+    atomic_int claimed; /* claim statements returned this round */
+};
+
+struct claimer {
+    pthread_t thread;
+    struct race *race;
+    char owner[32];
+    int pid; /* its backend, for the gate to see it wait */
+    struct attempt_rec got[RACE_ROUNDS];
+    size_t n;
+    int errors;
+};
+
+/* Claims one job and records the attempt; returns its id (0: none). */
+static int64_t claimer_claim(struct claimer *k, PGconn *c)
+{
+    const char *params[] = {k->race->queue_id, k->owner};
+    PGresult *r = PQexecParams(c, k->race->claim_sql, 2, NULL, params, NULL, NULL, 0);
+    atomic_fetch_add(&k->race->claimed, 1);
+    k->errors += PQresultStatus(r) != PGRES_TUPLES_OK;
+    int64_t id = 0;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        struct attempt_rec *a = &k->got[k->n++];
+        a->job = id = col_i64(r, 0, 0);
+        a->fence = col_i64(r, 0, 1);
+        a->claimed_us = col_i64(r, 0, 2);
+        a->ended_us = -1;
+        snprintf(a->owner, sizeof(a->owner), "%s", k->owner);
+    }
+    PQclear(r);
+    return id;
+}
+
+/* Each round: released with the other claimer, claims one job, works 2 ms, completes it. */
+static void *claimer_main(void *arg)
+{
+    struct claimer *k = arg;
+    PGconn *c = PQconnectdb(dburl);
+    k->errors += PQstatus(c) != CONNECTION_OK;
+    k->pid = PQbackendPID(c);
+    pthread_barrier_wait(&k->race->end); /* pid published */
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        pthread_barrier_wait(&k->race->start);
+        int64_t id = claimer_claim(k, c);
+        if (id != 0) {
+            usleep(2000);
+            char text[24];
+            snprintf(text, sizeof(text), "%" PRId64, id);
+            const char *p1[] = {text};
+            PGresult *r = PQexecParams(c, COMPLETE_BLIND, 1, NULL, p1, NULL, NULL, 0);
+            k->errors += PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1;
+            k->got[k->n - 1].ended_us = PQntuples(r) == 1 ? col_i64(r, 0, 0) : -1;
+            snprintf(k->got[k->n - 1].outcome, sizeof(k->got[0].outcome), "completed");
+            PQclear(r);
+        }
+        pthread_barrier_wait(&k->race->end);
+    }
+    PQfinish(c);
+    return NULL;
+}
+
+/* A gated round forces the interleaving: the gate holds the row lock of the first pending job
+ * while both claimers start, and lets go once both wait on it (or both are done, when they
+ * skipped it), so both claimers' subqueries have already picked that job. */
+static void gate_round(PGconn *gate, struct race *race, const char *pids)
+{
+    const char *p[] = {race->queue_id, pids};
+    PQclear(th_sql(gate, "BEGIN"));
+    PGresult *r = PQexecParams(gate,
+                               "SELECT id FROM rowlock.jobs WHERE queue_id = $1 AND state = "
+                               "'pending' ORDER BY id LIMIT 1 FOR UPDATE",
+                               1, NULL, p, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    pthread_barrier_wait(&race->start);
+    double give_up = now_s() + 2;
+    int waiting = 0;
+    while (waiting < 2 && atomic_load(&race->claimed) < 2 && now_s() < give_up) {
+        r = PQexecParams(gate,
+                         "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND "
+                         "wait_event_type = 'Lock'",
+                         1, NULL, p + 1, NULL, NULL, 0);
+        waiting = PQresultStatus(r) == PGRES_TUPLES_OK ? atoi(PQgetvalue(r, 0, 0)) : 0;
+        PQclear(r);
+    }
+    PQclear(th_sql(gate, "COMMIT"));
+}
+
+/* Creates queue with RACE_JOBS jobs over HTTP; returns its id (text) in qid. */
+static void race_queue(const char *queue, char *qid, size_t size)
+{
+    char path[64], body[100 * 20 + 16];
+    struct th_response r;
+    snprintf(path, sizeof(path), "/queues/%s", queue);
+    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
+    th_response_free(&r);
+    snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
+    for (int i = 0; i < (RACE_JOBS + 99) / 100; i++) {
+        strcpy(body, "{\"jobs\":[");
+        for (int k = 0; k < 100; k++)
+            strcat(body, k ? ",{\"payload\":1}" : "{\"payload\":1}");
+        strcat(body, "]}");
+        assert_int_equal(th_http(svc.port, "POST", path, json_ct, body, strlen(body), &r), 0);
+        assert_int_equal(r.status, 201);
+        th_response_free(&r);
+    }
+    PGconn *c = th_pg(dburl);
+    const char *params[] = {queue};
+    PGresult *res = PQexecParams(c, "SELECT id FROM rowlock.queues WHERE name = $1", 1, NULL,
+                                 params, NULL, NULL, 0);
+    assert_int_equal(PQntuples(res), 1);
+    snprintf(qid, size, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    PQfinish(c);
+}
+
+/* Two claimers running CLAIM_BROKEN with locking as the subquery's locking clause, RACE_ROUNDS
+ * rounds released together (the second half gated); returns the checker's count of violations
+ * in the free and the gated rounds, and *claims the claims made. */
+static void race_claimers(const char *queue, const char *locking, int violations[2], size_t *claims)
+{
+    char sql[1024], qid[24], pids[64];
+    race_queue(queue, qid, sizeof(qid));
+    snprintf(sql, sizeof(sql), CLAIM_BROKEN, locking);
+    struct race race = {.claim_sql = sql, .queue_id = qid};
+    pthread_barrier_init(&race.start, NULL, 3);
+    pthread_barrier_init(&race.end, NULL, 3);
+    struct claimer *k = calloc(2, sizeof(*k));
+    for (int i = 0; i < 2; i++) {
+        k[i].race = &race;
+        snprintf(k[i].owner, sizeof(k[i].owner), "%s-%d", queue, i);
+        assert_int_equal(pthread_create(&k[i].thread, NULL, claimer_main, &k[i]), 0);
+    }
+    PGconn *gate = th_pg(dburl);
+    pthread_barrier_wait(&race.end);
+    snprintf(pids, sizeof(pids), "{%d,%d}", k[0].pid, k[1].pid);
+    size_t half[2] = {0, 0};
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        atomic_store(&race.claimed, 0);
+        if (round >= RACE_ROUNDS / 2)
+            gate_round(gate, &race, pids);
+        else
+            pthread_barrier_wait(&race.start);
+        pthread_barrier_wait(&race.end);
+        if (round == RACE_ROUNDS / 2 - 1)
+            half[0] = k[0].n, half[1] = k[1].n;
+    }
+    PQfinish(gate);
+    struct attempt_rec all[2][2 * RACE_ROUNDS];
+    size_t n[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        pthread_join(k[i].thread, NULL);
+        assert_int_equal(k[i].errors, 0);
+        memcpy(all[0] + n[0], k[i].got, half[i] * sizeof(all[0][0]));
+        n[0] += half[i];
+        memcpy(all[1] + n[1], k[i].got + half[i], (k[i].n - half[i]) * sizeof(all[1][0]));
+        n[1] += k[i].n - half[i];
+    }
+    free(k);
+    pthread_barrier_destroy(&race.start);
+    pthread_barrier_destroy(&race.end);
+    *claims = n[0] + n[1];
+    violations[0] = check_history(all[0], n[0]);
+    violations[1] = check_history(all[1], n[1]);
+}
+
+static void broken_claim_without_skip_locked_is_caught_by_the_checker(void **state)
+{
+    size_t claims = 0;
+    int broken[2], locked[2];
+    double t0 = now_s();
+    race_claimers("broken", "", broken, &claims);
+    fprintf(stderr,
+            "broken claim: %zu claims in %d rounds; violations: %d in %d free rounds, %d in %d "
+            "gated rounds (%.2f s)\n",
+            claims, RACE_ROUNDS, broken[0], RACE_ROUNDS / 2, broken[1], RACE_ROUNDS / 2,
+            now_s() - t0);
+    t0 = now_s();
+    race_claimers("locked", " FOR UPDATE SKIP LOCKED", locked, &claims);
+    fprintf(stderr,
+            "FOR UPDATE SKIP LOCKED: %zu claims in %d rounds; violations: %d free, %d gated "
+            "(%.2f s)\n",
+            claims, RACE_ROUNDS, locked[0], locked[1], now_s() - t0);
+    /* every gated round double-claims: a second completed attempt, and an overlap */
+    assert_true(broken[1] >= RACE_ROUNDS);
+    assert_int_equal(locked[0] + locked[1], 0);
+    assert_int_equal(claims, 2 * RACE_ROUNDS);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(churned_queue_gives_each_job_to_one_owner_at_a_time),
+        cmocka_unit_test(broken_claim_without_skip_locked_is_caught_by_the_checker),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,423 @@
+/* Long-poll claims (POST /queues/{queue}/leases with wait_seconds): a claim waiting on an empty
+ * queue returns within a fraction of a second of an enqueue, an idle one returns an empty lease
+ * list when its wait is over, and 1,000 claims waiting at once (libcurl multi, one thread) hold
+ * neither pool connections nor server threads: meanwhile /healthz and an enqueue elsewhere answer
+ * at once, /metrics shows the pool below its size and the waiters counted, and one batch of 1,000
+ * jobs then gives every waiter exactly one job (none twice, none refused). The first two run on a
+ * second process whose periodic re-check is a minute apart, so only the in-process wake can
+ * answer promptly; the crowd waits on one that re-checks every second, so 1,000 re-claims a
+ * second are part of the load. */
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define WAITERS   1000
+#define POOL_SIZE 16
+
+static struct th_service svc, quiet;
+static char dburl[1024];
+static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Room for WAITERS client sockets here and as many in the service (which inherits it). */
+static int raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    rlim_t want = 4 * WAITERS;
+    if (rl.rlim_cur >= want)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        fprintf(stderr, "the hard limit on open files (%lu) is below %lu\n",
+                (unsigned long)rl.rlim_max, (unsigned long)want);
+        return -1;
+    }
+    rl.rlim_cur = want;
+    return setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+static int setup(void **state)
+{
+    const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
+                         "ROWLOCK_POOL_SIZE=16", "ROWLOCK_MAX_WAIT_S=30", NULL};
+    const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
+    if (raise_fd_limit() != 0 || th_db_create("qlongpoll", dburl, sizeof(dburl)) != 0)
+        return -1;
+    if (th_service_start(&svc, dburl, env) != 0)
+        return -1;
+    return th_service_start(&quiet, dburl, quiet_env);
+}
+
+static int teardown(void **state)
+{
+    int a = th_service_stop(&quiet), b = th_service_stop(&svc);
+    return a == 0 && b == 0 ? 0 : -1;
+}
+
+static void queue_create(const char *name)
+{
+    /* (the queue lives in the database both processes share) */
+    char path[128];
+    struct th_response r;
+    snprintf(path, sizeof(path), "/queues/%s", name);
+    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
+    assert_int_equal(r.status, 201);
+    th_response_free(&r);
+}
+
+/* Enqueues n jobs in one request; returns the first id and the request's duration in *seconds. */
+static int64_t enqueue(int port, const char *queue, int n, double *seconds)
+{
+    char path[128];
+    size_t cap = (size_t)n * 32 + 32, o = 0;
+    char *body = malloc(cap);
+    o += (size_t)snprintf(body + o, cap - o, "{\"jobs\":[");
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(body + o, cap - o, "%s{\"payload\":{\"n\":%d}}", i ? "," : "", i);
+    o += (size_t)snprintf(body + o, cap - o, "]}");
+    struct th_response r;
+    snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
+    double t0 = now_s();
+    assert_int_equal(th_http(port, "POST", path, json_ct, body, o, &r), 0);
+    if (seconds != NULL)
+        *seconds = now_s() - t0;
+    free(body);
+    assert_int_equal(r.status, 201);
+    json_t *jobs = json_object_get(r.json, "jobs");
+    assert_int_equal(json_array_size(jobs), n);
+    int64_t first = json_integer_value(json_object_get(json_array_get(jobs, 0), "id"));
+    th_response_free(&r);
+    return first;
+}
+
+/* Value of an unlabelled metric, or -1. */
+static double metric(int port, const char *name)
+{
+    struct th_response r;
+    double v = -1;
+    if (th_http(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+        char key[128];
+        snprintf(key, sizeof(key), "\n%s ", name);
+        const char *p = strstr(r.body, key);
+        if (p != NULL)
+            v = atof(p + strlen(key));
+    }
+    th_response_free(&r);
+    return v;
+}
+
+/* Waits up to timeout_s for the waiting long-polls to reach at least n; returns the last count. */
+static double await_waiting(int port, double n, double timeout_s)
+{
+    double v = -1, give_up = now_s() + timeout_s;
+    while ((v = metric(port, "rowlock_http_long_polls_waiting")) < n && now_s() < give_up)
+        usleep(20000);
+    return v;
+}
+
+struct claim_one {
+    const char *queue;
+    int wait;
+    struct th_response r;
+    double done_at;
+};
+
+static void *claim_main(void *arg)
+{
+    struct claim_one *c = arg;
+    char path[128], body[128];
+    snprintf(path, sizeof(path), "/queues/%s/leases", c->queue);
+    int n = snprintf(body, sizeof(body), "{\"owner\":\"w\",\"wait_seconds\":%d}", c->wait);
+    th_http(quiet.port, "POST", path, json_ct, body, (size_t)n, &c->r);
+    c->done_at = now_s();
+    return NULL;
+}
+
+static void waiting_claim_returns_promptly_after_an_enqueue(void **state)
+{
+    queue_create("prompt");
+    struct claim_one c = {.queue = "prompt", .wait = 10};
+    pthread_t t;
+    double started = now_s();
+    pthread_create(&t, NULL, claim_main, &c);
+    assert_true(await_waiting(quiet.port, 1, 5) >= 1);
+    usleep(300000);
+    double enqueued_at = now_s();
+    int64_t id = enqueue(quiet.port, "prompt", 1, NULL);
+    pthread_join(t, NULL);
+    double latency = c.done_at - enqueued_at;
+    fprintf(stderr, "the waiting claim answered %.3f s after the enqueue began (%.3f s in all)\n",
+            latency, c.done_at - started);
+    assert_int_equal(c.r.status, 200);
+    json_t *leases = json_object_get(c.r.json, "leases");
+    assert_int_equal(json_array_size(leases), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(leases, 0), "job_id")), id);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(leases, 0), "fence")), 1);
+    assert_true(latency < 1.0);
+    assert_true(c.done_at - started < 5.0); /* not held to the 10 s wait */
+    th_response_free(&c.r);
+}
+
+static void idle_claim_returns_no_lease_when_its_wait_is_over(void **state)
+{
+    queue_create("idle");
+    for (int wait = 0; wait <= 1; wait++) {
+        struct claim_one c = {.queue = "idle", .wait = wait};
+        double t0 = now_s();
+        claim_main(&c);
+        double took = c.done_at - t0;
+        fprintf(stderr, "wait_seconds=%d on an empty queue returned after %.3f s\n", wait, took);
+        assert_int_equal(c.r.status, 200);
+        assert_true(json_is_array(json_object_get(c.r.json, "leases")));
+        assert_int_equal(json_array_size(json_object_get(c.r.json, "leases")), 0);
+        if (wait == 0) {
+            assert_true(took < 0.5);
+        } else {
+            assert_true(took >= 0.95);
+            assert_true(took < 1.5);
+        }
+        th_response_free(&c.r);
+    }
+}
+
+/* ---- many waiting claims on one libcurl multi handle ---- */
+
+struct waiter {
+    CURL *easy;
+    char *body;
+    size_t len;
+    long status;
+    double done_at;
+    int result;
+};
+
+struct crowd {
+    struct waiter w[WAITERS];
+    CURLM *multi;
+    struct curl_slist *headers;
+    int done, failed;
+};
+
+static size_t waiter_write(char *data, size_t size, size_t n, void *arg)
+{
+    struct waiter *w = arg;
+    char *p = realloc(w->body, w->len + size * n + 1);
+    if (p == NULL)
+        return 0;
+    memcpy(p + w->len, data, size * n);
+    w->len += size * n;
+    p[w->len] = '\0';
+    w->body = p;
+    return size * n;
+}
+
+static void *crowd_main(void *arg)
+{
+    struct crowd *c = arg;
+    int running = 1;
+    double give_up = now_s() + 60;
+    while (running > 0 && now_s() < give_up) {
+        curl_multi_perform(c->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            struct waiter *w = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
+            w->done_at = now_s();
+            w->result = m->data.result;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
+            c->failed += m->data.result != CURLE_OK;
+            c->done++;
+        }
+        if (running > 0)
+            curl_multi_poll(c->multi, NULL, 0, 100, NULL);
+    }
+    return NULL;
+}
+
+/* WAITERS claims of one job each on url, each by its own owner, each waiting up to 30 s. */
+static void crowd_start(struct crowd *c, const char *url)
+{
+    memset(c, 0, sizeof(*c));
+    c->multi = curl_multi_init();
+    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    c->headers = curl_slist_append(c->headers, "Expect:");
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)WAITERS);
+    for (int i = 0; i < WAITERS; i++) {
+        struct waiter *w = &c->w[i];
+        char body[96];
+        snprintf(body, sizeof(body), "{\"owner\":\"crowd-%d\",\"max_jobs\":1,\"wait_seconds\":30}",
+                 i);
+        w->easy = curl_easy_init();
+        curl_easy_setopt(w->easy, CURLOPT_URL, url);
+        curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, c->headers);
+        curl_easy_setopt(w->easy, CURLOPT_COPYPOSTFIELDS, body);
+        curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, waiter_write);
+        curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
+        curl_easy_setopt(w->easy, CURLOPT_PRIVATE, (char *)w);
+        curl_easy_setopt(w->easy, CURLOPT_TIMEOUT, 60L);
+        curl_easy_setopt(w->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(w->easy, CURLOPT_FORBID_REUSE, 1L);
+        curl_multi_add_handle(c->multi, w->easy);
+    }
+}
+
+static void crowd_free(struct crowd *c)
+{
+    for (int i = 0; i < WAITERS; i++) {
+        curl_multi_remove_handle(c->multi, c->w[i].easy);
+        curl_easy_cleanup(c->w[i].easy);
+        free(c->w[i].body);
+    }
+    curl_multi_cleanup(c->multi);
+    curl_slist_free_all(c->headers);
+}
+
+/* While the crowd waits: /healthz and an enqueue elsewhere answer at once, the pool stays below
+ * its size, and the waiters are counted. */
+static void assert_service_free_while_waiting(struct crowd *c)
+{
+    struct th_response r;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+        assert_int_equal(r.status, 200);
+        fprintf(stderr, "/healthz took %.3f s\n", r.seconds);
+        assert_true(r.seconds < 1.0);
+        th_response_free(&r);
+        usleep(300000);
+    }
+    double took = 0, in_use_max = 0;
+    enqueue(svc.port, "elsewhere", 1, &took);
+    fprintf(stderr, "an enqueue to another queue took %.3f s\n", took);
+    assert_true(took < 1.0);
+    for (int i = 0; i < 5; i++) {
+        double in_use = metric(svc.port, "rowlock_db_pool_in_use");
+        in_use_max = in_use > in_use_max ? in_use : in_use_max;
+        assert_int_equal((int)metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
+        usleep(200000);
+    }
+    double waiting = metric(svc.port, "rowlock_http_long_polls_waiting");
+    fprintf(stderr, "pool in use while they wait: at most %.0f of %d; %.0f waiting\n", in_use_max,
+            POOL_SIZE, waiting);
+    assert_true(in_use_max < POOL_SIZE);
+    assert_true(waiting >= WAITERS * 0.9);
+    assert_int_equal(c->done, 0); /* the enqueue elsewhere woke none of them */
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every waiter answered 200 with exactly one lease; the leases are the jobs first..first+n-1,
+ * each once. Returns how many waiters got theirs. */
+static int count_one_job_each(struct crowd *c, int64_t first)
+{
+    int64_t *ids = calloc(WAITERS, sizeof(*ids));
+    int ok = 0;
+    for (int i = 0; i < WAITERS; i++) {
+        struct waiter *w = &c->w[i];
+        json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
+        json_t *leases = json_object_get(j, "leases");
+        if (w->result == CURLE_OK && w->status == 200 && json_array_size(leases) == 1)
+            ids[ok++] = json_integer_value(json_object_get(json_array_get(leases, 0), "job_id"));
+        else if (i - ok < 5)
+            fprintf(stderr, "waiter %d: curl %d, status %ld: %s\n", i, w->result, w->status,
+                    w->body ? w->body : "");
+        json_decref(j);
+    }
+    qsort(ids, (size_t)ok, sizeof(*ids), cmp_i64);
+    int distinct = 0;
+    for (int i = 0; i < ok; i++) {
+        if (ids[i] < first || ids[i] >= first + WAITERS || (i > 0 && ids[i] == ids[i - 1]))
+            fprintf(stderr, "job %" PRId64 " handed out twice or not one of the batch\n", ids[i]);
+        else
+            distinct++;
+    }
+    free(ids);
+    return distinct;
+}
+
+static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(void **state)
+{
+    queue_create("crowd");
+    queue_create("elsewhere");
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/queues/crowd/leases", svc.port);
+    struct crowd *c = malloc(sizeof(*c));
+    crowd_start(c, url);
+    pthread_t t;
+    pthread_create(&t, NULL, crowd_main, c);
+
+    double waiting = await_waiting(svc.port, WAITERS, 30);
+    fprintf(stderr, "claims waiting: %.0f\n", waiting);
+    assert_true(waiting >= WAITERS * 0.9);
+    assert_service_free_while_waiting(c);
+
+    /* one batch of WAITERS jobs: every waiter gets exactly one */
+    double took = 0, enqueued_at = now_s();
+    int64_t first = enqueue(svc.port, "crowd", WAITERS, &took);
+    fprintf(stderr, "the waking enqueue of %d jobs took %.3f s\n", WAITERS, took);
+    pthread_join(t, NULL);
+    double last = 0;
+    for (int i = 0; i < WAITERS; i++)
+        last = c->w[i].done_at > last ? c->w[i].done_at : last;
+    int got = count_one_job_each(c, first);
+    fprintf(stderr,
+            "%d of %d waiting claims got one job each; the last %.3f s after the enqueue "
+            "began\n",
+            got, WAITERS, last - enqueued_at);
+    assert_int_equal(c->failed, 0);
+    assert_int_equal(got, WAITERS);
+    assert_true(last - enqueued_at < 10.0);
+    crowd_free(c);
+    free(c);
+    assert_true(await_waiting(svc.port, 0, 0) == 0);
+    assert_true(metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    /* and the queue agrees: all of them processing, none pending */
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, "GET", "/queues/crowd", NULL, NULL, 0, &r), 0);
+    json_t *counts = json_object_get(r.json, "counts");
+    assert_int_equal(json_integer_value(json_object_get(counts, "processing")), WAITERS);
+    assert_int_equal(json_integer_value(json_object_get(counts, "pending")), 0);
+    th_response_free(&r);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(waiting_claim_returns_promptly_after_an_enqueue),
+        cmocka_unit_test(idle_claim_returns_no_lease_when_its_wait_is_over),
+        cmocka_unit_test(thousand_waiting_claims_hold_no_connection_and_each_gets_one_job),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    curl_global_cleanup();
+    return rc;
+}
