@@ -192,8 +192,9 @@ static int parse_objects(json_t *writes, json_t *deletes, struct parsed_tx *p, c
         for (size_t k = 0; k < i; k++) {
             if (strcmp(p->objects[k].object_id, x->object_id) == 0 &&
                 p->objects[k].version == x->version) {
-                snprintf(why, size, "object %s is %s twice at version %" PRId64, x->object_id,
-                         p->objects[k].deleted != del ? "written and deleted" : "changed",
+                snprintf(why, size, "object %s is %s at version %" PRId64, x->object_id,
+                         p->objects[k].deleted != del ? "both written and deleted"
+                                                      : "changed twice",
                          x->version);
                 return 0;
             }
@@ -530,6 +531,9 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
                               "updated_at", it.updated_at);
         if (!display)
             json_object_set_new(j, "type", json_string(it.type ? it.type : ""));
+        char etag[32];
+        snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", it.version);
+        svc_req_add_header(req, "ETag", etag);
         out = svc_reply_json(req, 200, j);
     }
     db_ledger_item_clear(&it);
