@@ -566,16 +566,10 @@ enum svc_outcome route_ledger_events(struct svc_request *req)
     const char *ledger = ledger_param(req, &out);
     if (ledger == NULL)
         return out;
-    const char *after_s = svc_req_query(req, "after"), *limit_s = svc_req_query(req, "limit");
-    char *end = NULL;
-    errno = 0;
-    long long after = after_s ? strtoll(after_s, &end, 10) : 0;
-    if (after_s != NULL && (after_s[0] == '\0' || *end != '\0' || after < 0 || errno == ERANGE))
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after is an offset (>= 0)");
-    long long limit = limit_s ? strtoll(limit_s, &end, 10) : 100;
-    if (limit_s != NULL && (limit_s[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000))
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
-                                 "limit must be an integer from 1 to 1000");
+    long long after, limit;
+    if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+        route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
+        return out;
     json_t *arr = json_array();
     int64_t next = after;
     enum db_ledger_verdict v;

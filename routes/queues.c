@@ -79,54 +79,6 @@ static int64_t id_param(struct svc_request *req, const char *name, enum svc_outc
     return id;
 }
 
-static int only_members(json_t *obj, const char *const *allowed, char *why, size_t size)
-{
-    const char *name;
-    json_t *v;
-    json_object_foreach(obj, name, v)
-    {
-        size_t i = 0;
-        while (allowed[i] && strcmp(allowed[i], name) != 0)
-            i++;
-        if (allowed[i] == NULL) {
-            snprintf(why, size, "unknown member \"%s\"", name);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Integer member in [min, max] or def when absent. 1, or 0 with why. */
-static int int_member(json_t *obj, const char *name, long long min, long long max, long long def,
-                      long long *value, char *why, size_t size)
-{
-    json_t *v = json_object_get(obj, name);
-    *value = def;
-    if (v == NULL)
-        return 1;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        snprintf(why, size, "\"%s\" must be an integer from %lld to %lld", name, min, max);
-        return 0;
-    }
-    *value = json_integer_value(v);
-    return 1;
-}
-
-static int num_member(json_t *obj, const char *name, double min, double max, double def,
-                      double *value, char *why, size_t size)
-{
-    json_t *v = json_object_get(obj, name);
-    *value = def;
-    if (v == NULL)
-        return 1;
-    if (!json_is_number(v) || json_number_value(v) < min || json_number_value(v) > max) {
-        snprintf(why, size, "\"%s\" must be a number from %g to %g", name, min, max);
-        return 0;
-    }
-    *value = json_number_value(v);
-    return 1;
-}
-
 static enum svc_outcome verdict_problem(struct svc_request *req, const char *queue,
                                         enum db_queue_verdict v, int64_t id)
 {
@@ -203,12 +155,13 @@ enum svc_outcome route_queue_put(struct svc_request *req)
     long long ma, ls, rs;
     double bb, bm;
     char why[160] = "the body must be a JSON object";
-    if (!json_is_object(b) || !only_members(b, allowed, why, sizeof(why)) ||
-        !int_member(b, "max_attempts", 1, 1000000, 5, &ma, why, sizeof(why)) ||
-        !int_member(b, "lease_seconds", 1, 86400 * 7, 30, &ls, why, sizeof(why)) ||
-        !num_member(b, "backoff_base_seconds", 0, 86400, 1, &bb, why, sizeof(why)) ||
-        !num_member(b, "backoff_max_seconds", 0, 86400 * 7, 300, &bm, why, sizeof(why)) ||
-        !int_member(b, "retention_seconds", 1, 86400 * 3650, 7 * 86400, &rs, why, sizeof(why)))
+    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
+        !route_int_member(b, "max_attempts", 1, 1000000, 5, 0, &ma, why, sizeof(why)) ||
+        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 30, 0, &ls, why, sizeof(why)) ||
+        !route_num_member(b, "backoff_base_seconds", 0, 86400, 1, &bb, why, sizeof(why)) ||
+        !route_num_member(b, "backoff_max_seconds", 0, 86400 * 7, 300, &bm, why, sizeof(why)) ||
+        !route_int_member(b, "retention_seconds", 1, 86400 * 3650, 7 * 86400, 0, &rs, why,
+                          sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
     struct db_queue_config cfg = {(int)ma, (int)ls, bb, bm, (int)rs};
     struct db_queue q;
@@ -247,15 +200,12 @@ static void queue_one(const struct db_queue *q, const struct db_queue_stats *s, 
 enum svc_outcome route_queues_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
-    const char *limit_s = svc_req_query(req, "limit");
-    char *end = NULL;
-    long limit = limit_s ? strtol(limit_s, &end, 10) : 100;
-    if ((limit_s != NULL && (limit_s[0] == '\0' || *end != '\0')) || limit < 1 || limit > 1000)
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
-                                 "limit must be an integer from 1 to 1000");
-    const char *after = svc_req_query(req, "after");
-    if (after != NULL && !svc_utf8_valid(after, strlen(after)))
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after must be valid UTF-8");
+    enum svc_outcome out = SVC_FATAL;
+    long long limit;
+    const char *after = NULL;
+    if (route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0 ||
+        route_cursor_query(req, &after, &out) != 0)
+        return out;
     json_t *arr = json_array();
     struct db_error err;
     enum db_status st = db_queues_list(app->pool, after, (int)limit, queue_one, arr, &err);
@@ -285,10 +235,10 @@ static int parse_job(json_t *j, struct db_job_in *out, char **payload, char *why
         snprintf(why, size, "a job is a JSON object");
         return 0;
     }
-    if (!only_members(j, allowed, why, size) ||
-        !int_member(j, "priority", -1000000, 1000000, 0, &prio, why, size) ||
-        !int_member(j, "max_attempts", 1, 1000000, 0, &ma, why, size) ||
-        !num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size))
+    if (!route_only_members(j, allowed, why, size) ||
+        !route_int_member(j, "priority", -1000000, 1000000, 0, 0, &prio, why, size) ||
+        !route_int_member(j, "max_attempts", 1, 1000000, 0, 0, &ma, why, size) ||
+        !route_num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size))
         return 0;
     json_t *p = json_object_get(j, "payload");
     if (p == NULL) {
@@ -473,16 +423,10 @@ enum svc_outcome route_jobs_list(struct svc_request *req)
         strcmp(state, "succeeded") != 0 && strcmp(state, "failed") != 0)
         return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
                                  "state is pending, processing, succeeded or failed");
-    const char *after_s = svc_req_query(req, "after"), *limit_s = svc_req_query(req, "limit");
-    char *end = NULL;
-    errno = 0;
-    long long after = after_s ? strtoll(after_s, &end, 10) : 0;
-    if (after_s != NULL && (after_s[0] == '\0' || *end != '\0' || after < 0 || errno == ERANGE))
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after is a job id (>= 0)");
-    long long limit = limit_s ? strtoll(limit_s, &end, 10) : 100;
-    if (limit_s != NULL && (limit_s[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000))
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
-                                 "limit must be an integer from 1 to 1000");
+    long long after, limit;
+    if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+        route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
+        return out;
     json_t *arr = json_array();
     enum db_queue_verdict v;
     struct db_error err;
@@ -561,11 +505,13 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
     const char *owner = NULL;
     long long max_jobs, lease, wait;
     char why[160] = "the body must be a JSON object";
-    if (!json_is_object(b) || !only_members(b, allowed, why, sizeof(why)) ||
+    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
         !owner_member(b, &owner, why, sizeof(why)) ||
-        !int_member(b, "max_jobs", 1, DB_QUEUE_BATCH_MAX, 1, &max_jobs, why, sizeof(why)) ||
-        !int_member(b, "lease_seconds", 1, 86400 * 7, 0, &lease, why, sizeof(why)) ||
-        !int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, &wait, why, sizeof(why)))
+        !route_int_member(b, "max_jobs", 1, DB_QUEUE_BATCH_MAX, 1, 0, &max_jobs, why,
+                          sizeof(why)) ||
+        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &lease, why, sizeof(why)) ||
+        !route_int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, 0, &wait, why,
+                          sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
     unsigned gen = svc_wake_generation(req);
     struct db_claimed *claimed = calloc((size_t)max_jobs, sizeof(*claimed));
@@ -627,10 +573,10 @@ static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
     long long fence, lease;
     char why[160] = "the body must be a JSON object";
     json_t *retry = json_object_get(b, "retry");
-    if (!json_is_object(b) || !only_members(b, allowed[op], why, sizeof(why)) ||
+    if (!json_is_object(b) || !route_only_members(b, allowed[op], why, sizeof(why)) ||
         !owner_member(b, &owner, why, sizeof(why)) ||
-        !int_member(b, "fence", 1, INT64_MAX, 0, &fence, why, sizeof(why)) ||
-        !int_member(b, "lease_seconds", 1, 86400 * 7, 0, &lease, why, sizeof(why)))
+        !route_int_member(b, "fence", 1, INT64_MAX, 0, 0, &fence, why, sizeof(why)) ||
+        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &lease, why, sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
     if (fence == 0)
         return svc_reply_problem(req, SVC_P_INVALID_LEASE,
@@ -730,9 +676,9 @@ static int parse_settlement(json_t *it, const char *owner, struct db_settlement 
         snprintf(why, size, "an item is a JSON object");
         return 0;
     }
-    if (!only_members(it, allowed, why, size) ||
-        !int_member(it, "job_id", 1, INT64_MAX, 0, &id, why, size) ||
-        !int_member(it, "fence", 1, INT64_MAX, 0, &fence, why, size))
+    if (!route_only_members(it, allowed, why, size) ||
+        !route_int_member(it, "job_id", 1, INT64_MAX, 0, 0, &id, why, size) ||
+        !route_int_member(it, "fence", 1, INT64_MAX, 0, 0, &fence, why, size))
         return 0;
     if (id == 0 || fence == 0) {
         snprintf(why, size, "an item has \"job_id\" and \"fence\"");
@@ -764,7 +710,7 @@ enum svc_outcome route_leases_complete_batch(struct svc_request *req)
     const char *owner = NULL;
     char why[200] = "the body is {\"owner\": ..., \"items\": [{\"job_id\", \"fence\"}, ...]}";
     static const char *const allowed[] = {"owner", "items", NULL};
-    if (!json_is_object(b) || !only_members(b, allowed, why, sizeof(why)) ||
+    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
         (json_object_get(b, "owner") != NULL && !owner_member(b, &owner, why, sizeof(why))) ||
         !json_is_array(items) || json_array_size(items) == 0)
         return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);

@@ -17,6 +17,17 @@ enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
 struct svc_app;
 struct svc_buf;
 
+/* Validation helpers of routes/params.c. Body members: 1 when valid (absent: def), else 0 with a
+ * sentence in why. Query parameters: 0 when valid, else -1 after replying 400 (in *out). */
+int route_only_members(json_t *obj, const char *const *allowed, char *why, size_t size);
+int route_int_member(json_t *obj, const char *name, long long min, long long max, long long def,
+                     int nullable, long long *value, char *why, size_t size);
+int route_num_member(json_t *obj, const char *name, double min, double max, double def,
+                     double *value, char *why, size_t size);
+int route_int_query(struct svc_request *req, const char *name, long long min, long long max,
+                    long long def, long long *value, enum svc_outcome *out);
+int route_cursor_query(struct svc_request *req, const char **after, enum svc_outcome *out);
+
 /* Handlers of routes/topics.c, its metrics and its janitor pass. */
 void route_topics_init(void);
 enum svc_outcome route_topic_put(struct svc_request *req);

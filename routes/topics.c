@@ -105,75 +105,6 @@ static int producer_query(struct svc_request *req, const char **producer, enum s
     return 0;
 }
 
-/* Integer query parameter in [min, max], def when absent. Returns 0, or -1 after replying. */
-static int int_query(struct svc_request *req, const char *name, long long min, long long max,
-                     long long def, long long *value, enum svc_outcome *out)
-{
-    const char *v = svc_req_query(req, name);
-    *value = def;
-    if (v == NULL)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (v[0] == '\0' || *end != '\0' || errno == ERANGE || n < min || n > max) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
-                                 "%s must be an integer from %lld to %lld", name, min, max);
-        return -1;
-    }
-    *value = n;
-    return 0;
-}
-
-/* An optional ?after= cursor of names or keys: valid UTF-8. Returns 0, or -1 after replying. */
-static int cursor_query(struct svc_request *req, const char **after, enum svc_outcome *out)
-{
-    *after = svc_req_query(req, "after");
-    if (*after != NULL && !svc_utf8_valid(*after, strlen(*after))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after must be valid UTF-8");
-        return -1;
-    }
-    return 0;
-}
-
-/* A JSON integer member in [min, max] (def when absent; null allowed when nullable, giving 0). */
-static int int_member(json_t *obj, const char *name, long long min, long long max, long long def,
-                      int nullable, long long *value, char *why, size_t whysize)
-{
-    json_t *v = json_object_get(obj, name);
-    *value = def;
-    if (v == NULL || (nullable && json_is_null(v))) {
-        if (v != NULL)
-            *value = 0;
-        return 1;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        snprintf(why, whysize, "%s must be an integer from %lld to %lld%s", name, min, max,
-                 nullable ? " (or null)" : "");
-        return 0;
-    }
-    *value = json_integer_value(v);
-    return 1;
-}
-
-/* Rejects members of obj not in allowed (NULL-terminated). */
-static int only_members(json_t *obj, const char *const *allowed, char *why, size_t whysize)
-{
-    const char *name;
-    json_t *v;
-    json_object_foreach(obj, name, v)
-    {
-        size_t i = 0;
-        while (allowed[i] && strcmp(allowed[i], name) != 0)
-            i++;
-        if (allowed[i] == NULL) {
-            snprintf(why, whysize, "unknown member \"%s\"", name);
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static enum svc_outcome topic_problem(struct svc_request *req, enum db_topic_verdict v,
                                       const char *topic, const char *producer)
 {
@@ -223,11 +154,13 @@ enum svc_outcome route_topic_put(struct svc_request *req)
                                           "default_schema_version", NULL};
     long long ttl, retention, sv;
     char why[160] = "the body must be a JSON object";
-    if (!json_is_object(body) || !only_members(body, allowed, why, sizeof(why)) ||
-        !int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0, &ttl, why,
-                    sizeof(why)) ||
-        !int_member(body, "retention_seconds", 1, 2147483647, 0, 1, &retention, why, sizeof(why)) ||
-        !int_member(body, "default_schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
+    if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
+        !route_int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0,
+                          &ttl, why, sizeof(why)) ||
+        !route_int_member(body, "retention_seconds", 1, 2147483647, 0, 1, &retention, why,
+                          sizeof(why)) ||
+        !route_int_member(body, "default_schema_version", 1, 2147483647, 1, 0, &sv, why,
+                          sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
     struct db_topic_config cfg = {ttl, retention, (int)sv};
     struct db_topic t;
@@ -269,8 +202,8 @@ enum svc_outcome route_topics_list(struct svc_request *req)
     enum svc_outcome out = SVC_FATAL;
     long long limit;
     const char *after = NULL;
-    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
-        cursor_query(req, &after, &out) != 0)
+    if (route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
+        route_cursor_query(req, &after, &out) != 0)
         return out;
     json_t *topics = json_array();
     struct db_error err;
@@ -317,8 +250,8 @@ enum svc_outcome route_producer_put(struct svc_request *req)
     json_t *body = svc_req_json(req);
     static const char *const allowed[] = {"schema_version", NULL};
     long long sv;
-    if (!json_is_object(body) || !only_members(body, allowed, why, sizeof(why)) ||
-        !int_member(body, "schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
+    if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
+        !route_int_member(body, "schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
     enum db_topic_verdict v;
     struct db_error err;
@@ -345,7 +278,7 @@ static int parse_message(json_t *j, const char *producer, struct db_message_in *
         snprintf(why, whysize, "a message is a JSON object");
         return 0;
     }
-    if (!only_members(j, allowed, why, whysize))
+    if (!route_only_members(j, allowed, why, whysize))
         return 0;
     const char *key = json_string_value(json_object_get(j, "key"));
     if (key == NULL) {
@@ -510,9 +443,9 @@ enum svc_outcome route_messages_read(struct svc_request *req)
     if (topic == NULL)
         return out;
     long long after, limit, wait;
-    if (int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
-        int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
-        int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0)
+    if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+        route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
+        route_int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0)
         return out;
     unsigned gen = svc_wake_generation(req);
     json_t *msgs = json_array();
@@ -557,8 +490,8 @@ enum svc_outcome route_keys_list(struct svc_request *req)
         return out;
     long long limit;
     const char *after = NULL;
-    if (int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
-        cursor_query(req, &after, &out) != 0)
+    if (route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
+        route_cursor_query(req, &after, &out) != 0)
         return out;
     json_t *keys = json_array();
     enum db_topic_verdict v;
