@@ -14,6 +14,7 @@ struct svc_config {
     char *listen_address;
     long port;
     long threads;
+    long workers;
     long pool_size;
     long pool_acquire_timeout_ms;
     long statement_timeout_ms;

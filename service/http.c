@@ -42,6 +42,13 @@ struct svc_server {
     int stopping;
     pthread_t ticker;
     int ticker_started;
+    /* handlers of SVC_RUN_WORKER routes run here, their connections suspended meanwhile */
+    pthread_mutex_t work_mu;
+    pthread_cond_t work_cv;
+    struct svc_request *work_head, *work_tail;
+    int work_stop;
+    pthread_t *workers;
+    int nworkers;
     const struct svc_config *cfg;
     const struct svc_route *routes;
     size_t nroutes;
@@ -50,7 +57,9 @@ struct svc_server {
     atomic_long in_flight;
 };
 
-enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_WAITING, PHASE_DONE };
+/* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
+ * READY: a worker prepared the response (or gave up), to queue on resume; DONE: queued. */
+enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_WORKER, PHASE_READY, PHASE_DONE };
 
 struct svc_request {
     struct svc_server *server;
@@ -69,6 +78,10 @@ struct svc_request {
     int status; /* 0 until a response is queued */
     const char *problem_code;
     int resumes; /* times a long-poll was resumed */
+    int in_worker;
+    struct MHD_Response *pending; /* prepared by a worker, queued on resume */
+    int pending_status;
+    struct svc_request *work_next;
     size_t nheaders;
     char *headers[MAX_EXTRA_HEADERS][2];
 };
@@ -176,6 +189,15 @@ static enum svc_outcome reply_response(struct svc_request *req, int status,
     MHD_add_response_header(r, "X-Request-Id", req->request_id);
     for (size_t i = 0; i < req->nheaders; i++)
         MHD_add_response_header(r, req->headers[i][0], req->headers[i][1]);
+    if (req->in_worker) {
+        /* queued by the HTTP thread when the worker resumes the connection */
+        if (req->pending != NULL)
+            MHD_destroy_response(req->pending);
+        req->pending = r;
+        req->pending_status = status;
+        req->status = status;
+        return SVC_REPLIED;
+    }
     enum MHD_Result ok = MHD_queue_response(req->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     if (ok != MHD_YES)
@@ -325,10 +347,50 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
         tail = &(*tail)->next;
     *tail = w;
     s->nwaiting++;
-    req->phase = PHASE_WAITING;
-    MHD_suspend_connection(req->conn);
     pthread_mutex_unlock(&s->wait_mu);
-    return SVC_SUSPENDED;
+    return SVC_SUSPENDED; /* the connection stays suspended; a wake hands it to a worker */
+}
+
+/* ---- workers ---- */
+
+/* Hands a suspended request to the workers. */
+static void work_push(struct svc_server *s, struct svc_request *req)
+{
+    pthread_mutex_lock(&s->work_mu);
+    req->work_next = NULL;
+    if (s->work_tail != NULL)
+        s->work_tail->work_next = req;
+    else
+        s->work_head = req;
+    s->work_tail = req;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->work_mu);
+}
+
+/* Runs handlers. A reply is prepared here and queued by the HTTP thread on resume; a handler
+ * that waits (SVC_SUSPENDED) leaves the connection suspended until a wake pushes it again. */
+static void *worker_main(void *arg)
+{
+    struct svc_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->work_mu);
+        while (s->work_head == NULL && !s->work_stop)
+            pthread_cond_wait(&s->work_cv, &s->work_mu);
+        struct svc_request *req = s->work_head;
+        if (req == NULL) {
+            pthread_mutex_unlock(&s->work_mu);
+            return NULL;
+        }
+        s->work_head = req->work_next;
+        if (s->work_head == NULL)
+            s->work_tail = NULL;
+        pthread_mutex_unlock(&s->work_mu);
+        enum svc_outcome o = s->routes[req->match.route].handler(req);
+        if (o == SVC_SUSPENDED)
+            continue;
+        req->phase = PHASE_READY; /* with a pending response, or none: drop the connection */
+        MHD_resume_connection(req->conn);
+    }
 }
 
 /* Resumes the waiters for which pick() is true. Called with wait_mu held. */
@@ -343,7 +405,8 @@ static void resume_where(struct svc_server *s, int (*pick)(const struct waiter *
         }
         *pw = w->next;
         s->nwaiting--;
-        MHD_resume_connection(w->req->conn);
+        w->req->resumes++;
+        work_push(s, w->req);
         free(w->channel);
         free(w);
     }
@@ -441,6 +504,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 
 static void request_free(struct svc_request *req)
 {
+    if (req->pending != NULL)
+        MHD_destroy_response(req->pending);
     svc_match_free(&req->match);
     svc_buf_free(&req->body);
     json_decref(req->json);
@@ -627,7 +692,13 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
             return svc_reply_problem(req, SVC_P_INVALID_JSON, "line %d column %d: %s", jerr.line,
                                      jerr.column, jerr.text);
     }
-    return route->handler(req);
+    if (route->run == SVC_RUN_INLINE)
+        return route->handler(req);
+    req->in_worker = 1;
+    req->phase = PHASE_WORKER;
+    MHD_suspend_connection(req->conn);
+    work_push(s, req);
+    return SVC_SUSPENDED;
 }
 
 static enum MHD_Result outcome_result(enum svc_outcome o)
@@ -666,11 +737,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0; /* a reply is queued: discard the rest */
         return MHD_YES;
     }
-    if (req->phase == PHASE_WAITING) {
-        /* resumed long-poll: look again */
-        req->phase = PHASE_BODY;
-        req->resumes++;
-        return outcome_result(req->server->routes[req->match.route].handler(req));
+    if (req->phase == PHASE_READY) {
+        /* a worker finished: queue what it prepared, or drop the connection */
+        struct MHD_Response *r = req->pending;
+        req->pending = NULL;
+        if (r == NULL)
+            return MHD_NO;
+        enum MHD_Result ok = MHD_queue_response(conn, (unsigned)req->pending_status, r);
+        MHD_destroy_response(r);
+        req->phase = PHASE_DONE;
+        return ok;
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
@@ -714,6 +790,8 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     s->app = app;
     pthread_mutex_init(&s->wait_mu, NULL);
     pthread_cond_init(&s->wait_cv, NULL);
+    pthread_mutex_init(&s->work_mu, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
@@ -746,6 +824,15 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         return NULL;
     }
     s->ticker_started = pthread_create(&s->ticker, NULL, ticker_main, s) == 0;
+    s->workers = calloc((size_t)cfg->workers, sizeof(pthread_t));
+    for (long i = 0; s->workers != NULL && i < cfg->workers; i++)
+        if (pthread_create(&s->workers[s->nworkers], NULL, worker_main, s) == 0)
+            s->nworkers++;
+    if (s->nworkers == 0) {
+        svc_log(SVC_LOG_ERROR, "cannot start the worker threads", NULL);
+        svc_server_shutdown(s, 0);
+        return NULL;
+    }
     return s;
 }
 
@@ -782,6 +869,15 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     }
     int cut = (int)atomic_load(&s->in_flight);
     MHD_stop_daemon(s->daemon);
+    pthread_mutex_lock(&s->work_mu);
+    s->work_stop = 1;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->work_mu);
+    for (int i = 0; i < s->nworkers; i++)
+        pthread_join(s->workers[i], NULL);
+    free(s->workers);
+    pthread_mutex_destroy(&s->work_mu);
+    pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->wait_mu);
     pthread_cond_destroy(&s->wait_cv);
     free(s);

@@ -29,12 +29,19 @@ enum svc_scope {
 /* Request body a route takes. */
 enum svc_body { SVC_BODY_NONE, SVC_BODY_JSON, SVC_BODY_MERGE_PATCH };
 
+/* Where a handler runs. */
+enum svc_run {
+    SVC_RUN_WORKER, /* on a worker thread, the connection suspended meanwhile (may block) */
+    SVC_RUN_INLINE  /* on the HTTP thread itself: only for handlers that never block */
+};
+
 struct svc_route {
     const char *method; /* "GET", "PUT", ... */
     const char *path;   /* template, e.g. "/topics/{topic}/keys/{key}/head" */
     svc_handler handler;
     enum svc_scope scope;
     enum svc_body body;
+    enum svc_run run;
 };
 
 #define SVC_MAX_PARAMS 8

@@ -28,8 +28,8 @@ static enum svc_outcome echo(struct svc_request *req)
 }
 
 static const struct svc_route test_routes[] = {
-    {"POST", "/echo", echo, SVC_SCOPE_WRITE, SVC_BODY_JSON},
-    {"PATCH", "/merge", echo, SVC_SCOPE_WRITE, SVC_BODY_MERGE_PATCH},
+    {"POST", "/echo", echo, SVC_SCOPE_WRITE, SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"PATCH", "/merge", echo, SVC_SCOPE_WRITE, SVC_BODY_MERGE_PATCH, SVC_RUN_WORKER},
 };
 
 static const char *no_env(const char *name)
