@@ -86,11 +86,29 @@ static const char sql_objects[] =
     "INSERT INTO {o} AS o (object_id, version, deleted, type, data, checkpoint) "
     "SELECT object_id, version, deleted, CASE WHEN deleted THEN NULL ELSE type END, "
     "  CASE WHEN deleted THEN NULL ELSE data::jsonb END, $7::bigint FROM best ORDER BY object_id "
-    "ON CONFLICT (object_id) DO UPDATE SET version = EXCLUDED.version, deleted = EXCLUDED.deleted, "
-    "  type = EXCLUDED.type, data = EXCLUDED.data, "
-    "  checkpoint = coalesce(EXCLUDED.checkpoint, o.checkpoint), updated_at = now() "
-    "WHERE " VERSION_GUARD("o") " OR (o.version = EXCLUDED.version AND o.checkpoint IS NULL "
-                                "  AND EXCLUDED.checkpoint IS NOT NULL)";
+    "ON CONFLICT (object_id) DO UPDATE SET "
+    "  version = CASE WHEN " VERSION_GUARD(
+        "o") " THEN EXCLUDED.version ELSE o.version END, "
+             "  deleted = CASE WHEN " VERSION_GUARD(
+                 "o") " THEN EXCLUDED.deleted ELSE o.deleted END, "
+                      "  type = CASE WHEN " VERSION_GUARD(
+                          "o") " THEN EXCLUDED.type ELSE o.type END, "
+                               "  data = CASE WHEN " VERSION_GUARD(
+                                   "o") " THEN EXCLUDED.data ELSE o.data END, "
+                                        "  checkpoint = CASE WHEN " VERSION_GUARD(
+                                            "o") " THEN EXCLUDED.checkpoint "
+                                                 "    ELSE coalesce(o.checkpoint, "
+                                                 "EXCLUDED.checkpoint) END, "
+                                                 "  updated_at = CASE WHEN " VERSION_GUARD(
+                                                     "o") " THEN now() ELSE o.updated_at END "
+                                                          /* at the same version the row only learns
+                                                             the checkpoint that carried it */
+                                                          "WHERE " VERSION_GUARD(
+                                                              "o") " OR (o.version = "
+                                                                   "EXCLUDED.version AND "
+                                                                   "o.checkpoint IS NULL "
+                                                                   "  AND EXCLUDED.checkpoint IS "
+                                                                   "NOT NULL)";
 /* Displays, guarded the same way. $1 types, $2 versions, $3 data, $4 order. */
 static const char sql_displays[] =
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[]) "
