@@ -432,9 +432,20 @@ static int pick_all(const struct waiter *w, const void *unused)
     return 1;
 }
 
-static int pick_due(const struct waiter *w, const void *now)
+struct pick_due_arg {
+    double now;
+    int rechecks_left; /* re-checks are rate-limited: each one borrows a pool connection */
+};
+
+static int pick_due(const struct waiter *w, const void *arg)
 {
-    return w->deadline <= *(const double *)now || w->recheck <= *(const double *)now;
+    struct pick_due_arg *a = (struct pick_due_arg *)arg;
+    if (w->deadline <= a->now)
+        return 1;
+    if (w->recheck > a->now || a->rechecks_left == 0)
+        return 0;
+    a->rechecks_left--;
+    return 1;
 }
 
 void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
@@ -462,7 +473,7 @@ long svc_server_waiting(const struct svc_server *s)
 }
 
 /* Resumes waiters at their deadline, and each at its own re-check time (about every poll
- * interval), so that writes made by other rowlock processes are seen within that interval. */
+ * interval, later when many wait), so that writes made by other rowlock processes are seen. */
 static void *ticker_main(void *arg)
 {
     struct svc_server *s = arg;
@@ -476,8 +487,10 @@ static void *ticker_main(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&s->wait_cv, &s->wait_mu, &ts);
-        double now = svc_now();
-        resume_where(s, pick_due, &now);
+        /* at most a quarter of the workers' worth of re-checks per 20 ms tick, so that a
+         * thousand waiters cannot crowd the pool: under many waiters each re-checks less often */
+        struct pick_due_arg due = {svc_now(), s->nworkers / 4 > 0 ? s->nworkers / 4 : 1};
+        resume_where(s, pick_due, &due);
     }
     resume_where(s, pick_all, NULL);
     pthread_mutex_unlock(&s->wait_mu);
@@ -823,11 +836,12 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         free(s);
         return NULL;
     }
-    s->ticker_started = pthread_create(&s->ticker, NULL, ticker_main, s) == 0;
     s->workers = calloc((size_t)cfg->workers, sizeof(pthread_t));
     for (long i = 0; s->workers != NULL && i < cfg->workers; i++)
         if (pthread_create(&s->workers[s->nworkers], NULL, worker_main, s) == 0)
             s->nworkers++;
+    /* the ticker reads nworkers: start it once that is settled */
+    s->ticker_started = pthread_create(&s->ticker, NULL, ticker_main, s) == 0;
     if (s->nworkers == 0) {
         svc_log(SVC_LOG_ERROR, "cannot start the worker threads", NULL);
         svc_server_shutdown(s, 0);

@@ -95,7 +95,8 @@ static void test_defaults(void **state)
     assert_string_equal(r.cfg.database_url, "postgresql:///rowlock");
     assert_string_equal(r.cfg.listen_address, "0.0.0.0");
     assert_int_equal(r.cfg.port, 8080);
-    assert_int_equal(r.cfg.threads, 8);
+    assert_int_equal(r.cfg.threads, 4);
+    assert_int_equal(r.cfg.workers, 16);
     assert_int_equal(r.cfg.pool_size, 16);
     assert_int_equal(r.cfg.pool_acquire_timeout_ms, 2000);
     assert_int_equal(r.cfg.statement_timeout_ms, 5000);
