@@ -1,6 +1,7 @@
 /* The rowlock process: configuration, logging, the database pool and schema check, the HTTP
  * server with the route table from routes/, and shutdown on SIGTERM/SIGINT (drain, then stop).
  * main is the one place that wires routes/ into service/; request handling lives elsewhere. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +28,14 @@ static const char *env_lookup(const char *name)
 static int wait_signal(const sigset_t *set, long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    int sig = ms < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
-    return sig > 0 ? sig : 0;
+    for (;;) {
+        int sig = ms < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
+        if (sig > 0)
+            return sig;
+        /* interrupted (a debugger attaching, say): that is no signal to stop; keep waiting */
+        if (ms >= 0 || errno != EINTR)
+            return 0;
+    }
 }
 
 /* Applies or checks the schema, waiting for a database that is still coming up. Returns 0 when
