@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -345,4 +346,42 @@ void th_assert_problem(const struct th_response *r, long status, const char *cod
     assert_int_equal(json_integer_value(json_object_get(r->json, "status")), status);
     assert_non_null(json_string_value(json_object_get(r->json, "detail")));
     assert_non_null(json_string_value(json_object_get(r->json, "title")));
+}
+
+double th_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int th_raise_fd_limit(unsigned long want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    if (rl.rlim_cur >= want)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+        fprintf(stderr, "the hard limit on open files (%lu) is below %lu\n",
+                (unsigned long)rl.rlim_max, want);
+        return -1;
+    }
+    rl.rlim_cur = want;
+    return setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+double th_metric(int port, const char *series)
+{
+    struct th_response r;
+    double v = -1;
+    char key[256];
+    snprintf(key, sizeof(key), "\n%s ", series);
+    if (th_http(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0 && r.status == 200) {
+        const char *p = strstr(r.body, key);
+        if (p != NULL)
+            v = atof(p + strlen(key));
+    }
+    th_response_free(&r);
+    return v;
 }

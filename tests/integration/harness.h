@@ -64,6 +64,14 @@ int th_header(const struct th_response *r, const char *name, char *out, size_t o
 const char *th_problem_code(const struct th_response *r);
 void th_response_free(struct th_response *r);
 
+/* Monotonic seconds. */
+double th_now(void);
+/* Raises the soft limit on open files to at least want (for tests holding many sockets; the
+ * service started afterwards inherits it). 0, or -1 when the hard limit is lower. */
+int th_raise_fd_limit(unsigned long want);
+/* The value of one series of /metrics ("name" or "name{labels}"), or -1 when absent. */
+double th_metric(int port, const char *series);
+
 /* Asserts a problem+json response with this status and code (cmocka assertion). */
 void th_assert_problem(const struct th_response *r, long status, const char *code);
 

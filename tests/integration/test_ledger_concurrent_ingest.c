@@ -47,13 +47,6 @@ static int teardown(void **state)
     return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- requests ---- */
 
 /* One request; body (borrowed, may be NULL) is sent as JSON. r must be freed by the caller.
@@ -316,7 +309,7 @@ static void identical_waiters_woken_together_apply_once(void **state)
         pthread_barrier_wait(&go);
         usleep(500000);
         struct th_response g;
-        double opened = now_s();
+        double opened = th_now();
         assert_int_equal(submit(l, gate, &g), 201);
         th_response_free(&g);
         int created = 0;
@@ -327,7 +320,7 @@ static void identical_waiters_woken_together_apply_once(void **state)
             created += s[i].status == 201;
             th_response_free(&s[i].r);
         }
-        double took = now_s() - opened;
+        double took = th_now() - opened;
         pthread_barrier_destroy(&go);
         if (created != 1 || took > 3.0)
             fail_msg("round %d: %d answers were 201, the last %.2f s after the gate", r, created,
@@ -571,9 +564,9 @@ struct timed {
 static void *timed_main(void *arg)
 {
     struct timed *t = arg;
-    double start = now_s();
+    double start = th_now();
     t->status = submit(t->ledger, t->tx, &t->r);
-    t->seconds = now_s() - start;
+    t->seconds = th_now() - start;
     return NULL;
 }
 

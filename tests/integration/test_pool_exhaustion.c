@@ -39,20 +39,10 @@ static void *held_readyz(void *arg)
     return NULL;
 }
 
-/* Value of an unlabelled metric, or -1. */
+/* Value of an unlabelled metric of the service under test, or -1. */
 static double metric(const char *name)
 {
-    struct th_response r;
-    double v = -1;
-    if (th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-        char key[128];
-        snprintf(key, sizeof(key), "\n%s ", name);
-        const char *p = strstr(r.body, key);
-        if (p != NULL)
-            v = atof(p + strlen(key));
-    }
-    th_response_free(&r);
-    return v;
+    return th_metric(svc.port, name);
 }
 
 static void exhausted_pool_answers_503_not_a_hang(void **state)

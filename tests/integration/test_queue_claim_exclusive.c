@@ -48,13 +48,6 @@ static struct th_service svc;
 static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void sleep_ms(long ms)
 {
     usleep((useconds_t)ms * 1000);
@@ -694,10 +687,10 @@ static void start_workers(void)
  * replacing dead workers all along, and stops the workers. */
 static void churn(void)
 {
-    double t0 = now_s(), give_up = t0 + CHURN_MAX_S, said = t0;
+    double t0 = th_now(), give_up = t0 + CHURN_MAX_S, said = t0;
     int enqueued = 0;
     long left = -1;
-    while (now_s() < give_up) {
+    while (th_now() < give_up) {
         supervise();
         if (enqueued < JOBS) {
             enqueue_batch(enqueued, ENQUEUE_EACH);
@@ -707,8 +700,8 @@ static void churn(void)
         }
         if ((left = unfinished()) == 0)
             break;
-        if (now_s() - said >= 5 && (said = now_s()) > 0)
-            fprintf(stderr, "%.1f s: %ld unfinished, %ld claimed, %ld completed\n", now_s() - t0,
+        if (th_now() - said >= 5 && (said = th_now()) > 0)
+            fprintf(stderr, "%.1f s: %ld unfinished, %ld claimed, %ld completed\n", th_now() - t0,
                     left, atomic_load(&run.claimed),
                     atomic_load(&run.completed_single) + atomic_load(&run.completed_batch));
         sleep_ms(200);
@@ -718,7 +711,7 @@ static void churn(void)
         pthread_join(workers[i].thread, NULL);
         client_free(&workers[i].c);
     }
-    fprintf(stderr, "churn: %.1f s, %ld unfinished at the end\n", now_s() - t0, left);
+    fprintf(stderr, "churn: %.1f s, %ld unfinished at the end\n", th_now() - t0, left);
     assert_int_equal(left, 0);
 }
 
@@ -885,9 +878,9 @@ static void gate_round(PGconn *gate, struct race *race, const char *pids)
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
     PQclear(r);
     pthread_barrier_wait(&race->start);
-    double give_up = now_s() + 2;
+    double give_up = th_now() + 2;
     int waiting = 0;
-    while (waiting < 2 && atomic_load(&race->claimed) < 2 && now_s() < give_up) {
+    while (waiting < 2 && atomic_load(&race->claimed) < 2 && th_now() < give_up) {
         r = PQexecParams(gate,
                          "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND "
                          "wait_event_type = 'Lock'",
@@ -980,19 +973,19 @@ static void broken_claim_without_skip_locked_is_caught_by_the_checker(void **sta
 {
     size_t claims = 0;
     int broken[2], locked[2];
-    double t0 = now_s();
+    double t0 = th_now();
     race_claimers("broken", "", broken, &claims);
     fprintf(stderr,
             "broken claim: %zu claims in %d rounds; violations: %d in %d free rounds, %d in %d "
             "gated rounds (%.2f s)\n",
             claims, RACE_ROUNDS, broken[0], RACE_ROUNDS / 2, broken[1], RACE_ROUNDS / 2,
-            now_s() - t0);
-    t0 = now_s();
+            th_now() - t0);
+    t0 = th_now();
     race_claimers("locked", " FOR UPDATE SKIP LOCKED", locked, &claims);
     fprintf(stderr,
             "FOR UPDATE SKIP LOCKED: %zu claims in %d rounds; violations: %d free, %d gated "
             "(%.2f s)\n",
-            claims, RACE_ROUNDS, locked[0], locked[1], now_s() - t0);
+            claims, RACE_ROUNDS, locked[0], locked[1], th_now() - t0);
     /* gated rounds double-claim (a second completed attempt, and an overlap); the checker must
      * see it in most of them (scheduling under sanitizers can let a few slip past the gate) */
     assert_true(broken[1] >= RACE_ROUNDS / 4);

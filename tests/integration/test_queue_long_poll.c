@@ -32,37 +32,12 @@ static struct th_service svc, quiet;
 static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Room for WAITERS client sockets here and as many in the service (which inherits it). */
-static int raise_fd_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return -1;
-    rlim_t want = 4 * WAITERS;
-    if (rl.rlim_cur >= want)
-        return 0;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
-        fprintf(stderr, "the hard limit on open files (%lu) is below %lu\n",
-                (unsigned long)rl.rlim_max, (unsigned long)want);
-        return -1;
-    }
-    rl.rlim_cur = want;
-    return setrlimit(RLIMIT_NOFILE, &rl);
-}
-
 static int setup(void **state)
 {
     const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
                          "ROWLOCK_POOL_SIZE=16", "ROWLOCK_MAX_WAIT_S=30", NULL};
     const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (raise_fd_limit() != 0 || th_db_create("qlongpoll", dburl, sizeof(dburl)) != 0)
+    if (th_raise_fd_limit(4 * WAITERS) != 0 || th_db_create("qlongpoll", dburl, sizeof(dburl)) != 0)
         return -1;
     if (th_service_start(&svc, dburl, env) != 0)
         return -1;
@@ -98,10 +73,10 @@ static int64_t enqueue(int port, const char *queue, int n, double *seconds)
     o += (size_t)snprintf(body + o, cap - o, "]}");
     struct th_response r;
     snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
-    double t0 = now_s();
+    double t0 = th_now();
     assert_int_equal(th_http(port, "POST", path, json_ct, body, o, &r), 0);
     if (seconds != NULL)
-        *seconds = now_s() - t0;
+        *seconds = th_now() - t0;
     free(body);
     assert_int_equal(r.status, 201);
     json_t *jobs = json_object_get(r.json, "jobs");
@@ -111,27 +86,11 @@ static int64_t enqueue(int port, const char *queue, int n, double *seconds)
     return first;
 }
 
-/* Value of an unlabelled metric, or -1. */
-static double metric(int port, const char *name)
-{
-    struct th_response r;
-    double v = -1;
-    if (th_http(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-        char key[128];
-        snprintf(key, sizeof(key), "\n%s ", name);
-        const char *p = strstr(r.body, key);
-        if (p != NULL)
-            v = atof(p + strlen(key));
-    }
-    th_response_free(&r);
-    return v;
-}
-
 /* Waits up to timeout_s for the waiting long-polls to reach at least n; returns the last count. */
 static double await_waiting(int port, double n, double timeout_s)
 {
-    double v = -1, give_up = now_s() + timeout_s;
-    while ((v = metric(port, "rowlock_http_long_polls_waiting")) < n && now_s() < give_up)
+    double v = -1, give_up = th_now() + timeout_s;
+    while ((v = th_metric(port, "rowlock_http_long_polls_waiting")) < n && th_now() < give_up)
         usleep(20000);
     return v;
 }
@@ -150,7 +109,7 @@ static void *claim_main(void *arg)
     snprintf(path, sizeof(path), "/queues/%s/leases", c->queue);
     int n = snprintf(body, sizeof(body), "{\"owner\":\"w\",\"wait_seconds\":%d}", c->wait);
     th_http(quiet.port, "POST", path, json_ct, body, (size_t)n, &c->r);
-    c->done_at = now_s();
+    c->done_at = th_now();
     return NULL;
 }
 
@@ -159,11 +118,11 @@ static void waiting_claim_returns_promptly_after_an_enqueue(void **state)
     queue_create("prompt");
     struct claim_one c = {.queue = "prompt", .wait = 10};
     pthread_t t;
-    double started = now_s();
+    double started = th_now();
     pthread_create(&t, NULL, claim_main, &c);
     assert_true(await_waiting(quiet.port, 1, 5) >= 1);
     usleep(300000);
-    double enqueued_at = now_s();
+    double enqueued_at = th_now();
     int64_t id = enqueue(quiet.port, "prompt", 1, NULL);
     pthread_join(t, NULL);
     double latency = c.done_at - enqueued_at;
@@ -184,7 +143,7 @@ static void idle_claim_returns_no_lease_when_its_wait_is_over(void **state)
     queue_create("idle");
     for (int wait = 0; wait <= 1; wait++) {
         struct claim_one c = {.queue = "idle", .wait = wait};
-        double t0 = now_s();
+        double t0 = th_now();
         claim_main(&c);
         double took = c.done_at - t0;
         fprintf(stderr, "wait_seconds=%d on an empty queue returned after %.3f s\n", wait, took);
@@ -236,8 +195,8 @@ static void *crowd_main(void *arg)
 {
     struct crowd *c = arg;
     int running = 1;
-    double give_up = now_s() + 60;
-    while (running > 0 && now_s() < give_up) {
+    double give_up = th_now() + 60;
+    while (running > 0 && th_now() < give_up) {
         curl_multi_perform(c->multi, &running);
         CURLMsg *m;
         int left;
@@ -246,7 +205,7 @@ static void *crowd_main(void *arg)
                 continue;
             struct waiter *w = NULL;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
-            w->done_at = now_s();
+            w->done_at = th_now();
             w->result = m->data.result;
             curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
             c->failed += m->data.result != CURLE_OK;
@@ -316,12 +275,12 @@ static void assert_service_free_while_waiting(struct crowd *c)
     fprintf(stderr, "an enqueue to another queue took %.3f s\n", took);
     assert_true(took < 1.0);
     for (int i = 0; i < 5; i++) {
-        double in_use = metric(svc.port, "rowlock_db_pool_in_use");
+        double in_use = th_metric(svc.port, "rowlock_db_pool_in_use");
         in_use_max = in_use > in_use_max ? in_use : in_use_max;
-        assert_int_equal((int)metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
+        assert_int_equal((int)th_metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
         usleep(200000);
     }
-    double waiting = metric(svc.port, "rowlock_http_long_polls_waiting");
+    double waiting = th_metric(svc.port, "rowlock_http_long_polls_waiting");
     fprintf(stderr, "pool in use while they wait: at most %.0f of %d; %.0f waiting\n", in_use_max,
             POOL_SIZE, waiting);
     assert_true(in_use_max < POOL_SIZE);
@@ -381,7 +340,7 @@ static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(voi
     assert_service_free_while_waiting(c);
 
     /* one batch of WAITERS jobs: every waiter gets exactly one */
-    double took = 0, enqueued_at = now_s();
+    double took = 0, enqueued_at = th_now();
     int64_t first = enqueue(svc.port, "crowd", WAITERS, &took);
     fprintf(stderr, "the waking enqueue of %d jobs took %.3f s\n", WAITERS, took);
     pthread_join(t, NULL);
@@ -399,7 +358,7 @@ static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(voi
     crowd_free(c);
     free(c);
     assert_true(await_waiting(svc.port, 0, 0) == 0);
-    assert_true(metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
     /* and the queue agrees: all of them processing, none pending */
     struct th_response r;
     assert_int_equal(th_http(svc.port, "GET", "/queues/crowd", NULL, NULL, 0, &r), 0);

@@ -165,13 +165,6 @@ static void *patch_alone(void *arg)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Runs the rounds against binary; returns the number of rounds that lost an update. */
 static int run_rounds(const char *binary, const char *db, int strict)
 {
@@ -183,7 +176,7 @@ static int run_rounds(const char *binary, const char *db, int strict)
     create_topic(svc.port, "t");
     int64_t cursor = 0;
     int lossy = 0;
-    double t0 = now_s();
+    double t0 = th_now();
     for (int round = 0; round < ROUNDS; round++) {
         int present = run_round(svc.port, "t", round, &cursor, strict);
         if (present < WRITERS)
@@ -192,7 +185,7 @@ static int run_rounds(const char *binary, const char *db, int strict)
             assert_int_equal(present, WRITERS);
     }
     fprintf(stderr, "%s: %d of %d rounds of %d concurrent first PATCHes lost an update (%.1f s)\n",
-            binary, lossy, ROUNDS, WRITERS, now_s() - t0);
+            binary, lossy, ROUNDS, WRITERS, th_now() - t0);
     return lossy;
 }
 

@@ -344,22 +344,6 @@ static void janitor_deletes_between_lost_insert_and_lock(void **state)
 
 /* ---- (d) end to end ---- */
 
-/* The value of the sample `series` (name with labels) on /metrics, or -1 when absent. */
-static double metric(int port, const char *series)
-{
-    struct th_response r;
-    double v = -1;
-    char key[256];
-    snprintf(key, sizeof(key), "\n%s ", series);
-    if (th_http(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0 && r.status == 200) {
-        const char *p = strstr(r.body, key);
-        if (p != NULL)
-            v = atof(p + strlen(key));
-    }
-    th_response_free(&r);
-    return v;
-}
-
 static json_t *topic_counts(int port, struct th_response *r)
 {
     assert_int_equal(th_http(port, "GET", "/topics/t", NULL, NULL, 0, r), 0);
@@ -422,8 +406,8 @@ static void assert_hidden_but_counted(int port)
     assert_int_equal(count_of(counts, "messages"), 1);
     assert_true(json_real_value(json_object_get(counts, "headless_oldest_age_seconds")) > 0);
     th_response_free(&g);
-    assert_true(metric(port, "rowlock_topic_headless_rows{topic=\"t\"}") == 1);
-    assert_true(metric(port, "rowlock_topic_headless_oldest_age_seconds{topic=\"t\"}") > 0);
+    assert_true(th_metric(port, "rowlock_topic_headless_rows{topic=\"t\"}") == 1);
+    assert_true(th_metric(port, "rowlock_topic_headless_oldest_age_seconds{topic=\"t\"}") > 0);
 }
 
 /* Polls (up to 10 s) until the service's janitor has deleted "ghost" and counted it. */
@@ -438,9 +422,9 @@ static void await_janitor(int port, PGconn *c, const char *heads)
     assert_true(gone);
     /* the counter moves just after the janitor's transaction commits */
     const char *deleted = "rowlock_topic_janitor_deleted_total{topic=\"t\"}";
-    for (int i = 0; i < 500 && metric(port, deleted) != 1; i++)
+    for (int i = 0; i < 500 && th_metric(port, deleted) != 1; i++)
         usleep(10000);
-    assert_true(metric(port, deleted) == 1);
+    assert_true(th_metric(port, deleted) == 1);
 }
 
 /* An empty merge patch on a new key commits its lock as a headless row (all-null head columns);
@@ -471,7 +455,7 @@ static void headless_row_is_hidden_counted_and_expired_by_the_janitor(void **sta
     await_janitor(port, c, heads);
     PQfinish(c);
     struct th_response g;
-    assert_true(metric(port, "rowlock_topic_headless_rows{topic=\"t\"}") == 0);
+    assert_true(th_metric(port, "rowlock_topic_headless_rows{topic=\"t\"}") == 0);
     json_t *counts = topic_counts(port, &g);
     assert_int_equal(count_of(counts, "headless_rows"), 0);
     assert_int_equal(count_of(counts, "heads"), 1);

@@ -31,13 +31,6 @@ static struct th_service svc;
 static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int setup(void **state)
 {
     if (th_db_create("lograce", dburl, sizeof(dburl)) != 0)
@@ -196,7 +189,7 @@ static void *producer_main(void *arg)
     struct race *rc = p->race;
     char path[256];
     snprintf(path, sizeof(path), "/topics/%s/messages", rc->topic);
-    for (int i = 0; now_s() < rc->until; i++) {
+    for (int i = 0; th_now() < rc->until; i++) {
         int batch = (i % 3 == 2) ? 1 + (i % 7) : 0; /* every third request: a batch of 1-7 */
         char body[2048];
         int n;
@@ -278,7 +271,7 @@ static void *sql_writer_main(void *arg)
     struct sql_writer *w = arg;
     struct race *rc = w->race;
     PGconn *c = PQconnectdb(dburl);
-    while (PQstatus(c) == CONNECTION_OK && now_s() < rc->until) {
+    while (PQstatus(c) == CONNECTION_OK && th_now() < rc->until) {
         int64_t off = sql_take_offset(c, rc, w->commit ? "slow" : "rb");
         if (off == -1) {
             atomic_fetch_add(&rc->stolen, 1);
@@ -317,8 +310,8 @@ static void *late_committer_main(void *arg)
             atomic_fetch_add(&rc->errors, 1);
             break;
         }
-        double give_up = now_s() + 20;
-        while (atomic_load(&rc->naive_after) <= off && now_s() < give_up)
+        double give_up = th_now() + 20;
+        while (atomic_load(&rc->naive_after) <= off && th_now() < give_up)
             usleep(2000);
         if (!sql_end(c, "COMMIT")) {
             atomic_fetch_add(&rc->errors, 1);
@@ -367,7 +360,7 @@ static void *reader_main(void *arg)
     PGconn *c = rd->naive ? PQconnectdb(dburl) : NULL;
     double give_up = rc->until + 20;
     rd->next = 0;
-    for (int final = 0; now_s() < give_up;) {
+    for (int final = 0; th_now() < give_up;) {
         int n = rd->naive ? naive_read(c, rc, &rd->next, &rd->seen)
                           : read_log(rc->topic, rd->next, rd->wait, &rd->next, &rd->seen);
         if (n < 0) {
@@ -454,7 +447,7 @@ static void run_race(struct race *rc, const char *topic, const struct race_plan 
     offsets_init(&rc->committed);
     offsets_init(&rc->rolled_back);
     offsets_init(&rc->late);
-    rc->until = now_s() + WRITE_SECONDS;
+    rc->until = th_now() + WRITE_SECONDS;
     atomic_store(&rc->target, INT64_MAX);
 
     pthread_t rt[3], pt[8], wt[8], lt;

@@ -31,37 +31,12 @@ static struct th_service svc, quiet;
 static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Room for POLLERS client sockets here and as many in the service (which inherits it). */
-static int raise_fd_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return -1;
-    rlim_t want = 4 * POLLERS;
-    if (rl.rlim_cur >= want)
-        return 0;
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
-        fprintf(stderr, "the hard limit on open files (%lu) is below %lu\n",
-                (unsigned long)rl.rlim_max, (unsigned long)want);
-        return -1;
-    }
-    rl.rlim_cur = want;
-    return setrlimit(RLIMIT_NOFILE, &rl);
-}
-
 static int setup(void **state)
 {
     const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
                          "ROWLOCK_POOL_SIZE=16", "ROWLOCK_MAX_WAIT_S=30", NULL};
     const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (raise_fd_limit() != 0 || th_db_create("longpoll", dburl, sizeof(dburl)) != 0)
+    if (th_raise_fd_limit(4 * POLLERS) != 0 || th_db_create("longpoll", dburl, sizeof(dburl)) != 0)
         return -1;
     if (th_service_start(&svc, dburl, env) != 0)
         return -1;
@@ -92,37 +67,21 @@ static int64_t produce(int port, const char *topic, const char *key, double *sec
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/%s/messages", topic);
     int n = snprintf(body, sizeof(body), "{\"key\":\"%s\",\"value\":{\"hello\":1}}", key);
-    double t0 = now_s();
+    double t0 = th_now();
     assert_int_equal(th_http(port, "POST", path, json_ct, body, (size_t)n, &r), 0);
     if (seconds != NULL)
-        *seconds = now_s() - t0;
+        *seconds = th_now() - t0;
     assert_int_equal(r.status, 201);
     int64_t off = json_integer_value(json_object_get(r.json, "offset"));
     th_response_free(&r);
     return off;
 }
 
-/* Value of an unlabelled metric, or -1. */
-static double metric(int port, const char *name)
-{
-    struct th_response r;
-    double v = -1;
-    if (th_http(port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
-        char key[128];
-        snprintf(key, sizeof(key), "\n%s ", name);
-        const char *p = strstr(r.body, key);
-        if (p != NULL)
-            v = atof(p + strlen(key));
-    }
-    th_response_free(&r);
-    return v;
-}
-
 /* Waits up to timeout_s for the waiting long-polls to reach at least n; returns the last count. */
 static double await_waiting(int port, double n, double timeout_s)
 {
-    double v = -1, give_up = now_s() + timeout_s;
-    while ((v = metric(port, "rowlock_http_long_polls_waiting")) < n && now_s() < give_up)
+    double v = -1, give_up = th_now() + timeout_s;
+    while ((v = th_metric(port, "rowlock_http_long_polls_waiting")) < n && th_now() < give_up)
         usleep(20000);
     return v;
 }
@@ -137,7 +96,7 @@ static void *poll_main(void *arg)
 {
     struct poll_one *p = arg;
     th_http(quiet.port, "GET", p->path, NULL, NULL, 0, &p->r);
-    p->done_at = now_s();
+    p->done_at = th_now();
     return NULL;
 }
 
@@ -146,11 +105,11 @@ static void waiting_read_returns_promptly_after_a_produce(void **state)
     topic_create("prompt");
     struct poll_one p = {.path = "/topics/prompt/messages?after=0&wait=10"};
     pthread_t t;
-    double started = now_s();
+    double started = th_now();
     pthread_create(&t, NULL, poll_main, &p);
     assert_true(await_waiting(quiet.port, 1, 5) >= 1);
     usleep(300000);
-    double produced_at = now_s();
+    double produced_at = th_now();
     assert_int_equal(produce(quiet.port, "prompt", "k", NULL), 1);
     pthread_join(t, NULL);
     double latency = p.done_at - produced_at;
@@ -173,9 +132,9 @@ static void idle_read_returns_empty_when_its_wait_is_over(void **state)
     for (int wait = 0; wait <= 1; wait++) {
         char path[128];
         snprintf(path, sizeof(path), "/topics/idle/messages?after=0&wait=%d", wait);
-        double t0 = now_s();
+        double t0 = th_now();
         assert_int_equal(th_http(quiet.port, "GET", path, NULL, NULL, 0, &r), 0);
-        double took = now_s() - t0;
+        double took = th_now() - t0;
         fprintf(stderr, "wait=%d on an idle topic returned after %.3f s\n", wait, took);
         assert_int_equal(r.status, 200);
         assert_int_equal(json_array_size(json_object_get(r.json, "messages")), 0);
@@ -224,8 +183,8 @@ static void *crowd_main(void *arg)
 {
     struct crowd *c = arg;
     int running = 1;
-    double give_up = now_s() + 60;
-    while (running > 0 && now_s() < give_up) {
+    double give_up = th_now() + 60;
+    while (running > 0 && th_now() < give_up) {
         curl_multi_perform(c->multi, &running);
         CURLMsg *m;
         int left;
@@ -234,7 +193,7 @@ static void *crowd_main(void *arg)
                 continue;
             struct waiter *w = NULL;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
-            w->done_at = now_s();
+            w->done_at = th_now();
             w->result = m->data.result;
             curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
             c->failed += m->data.result != CURLE_OK;
@@ -308,22 +267,22 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     fprintf(stderr, "a produce to another topic took %.3f s\n", took);
     assert_true(took < 1.0);
     for (int i = 0; i < 5; i++) {
-        double in_use = metric(svc.port, "rowlock_db_pool_in_use");
+        double in_use = th_metric(svc.port, "rowlock_db_pool_in_use");
         in_use_max = in_use > in_use_max ? in_use : in_use_max;
-        assert_int_equal((int)metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
+        assert_int_equal((int)th_metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
         usleep(200000);
     }
     fprintf(stderr, "pool in use while they wait: at most %.0f of %d\n", in_use_max, POOL_SIZE);
     /* waiters that held connections would pin all 16 (and time out acquires); the once-a-second
      * re-read of every waiter borrows a few, briefly */
     assert_true(in_use_max <= POOL_SIZE / 2);
-    assert_true(metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
     /* (sampled between re-reads: each resumes its waiters for a moment) */
     assert_true(await_waiting(svc.port, POLLERS * 0.98, 5) >= POLLERS * 0.98);
     assert_int_equal(c->done, 0); /* the produce elsewhere woke none of them */
 
     /* one produce on their topic wakes all of them, each with the message */
-    double produced_at = now_s();
+    double produced_at = th_now();
     assert_int_equal(produce(svc.port, "crowd", "wake", &took), 1);
     fprintf(stderr, "the waking produce took %.3f s\n", took);
     pthread_join(t, NULL);
@@ -353,7 +312,7 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     crowd_free(c);
     free(c);
     assert_true(await_waiting(svc.port, 0, 0) == 0);
-    assert_true(metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
 }
 
 int main(void)
