@@ -385,3 +385,29 @@ double th_metric(int port, const char *series)
     th_response_free(&r);
     return v;
 }
+
+json_t *th_sql_rows(PGconn *c, const char *sql)
+{
+    PGresult *r = th_sql(c, sql);
+    json_t *rows = json_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_t *row = json_array();
+        for (int k = 0; k < PQnfields(r); k++)
+            json_array_append_new(row, PQgetisnull(r, i, k) ? json_null()
+                                                            : json_string(PQgetvalue(r, i, k)));
+        json_array_append_new(rows, row);
+    }
+    PQclear(r);
+    return rows;
+}
+
+json_t *th_get_json(int port, const char *path)
+{
+    struct th_response r;
+    assert_int_equal(th_http(port, "GET", path, NULL, NULL, 0, &r), 0);
+    if (r.status != 200)
+        fail_msg("GET %s: %ld %s", path, r.status, r.body);
+    json_t *j = json_incref(r.json);
+    th_response_free(&r);
+    return j;
+}

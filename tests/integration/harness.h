@@ -64,6 +64,10 @@ int th_header(const struct th_response *r, const char *name, char *out, size_t o
 const char *th_problem_code(const struct th_response *r);
 void th_response_free(struct th_response *r);
 
+/* A query's rows as a JSON array of arrays of strings (NULL: null), for comparing states. */
+json_t *th_sql_rows(PGconn *c, const char *sql);
+/* GET path; asserts 200 and returns the body (a new reference). */
+json_t *th_get_json(int port, const char *path);
 /* Monotonic seconds. */
 double th_now(void);
 /* Raises the soft limit on open files to at least want (for tests holding many sockets; the

@@ -107,36 +107,11 @@ static int teardown(void **state)
 
 /* ---- the state that bad input must leave alone ---- */
 
-static json_t *get_json(const char *path)
-{
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
-    assert_int_equal(r.status, 200);
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
-}
-
-static json_t *sql_rows(PGconn *c, const char *sql)
-{
-    PGresult *r = th_sql(c, sql);
-    json_t *rows = json_array();
-    for (int i = 0; i < PQntuples(r); i++) {
-        json_t *row = json_array();
-        for (int k = 0; k < PQnfields(r); k++)
-            json_array_append_new(row, PQgetisnull(r, i, k) ? json_null()
-                                                            : json_string(PQgetvalue(r, i, k)));
-        json_array_append_new(rows, row);
-    }
-    PQclear(r);
-    return rows;
-}
-
 /* Everything a write could change, as one JSON text (malloc'd). */
 static char *snapshot(void)
 {
     json_t *s = json_object();
-    json_t *queues = get_json("/queues?limit=1000");
+    json_t *queues = th_get_json(svc.port, "/queues?limit=1000");
     size_t i;
     json_t *q;
     json_array_foreach(json_object_get(queues, "queues"), i, q)
@@ -145,16 +120,17 @@ static char *snapshot(void)
         json_object_del(counts, "oldest_pending_age_seconds"); /* grows with time */
     }
     json_object_set_new(s, "queues", queues);
-    json_object_set_new(s, "jobs", get_json("/queues/q/jobs?limit=1000"));
+    json_object_set_new(s, "jobs", th_get_json(svc.port, "/queues/q/jobs?limit=1000"));
     PGconn *c = th_pg(dburl);
-    json_object_set_new(s, "queue_rows", sql_rows(c, "SELECT * FROM rowlock.queues ORDER BY id"));
-    json_object_set_new(s, "job_rows", sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id"));
+    json_object_set_new(s, "queue_rows",
+                        th_sql_rows(c, "SELECT * FROM rowlock.queues ORDER BY id"));
+    json_object_set_new(s, "job_rows", th_sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id"));
     json_object_set_new(s, "bodies",
-                        sql_rows(c, "SELECT * FROM rowlock.job_bodies ORDER BY job_id"));
-    json_object_set_new(s, "attempts",
-                        sql_rows(c, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence"));
+                        th_sql_rows(c, "SELECT * FROM rowlock.job_bodies ORDER BY job_id"));
+    json_object_set_new(
+        s, "attempts", th_sql_rows(c, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence"));
     json_object_set_new(s, "queue_seq",
-                        sql_rows(c, "SELECT last_value, is_called FROM rowlock.queues_id_seq"));
+                        th_sql_rows(c, "SELECT last_value, is_called FROM rowlock.queues_id_seq"));
     PQfinish(c);
     char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
     json_decref(s);

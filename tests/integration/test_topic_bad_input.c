@@ -87,36 +87,11 @@ static int teardown(void **state)
 
 /* ---- the state that bad input must leave alone ---- */
 
-static json_t *get_json(const char *path)
-{
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
-    assert_int_equal(r.status, 200);
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
-}
-
-static json_t *sql_rows(PGconn *c, const char *sql)
-{
-    PGresult *r = th_sql(c, sql);
-    json_t *rows = json_array();
-    for (int i = 0; i < PQntuples(r); i++) {
-        json_t *row = json_array();
-        for (int k = 0; k < PQnfields(r); k++)
-            json_array_append_new(row, PQgetisnull(r, i, k) ? json_null()
-                                                            : json_string(PQgetvalue(r, i, k)));
-        json_array_append_new(rows, row);
-    }
-    PQclear(r);
-    return rows;
-}
-
 /* Everything a write could change, as one JSON text (malloc'd). */
 static char *snapshot(void)
 {
     json_t *s = json_object();
-    json_t *topics = get_json("/topics?limit=1000");
+    json_t *topics = th_get_json(svc.port, "/topics?limit=1000");
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(topics, "topics"), i, t)
@@ -125,25 +100,25 @@ static char *snapshot(void)
         json_object_del(counts, "headless_oldest_age_seconds"); /* grows with time */
     }
     json_object_set_new(s, "topics", topics);
-    json_object_set_new(s, "log", get_json("/topics/t/messages?after=0&limit=1000"));
-    json_object_set_new(s, "keys", get_json("/topics/t/keys?limit=1000"));
+    json_object_set_new(s, "log", th_get_json(svc.port, "/topics/t/messages?after=0&limit=1000"));
+    json_object_set_new(s, "keys", th_get_json(svc.port, "/topics/t/keys?limit=1000"));
     PGconn *c = th_pg(dburl);
     char sql[256];
     json_object_set_new(s, "producers",
-                        sql_rows(c, "SELECT topic_id, name, schema_version, updated_at "
-                                    "FROM rowlock.producers ORDER BY 1, 2"));
+                        th_sql_rows(c, "SELECT topic_id, name, schema_version, updated_at "
+                                       "FROM rowlock.producers ORDER BY 1, 2"));
     snprintf(sql, sizeof(sql),
              "SELECT key, head_id, compaction_rank, updated_at FROM "
              "rowlock.compaction_head_%" PRId64 " ORDER BY key",
              topic_id);
-    json_object_set_new(s, "heads", sql_rows(c, sql));
+    json_object_set_new(s, "heads", th_sql_rows(c, sql));
     snprintf(sql, sizeof(sql),
              "SELECT last_value, is_called FROM rowlock.messages_%" PRId64 "_offset", topic_id);
-    json_object_set_new(s, "sequence", sql_rows(c, sql));
+    json_object_set_new(s, "sequence", th_sql_rows(c, sql));
     json_object_set_new(s, "tables",
-                        sql_rows(c, "SELECT relname FROM pg_class c JOIN pg_namespace n ON "
-                                    "n.oid = c.relnamespace WHERE nspname = 'rowlock' "
-                                    "ORDER BY 1"));
+                        th_sql_rows(c, "SELECT relname FROM pg_class c JOIN pg_namespace n ON "
+                                       "n.oid = c.relnamespace WHERE nspname = 'rowlock' "
+                                       "ORDER BY 1"));
     PQfinish(c);
     char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
     json_decref(s);
