@@ -165,7 +165,7 @@ static const struct db_stmt st_claim = {
     "  FROM cand, q WHERE j.id = cand.id "
     "  RETURNING j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was), "
     "closed AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'lease_expired' "
-    "  FROM w WHERE a.job_id = w.id AND a.ended_at IS NULL), "
+    "  FROM w WHERE w.was = 'processing' AND a.job_id = w.id AND a.ended_at IS NULL), "
     "opened AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner) "
     "  SELECT id, fence, attempts, $2 FROM w) "
     "SELECT w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(
@@ -192,7 +192,8 @@ static const struct db_stmt st_complete = {
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
     "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
-    "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w WHERE b.job_id = w.id), "
+    "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
     "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'completed' FROM w "
     "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("''"),
     5};
@@ -242,23 +243,28 @@ static const struct db_stmt st_complete_batch = {
     "lease_complete_batch",
     "WITH items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
     "  WITH ORDINALITY AS x(id, owner, fence, result, i)), "
-    "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live "
-    "  FROM rowlock.jobs j WHERE j.queue_id = $1 AND j.id IN (SELECT id FROM items) "
-    "  ORDER BY j.id FOR UPDATE), "
+    /* each item's job, locked in id order, carrying what the item claims (a join here, not in
+     * w, keeps the cost linear in the batch) */
+    "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live, "
+    "  items.owner AS want_owner, items.fence AS want_fence, items.result "
+    "  FROM rowlock.jobs j JOIN items ON items.id = j.id WHERE j.queue_id = $1 "
+    "  ORDER BY j.id FOR UPDATE OF j), "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target, items "
-    "  WHERE j.id = target.id AND items.id = j.id AND " LEASE_LIVE_BY(
-        "items.owner", "items.fence") "  RETURNING j.id, items.fence, items.result), "
-                                      "b AS (UPDATE rowlock.job_bodies b SET result = "
-                                      "w.result::jsonb FROM w WHERE b.job_id = w.id), "
-                                      "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), "
-                                      "outcome = 'completed' FROM w "
-                                      "  WHERE a.job_id = w.id AND a.fence = w.fence) "
-                                      "SELECT items.i, target.state, target.owner, target.fence, "
-                                      "target.live, w.id IS NOT NULL, "
-                                      "  target.id IS NOT NULL FROM items LEFT JOIN target ON "
-                                      "target.id = items.id "
-                                      "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
+    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
+    "  WHERE j.id = target.id AND " LEASE_LIVE_BY(
+        "target.want_owner",
+        "target.want_fence") "  RETURNING j.id, target.want_fence AS fence, target.result), "
+                             "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM "
+                             "w "
+                             "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
+                             "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = "
+                             "'completed' FROM w "
+                             "  WHERE a.job_id = w.id AND a.fence = w.fence) "
+                             "SELECT items.i, target.state, target.owner, target.fence, "
+                             "target.live, w.id IS NOT NULL, "
+                             "  target.id IS NOT NULL FROM items LEFT JOIN target ON target.id = "
+                             "items.id "
+                             "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
     5};
 
 static const struct db_stmt st_queue_ids = {
@@ -905,7 +911,7 @@ enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const
                                   const char *result, enum db_queue_verdict *verdict,
                                   struct db_error *err)
 {
-    return fenced(pool, queue, &st_complete, l, result ? result : "null", NULL, NULL, verdict, err);
+    return fenced(pool, queue, &st_complete, l, result, NULL, NULL, verdict, err);
 }
 
 enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,
@@ -951,7 +957,7 @@ static const char *settlement_column(const void *items, size_t i, size_t col, ch
         snprintf(buf, size, "%" PRId64, s->lease.fence);
         return buf;
     default:
-        return s->result ? s->result : "null";
+        return s->result;
     }
 }
 

@@ -662,7 +662,7 @@ enum db_status db_topics_produce(struct db_pool *pool, const char *topic, const 
                                  struct db_error *err)
 {
     struct produce a = {topic, producer, msgs, n, out, DB_TOPIC_NOT_FOUND};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, produce_tx, &a, err);
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, produce_tx, &a, err);
     *verdict = a.verdict;
     return st == DB_ABORTED ? DB_OK : st;
 }
@@ -733,7 +733,7 @@ enum db_status db_topics_head_write(struct db_pool *pool, struct db_head_write *
 {
     memset(&w->before, 0, sizeof(w->before));
     w->verdict = DB_TOPIC_NOT_FOUND;
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, head_write_tx, w, err);
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, head_write_tx, w, err);
     return st == DB_ABORTED && w->verdict == DB_TOPIC_NOT_FOUND ? DB_OK : st;
 }
 

@@ -237,7 +237,8 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
                                  void *arg, int *at_begin, struct db_error *err)
 {
     static const char *const begin[] = {"BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ",
-                                        "BEGIN ISOLATION LEVEL SERIALIZABLE"};
+                                        "BEGIN ISOLATION LEVEL SERIALIZABLE",
+                                        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"};
     enum db_status st = db_exec(c, begin[iso], err);
     *at_begin = st != DB_OK;
     if (st != DB_OK)

@@ -11,7 +11,15 @@
 
 #define DB_TX_MAX_ATTEMPTS 5
 
-enum db_isolation { DB_READ_COMMITTED, DB_REPEATABLE_READ, DB_SERIALIZABLE };
+enum db_isolation {
+    DB_READ_COMMITTED,
+    DB_REPEATABLE_READ,
+    DB_SERIALIZABLE,
+    /* READ COMMITTED with generic plans for this transaction only: for statements whose array
+     * parameters change size per call, which PostgreSQL would otherwise re-plan every time
+     * (sent with BEGIN, so it costs no round trip) */
+    DB_READ_COMMITTED_GENERIC_PLANS,
+};
 
 /* A workflow: the statements of one transaction. It may run several times (after 40001/40P01),
  * so it must reset whatever it reports through arg at its start. Returns DB_OK to commit,

@@ -1,0 +1,981 @@
+#!/usr/bin/env bash
+# tests/bench/queues.sh: end-to-end throughput of leased work queues (jobs/s for JOBS no-op jobs,
+# every one verified done exactly once) through rowlock, beside the same SQL driven by pgbench on
+# the same PostgreSQL in the same run (the ceiling), and beside two Node.js queues from the npm
+# registry, graphile-worker and pg-boss, each in its fastest documented configuration.
+#
+#   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/queues.sh
+#
+# Systems (SYSTEMS, all by default, in this order), each on a queue of its own holding JOBS jobs
+# enqueued before the clock starts (so enqueue and processing never overlap; each enqueue is
+# timed and reported on its own), then VACUUM ANALYZE of its tables (the same for every system),
+# then timed from the moment the workers start to the moment the last job is done (committed):
+#   rowlock-1       tests/bench/queues/worker.c, WORKERS threads with a keep-alive connection
+#                   each, looping POST /queues/Q/leases {owner, max_jobs: 1} then
+#                   POST /queues/Q/leases/{id}/complete {owner, fence}
+#   rowlock-batch   the same with max_jobs: BATCH, every claimed job settled by one
+#                   POST /queues/Q/leases:complete {owner, items: [{job_id, fence}...]}
+#   rowlock-large   for reference: the same with LARGE_WORKERS (4) workers and max_jobs
+#                   LARGE_BATCH (500), the shape of the peers' fastest configurations
+#   pgbench-batch   the ceiling: pgbench -M prepared, CLIENTS clients, each transaction of the
+#                   script the statements rowlock issues for one claim and one settlement, in
+#                   its transactions: BEGIN; queue resolve; the claim (max BATCH, owner from
+#                   :client_id); COMMIT; BEGIN; queue resolve; the batch completion of the claimed
+#                   ids and fences; COMMIT. The claim's rows are carried to the completion by
+#                   \gset: its final SELECT is wrapped to aggregate them (count, array_agg of ids
+#                   and fences); nothing else of the statement changes
+#   pgbench-auto    for reference: pgbench-batch with PostgreSQL's default plan cache mode (auto:
+#                   custom plans until a generic one is as cheap), whatever rowlock sets
+#   pgbench-bare    for reference: the claim and the batch completion alone, each its own
+#                   implicit transaction (no BEGIN, resolve or COMMIT round trips)
+#   pgbench-1       for reference, rowlock-1's twin: claim max 1, then the single completion
+#   graphile-worker tests/bench/queues/graphile.js: addJobs, then run() with concurrentJobs
+#                   GW_CONCURRENCY (24), maxPoolSize +1, localQueue.size GW_LOCAL_QUEUE (500),
+#                   completeJobBatchDelay = failJobBatchDelay = GW_COMPLETE_DELAY (0): the
+#                   configuration of its documented performance run
+#   pg-boss         tests/bench/queues/pgboss.js: insert, then PGBOSS_WORKERS (4) loops of
+#                   fetch(batchSize: PGBOSS_BATCH (500)) and complete(ids): the fastest of the
+#                   configurations tried on the 2-core machine (16 x 50 ran at a third of it;
+#                   PGBOSS_MODE=work uses its polling work() instead, which sleeps out a 0.5 s
+#                   minimum polling interval between batches)
+# The SQL in the pgbench scripts is taken from db/queues.c at every run (the C preprocessor
+# expands its fragments; the string literals of st_queue_resolve, st_claim, st_complete and
+# st_complete_batch are concatenated), so the ceiling always runs the statements rowlock runs;
+# only the parameters become pgbench variables or expressions. pgbench's sessions get the plan
+# cache mode rowlock sets on its pooled connections (the "SET plan_cache_mode = ..." of
+# db/pool.c, read at every run; PGBENCH_PGOPTIONS overrides), so they run the same plans.
+#
+# Targets, for rowlock batch-BATCH (printed PASS or BELOW): >= 0.6 of the pgbench ceiling,
+# >= graphile-worker, >= 2x pg-boss.
+#
+# Done exactly once: for the rowlock and pgbench runs, SQL over the queue's jobs: JOBS rows, all
+# succeeded, none with attempts > 1, exactly one attempt-history row each, ended 'completed'
+# (and for rowlock, the worker's own count of each payload index handed out: exactly 1 each).
+# For graphile-worker (which deletes a job once done): every payload index handled exactly once,
+# no job attempt > 1, no job row left. For pg-boss: every payload index handled exactly once,
+# JOBS rows state 'completed', none with retry_count > 0.
+#
+# Environment: ROWLOCK_DATABASE_URL (required; rowlock's database: the bench creates its queues
+# there, each deleted once measured), JOBS (default 20000), WORKERS (rowlock worker threads,
+# default 16), BATCH (default 50), LARGE_WORKERS, LARGE_BATCH (above), ENQUEUE_BATCH (jobs per
+# enqueue request, default 1000), THREADS (ROWLOCK_THREADS, default 8), POOL
+# (ROWLOCK_POOL_SIZE, default 16), CLIENTS (pgbench clients, default WORKERS), SYSTEMS (default
+# all, above), PEERS_DATABASE_URL (the database graphile-worker and pg-boss get, created afresh
+# for each and dropped at exit; default: ROWLOCK_DATABASE_URL's database name + "_peers", in the
+# same cluster), NPM_DIR (where the npm peers are installed, default .rowlock/bench-queues-npm,
+# git-ignored, from tests/bench/queues/package-lock.json), GW_CONCURRENCY, GW_LOCAL_QUEUE,
+# GW_COMPLETE_DELAY, PGBOSS_MODE, PGBOSS_WORKERS, PGBOSS_BATCH, PGBENCH_PGOPTIONS (above),
+# TIMEOUT_S (per run, default 600), ROUNDS (default 1: every system that many times, in turn;
+# each system's best round is reported, every round's jobs/s beside it: on a shared machine one
+# round can be caught by someone else's load), ROWLOCK_LOG_LEVEL (default info, so access logs
+# are written, to a file), KEEP_LOGS=1 (keep that file, the outputs and the pgbench scripts;
+# removed at exit otherwise), KEEP_DATA=1 (keep the bench queues and the peers database),
+# BUILD_DIR (default build). Benchmarks report, they do not assert: the exit status is 0
+# whatever the ratios, non-zero only when something could not be built, started or measured, or
+# a run did not process every job exactly once.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+readonly ROOT
+readonly HERE="$ROOT/tests/bench/queues"
+readonly BUILD="${BUILD_DIR:-$ROOT/build}"
+readonly JOBS="${JOBS:-20000}"
+readonly WORKERS="${WORKERS:-16}"
+readonly BATCH="${BATCH:-50}"
+readonly ENQUEUE_BATCH="${ENQUEUE_BATCH:-1000}"
+readonly THREADS="${THREADS:-8}"
+readonly POOL="${POOL:-16}"
+readonly CLIENTS="${CLIENTS:-$WORKERS}"
+readonly GW_CONCURRENCY="${GW_CONCURRENCY:-24}"
+readonly GW_LOCAL_QUEUE="${GW_LOCAL_QUEUE:-500}"
+readonly GW_COMPLETE_DELAY="${GW_COMPLETE_DELAY:-0}"
+readonly PGBOSS_MODE="${PGBOSS_MODE:-fetch}"
+readonly PGBOSS_WORKERS="${PGBOSS_WORKERS:-4}"
+readonly PGBOSS_BATCH="${PGBOSS_BATCH:-500}"
+readonly LARGE_WORKERS="${LARGE_WORKERS:-4}"
+readonly LARGE_BATCH="${LARGE_BATCH:-500}"
+readonly TIMEOUT_S="${TIMEOUT_S:-600}"
+readonly ROUNDS="${ROUNDS:-1}"
+readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
+readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
+readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
+ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-large pgbench-batch pgbench-auto pgbench-bare"
+readonly ALL_SYSTEMS="$ALL_SYSTEMS pgbench-1 graphile-worker pg-boss"
+readonly SYSTEMS="${SYSTEMS:-$ALL_SYSTEMS}"
+readonly PGBENCH_JOBS=2 WARMUP_JOBS=2000
+readonly TARGET_CEILING=0.60 TARGET_GRAPHILE=1.00 TARGET_PGBOSS=2.00
+
+log() { printf '==> %s\n' "$*" >&2 || true; }
+die() {
+    printf 'queues.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+
+for v in JOBS WORKERS BATCH ENQUEUE_BATCH THREADS POOL CLIENTS GW_CONCURRENCY GW_LOCAL_QUEUE \
+    PGBOSS_WORKERS PGBOSS_BATCH LARGE_WORKERS LARGE_BATCH TIMEOUT_S ROUNDS; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
+done
+[[ $GW_COMPLETE_DELAY =~ ^(-1|[0-9]+)$ ]] || die "GW_COMPLETE_DELAY is -1 or milliseconds"
+{ [ "$BATCH" -le 1000 ] && [ "$ENQUEUE_BATCH" -le 1000 ] && [ "$LARGE_BATCH" -le 1000 ]; } ||
+    die "BATCH, LARGE_BATCH and ENQUEUE_BATCH are at most 1000 (rowlock's batch limit)"
+[ "$BATCH" -gt 1 ] || die "BATCH must be at least 2 (rowlock-1 is the one-job run)"
+[ "$CLIENTS" -ge "$PGBENCH_JOBS" ] || die "CLIENTS must be at least $PGBENCH_JOBS"
+case $PGBOSS_MODE in fetch | work) ;; *) die "PGBOSS_MODE is fetch or work" ;; esac
+want() { [[ " $SYSTEMS " == *" $1 "* ]]; }
+for s in $SYSTEMS; do
+    [[ " $ALL_SYSTEMS " == *" $s "* ]] || die "unknown system '$s' in SYSTEMS ($ALL_SYSTEMS)"
+done
+PEERS=0
+if want graphile-worker || want pg-boss; then PEERS=1; fi
+readonly PEERS
+
+if [ -z "${ROWLOCK_DATABASE_URL:-}" ]; then
+    cat >&2 <<'EOF'
+queues.sh: error: ROWLOCK_DATABASE_URL is not set.
+This bench runs rowlock, pgbench, graphile-worker and pg-boss against the same PostgreSQL, so it
+needs a database rowlock may use (it applies or checks its schema at startup; the bench creates
+queues there and deletes them at exit) in a cluster where that user may create a database (for
+graphile-worker and pg-boss). Set ROWLOCK_DATABASE_URL to its libpq URL, e.g.
+  ROWLOCK_DATABASE_URL='postgresql:///rowlock?host=/path/to/sock&user=rowlock' tests/bench/queues.sh
+`deploy/local.sh run` starts a private cluster (.rowlock/pg) and prints its ROWLOCK_DATABASE_URL;
+while it runs, that URL works from another shell.
+EOF
+    exit 1
+fi
+readonly DB_URL="$ROWLOCK_DATABASE_URL"
+
+# ---------------------------------------------------------------------------------------------
+# Tools and build
+
+apt_install() {
+    log "installing the Debian package(s) $*"
+    if [ "$(id -u)" -eq 0 ]; then
+        { apt-get update -q && apt-get install -y -q "$@"; } >&2
+    elif command -v sudo >/dev/null 2>&1; then
+        { sudo apt-get update -q && sudo apt-get install -y -q "$@"; } >&2
+    else
+        return 1
+    fi
+}
+
+# The newest PostgreSQL client program $1: /usr/lib/postgresql/<version>/bin/$1 (Debian's layout,
+# which /usr/bin/$1 only wraps), else $1 on the PATH.
+pg_tool() {
+    local found f
+    found=$(for f in /usr/lib/postgresql/*/bin/"$1"; do
+        if [ -x "$f" ]; then printf '%s\n' "$f"; fi
+    done | sort -V | tail -n 1)
+    if [ -n "$found" ]; then
+        printf '%s\n' "$found"
+    else
+        command -v "$1" 2>/dev/null
+    fi
+}
+
+for tool in pgbench psql; do
+    if ! pg_tool "$tool" >/dev/null; then
+        log "$tool is not installed"
+        # pgbench is in postgresql-client from PostgreSQL 16 on, in postgresql-contrib before
+        apt_install postgresql-client || true
+        pg_tool "$tool" >/dev/null || apt_install postgresql-contrib || true
+        pg_tool "$tool" >/dev/null ||
+            die "$tool is missing; install postgresql-client (or postgresql-contrib) and run again"
+    fi
+done
+PGBENCH=$(pg_tool pgbench)
+PSQL=$(pg_tool psql)
+readonly PGBENCH PSQL
+for tool in cc pkg-config curl; do
+    command -v "$tool" >/dev/null 2>&1 ||
+        die "$tool is missing (apt-get install build-essential pkg-config curl)"
+done
+if ! pkg-config --exists libcurl jansson libpq; then
+    apt_install libcurl4-openssl-dev libjansson-dev libpq-dev ||
+        die "libcurl, jansson or libpq headers are missing" \
+            "(apt-get install libcurl4-openssl-dev libjansson-dev libpq-dev)"
+fi
+if [ "$PEERS" = 1 ]; then
+    { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } ||
+        die "node and npm are needed for graphile-worker and pg-boss (apt-get install nodejs" \
+            "npm), or leave them out of SYSTEMS"
+fi
+
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    log "configuring $BUILD"
+    cmake -S "$ROOT" -B "$BUILD" >&2 || die "cmake configure failed"
+fi
+log "building (cmake --build $BUILD --target rowlock)"
+cmake --build "$BUILD" --target rowlock >&2 || die "build failed"
+readonly ROWLOCK_BIN="$BUILD/rowlock"
+[ -x "$ROWLOCK_BIN" ] || die "no $ROWLOCK_BIN after the build"
+
+sql() { "$PSQL" -X -q -At -v ON_ERROR_STOP=1 -d "$DB_URL" -c "$1"; }
+sql 'SELECT 1' >/dev/null || die "cannot connect to ROWLOCK_DATABASE_URL with psql"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/rowlock-bench-queues.XXXXXX")"
+readonly WORK
+readonly ROWLOCK_LOG="$WORK/rowlock.log" WORKER_BIN="$WORK/worker"
+
+log "compiling tests/bench/queues/worker.c"
+# shellcheck disable=SC2046 # pkg-config prints several flags
+cc -std=c11 -O2 -Wall -o "$WORKER_BIN" "$HERE/worker.c" \
+    $(pkg-config --cflags --libs libcurl jansson) -lpthread >&2 ||
+    die "cannot compile tests/bench/queues/worker.c"
+
+# The npm peers, installed from the lock file into NPM_DIR (git-ignored), again only when the
+# lock file changed.
+if [ "$PEERS" = 1 ]; then
+    if ! cmp -s "$HERE/package-lock.json" "$NPM_DIR/package-lock.json" ||
+        ! cmp -s "$HERE/package.json" "$NPM_DIR/package.json" ||
+        [ ! -d "$NPM_DIR/node_modules/graphile-worker" ] ||
+        [ ! -d "$NPM_DIR/node_modules/pg-boss" ]; then
+        log "installing graphile-worker and pg-boss (npm ci in $NPM_DIR)"
+        mkdir -p "$NPM_DIR"
+        cp "$HERE/package.json" "$HERE/package-lock.json" "$NPM_DIR/"
+        (cd "$NPM_DIR" && npm ci --no-audit --no-fund >&2) || {
+            rm -f "$NPM_DIR/package-lock.json"
+            die "npm ci failed in $NPM_DIR"
+        }
+    fi
+    GW_VERSION=$(node -p "require('$NPM_DIR/node_modules/graphile-worker/package.json').version")
+    PGBOSS_VERSION=$(node -p "require('$NPM_DIR/node_modules/pg-boss/package.json').version")
+fi
+
+# The peers' database: ROWLOCK_DATABASE_URL with its database name + "_peers" (a URL of the form
+# postgresql://[...]/NAME[?...]), unless PEERS_DATABASE_URL names one.
+PEERS_URL="${PEERS_DATABASE_URL:-}"
+if [ "$PEERS" = 1 ] && [ -z "$PEERS_URL" ]; then
+    [[ $DB_URL =~ ^(postgres(ql)?://[^/?]*/)([^/?]+)(\?.*)?$ ]] ||
+        die "cannot derive the peers' database from ROWLOCK_DATABASE_URL; set PEERS_DATABASE_URL"
+    PEERS_URL="${BASH_REMATCH[1]}${BASH_REMATCH[3]}_peers${BASH_REMATCH[4]}"
+fi
+PEERS_DB=""
+if [ "$PEERS" = 1 ]; then
+    [[ $PEERS_URL =~ ^postgres(ql)?://[^/?]*/([^/?]+) ]] ||
+        die "PEERS_DATABASE_URL is not a postgresql://.../NAME URL"
+    PEERS_DB=${BASH_REMATCH[2]}
+    [ "$PEERS_DB" != "$(sql 'SELECT current_database()')" ] ||
+        die "the peers' database must not be rowlock's"
+    [[ $PEERS_DB =~ ^[A-Za-z0-9_]+$ ]] || die "the peers' database name '$PEERS_DB' is not plain"
+fi
+readonly PEERS_URL PEERS_DB
+
+# ---------------------------------------------------------------------------------------------
+# The SQL rowlock issues, as pgbench scripts
+
+# stmt_sql NAME: the SQL of `static const struct db_stmt NAME` in db/queues.c, its fragments
+# expanded by the C preprocessor, its string literals concatenated and unescaped; on a second
+# line the statement's parameter count.
+stmt_sql() {
+    awk -v name="$1" '
+    function lits(line,    s, out) {
+        out = ""
+        while (match(line, /"([^"\\]|\\.)*"/)) {
+            s = substr(line, RSTART + 1, RLENGTH - 2)
+            gsub(/\\"/, "\"", s); gsub(/\\\\/, "\\", s)
+            out = out "\002" s
+            line = substr(line, RSTART + RLENGTH)
+        }
+        return out
+    }
+    !on && index($0, "struct db_stmt " name " =") { on = 1 }
+    on {
+        body = body lits($0); tail = tail " " $0
+        if ($0 ~ /}[ \t]*;[ \t]*$/) {
+            n = split(body, piece, "\002"); out = ""
+            for (i = 3; i <= n; i++) out = out piece[i]
+            sub(/}[ \t]*;[ \t]*$/, "", tail); m = split(tail, w, /[ ,\t]+/)
+            for (i = m; i > 0 && w[i] == ""; i--) ;
+            printf "%s\n%s\n", out, w[i]; exit
+        }
+    }' "$WORK/queues.i"
+}
+
+# load_stmt VAR NAME NPARAMS: VAR gets statement NAME's SQL; the run stops if it is not found or
+# its parameter count is not NPARAMS (the composition below binds exactly those).
+load_stmt() {
+    local out text count
+    out=$(stmt_sql "$2") || die "cannot read $2 from the preprocessed db/queues.c"
+    text=$(head -n 1 <<<"$out")
+    count=$(sed -n 2p <<<"$out")
+    [ -n "$text" ] || die "no statement $2 in db/queues.c"
+    [ "$count" = "$3" ] ||
+        die "$2 in db/queues.c takes $count parameters, not $3: update compose() in queues.sh"
+    printf -v "$1" '%s' "$text"
+}
+# shellcheck disable=SC2046 # pkg-config prints several flags
+cc -E -P -I"$ROOT" $(pkg-config --cflags libpq jansson) "$ROOT/db/queues.c" >"$WORK/queues.i" ||
+    die "cannot preprocess db/queues.c"
+load_stmt SQL_RESOLVE st_queue_resolve 1
+load_stmt SQL_CLAIM st_claim 4
+load_stmt SQL_COMPLETE st_complete 5
+load_stmt SQL_COMPLETE_BATCH st_complete_batch 5
+
+# bind TEXT [PARAM EXPRESSION]...: TEXT with each $n replaced by a pgbench expression.
+bind() {
+    local text=$1 from to
+    shift
+    while [ $# -gt 0 ]; do
+        from=$1 to=$2
+        shift 2
+        [[ $text == *"$from"* ]] || die "compose: no $from in a statement"
+        text=${text//"$from"/"$to"}
+    done
+    printf '%s' "$text"
+}
+
+# compose KIND: the pgbench script of KIND (batch, bare or single).
+# Variables: :client_id (pgbench's), :queue and :qid (the queue's name and id, -D), :batch
+# (max_jobs, -D); from the claim, by \gset: :n (jobs claimed), :ids and :fences (their array
+# literals, in claim order), :id and :fence (the first, for the single completion).
+# The owner, a text parameter in rowlock, is 'pgbench-' || :client_id. The claim's final SELECT
+# (the rows rowlock reads) is wrapped in an aggregate so that \gset gets one row; data-modifying
+# CTEs must stay at the top level, so the statement cannot be wrapped whole. The batch
+# completion's owner and result arrays (rowlock binds '{owner,...}' and '{null,...}') are built
+# with array_fill; its ids and fences are the claim's arrays. $4 of the claim (lease seconds) is
+# rowlock's NULL parameter (the queue's default), as a NULL literal.
+# shellcheck disable=SC2016 # '$1' and the like are the statements' parameters, not bash's
+compose() {
+    local kind=$1 owner="('pgbench-' || :client_id::text)" prefix final claim resolve done_sql
+    prefix=${SQL_CLAIM%) SELECT *}
+    final=${SQL_CLAIM##*) SELECT }
+    { [ "$prefix" != "$SQL_CLAIM" ] && [ "$final" != "$SQL_CLAIM" ]; } ||
+        die "compose: cannot find the final SELECT of st_claim"
+    claim="$prefix) SELECT count(*) AS n, coalesce(array_agg(r.id), '{}') AS ids,"
+    claim+=" coalesce(array_agg(r.fence), '{}') AS fences, coalesce(min(r.id), 0) AS id,"
+    claim+=" coalesce(min(r.fence), 0) AS fence FROM (SELECT $final) r"
+    claim=$(bind "$claim" '$1' ':qid' '$2' "$owner" '$3' ':batch' '$4' 'NULL')
+    resolve=$(bind "$SQL_RESOLVE" '$1' ':queue')
+    if [ "$kind" = single ]; then
+        done_sql=$(bind "$SQL_COMPLETE" '$1' ':id' '$2' ':qid' '$3' "$owner" '$4' ':fence' \
+            '$5' "'null'")
+    else
+        done_sql=$(bind "$SQL_COMPLETE_BATCH" '$1' ':qid' '$2' ':ids' \
+            '$3' "array_fill($owner, ARRAY[:n::int])" '$4' ':fences' \
+            '$5' "array_fill('null'::text, ARRAY[:n::int])")
+    fi
+    local script
+    if [ "$kind" = bare ]; then
+        script=$(printf '%s \\gset\n\\if :n > 0\n%s;\n\\endif\n' "$claim" "$done_sql")
+    else
+        script=$(printf 'BEGIN;\n%s;\n%s \\gset\nCOMMIT;\n' "$resolve" "$claim"
+            printf '\\if :n > 0\nBEGIN;\n%s;\n%s;\nCOMMIT;\n\\endif\n' "$resolve" "$done_sql")
+    fi
+    # pgbench takes every :name as a variable, even inside a string literal: the ':' of the
+    # to_char formats become \x3A in an E'' literal, the same constant once parsed.
+    local fmt="'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"
+    script=${script//"$fmt"/"E'YYYY-MM-DD\"T\"HH24\\x3AMI\\x3ASS.US\"Z\"'"}
+    local stray
+    stray=$(grep -oE '\$[0-9]+' <<<"$script" | sort -u | tr '\n' ' ' || true)
+    [ -z "$stray" ] || die "compose $kind: unbound $stray"
+    # shellcheck disable=SC1003 # '^\\' is a regular expression (a line starting with \)
+    stray=$(grep -v '^\\' <<<"$script" | grep -oE '(^|[^:]):[A-Za-z_][A-Za-z0-9_]*' |
+        sed 's/^[^:]*://' | grep -vxE 'client_id|queue|qid|batch|n|ids|fences|id|fence' |
+        sort -u | tr '\n' ' ' || true)
+    [ -z "$stray" ] || die "compose $kind: unknown pgbench variables $stray"
+    printf '%s\n' "$script"
+}
+for kind in batch bare single; do compose "$kind" >"$WORK/pgbench-$kind.sql"; done
+
+# The session settings rowlock gives its pooled connections that change plans, for pgbench.
+if [ -z "${PGBENCH_PGOPTIONS+set}" ]; then
+    PGBENCH_PGOPTIONS=$(grep -oE 'plan_cache_mode *= *[a-z_]+' "$ROOT/db/pool.c" | head -n 1 |
+        sed -E 's/ *= */=/; s/^/-c /' || true)
+fi
+readonly PGBENCH_PGOPTIONS
+
+# ---------------------------------------------------------------------------------------------
+# rowlock
+
+ROWLOCK_PID=""
+QUEUES=()
+PEERS_CREATED=0
+
+stop_server() {
+    local pid=$1 i
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+# Deletes the bench queues (their jobs, bodies and attempt history go with them, ON DELETE
+# CASCADE) and drops the peers' database.
+drop_data() {
+    [ "$KEEP_DATA" != 1 ] || return 0
+    if [ "${#QUEUES[@]}" -gt 0 ]; then
+        local list
+        list=$(printf '"%s",' "${QUEUES[@]}")
+        sql "DELETE FROM rowlock.queues WHERE name = ANY('{${list%,}}'::text[])" >/dev/null ||
+            log "could not delete the bench queues ${QUEUES[*]}"
+        QUEUES=()
+    fi
+    if [ "$PEERS_CREATED" = 1 ]; then
+        sql "DROP DATABASE IF EXISTS \"$PEERS_DB\" WITH (FORCE)" >/dev/null ||
+            log "could not drop the database $PEERS_DB"
+        PEERS_CREATED=0
+    fi
+}
+
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+on_exit() {
+    stop_server "$ROWLOCK_PID"
+    ROWLOCK_PID=""
+    drop_data
+    # At level info the log grows by every request's access line: not kept unless asked for.
+    [ "$KEEP_LOGS" = 1 ] || rm -rf "$WORK"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prints the TCP port process $1 listens on, once it does. rowlock is started on port 0: the
+# kernel picks a free port, with no race between choosing and binding, and it is read back from
+# /proc (the process's socket inodes, matched in its net/tcp table), whatever the log level.
+wait_port() {
+    local pid=$1 fd link hex i
+    local -a inodes
+    for ((i = 0; i < 300; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        inodes=()
+        for fd in /proc/"$pid"/fd/*; do
+            link=$(readlink "$fd" 2>/dev/null) || continue
+            [[ $link =~ ^socket:\[([0-9]+)\]$ ]] && inodes+=("${BASH_REMATCH[1]}")
+        done
+        # net/tcp: local_address is IP:PORT in hex, st 0A is LISTEN, the 10th field the inode.
+        hex=$(awk -v list="${inodes[*]}" '
+            BEGIN { n = split(list, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+            NR > 1 && $4 == "0A" && ($10 in want) { split($2, p, ":"); print p[2]; exit }' \
+            /proc/"$pid"/net/tcp 2>/dev/null || true)
+        if [ -n "$hex" ]; then
+            printf '%d\n' "$((16#$hex))"
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+fail_server() {
+    printf 'queues.sh: error: rowlock did not start or does not answer; the end of %s:\n' \
+        "$ROWLOCK_LOG" >&2
+    tail -n 5 "$ROWLOCK_LOG" >&2 || true
+    if grep -q 'incompatible database schema' "$ROWLOCK_LOG" 2>/dev/null; then
+        cat >&2 <<'EOF'
+The database in ROWLOCK_DATABASE_URL holds another version of rowlock's schema. Point
+ROWLOCK_DATABASE_URL at a fresh, empty database of the same cluster (rowlock applies its schema
+to it at startup), e.g. after: psql "<the cluster>" -c 'CREATE DATABASE rowlock_bench_q'
+EOF
+    fi
+    exit 1
+}
+
+alive() { kill -0 "$ROWLOCK_PID" 2>/dev/null || fail_server; }
+
+log "starting rowlock ($THREADS threads, pool of $POOL, log level $LOG_LEVEL, stderr to" \
+    "$ROWLOCK_LOG)"
+# An unreachable database ends rowlock (and the run) after 10 s rather than its default 60 s.
+ROWLOCK_LISTEN_ADDRESS=127.0.0.1 ROWLOCK_PORT=0 ROWLOCK_THREADS="$THREADS" \
+    ROWLOCK_POOL_SIZE="$POOL" ROWLOCK_LOG_LEVEL="$LOG_LEVEL" \
+    ROWLOCK_DB_STARTUP_WAIT_S="${ROWLOCK_DB_STARTUP_WAIT_S:-10}" \
+    "$ROWLOCK_BIN" 2>"$ROWLOCK_LOG" &
+ROWLOCK_PID=$!
+PORT=$(wait_port "$ROWLOCK_PID") || fail_server
+readonly BASE="http://127.0.0.1:$PORT"
+for ((i = 0; i < 100; i++)); do
+    alive
+    curl -fsS -o /dev/null "$BASE/healthz" 2>/dev/null && break
+    sleep 0.1
+done
+curl -fsS -o /dev/null "$BASE/healthz" || fail_server
+
+# new_queue LABEL: creates a fresh queue (PUT /queues/Q, the defaults: 30 s leases, 5 attempts),
+# named after LABEL, this process and the round, and sets QUEUE to its name, QUEUE_ID to its id.
+new_queue() {
+    QUEUE="bench-$1-$$-r${round:-0}"
+    QUEUES+=("$QUEUE")
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' --data-binary '{}' \
+        "$BASE/queues/$QUEUE" || die "PUT /queues/$QUEUE failed"
+    QUEUE_ID=$(sql "SELECT id FROM rowlock.queues WHERE name = '$QUEUE'")
+    [[ $QUEUE_ID =~ ^[0-9]+$ ]] || die "no id for queue $QUEUE in rowlock.queues"
+}
+
+# enqueue: JOBS jobs into QUEUE over HTTP, ENQUEUE_BATCH a request; prints the seconds it took.
+enqueue() {
+    local out
+    out=$("$WORKER_BIN" enqueue "$BASE" "$QUEUE" "$JOBS" "$ENQUEUE_BATCH") || {
+        alive
+        die "enqueueing into $QUEUE failed"
+    }
+    [ "$(kv enqueued "$out")" = "$JOBS" ] || die "enqueue: $out"
+    kv seconds "$out"
+}
+
+# done_queue: deletes QUEUE once measured and checked (unless KEEP_DATA=1), so that every run
+# starts from the same tables (then vacuumed), not from the jobs of the runs before it.
+done_queue() {
+    [ "$KEEP_DATA" != 1 ] || return 0
+    sql "DELETE FROM rowlock.queues WHERE id = $QUEUE_ID" >/dev/null || die "cannot delete $QUEUE"
+    local -a rest=()
+    local q
+    for q in "${QUEUES[@]}"; do [ "$q" = "$QUEUE" ] || rest+=("$q"); done
+    QUEUES=("${rest[@]}")
+}
+
+vacuum_rowlock() {
+    sql 'VACUUM (ANALYZE) rowlock.jobs, rowlock.job_bodies, rowlock.job_attempts' >/dev/null ||
+        die "VACUUM ANALYZE of rowlock's queue tables failed"
+}
+
+# kv KEY TEXT: the value of KEY=value in TEXT.
+kv() { grep -oE "(^| )$1=[^ ]*" <<<"$2" | head -n 1 | sed 's/^ *[^=]*=//'; }
+
+# check_rowlock_schema: the exactly-once check of QUEUE_ID in SQL, as key=value: total,
+# succeeded, attempts_gt1, history (attempt rows), completed_history (rows ended 'completed'),
+# not_one_history (jobs without exactly one attempt row), db_span (s, first claim to last
+# completion as the database recorded them).
+check_rowlock_schema() {
+    sql "WITH j AS (SELECT id, state, attempts, finished_at FROM rowlock.jobs
+                    WHERE queue_id = $QUEUE_ID),
+              a AS (SELECT a.job_id, a.outcome, a.claimed_at FROM rowlock.job_attempts a
+                    JOIN j ON j.id = a.job_id),
+              per AS (SELECT j.id, count(a.job_id) AS n FROM j LEFT JOIN a ON a.job_id = j.id
+                      GROUP BY j.id)
+         SELECT 'total=' || (SELECT count(*) FROM j)
+             || ' succeeded=' || (SELECT count(*) FROM j WHERE state = 'succeeded')
+             || ' attempts_gt1=' || (SELECT count(*) FROM j WHERE attempts > 1)
+             || ' history=' || (SELECT count(*) FROM a)
+             || ' completed_history=' || (SELECT count(*) FROM a WHERE outcome = 'completed')
+             || ' not_one_history=' || (SELECT count(*) FROM per WHERE n <> 1)
+             || ' db_span=' || coalesce(round(extract(epoch FROM (SELECT max(finished_at) FROM j)
+                    - (SELECT min(claimed_at) FROM a))::numeric, 3)::text, '0')"
+}
+
+# metric NAME [LABELS]: a value from rowlock's /metrics.
+metrics_snapshot() { curl -fsS "$BASE/metrics" 2>/dev/null || true; }
+metric() {
+    awk -v n="$1" '$1 == n { print $2; found = 1; exit } END { if (!found) print 0 }' <<<"$2"
+}
+
+# CPU time process $1 has used, user plus system, in clock ticks (/proc/PID/stat fields 14, 15;
+# the command name in field 2 is cut off first, as it may hold spaces).
+cpu_ticks() {
+    local stat
+    stat=$(cat /proc/"$1"/stat) || return 1
+    awk '{ print $12 + $13 }' <<<"${stat##*) }"
+}
+# Busy and total clock ticks of the whole machine (/proc/stat's first line).
+machine_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat
+}
+CLK_TCK=$(getconf CLK_TCK)
+readonly CLK_TCK
+
+# PostgreSQL's CPU time, when the cluster runs on this machine and its data directory is
+# readable: the postmaster's own and its reaped children's (fields 14-17 of its stat), plus its
+# live children's (backends, pgbench's and the peers' included): clock ticks, "" otherwise.
+PG_PM=""
+if pg_dir=$(sql 'SHOW data_directory' 2>/dev/null) && [ -r "$pg_dir/postmaster.pid" ]; then
+    PG_PM=$(head -n 1 "$pg_dir/postmaster.pid")
+    [[ $PG_PM =~ ^[0-9]+$ ]] && [ -r "/proc/$PG_PM/stat" ] || PG_PM=""
+fi
+readonly PG_PM
+# A script, as the Node.js peers run it too (PG_TICKS_CMD), around their timed part.
+cat >"$WORK/pg_ticks" <<EOF
+#!/usr/bin/env bash
+# prints PostgreSQL's CPU clock ticks (see tests/bench/queues.sh), nothing when unknown
+[ -n "$PG_PM" ] || exit 0
+cat /proc/[0-9]*/stat 2>/dev/null | awk -v pm="$PG_PM" '
+    { pid = \$1; sub(/^.*\\) /, "") }
+    pid == pm { t += \$12 + \$13 + \$14 + \$15 }
+    \$2 == pm { t += \$12 + \$13 }
+    END { print t + 0 }'
+EOF
+chmod +x "$WORK/pg_ticks"
+pg_ticks() { "$WORK/pg_ticks"; }
+# us_per_job SECONDS: microseconds a job.
+us_per_job() { awk -v c="$1" -v n="$JOBS" 'BEGIN { printf "%.0f", c / n * 1e6 }'; }
+# per_job TICKS_BEFORE TICKS_AFTER: microseconds of CPU a job, or "-".
+per_job() {
+    if [ -z "$1" ] || [ -z "$2" ]; then
+        echo -
+    else
+        awk -v a="$1" -v b="$2" -v hz="$CLK_TCK" -v n="$JOBS" 'BEGIN {
+            printf "%.0f", (b - a) / hz / n * 1e6 }'
+    fi
+}
+
+# access_stats QUEUE: per route of rowlock's access log under /queues/QUEUE/: requests, non-2xx,
+# p50 and p99 of duration_ms (the server's time from request to response).
+access_stats() {
+    grep -F "\"path\":\"/queues/$1/" "$ROWLOCK_LOG" | grep -F '"msg":"request"' |
+        sed -E 's/.*"route":"([^"]*)".*"status":([0-9]+).*"duration_ms":([0-9.]+).*/\1 \2 \3/' |
+        sort -k1,1 -k3,3n | awk '
+        function flush() {
+            if (route == "") return
+            p50 = v[int((n - 1) * 0.5) + 1]; p99 = v[int((n - 1) * 0.99) + 1]
+            printf "    %-40s %7d requests %6d non-2xx   server p50 %6.2f ms  p99 %7.2f ms\n",
+                route, n, bad, p50, p99
+        }
+        $1 != route { flush(); route = $1; n = 0; bad = 0 }
+        { v[++n] = $3; if ($2 !~ /^2/) bad++ }
+        END { flush() }'
+}
+
+declare -A RES ENQ CHECK OK DETAIL PGC CLI SRV
+
+# run_rowlock SYSTEM MAX_JOBS WORKERS
+run_rowlock() {
+    local system=$1 max=$2 workers=$3 enq out chk m0 m1 c0 c1 mt0 mt1 p0 p1 rc=0
+    new_queue "$system"
+    enq=$(enqueue)
+    vacuum_rowlock
+    log "$system: $workers workers, max_jobs $max, $JOBS jobs (queue $QUEUE, enqueued in ${enq}s)"
+    m0=$(metrics_snapshot)
+    c0=$(cpu_ticks "$ROWLOCK_PID") || alive
+    mt0=$(machine_ticks)
+    p0=$(pg_ticks)
+    out=$("$WORKER_BIN" work "$BASE" "$QUEUE" "$JOBS" "$workers" "$max" "$TIMEOUT_S") || rc=$?
+    p1=$(pg_ticks)
+    c1=$(cpu_ticks "$ROWLOCK_PID") || alive
+    mt1=$(machine_ticks)
+    m1=$(metrics_snapshot)
+    alive
+    printf '%s\n' "$out" >"$WORK/$system.txt"
+    [ -n "$out" ] || die "$system: the worker printed nothing (exit $rc)"
+    [ "$rc" = 0 ] || log "$system: the worker reports a failure (exit $rc): $out"
+    chk=$(check_rowlock_schema)
+    DETAIL[$system]=$(access_stats "$QUEUE")
+    done_queue
+    RES[$system]=$(kv jobs_per_s "$out")
+    ENQ[$system]=$(awk -v s="$enq" -v n="$JOBS" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
+    PGC[$system]=$(per_job "$p0" "$p1")
+    SRV[$system]=$(per_job "$c0" "$c1")
+    CLI[$system]=$(us_per_job "$(kv cpu_s "$out")")
+    CHECK[$system]="succeeded $(kv succeeded "$chk")/$JOBS, attempts>1: $(kv attempts_gt1 "$chk"),"
+    CHECK[$system]+=" attempt rows $(kv history "$chk") ($(kv completed_history "$chk") completed,"
+    CHECK[$system]+=" jobs without exactly 1: $(kv not_one_history "$chk")), handed out not once:"
+    CHECK[$system]+=" $(kv not_once "$out"), conflicts $(kv conflicts "$out")"
+    if [ "$rc" = 0 ] && [ "$(kv total "$chk")" = "$JOBS" ] &&
+        [ "$(kv succeeded "$chk")" = "$JOBS" ] &&
+        [ "$(kv attempts_gt1 "$chk")" = 0 ] && [ "$(kv history "$chk")" = "$JOBS" ] &&
+        [ "$(kv completed_history "$chk")" = "$JOBS" ] && [ "$(kv not_one_history "$chk")" = 0 ] &&
+        [ "$(kv not_once "$out")" = 0 ] && [ "$(kv completed "$out")" = "$JOBS" ]; then
+        OK[$system]=OK
+    else
+        OK[$system]=FAILED
+    fi
+    local d
+    d=$(awk -v o="$out" -v s="$(kv db_span "$chk")" -v n="$JOBS" -v c=$((c1 - c0)) \
+        -v hz="$CLK_TCK" -v mt0="$mt0" -v mt1="$mt1" -v sys="$system" -v cores="$(nproc)" 'BEGIN {
+        split(o, f, " "); for (i in f) { split(f[i], kvp, "="); v[kvp[1]] = kvp[2] }
+        split(mt0, a, " "); split(mt1, b, " ")
+        busy = (b[2] - a[2]) > 0 ? (b[1] - a[1]) / (b[2] - a[2]) * 100 : 0
+        printf "  %s: %.3f s by the workers\047 clock", sys, v["seconds"]
+        printf " (%.3f s first claim to last completion in the database);\n", s
+        printf "    %d requests: %d claims (%d empty), %d settlements;", v["requests"], v["claims"],
+            v["empty_claims"], v["settles"]
+        printf " client p50/p99: claim %.2f/%.2f ms, settle %.2f/%.2f ms\n", v["claim_p50_ms"],
+            v["claim_p99_ms"], v["settle_p50_ms"], v["settle_p99_ms"]
+        printf "    rowlock CPU %.1f us/job, %.1f us/request;", c / hz / n * 1e6,
+            (v["requests"] > 0 ? c / hz / v["requests"] * 1e6 : 0)
+        printf " machine CPU busy %.0f%% of %d cores\n", busy, cores
+    }')
+    d+=$'\n'"${DETAIL[$system]}"
+    d+=$'\n'"$(awk -v a0="$(metric rowlock_db_pool_acquires_total "$m0")" \
+        -v a1="$(metric rowlock_db_pool_acquires_total "$m1")" \
+        -v w0="$(metric rowlock_db_pool_acquire_waits_total "$m0")" \
+        -v w1="$(metric rowlock_db_pool_acquire_waits_total "$m1")" \
+        -v k0="$(metric rowlock_db_pool_connected "$m1")" \
+        -v r0="$(metric rowlock_db_transaction_retries_total "$m0")" \
+        -v r1="$(metric rowlock_db_transaction_retries_total "$m1")" 'BEGIN {
+        printf "    pool: %d acquires, %d waited for a connection, %d connections open;", a1 - a0,
+            w1 - w0, k0
+        printf " %d transaction retries", r1 - r0 }')"
+    DETAIL[$system]=$d
+    log "$system: ${RES[$system]} jobs/s (${OK[$system]})"
+}
+
+# run_pgbench SYSTEM KIND MAX_JOBS [PGOPTIONS]
+run_pgbench() {
+    local system=$1 kind=$2 max=$3 options=${4-$PGBENCH_PGOPTIONS}
+    local enq out chk tps txs failed per p0 p1 cpu rc=0
+    new_queue "$system"
+    enq=$(enqueue)
+    vacuum_rowlock
+    # enough transactions for every client to claim its share, and two more each: a claim gets
+    # max jobs while that many are unclaimed (SKIP LOCKED), so the queue is empty before the end
+    per=$(((JOBS + max * CLIENTS - 1) / (max * CLIENTS) + 2))
+    log "$system: pgbench -M prepared -c$CLIENTS -j$PGBENCH_JOBS -t$per (max $max, queue" \
+        "$QUEUE)${options:+, PGOPTIONS=$options}"
+    p0=$(pg_ticks)
+    # pgbench's own CPU time: the subshell's `times`, whose last line is its children's
+    out=$(
+        PGOPTIONS="$options" \
+            "$PGBENCH" -n -M prepared -c "$CLIENTS" -j "$PGBENCH_JOBS" -t "$per" \
+            -D queue="$QUEUE" -D qid="$QUEUE_ID" -D batch="$max" -f "$WORK/pgbench-$kind.sql" \
+            "$DB_URL" 2>&1 || exit $?
+        times
+    ) || rc=$?
+    p1=$(pg_ticks)
+    cpu=""
+    if [ "$rc" = 0 ]; then
+        cpu=$(tail -n 1 <<<"$out" | awk '{
+            t = 0
+            for (i = 1; i <= 2; i++) {
+                split($i, p, "m"); sub(/s$/, "", p[2]); t += p[1] * 60 + p[2]
+            }
+            print t }')
+        out=$(head -n -2 <<<"$out")
+    fi
+    printf '%s\n' "$out" >"$WORK/$system.txt"
+    [ "$rc" = 0 ] || {
+        printf '%s\n' "$out" | tail -n 20 >&2
+        die "pgbench failed ($system; the script: $WORK/pgbench-$kind.sql, kept with KEEP_LOGS=1)"
+    }
+    tps=$(awk '/^tps = / { print $3; exit }' <<<"$out")
+    txs=$(awk -F': ' '/^number of transactions actually processed/ { print $2 }' <<<"$out")
+    txs=${txs%%/*}
+    failed=$(awk -F': ' '/^number of failed transactions/ { split($2, a, " "); print a[1] }' \
+        <<<"$out")
+    { [ -n "$tps" ] && [ -n "$txs" ]; } ||
+        die "cannot read tps and transactions from pgbench ($system)"
+    chk=$(check_rowlock_schema)
+    done_queue
+    # elapsed: transactions / tps (pgbench's time without the connections' setup)
+    RES[$system]=$(awk -v t="$txs" -v tps="$tps" -v s="$(kv succeeded "$chk")" 'BEGIN {
+        e = tps > 0 ? t / tps : 0; printf "%.1f", (e > 0 ? s / e : 0) }')
+    ENQ[$system]=$(awk -v s="$enq" -v n="$JOBS" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
+    PGC[$system]=$(per_job "$p0" "$p1")
+    CLI[$system]=$(us_per_job "$cpu")
+    CHECK[$system]="succeeded $(kv succeeded "$chk")/$JOBS, attempts>1: $(kv attempts_gt1 "$chk"),"
+    CHECK[$system]+=" attempt rows $(kv history "$chk") ($(kv completed_history "$chk") completed,"
+    CHECK[$system]+=" jobs without exactly 1: $(kv not_one_history "$chk"))"
+    if [ "$(kv total "$chk")" = "$JOBS" ] && [ "$(kv succeeded "$chk")" = "$JOBS" ] &&
+        [ "$(kv attempts_gt1 "$chk")" = 0 ] && [ "$(kv history "$chk")" = "$JOBS" ] &&
+        [ "$(kv completed_history "$chk")" = "$JOBS" ] && [ "$(kv not_one_history "$chk")" = 0 ] &&
+        [ "${failed:-0}" = 0 ]; then
+        OK[$system]=OK
+    else
+        OK[$system]=FAILED
+    fi
+    DETAIL[$system]=$(awk -v t="$txs" -v tps="$tps" -v c="$CLIENTS" -v s="$(kv db_span "$chk")" \
+        -v f="${failed:-0}" -v sys="$system" 'BEGIN {
+        printf "  %s: %.3f s (%d transactions of %d clients at %.1f tps, %d failed;", sys,
+            (tps > 0 ? t / tps : 0), t, c, tps, f
+        printf " %.3f s first claim to last completion in the database)", s }')
+    log "$system: ${RES[$system]} jobs/s (${OK[$system]})"
+}
+
+# run_peer SYSTEM SCRIPT [VAR=VALUE]...: a Node.js peer on a fresh database of its own.
+run_peer() {
+    local system=$1 script=$2 out p0 p1 rc=0
+    shift 2
+    sql "DROP DATABASE IF EXISTS \"$PEERS_DB\" WITH (FORCE)" >/dev/null
+    sql "CREATE DATABASE \"$PEERS_DB\"" >/dev/null || die "cannot create the database $PEERS_DB"
+    PEERS_CREATED=1
+    log "$system: $JOBS jobs ($*), database $PEERS_DB"
+    # the peer prints pg_ticks before and after its timed part: it runs that command
+    out=$(env NODE_PATH="$NPM_DIR/node_modules" DATABASE_URL="$PEERS_URL" JOBS="$JOBS" \
+        TIMEOUT_S="$TIMEOUT_S" PG_TICKS_CMD="$WORK/pg_ticks" "$@" node "$HERE/$script" \
+        2>"$WORK/$system.err") || rc=$?
+    printf '%s\n' "$out" >"$WORK/$system.txt"
+    if [ -z "$out" ]; then
+        tail -n 20 "$WORK/$system.err" >&2
+        die "$system: tests/bench/queues/$script printed nothing (exit $rc)"
+    fi
+    [ "$rc" = 0 ] || log "$system: the run reports a failure (exit $rc): $out"
+    RES[$system]=$(kv jobs_per_s "$out")
+    ENQ[$system]=$(awk -v s="$(kv enqueue_seconds "$out")" -v n="$JOBS" 'BEGIN {
+        printf "%.0f", (s > 0 ? n / s : 0) }')
+    p0=$(kv pg_ticks_before "$out") p1=$(kv pg_ticks_after "$out")
+    PGC[$system]=$(per_job "$p0" "$p1")
+    CLI[$system]=$(us_per_job "$(kv cpu_s "$out")")
+    if [ "$system" = graphile-worker ]; then
+        CHECK[$system]="handled $(kv executions "$out")/$JOBS, payloads not handled exactly once:"
+        CHECK[$system]+=" $(kv not_once "$out"), max attempt $(kv max_attempts "$out"), job rows"
+        CHECK[$system]+=" left $(kv left "$out") (done jobs are deleted)"
+    else
+        CHECK[$system]="completed $(kv completed "$out")/$JOBS, retried: $(kv retried "$out"),"
+        CHECK[$system]+=" payloads not handled exactly once: $(kv not_once "$out")"
+    fi
+    [ "$rc" = 0 ] && OK[$system]=OK || OK[$system]=FAILED
+    DETAIL[$system]="  $system: $(kv seconds "$out") s,"
+    DETAIL[$system]+=" first job after $(kv first_job_ms "$out") ms;"
+    DETAIL[$system]+=" $(kv config "$out" | tr ',' ' ')"
+    log "$system: ${RES[$system]} jobs/s (${OK[$system]})"
+}
+
+# warm-up: rowlock's pool connections and prepared statements, off the record
+log "warming up rowlock ($WARMUP_JOBS jobs, batch $BATCH)"
+new_queue warmup
+"$WORKER_BIN" enqueue "$BASE" "$QUEUE" "$WARMUP_JOBS" "$ENQUEUE_BATCH" >/dev/null ||
+    die "warm-up enqueue failed"
+"$WORKER_BIN" work "$BASE" "$QUEUE" "$WARMUP_JOBS" "$WORKERS" "$BATCH" "$TIMEOUT_S" >/dev/null ||
+    die "warm-up run failed"
+done_queue
+
+declare -A NAME
+NAME[rowlock-1]="rowlock, batch-1"
+NAME[rowlock-batch]="rowlock, batch-$BATCH"
+NAME[rowlock-large]="rowlock, batch-$LARGE_BATCH x $LARGE_WORKERS"
+NAME[pgbench-batch]="pgbench ceiling, batch-$BATCH"
+NAME[pgbench-auto]="pgbench, batch-$BATCH, plans auto"
+NAME[pgbench-bare]="pgbench, statements alone"
+NAME[pgbench-1]="pgbench, batch-1"
+NAME[graphile-worker]="graphile-worker ${GW_VERSION:-}, local $GW_LOCAL_QUEUE"
+NAME[pg-boss]="pg-boss ${PGBOSS_VERSION:-}, $PGBOSS_BATCH x $PGBOSS_WORKERS"
+
+# keep_best SYSTEM ROUND: after a round of SYSTEM, its figures become the reported ones when its
+# jobs/s are the best so far; every round's jobs/s are listed, and a failed round fails it.
+declare -A ROUNDS_OF FAILED_ROUND
+keep_best() {
+    local system=$1 r=$2 best=${BEST_RES[$1]:-}
+    ROUNDS_OF[$system]+="${ROUNDS_OF[$system]:+, }$(printf '%.0f' "${RES[$system]:-0}")"
+    [ "${OK[$system]}" = OK ] || FAILED_ROUND[$system]+=" $r"
+    if [ -z "$best" ] || awk -v a="${RES[$system]:-0}" -v b="$best" 'BEGIN { exit !(a > b) }'; then
+        BEST_RES[$system]=${RES[$system]} BEST_ENQ[$system]=${ENQ[$system]}
+        BEST_CHECK[$system]=${CHECK[$system]} BEST_DETAIL[$system]=${DETAIL[$system]}
+        BEST_PGC[$system]=${PGC[$system]:-} BEST_CLI[$system]=${CLI[$system]:-}
+        BEST_SRV[$system]=${SRV[$system]:-}
+    fi
+}
+declare -A BEST_RES BEST_ENQ BEST_CHECK BEST_DETAIL BEST_PGC BEST_CLI BEST_SRV
+
+for ((round = 1; round <= ROUNDS; round++)); do
+[ "$ROUNDS" = 1 ] || log "round $round of $ROUNDS"
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    case $system in
+    rowlock-1) run_rowlock "$system" 1 "$WORKERS" ;;
+    rowlock-batch) run_rowlock "$system" "$BATCH" "$WORKERS" ;;
+    rowlock-large) run_rowlock "$system" "$LARGE_BATCH" "$LARGE_WORKERS" ;;
+    pgbench-batch) run_pgbench "$system" batch "$BATCH" ;;
+    pgbench-auto) run_pgbench "$system" batch "$BATCH" "-c plan_cache_mode=auto" ;;
+    pgbench-bare) run_pgbench "$system" bare "$BATCH" ;;
+    pgbench-1) run_pgbench "$system" single 1 ;;
+    graphile-worker)
+        run_peer "$system" graphile.js CONCURRENCY="$GW_CONCURRENCY" LOCAL_QUEUE="$GW_LOCAL_QUEUE" \
+            COMPLETE_DELAY="$GW_COMPLETE_DELAY"
+        ;;
+    pg-boss)
+        run_peer "$system" pgboss.js MODE="$PGBOSS_MODE" WORKERS="$PGBOSS_WORKERS" \
+            BATCH="$PGBOSS_BATCH"
+        ;;
+    esac
+    keep_best "$system" "$round"
+done
+done
+
+stop_server "$ROWLOCK_PID"
+ROWLOCK_PID=""
+drop_data
+LOG_BYTES=$(wc -c <"$ROWLOCK_LOG")
+LOG_LINES=$(wc -l <"$ROWLOCK_LOG")
+LOG_WARN=$(grep -cE '"level":"(warn|error)"' "$ROWLOCK_LOG" || true)
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+ceiling=${BEST_RES[pgbench-batch]:-}
+echo
+printf 'leased queues: %s no-op jobs a system, enqueued first (rowlock: %s a request over HTTP;\n' \
+    "$JOBS" "$ENQUEUE_BATCH"
+printf 'graphile-worker: addJobs, pg-boss: insert; 1000 a call), then processed against the\n'
+printf 'clock.\n'
+printf 'rowlock: %s threads, pool %s, log level %s; %s worker threads.\n' "$THREADS" "$POOL" \
+    "$LOG_LEVEL" "$WORKERS"
+printf 'pgbench -M prepared -c%s -j%s' "$CLIENTS" "$PGBENCH_JOBS"
+[ -z "$PGBENCH_PGOPTIONS" ] ||
+    printf ', PGOPTIONS="%s" (as rowlock sets its pool)' "$PGBENCH_PGOPTIONS"
+printf '.\n'
+printf 'PostgreSQL %s, %s cores shared by everything\n' "$(sql 'SHOW server_version')" "$(nproc)"
+printf '%-34s %8s %9s %22s %10s  %s\n' "" "" "" "CPU us/job: Postgres," "" ""
+printf '%-34s %8s %9s %22s %10s  %s\n' system "jobs/s" "/ceiling" "client, rowlock" "enqueue/s" \
+    "done once"
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    ok=OK
+    [ -z "${FAILED_ROUND[$system]:-}" ] || ok="FAILED (round${FAILED_ROUND[$system]})"
+    awk -v n="${NAME[$system]}" -v r="${BEST_RES[$system]}" -v c="$ceiling" \
+        -v e="${BEST_ENQ[$system]}" \
+        -v ok="$ok" -v pg="${BEST_PGC[$system]:--}" -v cl="${BEST_CLI[$system]:--}" \
+        -v sv="${BEST_SRV[$system]:--}" -v all="${ROUNDS_OF[$system]}" -v rounds="$ROUNDS" 'BEGIN {
+        printf "%-34s %8.0f %9s %8s %6s %6s %10s  %s%s\n", n, r,
+            (c > 0 ? sprintf("%.3f", r / c) : "-"), pg, cl, sv, e, ok,
+            (rounds > 1 ? "  (rounds: " all ")" : "") }'
+done
+
+echo
+echo "targets (rowlock, batch-$BATCH):"
+target_line() {
+    local what=$1 a=$2 b=$3 factor=$4
+    if [ -z "$a" ] || [ -z "$b" ]; then
+        printf '  %-44s %s\n' "$what" "not measured (SYSTEMS)"
+        return
+    fi
+    awk -v w="$what" -v a="$a" -v b="$b" -v f="$factor" 'BEGIN {
+        r = b > 0 ? a / b : 0
+        printf "  %-44s %8.0f vs %8.0f: %.2fx (>= %.2fx) %s\n", w, a, b, r, f,
+            (r >= f ? "PASS" : "BELOW") }'
+}
+rb=${BEST_RES[rowlock-batch]:-}
+target_line ">= $TARGET_CEILING of the pgbench ceiling" "$rb" "$ceiling" "$TARGET_CEILING"
+target_line ">= graphile-worker" "$rb" "${BEST_RES[graphile-worker]:-}" "$TARGET_GRAPHILE"
+target_line ">= 2x pg-boss" "$rb" "${BEST_RES[pg-boss]:-}" "$TARGET_PGBOSS"
+if [ -n "${BEST_RES[rowlock-1]:-}" ] && [ -n "${BEST_RES[pgbench-1]:-}" ]; then
+    awk -v a="${BEST_RES[rowlock-1]}" -v b="${BEST_RES[pgbench-1]}" 'BEGIN {
+        printf "  (no target) rowlock batch-1 / pgbench batch-1: %.3f\n", (b > 0 ? a / b : 0) }'
+fi
+
+echo
+echo "done exactly once (checked after each run):"
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    ok=OK
+    [ -z "${FAILED_ROUND[$system]:-}" ] || ok=FAILED
+    printf '  %-34s %-6s %s\n' "${NAME[$system]}" "$ok" "${BEST_CHECK[$system]}"
+done
+
+echo
+echo "details:"
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    printf '%s\n' "${BEST_DETAIL[$system]}"
+done
+echo "jobs/s: jobs done / time from the workers' start to the last completion committed (rowlock:"
+echo "the worker's clock, to the last settlement answered; pgbench: transactions / its tps, i.e."
+echo "without connection setup; graphile-worker and pg-boss: their process's clock, until the"
+echo "database shows every job done). /ceiling: jobs/s over pgbench's batch-$BATCH jobs/s."
+[ "$ROUNDS" = 1 ] || echo "Each system ran $ROUNDS times in turn; its best round is reported" \
+    "(details, CPU and checks of that round)."
+echo "CPU us/job over the timed part: Postgres (the cluster's postmaster and every backend, so"
+echo "also whatever else used that cluster meanwhile), the client (worker.c, pgbench or the node"
+echo "process) and rowlock (its process); the machine's $(nproc) cores run all three."
+[ -n "$PG_PM" ] || echo "(Postgres CPU: '-', its data directory is not readable here.)"
+
+echo
+echo "rowlock's stderr (JSON log at level $LOG_LEVEL; an access-log line a request) went to a file:"
+echo "  $ROWLOCK_LOG: $LOG_LINES lines, $LOG_BYTES bytes"
+if [ "$LOG_WARN" -gt 0 ]; then
+    echo "  $LOG_WARN warn/error lines, the first ones:"
+    grep -E '"level":"(warn|error)"' "$ROWLOCK_LOG" | head -n 5 | sed 's/^/    /'
+fi
+if [ "$KEEP_LOGS" = 1 ]; then
+    echo "  kept, with the outputs and the pgbench scripts, in $WORK (remove it with: rm -r $WORK)"
+else
+    echo "  removed at exit with $WORK (KEEP_LOGS=1 keeps them)"
+fi
+fail=0
+for system in $ALL_SYSTEMS; do
+    if want "$system" && [ -n "${FAILED_ROUND[$system]:-}" ]; then fail=1; fi
+done
+[ "$fail" = 0 ] || {
+    echo "queues.sh: a run did not process every job exactly once (see above)" >&2
+    exit 1
+}
+exit 0
