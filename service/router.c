@@ -150,7 +150,11 @@ enum svc_match_result svc_router_match(const struct svc_route *routes, size_t nr
     int best_literals = -1, path_known = 0;
     for (size_t i = 0; i < nroutes; i++) {
         int literals;
-        if (!template_fits(routes[i].path, target, path_len, &literals))
+        const char *tpl = routes[i].path;
+        /* cheap first: a literal first segment must start with the path's first character */
+        if (tpl[1] != '{' && tpl[1] != target[1])
+            continue;
+        if (!template_fits(tpl, target, path_len, &literals))
             continue;
         path_known = 1;
         if (strcmp(routes[i].method, method) != 0) {
