@@ -148,11 +148,12 @@ enum svc_match_result svc_router_match(const struct svc_route *routes, size_t nr
         method = "GET"; /* MHD sends the headers of the GET answer without its body */
     size_t path_len = strcspn(target, "?");
     int best_literals = -1, path_known = 0;
+    char first = target[0] != '\0' ? target[1] : '\0';
     for (size_t i = 0; i < nroutes; i++) {
         int literals;
         const char *tpl = routes[i].path;
         /* cheap first: a literal first segment must start with the path's first character */
-        if (tpl[1] != '{' && tpl[1] != target[1])
+        if (tpl[1] != '{' && tpl[1] != first)
             continue;
         if (!template_fits(tpl, target, path_len, &literals))
             continue;
