@@ -411,3 +411,89 @@ json_t *th_get_json(int port, const char *path)
     th_response_free(&r);
     return j;
 }
+
+static size_t crowd_write(char *data, size_t size, size_t n, void *arg)
+{
+    struct th_crowd_waiter *w = arg;
+    char *p = realloc(w->body, w->len + size * n + 1);
+    if (p == NULL)
+        return 0;
+    memcpy(p + w->len, data, size * n);
+    w->len += size * n;
+    p[w->len] = '\0';
+    w->body = p;
+    return size * n;
+}
+
+void th_crowd_start(struct th_crowd *c, int n, const char *url,
+                    void (*post_body)(int i, char *buf, size_t size))
+{
+    memset(c, 0, sizeof(*c));
+    c->n = n;
+    c->w = calloc((size_t)n, sizeof(*c->w));
+    CURLM *multi = curl_multi_init();
+    c->multi = multi;
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Expect:");
+    c->headers = headers;
+    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)n);
+    for (int i = 0; i < n; i++) {
+        struct th_crowd_waiter *w = &c->w[i];
+        CURL *easy = curl_easy_init();
+        w->easy = easy;
+        curl_easy_setopt(easy, CURLOPT_URL, url);
+        if (post_body != NULL) {
+            char body[256];
+            post_body(i, body, sizeof(body));
+            curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+            curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, body);
+        }
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, crowd_write);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, w);
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, (char *)w);
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT, 60L);
+        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+        curl_multi_add_handle(multi, easy);
+    }
+}
+
+void *th_crowd_run(void *crowd)
+{
+    struct th_crowd *c = crowd;
+    int running = 1;
+    double give_up = th_now() + 60;
+    while (running > 0 && th_now() < give_up) {
+        curl_multi_perform(c->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            struct th_crowd_waiter *w = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
+            w->done_at = th_now();
+            w->result = m->data.result;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
+            c->failed += m->data.result != CURLE_OK;
+            c->done++;
+        }
+        if (running > 0)
+            curl_multi_poll(c->multi, NULL, 0, 100, NULL);
+    }
+    return NULL;
+}
+
+void th_crowd_free(struct th_crowd *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        curl_multi_remove_handle(c->multi, c->w[i].easy);
+        curl_easy_cleanup(c->w[i].easy);
+        free(c->w[i].body);
+    }
+    curl_multi_cleanup(c->multi);
+    curl_slist_free_all(c->headers);
+    free(c->w);
+}

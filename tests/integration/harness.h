@@ -64,6 +64,29 @@ int th_header(const struct th_response *r, const char *name, char *out, size_t o
 const char *th_problem_code(const struct th_response *r);
 void th_response_free(struct th_response *r);
 
+/* A crowd: n concurrent requests to one URL on one libcurl multi handle (long-poll tests). */
+struct th_crowd_waiter {
+    void *easy; /* CURL * */
+    char *body;
+    size_t len;
+    long status;
+    double done_at;
+    int result; /* CURLcode */
+};
+struct th_crowd {
+    struct th_crowd_waiter *w;
+    int n;
+    void *multi;   /* CURLM * */
+    void *headers; /* struct curl_slist * */
+    int done, failed;
+};
+/* Prepares n requests to url: GETs, or POSTs of JSON when post_body(i, buf, size) is given. */
+void th_crowd_start(struct th_crowd *c, int n, const char *url,
+                    void (*post_body)(int i, char *buf, size_t size));
+/* Thread body (pthread_create): drives the requests until all are done or 60 s passed. */
+void *th_crowd_run(void *crowd);
+void th_crowd_free(struct th_crowd *c);
+
 /* A query's rows as a JSON array of arrays of strings (NULL: null), for comparing states. */
 json_t *th_sql_rows(PGconn *c, const char *sql);
 /* GET path; asserts 200 and returns the body (a new reference). */

@@ -162,104 +162,15 @@ static void idle_claim_returns_no_lease_when_its_wait_is_over(void **state)
 
 /* ---- many waiting claims on one libcurl multi handle ---- */
 
-struct waiter {
-    CURL *easy;
-    char *body;
-    size_t len;
-    long status;
-    double done_at;
-    int result;
-};
-
-struct crowd {
-    struct waiter w[WAITERS];
-    CURLM *multi;
-    struct curl_slist *headers;
-    int done, failed;
-};
-
-static size_t waiter_write(char *data, size_t size, size_t n, void *arg)
+/* Claim i: one job for its own owner, waiting up to 30 s. */
+static void claim_body(int i, char *buf, size_t size)
 {
-    struct waiter *w = arg;
-    char *p = realloc(w->body, w->len + size * n + 1);
-    if (p == NULL)
-        return 0;
-    memcpy(p + w->len, data, size * n);
-    w->len += size * n;
-    p[w->len] = '\0';
-    w->body = p;
-    return size * n;
-}
-
-static void *crowd_main(void *arg)
-{
-    struct crowd *c = arg;
-    int running = 1;
-    double give_up = th_now() + 60;
-    while (running > 0 && th_now() < give_up) {
-        curl_multi_perform(c->multi, &running);
-        CURLMsg *m;
-        int left;
-        while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            struct waiter *w = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
-            w->done_at = th_now();
-            w->result = m->data.result;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
-            c->failed += m->data.result != CURLE_OK;
-            c->done++;
-        }
-        if (running > 0)
-            curl_multi_poll(c->multi, NULL, 0, 100, NULL);
-    }
-    return NULL;
-}
-
-/* WAITERS claims of one job each on url, each by its own owner, each waiting up to 30 s. */
-static void crowd_start(struct crowd *c, const char *url)
-{
-    memset(c, 0, sizeof(*c));
-    c->multi = curl_multi_init();
-    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    c->headers = curl_slist_append(c->headers, "Expect:");
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)WAITERS);
-    for (int i = 0; i < WAITERS; i++) {
-        struct waiter *w = &c->w[i];
-        char body[96];
-        snprintf(body, sizeof(body), "{\"owner\":\"crowd-%d\",\"max_jobs\":1,\"wait_seconds\":30}",
-                 i);
-        w->easy = curl_easy_init();
-        curl_easy_setopt(w->easy, CURLOPT_URL, url);
-        curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, c->headers);
-        curl_easy_setopt(w->easy, CURLOPT_COPYPOSTFIELDS, body);
-        curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, waiter_write);
-        curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
-        curl_easy_setopt(w->easy, CURLOPT_PRIVATE, (char *)w);
-        curl_easy_setopt(w->easy, CURLOPT_TIMEOUT, 60L);
-        curl_easy_setopt(w->easy, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(w->easy, CURLOPT_FORBID_REUSE, 1L);
-        curl_multi_add_handle(c->multi, w->easy);
-    }
-}
-
-static void crowd_free(struct crowd *c)
-{
-    for (int i = 0; i < WAITERS; i++) {
-        curl_multi_remove_handle(c->multi, c->w[i].easy);
-        curl_easy_cleanup(c->w[i].easy);
-        free(c->w[i].body);
-    }
-    curl_multi_cleanup(c->multi);
-    curl_slist_free_all(c->headers);
+    snprintf(buf, size, "{\"owner\":\"crowd-%d\",\"max_jobs\":1,\"wait_seconds\":30}", i);
 }
 
 /* While the crowd waits: /healthz and an enqueue elsewhere answer at once, the pool stays below
  * its size, and the waiters are counted. */
-static void assert_service_free_while_waiting(struct crowd *c)
+static void assert_service_free_while_waiting(struct th_crowd *c)
 {
     struct th_response r;
     for (int i = 0; i < 3; i++) {
@@ -296,12 +207,12 @@ static int cmp_i64(const void *a, const void *b)
 
 /* Every waiter answered 200 with exactly one lease; the leases are the jobs first..first+n-1,
  * each once. Returns how many waiters got theirs. */
-static int count_one_job_each(struct crowd *c, int64_t first)
+static int count_one_job_each(struct th_crowd *c, int64_t first)
 {
     int64_t *ids = calloc(WAITERS, sizeof(*ids));
     int ok = 0;
     for (int i = 0; i < WAITERS; i++) {
-        struct waiter *w = &c->w[i];
+        struct th_crowd_waiter *w = &c->w[i];
         json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
         json_t *leases = json_object_get(j, "leases");
         if (w->result == CURLE_OK && w->status == 200 && json_array_size(leases) == 1)
@@ -329,10 +240,10 @@ static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(voi
     queue_create("elsewhere");
     char url[256];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/queues/crowd/leases", svc.port);
-    struct crowd *c = malloc(sizeof(*c));
-    crowd_start(c, url);
+    struct th_crowd *c = malloc(sizeof(*c));
+    th_crowd_start(c, WAITERS, url, claim_body);
     pthread_t t;
-    pthread_create(&t, NULL, crowd_main, c);
+    pthread_create(&t, NULL, th_crowd_run, c);
 
     double waiting = await_waiting(svc.port, WAITERS, 30);
     fprintf(stderr, "claims waiting: %.0f\n", waiting);
@@ -355,7 +266,7 @@ static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(voi
     assert_int_equal(c->failed, 0);
     assert_int_equal(got, WAITERS);
     assert_true(last - enqueued_at < 10.0);
-    crowd_free(c);
+    th_crowd_free(c);
     free(c);
     assert_true(await_waiting(svc.port, 0, 0) == 0);
     assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);

@@ -151,91 +151,6 @@ static void idle_read_returns_empty_when_its_wait_is_over(void **state)
 
 /* ---- many waiters on one libcurl multi handle ---- */
 
-struct waiter {
-    CURL *easy;
-    char *body;
-    size_t len;
-    long status;
-    double done_at;
-    int result;
-};
-
-struct crowd {
-    struct waiter w[POLLERS];
-    CURLM *multi;
-    int done, failed;
-};
-
-static size_t waiter_write(char *data, size_t size, size_t n, void *arg)
-{
-    struct waiter *w = arg;
-    char *p = realloc(w->body, w->len + size * n + 1);
-    if (p == NULL)
-        return 0;
-    memcpy(p + w->len, data, size * n);
-    w->len += size * n;
-    p[w->len] = '\0';
-    w->body = p;
-    return size * n;
-}
-
-static void *crowd_main(void *arg)
-{
-    struct crowd *c = arg;
-    int running = 1;
-    double give_up = th_now() + 60;
-    while (running > 0 && th_now() < give_up) {
-        curl_multi_perform(c->multi, &running);
-        CURLMsg *m;
-        int left;
-        while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            struct waiter *w = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&w);
-            w->done_at = th_now();
-            w->result = m->data.result;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &w->status);
-            c->failed += m->data.result != CURLE_OK;
-            c->done++;
-        }
-        if (running > 0)
-            curl_multi_poll(c->multi, NULL, 0, 100, NULL);
-    }
-    return NULL;
-}
-
-static void crowd_start(struct crowd *c, const char *url)
-{
-    memset(c, 0, sizeof(*c));
-    c->multi = curl_multi_init();
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)POLLERS);
-    for (int i = 0; i < POLLERS; i++) {
-        struct waiter *w = &c->w[i];
-        w->easy = curl_easy_init();
-        curl_easy_setopt(w->easy, CURLOPT_URL, url);
-        curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, waiter_write);
-        curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
-        curl_easy_setopt(w->easy, CURLOPT_PRIVATE, (char *)w);
-        curl_easy_setopt(w->easy, CURLOPT_TIMEOUT, 60L);
-        curl_easy_setopt(w->easy, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(w->easy, CURLOPT_FORBID_REUSE, 1L);
-        curl_multi_add_handle(c->multi, w->easy);
-    }
-}
-
-static void crowd_free(struct crowd *c)
-{
-    for (int i = 0; i < POLLERS; i++) {
-        curl_multi_remove_handle(c->multi, c->w[i].easy);
-        curl_easy_cleanup(c->w[i].easy);
-        free(c->w[i].body);
-    }
-    curl_multi_cleanup(c->multi);
-}
-
 static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
 {
     topic_create("crowd");
@@ -243,10 +158,10 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     char url[256];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/topics/crowd/messages?after=0&wait=30",
              svc.port);
-    struct crowd *c = malloc(sizeof(*c));
-    crowd_start(c, url);
+    struct th_crowd *c = malloc(sizeof(*c));
+    th_crowd_start(c, POLLERS, url, NULL);
     pthread_t t;
-    pthread_create(&t, NULL, crowd_main, c);
+    pthread_create(&t, NULL, th_crowd_run, c);
 
     double waiting = await_waiting(svc.port, POLLERS, 30);
     fprintf(stderr, "long-polls waiting: %.0f\n", waiting);
@@ -289,7 +204,7 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     double last = 0;
     int ok = 0;
     for (int i = 0; i < POLLERS; i++) {
-        struct waiter *w = &c->w[i];
+        struct th_crowd_waiter *w = &c->w[i];
         last = w->done_at > last ? w->done_at : last;
         json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
         json_t *msgs = json_object_get(j, "messages");
@@ -309,7 +224,7 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     assert_int_equal(c->failed, 0);
     assert_int_equal(ok, POLLERS);
     assert_true(last - produced_at < 10.0);
-    crowd_free(c);
+    th_crowd_free(c);
     free(c);
     assert_true(await_waiting(svc.port, 0, 0) == 0);
     assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
