@@ -42,6 +42,21 @@ typedef int (*db_sql_builder)(char *buf, size_t size, const void *ctx);
 enum db_status db_query_dyn(struct db_conn *c, const char *name, db_sql_builder build,
                             const void *ctx, int nparams, const char *const *params, PGresult **out,
                             struct db_error *err);
+/* One statement of db_query_pipeline: a static statement (st), or a dynamic one (name, build,
+ * ctx and nparams as for db_query_dyn); params and out as for db_query. */
+struct db_call {
+    const struct db_stmt *st;
+    const char *name;
+    db_sql_builder build;
+    const void *ctx;
+    int nparams;
+    const char *const *params;
+    PGresult **out;
+};
+/* Runs the n calls in order in one round trip (libpq pipeline mode). Returns the status of the
+ * first that failed; the calls after it did not run, and every *out is then NULL. */
+enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls, size_t n,
+                                 struct db_error *err);
 /* Runs SQL without parameters (BEGIN, SET, DDL). Same reporting as db_query. */
 enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err);
 /* A PostgreSQL array literal of n texts (NULL entries become NULL), for passing a batch as one

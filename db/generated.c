@@ -60,10 +60,31 @@ enum db_status db_gen_query(struct db_conn *c, const struct db_gen *g, const cha
                             const char *sql, int nparams, const char *const *params, PGresult **out,
                             struct db_error *err)
 {
-    char name[64];
-    snprintf(name, sizeof(name), "%c%" PRId64 "_%s", g->kind, g->id, tag);
-    struct tpl t = {sql, g, db_conn_pg(c)};
-    return db_query_dyn(c, name, build_tpl, &t, nparams, params, out, err);
+    struct db_gen_call call = {tag, sql, nparams, params, out};
+    return db_gen_pipeline(c, g, &call, 1, err);
+}
+
+enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
+                               const struct db_gen_call *calls, size_t n, struct db_error *err)
+{
+    char names[DB_GEN_PIPELINE_MAX][64];
+    struct tpl t[DB_GEN_PIPELINE_MAX];
+    struct db_call q[DB_GEN_PIPELINE_MAX];
+    if (n > DB_GEN_PIPELINE_MAX) {
+        db_error_set(err, "", "too many statements in one pipeline");
+        return DB_ERR_HARD;
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "%c%" PRId64 "_%s", g->kind, g->id, calls[i].tag);
+        t[i] = (struct tpl){calls[i].sql, g, db_conn_pg(c)};
+        q[i] = (struct db_call){.name = names[i],
+                                .build = build_tpl,
+                                .ctx = &t[i],
+                                .nparams = calls[i].nparams,
+                                .params = calls[i].params,
+                                .out = calls[i].out};
+    }
+    return db_query_pipeline(c, q, n, err);
 }
 
 int db_gen_missing(const struct db_error *err)

@@ -28,6 +28,19 @@ enum db_status db_gen_query(struct db_conn *c, const struct db_gen *g, const cha
                             const char *sql, int nparams, const char *const *params, PGresult **out,
                             struct db_error *err);
 
+/* One statement of db_gen_pipeline: template sql known as tag, with db_gen_query's arguments. */
+struct db_gen_call {
+    const char *tag, *sql;
+    int nparams;
+    const char *const *params;
+    PGresult **out;
+};
+#define DB_GEN_PIPELINE_MAX 4
+/* Runs up to DB_GEN_PIPELINE_MAX template statements in order in one round trip (see
+ * db_query_pipeline). */
+enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
+                               const struct db_gen_call *calls, size_t n, struct db_error *err);
+
 /* True when err says a table is missing (its resource was deleted meanwhile). */
 int db_gen_missing(const struct db_error *err);
 

@@ -14,6 +14,11 @@ struct db_conn {
     size_t nprepared, capprepared;
     char **dyn_names; /* names of dynamic statements prepared on this connection */
     size_t ndyn, capdyn;
+    /* the transaction in progress (db/tx.c) */
+    const char *const *begin; /* its BEGIN commands, until they go out with a statement */
+    int commit_next;          /* send COMMIT with the next statement */
+    int committed;            /* that COMMIT succeeded */
+    int failed_first;         /* the round trip that carried BEGIN lost the connection */
 };
 
 /* Closes the libpq connection of c and forgets its prepared statements. */

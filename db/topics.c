@@ -72,7 +72,8 @@ static const struct db_stmt st_topic_ids = {
     "FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id WHERE h.key = $1"
 
 static const char sql_head_read[] = HEAD_SELECT;
-/* Locked read, step 1: the row, if any, locked. Only the head row: had the message been joined
+/* The locked read (db_key_lock_head) sends its steps together in one round trip.
+ * Locked read, step 1: the row, if any, locked. Only the head row: had the message been joined
  * here, a lock wait ending in a new head would re-read the head row but not the message (READ
  * COMMITTED re-checks only locked rows), and a live head would look like a tombstone. The head's
  * message is read by the next statement, under the lock, with a fresh snapshot. */
@@ -282,31 +283,46 @@ enum db_status db_key_lock_head(struct db_conn *c, const struct db_key *k, struc
                                 struct db_error *err)
 {
     const char *params[] = {k->key};
-    int64_t id = k->topic->id;
+    struct db_gen g = {'t', k->topic->id, topic_tables};
+    memset(out, 0, sizeof(*out));
     for (;;) {
-        PGresult *r = NULL;
-        enum db_status st = topic_query(c, id, "head_lock", sql_head_lock, 1, params, &r, err);
+        /* One round trip: the lock; the headless insert, which does nothing when the lock found
+         * the row (we hold it); the head's read under the lock, with its own snapshot. Each
+         * result is used only in the case where the step-by-step protocol would have run it. */
+        PGresult *locked = NULL, *inserted = NULL, *head = NULL;
+        struct db_gen_call calls[] = {
+            {"head_lock", sql_head_lock, 1, params, &locked},
+#ifndef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
+            {"head_insert", sql_head_insert, 1, params, &inserted},
+#endif
+            {"head_read", sql_head_read, 1, params, &head},
+        };
+        enum db_status st = db_gen_pipeline(c, &g, calls, sizeof(calls) / sizeof(calls[0]), err);
+        int present = st == DB_OK && PQntuples(locked) == 1;
+        int has_head = present && PQgetvalue(locked, 0, 0)[0] == 't';
+        int created = st == DB_OK && inserted != NULL && PQntuples(inserted) == 1;
+        int rc = has_head ? head_from_row(head, out) : 0;
+        PQclear(locked);
+        PQclear(inserted);
+        PQclear(head);
         if (st != DB_OK)
             return st;
-        int present = PQntuples(r) == 1;
-        int has_head = present && PQgetvalue(r, 0, 0)[0] == 't';
-        PQclear(r);
-        memset(out, 0, sizeof(*out));
+        if (rc != 0) {
+            db_error_set(err, "", "out of memory");
+            return DB_ERR_HARD;
+        }
         if (has_head)
-            return db_key_read_head(c, k, out, err);
+            return DB_OK;
         if (present)
-            return topic_query(c, id, "head_touch", sql_head_touch, 1, params, NULL, err);
+            return topic_query(c, k->topic->id, "head_touch", sql_head_touch, 1, params, NULL, err);
 #ifdef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
         /* Built only into the test binary rowlock-unlocked: the bug the concurrency tests must
          * detect. A key without a row is then not locked at all. */
+        (void)sql_head_insert;
+        (void)created;
         return DB_OK;
 #endif
-        st = topic_query(c, id, "head_insert", sql_head_insert, 1, params, &r, err);
-        if (st != DB_OK)
-            return st;
-        int inserted = PQntuples(r) == 1;
-        PQclear(r);
-        if (inserted)
+        if (created)
             return DB_OK; /* our own new row: locked until we end */
         /* lost the insert race to a concurrent writer: lock its row instead */
     }
@@ -653,6 +669,11 @@ static enum db_status produce_tx(struct db_conn *c, void *arg, struct db_error *
     enum db_status st = resolve_producer(c, a->topic, a->producer, &t, &p, &a->verdict, err);
     if (st != DB_OK || a->verdict != DB_TOPIC_OK)
         return st;
+    int sequences = 0;
+    for (size_t i = 0; i < a->n; i++)
+        sequences |= a->msgs[i].has_sequence;
+    if (!sequences) /* else duplicates may need one more read: COMMIT then goes on its own */
+        db_tx_commit_with_next(c);
     return topic_gone(db_producer_produce(c, &p, a->msgs, a->n, a->out, err), err, &a->verdict);
 }
 
@@ -723,6 +744,7 @@ static enum db_status head_write_tx(struct db_conn *c, void *arg, struct db_erro
         return DB_OK;
     }
     struct db_message_in m = {.key = w->key, .value = value};
+    db_tx_commit_with_next(c); /* the produce is the last statement: COMMIT goes with it */
     st = db_producer_produce(c, &p, &m, 1, &w->produced, err);
     free(value);
     return st;

@@ -117,10 +117,30 @@ static int ok_result(const PGresult *res)
     return t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK;
 }
 
+/* Sends the BEGIN of c's transaction on its own, if it is still pending. */
+static enum db_status flush_begin(struct db_conn *c, struct db_error *err)
+{
+    const char *const *begin = c->begin;
+    c->begin = NULL;
+    for (; begin != NULL && *begin != NULL; begin++) {
+        PGresult *res = PQexec(c->pg, *begin);
+        enum db_status st = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+        PQclear(res);
+        if (st != DB_OK) {
+            c->failed_first = st == DB_ERR_UNAVAILABLE;
+            return st;
+        }
+    }
+    return DB_OK;
+}
+
 enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err)
 {
+    enum db_status st = flush_begin(c, err);
+    if (st != DB_OK)
+        return st;
     PGresult *res = PQexec(c->pg, sql);
-    enum db_status st = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+    st = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
     PQclear(res);
     return st;
 }
@@ -150,27 +170,6 @@ static enum db_status ensure_prepared(struct db_conn *c, const struct db_stmt *s
     return s;
 }
 
-enum db_status db_query(struct db_conn *c, const struct db_stmt *st, const char *const *params,
-                        PGresult **out, struct db_error *err)
-{
-    if (out != NULL)
-        *out = NULL;
-    enum db_status s = ensure_prepared(c, st, err);
-    if (s != DB_OK)
-        return s;
-    PGresult *res = PQexecPrepared(c->pg, st->name, st->nparams, params, NULL, NULL, 0);
-    if (res == NULL || !ok_result(res)) {
-        s = db_classify(c, res, err);
-        PQclear(res);
-        return s;
-    }
-    if (out != NULL)
-        *out = res;
-    else
-        PQclear(res);
-    return DB_OK;
-}
-
 static int dyn_prepared(struct db_conn *c, const char *name)
 {
     for (size_t i = 0; i < c->ndyn; i++)
@@ -179,48 +178,193 @@ static int dyn_prepared(struct db_conn *c, const char *name)
     return 0;
 }
 
+/* Prepares the dynamic statement name (its SQL from build) on c unless it already is. */
+static enum db_status ensure_dyn_prepared(struct db_conn *c, const char *name, db_sql_builder build,
+                                          const void *ctx, int nparams, struct db_error *err)
+{
+    if (dyn_prepared(c, name))
+        return DB_OK;
+    char sql[8192];
+    char *copy = strdup(name);
+    if (c->ndyn == c->capdyn) {
+        size_t cap = c->capdyn ? c->capdyn * 2 : 32;
+        char **grown = realloc(c->dyn_names, cap * sizeof(*grown));
+        if (grown != NULL) {
+            c->dyn_names = grown;
+            c->capdyn = cap;
+        }
+    }
+    if (copy == NULL || c->ndyn == c->capdyn || build(sql, sizeof(sql), ctx) != 0) {
+        free(copy);
+        db_error_set(err, "", "cannot build statement %s", name);
+        return DB_ERR_HARD;
+    }
+    PGresult *res = PQprepare(c->pg, name, sql, nparams, NULL);
+    enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+    PQclear(res);
+    if (s != DB_OK) {
+        free(copy);
+        return s;
+    }
+    c->dyn_names[c->ndyn++] = copy;
+    return DB_OK;
+}
+
+static const char *call_name(const struct db_call *call)
+{
+    return call->st != NULL ? call->st->name : call->name;
+}
+
+static int call_nparams(const struct db_call *call)
+{
+    return call->st != NULL ? call->st->nparams : call->nparams;
+}
+
+/* Reads the results of one pipelined command into *keep (when keep is not NULL and it
+ * succeeded), up to the NULL that ends them. The first failure of the pipeline sets *st. */
+static void pipeline_result(struct db_conn *c, PGresult **keep, enum db_status *st,
+                            struct db_error *err)
+{
+    PGresult *res = PQgetResult(c->pg);
+    if (res == NULL) { /* the connection failed before answering */
+        if (*st == DB_OK)
+            *st = db_classify(c, NULL, err);
+        c->broken = 1;
+        return;
+    }
+    ExecStatusType t = PQresultStatus(res);
+    if (*st == DB_OK && t != PGRES_PIPELINE_ABORTED && !ok_result(res))
+        *st = db_classify(c, res, err);
+    if (*st == DB_OK && keep != NULL && ok_result(res)) {
+        *keep = res;
+        res = NULL;
+    }
+    PQclear(res);
+    /* the NULL that ends this command's results; anything else means the connection is lost */
+    while ((res = PQgetResult(c->pg)) != NULL) {
+        PQclear(res);
+        if (PQstatus(c->pg) != CONNECTION_OK) {
+            c->broken = 1;
+            return;
+        }
+    }
+}
+
+/* Sends what is pending on c (the transaction's BEGIN), the calls, and COMMIT when the workflow
+ * asked for it, as one pipeline: one round trip. */
+static enum db_status run_pipeline(struct db_conn *c, const struct db_call *calls, size_t n,
+                                   int commit, struct db_error *err)
+{
+    const char *const *begin = c->begin;
+    c->begin = NULL;
+    int sent_begin = begin != NULL;
+    if (PQenterPipelineMode(c->pg) != 1) {
+        db_error_set(err, "", "cannot enter pipeline mode: %s", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return DB_ERR_UNAVAILABLE;
+    }
+    int ok = 1;
+    size_t nbegin = 0;
+    for (; begin != NULL && begin[nbegin] != NULL && ok; nbegin++)
+        ok = PQsendQueryParams(c->pg, begin[nbegin], 0, NULL, NULL, NULL, NULL, 0);
+    for (size_t i = 0; i < n && ok; i++)
+        ok = PQsendQueryPrepared(c->pg, call_name(&calls[i]), call_nparams(&calls[i]),
+                                 calls[i].params, NULL, NULL, 0);
+    if (commit && ok)
+        ok = PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    if (ok)
+        ok = PQpipelineSync(c->pg);
+    if (!ok) {
+        db_error_set(err, "", "cannot send: %s", PQerrorMessage(c->pg));
+        c->broken = 1;
+        return DB_ERR_UNAVAILABLE;
+    }
+    enum db_status st = DB_OK;
+    for (size_t i = 0; i < nbegin && !c->broken; i++)
+        pipeline_result(c, NULL, &st, err);
+    for (size_t i = 0; i < n && !c->broken; i++)
+        pipeline_result(c, calls[i].out, &st, err);
+    if (commit && !c->broken)
+        pipeline_result(c, NULL, &st, err);
+    PGresult *res;
+    while (!c->broken && (res = PQgetResult(c->pg)) != NULL) {
+        int sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+        PQclear(res);
+        if (sync)
+            break;
+    }
+    if (c->broken || PQexitPipelineMode(c->pg) != 1) {
+        c->broken = 1;
+        if (st == DB_OK)
+            db_error_set(err, "", "pipeline failed: %s", PQerrorMessage(c->pg));
+        st = DB_ERR_UNAVAILABLE;
+    }
+    if (st != DB_OK) {
+        for (size_t i = 0; i < n; i++) {
+            if (calls[i].out != NULL) {
+                PQclear(*calls[i].out);
+                *calls[i].out = NULL;
+            }
+        }
+        /* a first round trip lost without COMMIT in it: nothing ran */
+        c->failed_first = sent_begin && !commit && st == DB_ERR_UNAVAILABLE;
+    }
+    c->committed = commit && st == DB_OK;
+    return st;
+}
+
+enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls, size_t n,
+                                 struct db_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (calls[i].out != NULL)
+            *calls[i].out = NULL;
+        enum db_status s = calls[i].st != NULL
+                               ? ensure_prepared(c, calls[i].st, err)
+                               : ensure_dyn_prepared(c, calls[i].name, calls[i].build, calls[i].ctx,
+                                                     calls[i].nparams, err);
+        if (s != DB_OK)
+            return s;
+    }
+    int commit = c->commit_next;
+    c->commit_next = 0;
+    if (c->begin == NULL && !commit && n == 1) {
+        /* nothing to send with it: the plain protocol, one round trip as well */
+        PGresult *res = PQexecPrepared(c->pg, call_name(calls), call_nparams(calls),
+                                       calls[0].params, NULL, NULL, 0);
+        if (res == NULL || !ok_result(res)) {
+            enum db_status s = db_classify(c, res, err);
+            PQclear(res);
+            return s;
+        }
+        if (calls[0].out != NULL)
+            *calls[0].out = res;
+        else
+            PQclear(res);
+        return DB_OK;
+    }
+    return run_pipeline(c, calls, n, commit, err);
+}
+
+enum db_status db_query(struct db_conn *c, const struct db_stmt *st, const char *const *params,
+                        PGresult **out, struct db_error *err)
+{
+    struct db_call call = {.st = st, .params = params, .out = out};
+    return db_query_pipeline(c, &call, 1, err);
+}
+
 enum db_status db_query_dyn(struct db_conn *c, const char *name, db_sql_builder build,
                             const void *ctx, int nparams, const char *const *params, PGresult **out,
                             struct db_error *err)
 {
-    if (out != NULL)
-        *out = NULL;
-    if (!dyn_prepared(c, name)) {
-        char sql[8192];
-        char *copy = strdup(name);
-        if (c->ndyn == c->capdyn) {
-            size_t cap = c->capdyn ? c->capdyn * 2 : 32;
-            char **grown = realloc(c->dyn_names, cap * sizeof(*grown));
-            if (grown != NULL) {
-                c->dyn_names = grown;
-                c->capdyn = cap;
-            }
-        }
-        if (copy == NULL || c->ndyn == c->capdyn || build(sql, sizeof(sql), ctx) != 0) {
-            free(copy);
-            db_error_set(err, "", "cannot build statement %s", name);
-            return DB_ERR_HARD;
-        }
-        PGresult *res = PQprepare(c->pg, name, sql, nparams, NULL);
-        enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
-        PQclear(res);
-        if (s != DB_OK) {
-            free(copy);
-            return s;
-        }
-        c->dyn_names[c->ndyn++] = copy;
-    }
-    PGresult *res = PQexecPrepared(c->pg, name, nparams, params, NULL, NULL, 0);
-    if (res == NULL || !ok_result(res)) {
-        enum db_status s = db_classify(c, res, err);
-        PQclear(res);
-        return s;
-    }
-    if (out != NULL)
-        *out = res;
-    else
-        PQclear(res);
-    return DB_OK;
+    struct db_call call = {
+        .name = name, .build = build, .ctx = ctx, .nparams = nparams, .params = params, .out = out};
+    return db_query_pipeline(c, &call, 1, err);
+}
+
+void db_tx_commit_with_next(struct db_conn *c)
+{
+    c->commit_next = 1;
 }
 
 static void backoff(int attempt)
@@ -232,18 +376,30 @@ static void backoff(int attempt)
     nanosleep(&ts, NULL);
 }
 
-/* One attempt: BEGIN, workflow, COMMIT or ROLLBACK on connection c. */
+/* One attempt: BEGIN, workflow, COMMIT or ROLLBACK on connection c. BEGIN goes out with the
+ * workflow's first statement, and COMMIT with its last when the workflow says which that is
+ * (db_tx_commit_with_next); *at_begin reports a connection lost in that first round trip. */
 static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_workflow_fn fn,
                                  void *arg, int *at_begin, struct db_error *err)
 {
-    static const char *const begin[] = {"BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ",
-                                        "BEGIN ISOLATION LEVEL SERIALIZABLE",
-                                        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"};
-    enum db_status st = db_exec(c, begin[iso], err);
-    *at_begin = st != DB_OK;
-    if (st != DB_OK)
+    static const char *const rc[] = {"BEGIN", NULL};
+    static const char *const rr[] = {"BEGIN ISOLATION LEVEL REPEATABLE READ", NULL};
+    static const char *const ser[] = {"BEGIN ISOLATION LEVEL SERIALIZABLE", NULL};
+    static const char *const generic[] = {"BEGIN", "SET LOCAL plan_cache_mode = force_generic_plan",
+                                          NULL};
+    static const char *const *const begin[] = {rc, rr, ser, generic};
+    c->begin = begin[iso];
+    c->commit_next = c->committed = c->failed_first = 0;
+    enum db_status st = fn(c, arg, err);
+    int began = c->begin == NULL, committed = c->committed;
+    *at_begin = c->failed_first;
+    c->begin = NULL;
+    c->commit_next = c->committed = c->failed_first = 0;
+    if (committed || (st == DB_OK && !began)) {
+        /* committed with the last statement, or no statement ran at all */
+        atomic_fetch_add(&tx_commits, 1);
         return st;
-    st = fn(c, arg, err);
+    }
     if (st == DB_OK) {
         st = db_exec(c, "COMMIT", err);
         if (st == DB_OK)
@@ -251,7 +407,7 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
         return st;
     }
     struct db_error ignored;
-    if (!c->broken)
+    if (!c->broken && began)
         db_exec(c, "ROLLBACK", &ignored);
     atomic_fetch_add(&tx_rollbacks, 1);
     return st;

@@ -1,6 +1,7 @@
 /* Transactions: db_tx_run takes a pooled connection, runs BEGIN, the workflow and COMMIT, and
  * retries serialization failures and deadlocks a bounded number of times. Every workflow in db/
- * runs through it; what a workflow does belongs to its own file. */
+ * runs through it; what a workflow does belongs to its own file. BEGIN costs no round trip of its
+ * own: it goes out with the workflow's first statement (libpq pipeline mode). */
 #ifndef DB_TX_H
 #define DB_TX_H
 
@@ -31,6 +32,11 @@ typedef enum db_status (*db_workflow_fn)(struct db_conn *c, void *arg, struct db
  * once (nothing has run yet, so that is safe); a failure at COMMIT is reported, never retried. */
 enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn, void *arg,
                          struct db_error *err);
+
+/* Inside a workflow: c's next statement is the workflow's last, so COMMIT goes out with it in the
+ * same round trip. Once that statement has succeeded the transaction is committed: the workflow
+ * runs nothing more on c and returns DB_OK. */
+void db_tx_commit_with_next(struct db_conn *c);
 
 struct db_tx_stats {
     uint64_t commits;
