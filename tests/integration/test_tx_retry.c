@@ -2,7 +2,10 @@
  * update committed between the workflow's read and its write, is retried and the second attempt
  * commits; a conflict on every attempt gives up after DB_TX_MAX_ATTEMPTS with DB_ERR_RETRY; a
  * non-retryable error (23505) is reported with its SQLSTATE after one attempt; a workflow's
- * DB_ABORTED rolls back. */
+ * DB_ABORTED rolls back. The round trips (BEGIN sent with the first statement, COMMIT with the
+ * last when the workflow asks, db_query_pipeline): a pipelined COMMIT commits exactly once; a
+ * failing last statement commits nothing, is retried when it is a conflict, and leaves the
+ * connection usable; a pipeline stops at its first failing statement. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,7 +56,8 @@ static int counter_value(void)
 
 struct bump {
     int attempts;
-    int interfere_until; /* the concurrent writer strikes on attempts up to this one */
+    int interfere_until;   /* the concurrent writer strikes on attempts up to this one */
+    int commit_with_write; /* COMMIT goes out with the write */
 };
 
 static const struct db_stmt stmt_read = {"t_read", "SELECT v FROM counter WHERE id = 1", 0};
@@ -71,6 +75,8 @@ static enum db_status bump_tx(struct db_conn *c, void *arg, struct db_error *err
         return st;
     if (b->attempts <= b->interfere_until)
         PQclear(th_sql(other, "UPDATE counter SET v = v + 100 WHERE id = 1"));
+    if (b->commit_with_write)
+        db_tx_commit_with_next(c);
     return db_query(c, &stmt_bump, NULL, NULL, err);
 }
 
@@ -79,7 +85,7 @@ static void serialization_failure_is_retried(void **state)
     reset_counter();
     struct db_tx_stats before, after;
     db_tx_get_stats(&before);
-    struct bump b = {0, 1};
+    struct bump b = {0, 1, 0};
     struct db_error err;
     assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_OK);
     assert_int_equal(b.attempts, 2);
@@ -92,7 +98,7 @@ static void serialization_failure_is_retried(void **state)
 static void persistent_conflict_gives_up(void **state)
 {
     reset_counter();
-    struct bump b = {0, 1000};
+    struct bump b = {0, 1000, 0};
     struct db_error err;
     assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_ERR_RETRY);
     assert_int_equal(b.attempts, DB_TX_MAX_ATTEMPTS);
@@ -131,6 +137,101 @@ static void aborted_workflow_rolls_back(void **state)
     assert_int_equal(counter_value(), 0);
 }
 
+static void conflict_on_a_pipelined_commit_is_retried(void **state)
+{
+    reset_counter();
+    struct db_tx_stats before, after;
+    db_tx_get_stats(&before);
+    struct bump b = {0, 1, 1};
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_OK);
+    assert_int_equal(b.attempts, 2);
+    assert_int_equal(counter_value(), 101);
+    db_tx_get_stats(&after);
+    assert_int_equal(after.commits - before.commits, 1);
+    assert_int_equal(after.rollbacks - before.rollbacks, 1);
+}
+
+/* Two bumps, COMMIT sent with the second one, or with a failing insert when *arg is 1. */
+static enum db_status bump_then_last_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    enum db_status st = db_query(c, &stmt_bump, NULL, NULL, err);
+    if (st != DB_OK)
+        return st;
+    db_tx_commit_with_next(c);
+    return db_query(c, *(int *)arg ? &stmt_dup : &stmt_bump, NULL, NULL, err);
+}
+
+static void pipelined_commit_commits_once(void **state)
+{
+    reset_counter();
+    struct db_tx_stats before, after;
+    db_tx_get_stats(&before);
+    int fail = 0;
+    struct db_error err;
+    for (int i = 0; i < 10; i++) /* both pool connections, several times each */
+        assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, bump_then_last_tx, &fail, &err), DB_OK);
+    assert_int_equal(counter_value(), 20);
+    db_tx_get_stats(&after);
+    assert_int_equal(after.commits - before.commits, 10);
+    assert_int_equal(after.rollbacks - before.rollbacks, 0);
+}
+
+static void failing_last_statement_commits_nothing(void **state)
+{
+    reset_counter();
+    int fail = 1;
+    struct db_error err;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, bump_then_last_tx, &fail, &err),
+                         DB_ERR_HARD);
+        assert_string_equal(err.sqlstate, "23505");
+    }
+    assert_int_equal(counter_value(), 0); /* the first bump of each rolled back with it */
+    fail = 0;                             /* and the connections still work */
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, bump_then_last_tx, &fail, &err), DB_OK);
+    assert_int_equal(counter_value(), 2);
+}
+
+struct piped {
+    int fail_in_middle;
+    int rows_read, out_after_failure_null;
+};
+
+/* One pipeline: read, bump (or a failing insert), read. */
+static enum db_status pipeline_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct piped *p = arg;
+    PGresult *first = NULL, *last = (PGresult *)1;
+    struct db_call calls[] = {{.st = &stmt_read, .out = &first},
+                              {.st = p->fail_in_middle ? &stmt_dup : &stmt_bump},
+                              {.st = &stmt_read, .out = &last}};
+    enum db_status st = db_query_pipeline(c, calls, 3, err);
+    if (st == DB_OK) {
+        p->rows_read = atoi(PQgetvalue(first, 0, 0)) * 10 + atoi(PQgetvalue(last, 0, 0));
+    } else {
+        p->out_after_failure_null = first == NULL && last == NULL;
+    }
+    PQclear(first);
+    PQclear(last);
+    return st;
+}
+
+static void pipeline_runs_in_order_and_stops_at_a_failure(void **state)
+{
+    reset_counter();
+    struct piped p = {0, -1, 0};
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, pipeline_tx, &p, &err), DB_OK);
+    assert_int_equal(p.rows_read, 1); /* 0 before the bump, 1 after it */
+    assert_int_equal(counter_value(), 1);
+    p = (struct piped){1, -1, 0};
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, pipeline_tx, &p, &err), DB_ERR_HARD);
+    assert_string_equal(err.sqlstate, "23505");
+    assert_int_equal(p.out_after_failure_null, 1);
+    assert_int_equal(counter_value(), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -138,6 +239,10 @@ int main(void)
         cmocka_unit_test(persistent_conflict_gives_up),
         cmocka_unit_test(other_errors_are_reported_once),
         cmocka_unit_test(aborted_workflow_rolls_back),
+        cmocka_unit_test(conflict_on_a_pipelined_commit_is_retried),
+        cmocka_unit_test(pipelined_commit_commits_once),
+        cmocka_unit_test(failing_last_statement_commits_nothing),
+        cmocka_unit_test(pipeline_runs_in_order_and_stops_at_a_failure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
