@@ -407,7 +407,8 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
         return st;
     }
     struct db_error ignored;
-    if (!c->broken && began)
+    /* (a COMMIT that failed in a pipeline has already ended the transaction) */
+    if (!c->broken && began && PQtransactionStatus(c->pg) != PQTRANS_IDLE)
         db_exec(c, "ROLLBACK", &ignored);
     atomic_fetch_add(&tx_rollbacks, 1);
     return st;
