@@ -578,6 +578,7 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     const char *params[] = {id,         arr.arr[0], arr.arr[1], arr.arr[2],
                             arr.arr[3], arr.arr[4], arr.arr[5]};
     PGresult *r = NULL;
+    db_tx_commit_with_next(c);
     st = bad_input(db_query(c, &st_enqueue, params, &r, err), err, &a->verdict);
     db_arrays_free(&arr);
     if (st != DB_OK)
@@ -768,6 +769,7 @@ static enum db_status job_op_tx(struct db_conn *c, void *arg, struct db_error *e
     i64(qid, sizeof(qid), q.id);
     const char *params[] = {id, qid, a->extra[0], a->extra[1], a->extra[2], a->extra[3]};
     a->verdict = DB_Q_OK;
+    db_tx_commit_with_next(c);
     return bad_input(db_query(c, a->stmt, params, &a->rows, err), err, &a->verdict);
 }
 
@@ -844,6 +846,7 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
     const char *params[] = {qid, a->owner, max, a->lease_seconds > 0 ? lease : NULL};
     PGresult *r = NULL;
+    db_tx_commit_with_next(c);
     st = db_query(c, &st_claim, params, &r, err);
     if (st != DB_OK)
         return st;
@@ -987,6 +990,7 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     i64(qid, sizeof(qid), q.id);
     const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3]};
     PGresult *r = NULL;
+    db_tx_commit_with_next(c);
     st = bad_input(db_query(c, &st_complete_batch, params, &r, err), err, &a->verdict);
     db_arrays_free(&arr);
     if (st != DB_OK)

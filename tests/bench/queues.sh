@@ -19,9 +19,9 @@
 #                   LARGE_BATCH (500), the shape of the peers' fastest configurations
 #   pgbench-batch   the ceiling: pgbench -M prepared, CLIENTS clients, each transaction of the
 #                   script the statements rowlock issues for one claim and one settlement, in
-#                   its transactions: BEGIN; queue resolve; the claim (max BATCH, owner from
-#                   :client_id); COMMIT; BEGIN; queue resolve; the batch completion of the claimed
-#                   ids and fences; COMMIT. The claim's rows are carried to the completion by
+#                   its transactions and round trips: BEGIN and the queue resolve; the claim (max
+#                   BATCH, owner from :client_id) and COMMIT; BEGIN and the resolve; the batch
+#                   completion of the claimed ids and fences and COMMIT (pgbench pipelines). The claim's rows are carried to the completion by
 #                   \gset: its final SELECT is wrapped to aggregate them (count, array_agg of ids
 #                   and fences); nothing else of the statement changes
 #   pgbench-auto    for reference: pgbench-batch with PostgreSQL's default plan cache mode (auto:
@@ -358,8 +358,15 @@ compose() {
     if [ "$kind" = bare ]; then
         script=$(printf '%s \\gset\n\\if :n > 0\n%s;\n\\endif\n' "$claim" "$done_sql")
     else
-        script=$(printf 'BEGIN;\n%s;\n%s \\gset\nCOMMIT;\n' "$resolve" "$claim"
-            printf '\\if :n > 0\nBEGIN;\n%s;\n%s;\nCOMMIT;\n\\endif\n' "$resolve" "$done_sql")
+        # rowlock's round trips: BEGIN and the resolve; the claim and COMMIT; BEGIN and the
+        # resolve; the completion and COMMIT. \gset is not allowed in a pgbench pipeline, so the
+        # claim goes alone and its COMMIT goes with the next BEGIN: as many round trips.
+        script=$(printf '\\startpipeline\nBEGIN;\n%s;\n\\endpipeline\n%s \\gset\n' "$resolve" \
+            "$claim"
+            printf '\\if :n > 0\n\\startpipeline\nCOMMIT;\nBEGIN;\n%s;\n\\endpipeline\n' \
+                "$resolve"
+            printf '\\startpipeline\n%s;\nCOMMIT;\n\\endpipeline\n\\else\nCOMMIT;\n\\endif\n' \
+                "$done_sql")
     fi
     # pgbench takes every :name as a variable, even inside a string literal: the ':' of the
     # to_char formats become \x3A in an E'' literal, the same constant once parsed.
@@ -893,7 +900,9 @@ printf 'pgbench -M prepared -c%s -j%s' "$CLIENTS" "$PGBENCH_JOBS"
 [ -z "$PGBENCH_PGOPTIONS" ] ||
     printf ', PGOPTIONS="%s" (as rowlock sets its pool)' "$PGBENCH_PGOPTIONS"
 printf '.\n'
-printf 'PostgreSQL %s, %s cores shared by everything\n' "$(sql 'SHOW server_version')" "$(nproc)"
+printf 'PostgreSQL %s (%s), %s cores shared by everything\n' "$(sql 'SHOW server_version')" \
+    "$(sql "SELECT 'fsync=' || current_setting('fsync') || ', synchronous_commit=' ||
+        current_setting('synchronous_commit')")" "$(nproc)"
 printf '%-34s %8s %9s %22s %10s  %s\n' "" "" "" "CPU us/job: Postgres," "" ""
 printf '%-34s %8s %9s %22s %10s  %s\n' system "jobs/s" "/ceiling" "client, rowlock" "enqueue/s" \
     "done once"

@@ -404,6 +404,8 @@ fail_server() {
 alive() { kill -0 "$ROWLOCK_PID" 2>/dev/null || fail_server; }
 
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+DURABILITY=$(sql "SELECT 'fsync=' || current_setting('fsync') || ', synchronous_commit=' ||
+    current_setting('synchronous_commit')")
 readonly LOAD_AT_START
 log "starting rowlock ($THREADS threads, pool of $POOL, log level $LOG_LEVEL, stderr to" \
     "$ROWLOCK_LOG)"
@@ -703,6 +705,9 @@ printf 'pgbench (-M prepared -c%s -j%s) running the same SQL; %ss a run, %s core
     "$CLIENTS" "$PGBENCH_JOBS" "$DURATION" "$(nproc)"
 printf 'the start %s%s\n' "$LOAD_AT_START" \
     "$([ "$RUNS" = 1 ] || echo "; best of $RUNS runs each (every run below)")"
+# A row lock is held until COMMIT returns, so durability decides what a lock-bound operation
+# waits for: with fsync on, each hot-key PATCH holds the lock over its WAL flush.
+printf 'PostgreSQL %s, %s\n' "$(sql 'SHOW server_version')" "$DURABILITY"
 printf '%-30s %-10s %10s %8s %10s %8s %7s %8s  %-7s %9s\n' operation unit rowlock "p99 ms" \
     pgbench "p99 ms" ratio target verdict "CPU us/op"
 for op in $OPS; do
