@@ -286,9 +286,11 @@ static const struct db_stmt st_expire = {
     2};
 static const struct db_stmt st_purge = {
     "queue_purge",
-    "DELETE FROM rowlock.jobs WHERE id IN (SELECT j.id FROM rowlock.jobs j WHERE "
+    "WITH gone AS (DELETE FROM rowlock.jobs WHERE id IN (SELECT j.id FROM rowlock.jobs j WHERE "
     "  j.queue_id = $1 AND j.finished_at < now() - make_interval(secs => $3::float8) "
-    "  LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    "  LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id), "
+    "history AS (DELETE FROM rowlock.job_attempts a USING gone WHERE a.job_id = gone.id) "
+    "SELECT count(*) FROM gone",
     3};
 static const struct db_stmt st_all_stats = {
     "queues_all_stats",
@@ -1039,7 +1041,7 @@ static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_e
     st = db_query(c, &st_purge, p3, &r, err);
     if (st != DB_OK)
         return st;
-    a->purged = strtoll(PQcmdTuples(r), NULL, 10);
+    a->purged = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
     return DB_OK;
 }
