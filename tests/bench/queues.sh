@@ -533,6 +533,10 @@ done_queue() {
     QUEUES=("${rest[@]}")
 }
 
+# A checkpoint falls due after enough WAL; taken as each system's run starts (before its
+# enqueue, the same for every system), it is less likely to land inside one system's run (it needs superuser or pg_checkpoint; without, the runs just stay noisier).
+checkpoint() { sql 'CHECKPOINT' >/dev/null 2>&1 || true; }
+
 vacuum_rowlock() {
     sql 'VACUUM (ANALYZE) rowlock.jobs, rowlock.job_bodies, rowlock.job_attempts' >/dev/null ||
         die "VACUUM ANALYZE of rowlock's queue tables failed"
@@ -638,6 +642,7 @@ declare -A RES ENQ CHECK OK DETAIL PGC CLI SRV
 # run_rowlock SYSTEM MAX_JOBS WORKERS
 run_rowlock() {
     local system=$1 max=$2 workers=$3 enq out chk m0 m1 c0 c1 mt0 mt1 p0 p1 rc=0
+    checkpoint
     new_queue "$system"
     enq=$(enqueue)
     vacuum_rowlock
@@ -711,6 +716,7 @@ run_rowlock() {
 run_pgbench() {
     local system=$1 kind=$2 max=$3 options=${4-$PGBENCH_PGOPTIONS}
     local enq out chk tps txs failed per p0 p1 cpu rc=0
+    checkpoint
     new_queue "$system"
     enq=$(enqueue)
     vacuum_rowlock
@@ -782,6 +788,7 @@ run_pgbench() {
 run_peer() {
     local system=$1 script=$2 out p0 p1 rc=0
     shift 2
+    checkpoint
     sql "DROP DATABASE IF EXISTS \"$PEERS_DB\" WITH (FORCE)" >/dev/null
     sql "CREATE DATABASE \"$PEERS_DB\"" >/dev/null || die "cannot create the database $PEERS_DB"
     PEERS_CREATED=1
