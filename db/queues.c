@@ -145,7 +145,13 @@ static const struct db_stmt st_job_cancel = {
     "SELECT target.state, w.id IS NOT NULL FROM target LEFT JOIN w ON true",
     2};
 
-/* Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's).
+/* Statements that join a few rows (a claim's candidates, a batch's items) to rowlock.jobs say
+ * "j.id = ANY (those ids)" as well: an index condition on the primary key. Without it the
+ * planner, costing random reads as from disk, prefers to hash-join against a sequential scan of
+ * the whole table up to tens of thousands of rows, and a claim then costs in proportion to every
+ * job the table retains.
+ *
+ * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's).
  * A re-claim by the same owner of its own expired lease keeps the attempt; any other claim
  * spends one. Every claim bumps the fence and opens an attempt-history row; the row of an
  * attempt whose lease ran out is closed as lease_expired. */
@@ -162,16 +168,16 @@ static const struct db_stmt st_claim = {
     "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
     "  claimable_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
     "  updated_at = now() "
-    "  FROM cand, q WHERE j.id = cand.id "
+    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
     "  RETURNING j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was), "
     "closed AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'lease_expired' "
     "  FROM w WHERE w.was = 'processing' AND a.job_id = w.id AND a.ended_at IS NULL), "
     "opened AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner) "
     "  SELECT id, fence, attempts, $2 FROM w) "
     "SELECT w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(
-        "w.lease_expires_at") ", b.payload::text "
-                              "FROM w JOIN rowlock.job_bodies b ON b.job_id = w.id "
-                              "ORDER BY w.priority DESC, w.id",
+        "w.lease_expires_at") ", "
+                              "(SELECT b.payload::text FROM rowlock.job_bodies b "
+                              "WHERE b.job_id = w.id) FROM w ORDER BY w.priority DESC, w.id",
     4};
 
 /* Fenced writes: $1 job id, $2 queue id, $3 owner, $4 fence, then their own. */
@@ -247,8 +253,8 @@ static const struct db_stmt st_complete_batch = {
      * w, keeps the cost linear in the batch) */
     "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live, "
     "  items.owner AS want_owner, items.fence AS want_fence, items.result "
-    "  FROM rowlock.jobs j JOIN items ON items.id = j.id WHERE j.queue_id = $1 "
-    "  ORDER BY j.id FOR UPDATE OF j), "
+    "  FROM rowlock.jobs j JOIN items ON items.id = j.id "
+    "  WHERE j.queue_id = $1 AND j.id = ANY ($2::bigint[]) ORDER BY j.id FOR UPDATE OF j), "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
     "  WHERE j.id = target.id AND " LEASE_LIVE_BY(
