@@ -8,14 +8,8 @@
 
 #include "db/pool.h"
 
-struct tpl {
-    const char *sql;
-    const struct db_gen *g;
-    PGconn *pg;
-};
-
 /* The quoted, schema-qualified name of placeholder letter, into out. 0, or -1 unknown. */
-static int table_name(const struct tpl *t, char letter, char *out, size_t size)
+static int table_name(const struct db_gen_tpl *t, char letter, char *out, size_t size)
 {
     for (const struct db_gen_table *x = t->g->tables; x->letter; x++) {
         if (x->letter != letter)
@@ -35,7 +29,7 @@ static int table_name(const struct tpl *t, char letter, char *out, size_t size)
 /* Expands every {x} of t->sql into buf. */
 static int build_tpl(char *buf, size_t size, const void *ctx)
 {
-    const struct tpl *t = ctx;
+    const struct db_gen_tpl *t = ctx;
     size_t o = 0;
     for (const char *p = t->sql; *p; p++) {
         char name[128];
@@ -64,26 +58,30 @@ enum db_status db_gen_query(struct db_conn *c, const struct db_gen *g, const cha
     return db_gen_pipeline(c, g, &call, 1, err);
 }
 
+void db_gen_call_make(struct db_conn *c, const struct db_gen *g, const struct db_gen_call *in,
+                      struct db_gen_slot *slot, struct db_call *out)
+{
+    snprintf(slot->name, sizeof(slot->name), "%c%" PRId64 "_%s", g->kind, g->id, in->tag);
+    slot->tpl = (struct db_gen_tpl){in->sql, g, db_conn_pg(c)};
+    *out = (struct db_call){.name = slot->name,
+                            .build = build_tpl,
+                            .ctx = &slot->tpl,
+                            .nparams = in->nparams,
+                            .params = in->params,
+                            .out = in->out};
+}
+
 enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
                                const struct db_gen_call *calls, size_t n, struct db_error *err)
 {
-    char names[DB_GEN_PIPELINE_MAX][64];
-    struct tpl t[DB_GEN_PIPELINE_MAX];
+    struct db_gen_slot slots[DB_GEN_PIPELINE_MAX];
     struct db_call q[DB_GEN_PIPELINE_MAX];
     if (n > DB_GEN_PIPELINE_MAX) {
         db_error_set(err, "", "too many statements in one pipeline");
         return DB_ERR_HARD;
     }
-    for (size_t i = 0; i < n; i++) {
-        snprintf(names[i], sizeof(names[i]), "%c%" PRId64 "_%s", g->kind, g->id, calls[i].tag);
-        t[i] = (struct tpl){calls[i].sql, g, db_conn_pg(c)};
-        q[i] = (struct db_call){.name = names[i],
-                                .build = build_tpl,
-                                .ctx = &t[i],
-                                .nparams = calls[i].nparams,
-                                .params = calls[i].params,
-                                .out = calls[i].out};
-    }
+    for (size_t i = 0; i < n; i++)
+        db_gen_call_make(c, g, &calls[i], &slots[i], &q[i]);
     return db_query_pipeline(c, q, n, err);
 }
 

@@ -36,6 +36,20 @@ struct db_gen_call {
     PGresult **out;
 };
 #define DB_GEN_PIPELINE_MAX 4
+/* What a template statement needs while it runs as a struct db_call (db_gen_call_make). */
+struct db_gen_tpl {
+    const char *sql;
+    const struct db_gen *g;
+    PGconn *pg;
+};
+struct db_gen_slot {
+    char name[64];
+    struct db_gen_tpl tpl;
+};
+/* Makes *out, a db_query_pipeline call of template statement in, using *slot (which must live
+ * until the pipeline has run): for pipelines that mix generated-table and other statements. */
+void db_gen_call_make(struct db_conn *c, const struct db_gen *g, const struct db_gen_call *in,
+                      struct db_gen_slot *slot, struct db_call *out);
 /* Runs up to DB_GEN_PIPELINE_MAX template statements in order in one round trip (see
  * db_query_pipeline). */
 enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,

@@ -5,6 +5,7 @@
 #include "db/topics.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,61 @@ static void i64(char *buf, size_t size, int64_t v)
     snprintf(buf, size, "%" PRId64, v);
 }
 
+/* ---- topic ids by name, as hints ----
+ *
+ * A head write that knows its topic's id sends the topic lookup and the key's locked read in
+ * one round trip, and checks the lookup's answer before using anything it read. The id of a
+ * name is only a hint: correctness never depends on it. A topic keeps its id for life and its
+ * tables exist exactly as long as its row, so when the lookup (in the same transaction) gives
+ * the hinted id, every statement of the round trip ran on the right topic's tables; when it
+ * does not (the topic was deleted, or recreated under a new id by any process), the
+ * transaction is rolled back and run again without the hint. */
+
+#define HINT_SLOTS 256
+
+static struct {
+    char name[129];
+    int64_t id;
+} hints[HINT_SLOTS];
+static pthread_mutex_t hints_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t hint_slot(const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h % HINT_SLOTS;
+}
+
+/* The hinted id of topic name, or 0. */
+static int64_t hint_get(const char *name)
+{
+    size_t i = hint_slot(name);
+    int64_t id = 0;
+    pthread_mutex_lock(&hints_mu);
+    if (strcmp(hints[i].name, name) == 0)
+        id = hints[i].id;
+    pthread_mutex_unlock(&hints_mu);
+    return id;
+}
+
+/* Remembers id for name (id 0 forgets name). */
+static void hint_set(const char *name, int64_t id)
+{
+    if (strlen(name) >= sizeof(hints[0].name))
+        return;
+    size_t i = hint_slot(name);
+    pthread_mutex_lock(&hints_mu);
+    if (id != 0)
+        snprintf(hints[i].name, sizeof(hints[i].name), "%s", name);
+    if (id != 0 || strcmp(hints[i].name, name) == 0) {
+        hints[i].id = id;
+        if (id == 0)
+            hints[i].name[0] = '\0';
+    }
+    pthread_mutex_unlock(&hints_mu);
+}
+
 /* ---- handles ---- */
 
 void db_head_clear(struct db_head *h)
@@ -208,6 +264,7 @@ enum db_status db_topic_resolve(struct db_conn *c, const char *name, struct db_t
     if (PQntuples(r) == 1) {
         topic_from_row(r, 0, 0, out);
         *found = 1;
+        hint_set(name, out->id);
     }
     PQclear(r);
     return DB_OK;
@@ -279,53 +336,77 @@ enum db_status db_key_read_head(struct db_conn *c, const struct db_key *k, struc
     return DB_OK;
 }
 
+/* The locked read's round trip: the lock; the headless insert, which does nothing when the
+ * lock found the row (we hold it); the head's read under the lock, with its own snapshot. Each
+ * result is used only in the case where the step-by-step protocol would have run it. */
+struct lock_round {
+    PGresult *locked, *inserted, *head;
+};
+
+/* Fills calls (room for 3) with the round's statements on key k; returns how many. */
+static size_t lock_calls(const char *const *params, struct lock_round *r, struct db_gen_call *calls)
+{
+    size_t n = 0;
+    calls[n++] = (struct db_gen_call){"head_lock", sql_head_lock, 1, params, &r->locked};
+#ifndef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
+    calls[n++] = (struct db_gen_call){"head_insert", sql_head_insert, 1, params, &r->inserted};
+#endif
+    calls[n++] = (struct db_gen_call){"head_read", sql_head_read, 1, params, &r->head};
+    return n;
+}
+
+/* What a round that ran found: *locked 1 when k's row is now ours (out then says whether it
+ * has a head), 0 when the insert lost a race and the caller must go round again. Clears r. */
+static enum db_status lock_outcome(struct db_conn *c, const struct db_key *k,
+                                   const char *const *params, struct lock_round *r,
+                                   struct db_head *out, int *locked, struct db_error *err)
+{
+    int present = PQntuples(r->locked) == 1;
+    int has_head = present && PQgetvalue(r->locked, 0, 0)[0] == 't';
+    int created = r->inserted != NULL && PQntuples(r->inserted) == 1;
+    int rc = has_head ? head_from_row(r->head, out) : 0;
+    PQclear(r->locked);
+    PQclear(r->inserted);
+    PQclear(r->head);
+    memset(r, 0, sizeof(*r));
+    *locked = 1;
+    if (rc != 0) {
+        db_error_set(err, "", "out of memory");
+        return DB_ERR_HARD;
+    }
+    if (has_head)
+        return DB_OK;
+    if (present)
+        return topic_query(c, k->topic->id, "head_touch", sql_head_touch, 1, params, NULL, err);
+#ifdef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
+    /* Built only into the test binary rowlock-unlocked: the bug the concurrency tests must
+     * detect. A key without a row is then not locked at all. */
+    (void)sql_head_insert;
+    (void)created;
+    return DB_OK;
+#endif
+    /* our own new row is locked until we end; a lost insert race means locking the winner's */
+    *locked = created;
+    return DB_OK;
+}
+
 enum db_status db_key_lock_head(struct db_conn *c, const struct db_key *k, struct db_head *out,
                                 struct db_error *err)
 {
     const char *params[] = {k->key};
     struct db_gen g = {'t', k->topic->id, topic_tables};
     memset(out, 0, sizeof(*out));
-    for (;;) {
-        /* One round trip: the lock; the headless insert, which does nothing when the lock found
-         * the row (we hold it); the head's read under the lock, with its own snapshot. Each
-         * result is used only in the case where the step-by-step protocol would have run it. */
-        PGresult *locked = NULL, *inserted = NULL, *head = NULL;
-        struct db_gen_call calls[] = {
-            {"head_lock", sql_head_lock, 1, params, &locked},
-#ifndef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
-            {"head_insert", sql_head_insert, 1, params, &inserted},
-#endif
-            {"head_read", sql_head_read, 1, params, &head},
-        };
-        enum db_status st = db_gen_pipeline(c, &g, calls, sizeof(calls) / sizeof(calls[0]), err);
-        int present = st == DB_OK && PQntuples(locked) == 1;
-        int has_head = present && PQgetvalue(locked, 0, 0)[0] == 't';
-        int created = st == DB_OK && inserted != NULL && PQntuples(inserted) == 1;
-        int rc = has_head ? head_from_row(head, out) : 0;
-        PQclear(locked);
-        PQclear(inserted);
-        PQclear(head);
+    for (int locked = 0; !locked;) {
+        struct lock_round r = {NULL, NULL, NULL};
+        struct db_gen_call calls[3];
+        size_t n = lock_calls(params, &r, calls);
+        enum db_status st = db_gen_pipeline(c, &g, calls, n, err);
+        if (st == DB_OK)
+            st = lock_outcome(c, k, params, &r, out, &locked, err);
         if (st != DB_OK)
             return st;
-        if (rc != 0) {
-            db_error_set(err, "", "out of memory");
-            return DB_ERR_HARD;
-        }
-        if (has_head)
-            return DB_OK;
-        if (present)
-            return topic_query(c, k->topic->id, "head_touch", sql_head_touch, 1, params, NULL, err);
-#ifdef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
-        /* Built only into the test binary rowlock-unlocked: the bug the concurrency tests must
-         * detect. A key without a row is then not locked at all. */
-        (void)sql_head_insert;
-        (void)created;
-        return DB_OK;
-#endif
-        if (created)
-            return DB_OK; /* our own new row: locked until we end */
-        /* lost the insert race to a concurrent writer: lock its row instead */
     }
+    return DB_OK;
 }
 
 enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *p,
@@ -589,6 +670,7 @@ enum db_status db_topics_delete(struct db_pool *pool, const char *name,
                                 enum db_topic_verdict *verdict, struct db_error *err)
 {
     struct delete_topic a = {name, DB_TOPIC_NOT_FOUND};
+    hint_set(name, 0);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, delete_topic_tx, &a, err);
     *verdict = a.verdict;
     return st;
@@ -721,6 +803,68 @@ enum db_status db_topics_head_get(struct db_pool *pool, const char *topic, const
     return st == DB_ABORTED ? DB_OK : st;
 }
 
+/* A head write's first round trip when the topic's id is hinted: BEGIN (pending), the topic
+ * lookup, the producer lookup, and the key's locked read, together. *locked 0 means the lock
+ * is not taken yet (the insert lost a race): the caller goes on with db_key_lock_head. A stale
+ * hint is dropped and answered DB_ERR_RETRY: the transaction runs again without it. */
+static enum db_status hinted_lock(struct db_conn *c, struct db_head_write *w, int64_t hint,
+                                  struct db_topic *t, struct db_producer *p, int *locked,
+                                  struct db_error *err)
+{
+    struct db_gen g = {'t', hint, topic_tables};
+    char id[24];
+    i64(id, sizeof(id), hint);
+    const char *name_param[] = {w->topic}, *producer_params[] = {id, w->producer};
+    const char *key_param[] = {w->key};
+    PGresult *resolved = NULL, *registered = NULL;
+    struct lock_round r = {NULL, NULL, NULL};
+    struct db_gen_call lock[3];
+    struct db_gen_slot slots[3];
+    struct db_call calls[5];
+    size_t n = 0, nlock = lock_calls(key_param, &r, lock);
+    calls[n++] = (struct db_call){.st = &st_resolve, .params = name_param, .out = &resolved};
+    if (w->producer != NULL)
+        calls[n++] =
+            (struct db_call){.st = &st_producer, .params = producer_params, .out = &registered};
+    for (size_t i = 0; i < nlock; i++)
+        db_gen_call_make(c, &g, &lock[i], &slots[i], &calls[n++]);
+    enum db_status st = db_query_pipeline(c, calls, n, err);
+    int current = st == DB_OK && PQntuples(resolved) == 1 &&
+                  strtoll(PQgetvalue(resolved, 0, 0), NULL, 10) == hint;
+    if (current)
+        topic_from_row(resolved, 0, 0, t);
+    int known = current && (w->producer == NULL || PQntuples(registered) == 1);
+    p->topic = t;
+    p->name = w->producer;
+    p->schema_version = !known                ? 0
+                        : w->producer != NULL ? atoi(PQgetvalue(registered, 0, 0))
+                                              : t->default_schema_version;
+    PQclear(resolved);
+    PQclear(registered);
+    if (st == DB_OK && current && !known) {
+        /* the lock (and a headless row) must not outlive a 404: roll back */
+        PQclear(r.locked);
+        PQclear(r.inserted);
+        PQclear(r.head);
+        w->verdict = DB_TOPIC_PRODUCER_NOT_FOUND;
+        return DB_ABORTED;
+    }
+    if ((st == DB_OK && !current) || (st == DB_ERR_HARD && is_missing_table(err))) {
+        PQclear(r.locked);
+        PQclear(r.inserted);
+        PQclear(r.head);
+        hint_set(w->topic, 0);
+        db_error_set(err, "", "topic %s is no longer id %" PRId64, w->topic, hint);
+        return DB_ERR_RETRY;
+    }
+    if (st != DB_OK)
+        return st;
+    w->verdict = DB_TOPIC_OK;
+    struct db_key k;
+    db_topic_key(t, w->key, &k);
+    return lock_outcome(c, &k, key_param, &r, &w->before, locked, err);
+}
+
 static enum db_status head_write_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct db_head_write *w = arg;
@@ -728,13 +872,25 @@ static enum db_status head_write_tx(struct db_conn *c, void *arg, struct db_erro
     struct db_producer p;
     struct db_key k;
     db_head_clear(&w->before);
-    enum db_status st = resolve_producer(c, w->topic, w->producer, &t, &p, &w->verdict, err);
-    if (st != DB_OK || w->verdict != DB_TOPIC_OK)
-        return st;
+    w->verdict = DB_TOPIC_NOT_FOUND;
+    int64_t hint = hint_get(w->topic);
+    int locked = 0;
+    enum db_status st = DB_OK;
+    if (hint > 0) {
+        st = hinted_lock(c, w, hint, &t, &p, &locked, err);
+        if (st != DB_OK)
+            return st;
+    } else {
+        st = resolve_producer(c, w->topic, w->producer, &t, &p, &w->verdict, err);
+        if (st != DB_OK || w->verdict != DB_TOPIC_OK)
+            return st;
+    }
     db_topic_key(&t, w->key, &k);
-    st = topic_gone(db_key_lock_head(c, &k, &w->before, err), err, &w->verdict);
-    if (st != DB_OK)
-        return st;
+    if (!locked) {
+        st = topic_gone(db_key_lock_head(c, &k, &w->before, err), err, &w->verdict);
+        if (st != DB_OK)
+            return st;
+    }
     char *value = NULL;
     int decision = w->decide(&w->before, &value, w->ctx);
     if (decision < 0)
@@ -756,7 +912,10 @@ enum db_status db_topics_head_write(struct db_pool *pool, struct db_head_write *
     memset(&w->before, 0, sizeof(w->before));
     w->verdict = DB_TOPIC_NOT_FOUND;
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, head_write_tx, w, err);
-    return st == DB_ABORTED && w->verdict == DB_TOPIC_NOT_FOUND ? DB_OK : st;
+    return st == DB_ABORTED &&
+                   (w->verdict == DB_TOPIC_NOT_FOUND || w->verdict == DB_TOPIC_PRODUCER_NOT_FOUND)
+               ? DB_OK
+               : st;
 }
 
 struct read_log {

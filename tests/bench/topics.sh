@@ -14,8 +14,10 @@
 # The pgbench scripts issue the statements rowlock issues for that operation, in its order and
 # transaction and in its round trips (db_tx_run, produce_tx, head_write_tx, db_key_lock_head in
 # db/topics.c), each round trip a pgbench pipeline: BEGIN, SET LOCAL plan_cache_mode and the
-# topic resolve; for a PATCH the locked read (SELECT ... FOR UPDATE of the head row, the headless
-# INSERT ... ON CONFLICT DO NOTHING RETURNING, the read of the head); the produce CTE and COMMIT. The SQL files are rowlock's text verbatim (checked against
+# topic resolve, and for a PATCH in the same round trip (rowlock knows the topic's id from an
+# earlier request: hinted_lock) the locked read (SELECT ... FOR UPDATE of the head row, the
+# headless INSERT ... ON CONFLICT DO NOTHING RETURNING, the read of the head); then the produce
+# CTE and COMMIT. The SQL files are rowlock's text verbatim (checked against
 # db/topics.c at every run); only the parameters become pgbench expressions (see compose()). The
 # order of the statements is not checked against the C code: that is what the "same work" table
 # is for (the index scans, inserts and updates PostgreSQL counted on each topic's tables, per
@@ -268,23 +270,21 @@ compose() {
         printf '\\set n :n + 1\n\\set k (:client_id + 1) * 1000000000 + :n\n'
         printf '\\startpipeline\nBEGIN;\nSET LOCAL plan_cache_mode = force_generic_plan;\n'
         stmt resolve.sql '$1' ':topic'
-        printf '\\endpipeline\n'
         case $op in
         produce-1)
-            printf '\\startpipeline\n'
+            printf '\\endpipeline\n\\startpipeline\n'
             stmt produce.sql '$1' "array_append('{}', :k)" \
                 '$2' "array_append('{}', '{\"n\":' || :n || '}')" \
                 '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv'
             ;;
         produce-100)
-            printf '\\startpipeline\n'
+            printf '\\endpipeline\n\\startpipeline\n'
             stmt produce.sql \
                 '$1' "ARRAY(SELECT :k || '-' || g FROM generate_series(1, $BATCH) g)" \
                 '$2' "ARRAY(SELECT '{\"n\":' || :n || '}' FROM generate_series(1, $BATCH))" \
                 '$3' "$nulls" '$4' "$nulls" '$5' 'NULL::text' '$6' ':sv'
             ;;
         patch-new)
-            printf '\\startpipeline\n'
             stmt head_lock.sql '$1' ':k'
             stmt head_insert.sql '$1' ':k'
             stmt head_read.sql '$1' ':k'
@@ -293,7 +293,6 @@ compose() {
                 '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv'
             ;;
         patch-hot)
-            printf '\\startpipeline\n'
             stmt head_lock.sql '$1' ':hot'
             stmt head_insert.sql '$1' ':hot'
             stmt head_read.sql '$1' ':hot'
