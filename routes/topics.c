@@ -12,6 +12,7 @@
 #include "db/topics.h"
 #include "routes/routes.h"
 #include "service/app.h"
+#include "service/gate.h"
 #include "service/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -19,7 +20,7 @@
 #define DEFAULT_HEADLESS_TTL 3600
 
 static struct svc_counter_vec *m_produced, *m_advanced, *m_rejected, *m_duplicates,
-    *m_janitor_deleted, *m_compacted;
+    *m_janitor_deleted, *m_compacted, *m_gate_waits;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -39,6 +40,11 @@ static void metrics_init(void)
     m_compacted =
         svc_counter_vec_new("rowlock_topic_retention_compacted_total",
                             "Superseded messages compacted away past the retention", "topic");
+    m_gate_waits =
+        svc_counter_vec_new("rowlock_topic_head_write_gate_waits_total",
+                            "Head writes that queued in the process behind others of the same key "
+                            "(ROWLOCK_KEY_WRITERS) instead of waiting on its row lock",
+                            "topic");
 }
 
 void route_topics_init(void)
@@ -645,7 +651,12 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
     struct db_head_write w = {
         .topic = topic, .key = key, .producer = producer, .decide = decide_head, .ctx = &d};
     struct db_error err;
+    int waited = 0;
+    unsigned ticket = svc_gate_enter(app->head_gate, topic, key, &waited);
+    if (waited)
+        svc_counter_vec_add(m_gate_waits, topic, 1);
     enum db_status st = db_topics_head_write(app->pool, &w, &err);
+    svc_gate_exit(app->head_gate, ticket);
     if (st != DB_OK)
         out = route_db_problem(req, st, &err);
     else if (w.verdict == DB_TOPIC_NOT_FOUND || w.verdict == DB_TOPIC_PRODUCER_NOT_FOUND)

@@ -9,6 +9,7 @@
 #include "service/config.h"
 
 struct db_pool;
+struct svc_gate;
 struct svc_server;
 
 struct svc_app {
@@ -16,7 +17,8 @@ struct svc_app {
     struct db_pool *pool;
     const struct svc_auth *auth; /* NULL: running open */
     time_t started_at;
-    struct svc_server *server; /* set once listening */
+    struct svc_server *server;  /* set once listening */
+    struct svc_gate *head_gate; /* topic head writes, per key (ROWLOCK_KEY_WRITERS) */
 };
 
 #endif

@@ -67,6 +67,9 @@ static const struct cfg_key config_table[] = {
      OFF(janitor_interval_ms), "pause between janitor passes"},
     {"janitor-batch", "ROWLOCK_JANITOR_BATCH", CFG_INT, "1000", 1, 100000, OFF(janitor_batch),
      "rows a janitor pass deletes per topic at most"},
+    {"key-writers", "ROWLOCK_KEY_WRITERS", CFG_INT, "2", 0, 1000, OFF(key_writers),
+     "head writes of one topic key that may wait on its row lock at once; more queue in the "
+     "process (0: no limit)"},
     {"tokens-file", "ROWLOCK_TOKENS_FILE", CFG_STRING, "", 0, 0, OFF(tokens_file),
      "file of bearer tokens with scopes; empty runs the service open"},
     {"open-ops", "ROWLOCK_OPEN_OPS", CFG_BOOL, "true", 0, 0, OFF(open_ops),

@@ -32,6 +32,7 @@ struct svc_config {
     long max_wait_s;
     long janitor_interval_ms;
     long janitor_batch;
+    long key_writers;
     char *tokens_file;
     bool open_ops;
     long log_level; /* enum svc_log_level */

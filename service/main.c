@@ -14,6 +14,7 @@
 #include "service/app.h"
 #include "service/auth.h"
 #include "service/config.h"
+#include "service/gate.h"
 #include "service/http.h"
 #include "service/janitor.h"
 #include "service/log.h"
@@ -94,6 +95,7 @@ int main(int argc, char **argv)
     int rc = 1;
     struct svc_auth *auth = NULL;
     struct db_pool *pool = NULL;
+    struct svc_gate *head_gate = NULL;
     struct svc_server *server = NULL;
     struct svc_janitor *janitor = NULL, *queue_janitor = NULL, *ledger_janitor = NULL;
     svc_log_set_level((enum svc_log_level)cfg.log_level);
@@ -132,7 +134,14 @@ int main(int argc, char **argv)
     if (pool == NULL || database_ready(pool, cfg.db_startup_wait_s, &signals) != 0)
         goto done;
 
-    struct svc_app app = {.config = &cfg, .pool = pool, .auth = auth, .started_at = time(NULL)};
+    head_gate = svc_gate_new((int)cfg.key_writers);
+    if (head_gate == NULL)
+        goto done;
+    struct svc_app app = {.config = &cfg,
+                          .pool = pool,
+                          .auth = auth,
+                          .started_at = time(NULL),
+                          .head_gate = head_gate};
     if (svc_metrics_init(routes_table, routes_count) != 0)
         goto done;
     route_topics_init();
@@ -174,6 +183,7 @@ done:
     svc_server_shutdown(server, 0);
     svc_metrics_shutdown();
     db_pool_destroy(pool);
+    svc_gate_free(head_gate);
     svc_auth_free(auth);
     svc_config_free(&cfg);
     return rc;

@@ -5,7 +5,9 @@
  * all WRITERS fields, the responses carry values of sizes 1..WRITERS, and the log holds exactly
  * WRITERS messages for the key. The second case runs the same rounds against rowlock-unlocked
  * (no headless-row insert: a brand-new key is not locked) and requires a lost update, which
- * shows that the first case would catch that bug. A third case forces the interleaving behind
+ * shows that the first case would catch that bug (both with ROWLOCK_KEY_WRITERS=0, so that all
+ * WRITERS reach the row lock; another case runs the rounds behind the default per-key gate). A
+ * further case forces the interleaving behind
  * the composition deterministically: a PATCH that waits on the row lock of a key while the lock
  * holder moves its head must patch the head the holder committed, not an older one or none. */
 #include <pthread.h>
@@ -165,12 +167,16 @@ static void *patch_alone(void *arg)
     return NULL;
 }
 
-/* Runs the rounds against binary; returns the number of rounds that lost an update. */
-static int run_rounds(const char *binary, const char *db, int strict)
+/* Runs the rounds against binary, with ROWLOCK_KEY_WRITERS=writers (0: every PATCH goes on to
+ * the row lock, so that the rounds race the database's locking alone); returns the number of
+ * rounds that lost an update. */
+static int run_rounds(const char *binary, const char *db, const char *writers, int strict)
 {
     static char dburl[1024];
+    char gate[64];
+    snprintf(gate, sizeof(gate), "ROWLOCK_KEY_WRITERS=%s", writers);
     const char *env[] = {"ROWLOCK_THREADS=16", "ROWLOCK_POOL_SIZE=16",
-                         "ROWLOCK_STATEMENT_TIMEOUT_MS=20000", NULL};
+                         "ROWLOCK_STATEMENT_TIMEOUT_MS=20000", gate, NULL};
     assert_int_equal(th_db_create(db, dburl, sizeof(dburl)), 0);
     assert_int_equal(th_service_start_binary(&svc, binary, dburl, env), 0);
     create_topic(svc.port, "t");
@@ -191,12 +197,18 @@ static int run_rounds(const char *binary, const char *db, int strict)
 
 static void concurrent_first_patches_of_a_new_key_all_apply(void **state)
 {
-    assert_int_equal(run_rounds(ROWLOCK_BINARY, "first_updates", 1), 0);
+    assert_int_equal(run_rounds(ROWLOCK_BINARY, "first_updates", "0", 1), 0);
+}
+
+/* The same with the default per-key gate: two of the writers at a time reach the lock. */
+static void concurrent_first_patches_compose_behind_the_key_gate(void **state)
+{
+    assert_int_equal(run_rounds(ROWLOCK_BINARY, "first_updates_gated", "2", 1), 0);
 }
 
 static void unlocked_build_loses_first_updates(void **state)
 {
-    assert_true(run_rounds(ROWLOCK_UNLOCKED_BINARY, "first_updates_unlocked", 0) > 0);
+    assert_true(run_rounds(ROWLOCK_UNLOCKED_BINARY, "first_updates_unlocked", "0", 0) > 0);
 }
 
 /* Holds the row lock of key k of topic w while w's PATCH runs and waits on it, then moves the
@@ -277,6 +289,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(concurrent_first_patches_of_a_new_key_all_apply, stop_service),
+        cmocka_unit_test_teardown(concurrent_first_patches_compose_behind_the_key_gate,
+                                  stop_service),
         cmocka_unit_test_teardown(unlocked_build_loses_first_updates, stop_service),
         cmocka_unit_test_teardown(patch_waiting_on_the_row_lock_patches_the_holders_head,
                                   stop_service),

@@ -33,6 +33,7 @@ static const char *const all_env[] = {
     "ROWLOCK_MAX_WAIT_S",
     "ROWLOCK_JANITOR_INTERVAL_MS",
     "ROWLOCK_JANITOR_BATCH",
+    "ROWLOCK_KEY_WRITERS",
     "ROWLOCK_JSON_MAX_DEPTH",
     "ROWLOCK_CONNECTION_TIMEOUT_S",
     "ROWLOCK_CONNECTION_LIMIT",
@@ -110,6 +111,7 @@ static void test_defaults(void **state)
     assert_int_equal(r.cfg.connection_limit, 4096);
     assert_int_equal(r.cfg.per_ip_connection_limit, 2048);
     assert_int_equal(r.cfg.drain_timeout_s, 30);
+    assert_int_equal(r.cfg.key_writers, 2);
     assert_string_equal(r.cfg.tokens_file, "");
     assert_true(r.cfg.open_ops);
     assert_int_equal(r.cfg.log_level, SVC_LOG_INFO);
