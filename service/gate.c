@@ -1,4 +1,6 @@
-/* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes. */
+/* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes, each slot
+ * with its own condition variable so that a holder leaving wakes one waiter of its own key
+ * rather than every waiter of the stripe. */
 #include "service/gate.h"
 
 #include <pthread.h>
@@ -8,14 +10,10 @@
 #define GATE_SLOTS   4096
 #define GATE_STRIPES 64
 
-struct stripe {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-};
-
 struct svc_gate {
     int limit;
-    struct stripe stripes[GATE_STRIPES];
+    pthread_mutex_t stripes[GATE_STRIPES];
+    pthread_cond_t freed[GATE_SLOTS];
     int holders[GATE_SLOTS];
 };
 
@@ -25,10 +23,10 @@ struct svc_gate *svc_gate_new(int limit)
     if (g == NULL)
         return NULL;
     g->limit = limit;
-    for (int i = 0; i < GATE_STRIPES; i++) {
-        pthread_mutex_init(&g->stripes[i].mu, NULL);
-        pthread_cond_init(&g->stripes[i].cv, NULL);
-    }
+    for (int i = 0; i < GATE_STRIPES; i++)
+        pthread_mutex_init(&g->stripes[i], NULL);
+    for (int i = 0; i < GATE_SLOTS; i++)
+        pthread_cond_init(&g->freed[i], NULL);
     return g;
 }
 
@@ -36,10 +34,10 @@ void svc_gate_free(struct svc_gate *g)
 {
     if (g == NULL)
         return;
-    for (int i = 0; i < GATE_STRIPES; i++) {
-        pthread_mutex_destroy(&g->stripes[i].mu);
-        pthread_cond_destroy(&g->stripes[i].cv);
-    }
+    for (int i = 0; i < GATE_STRIPES; i++)
+        pthread_mutex_destroy(&g->stripes[i]);
+    for (int i = 0; i < GATE_SLOTS; i++)
+        pthread_cond_destroy(&g->freed[i]);
     free(g);
 }
 
@@ -62,15 +60,15 @@ unsigned svc_gate_enter(struct svc_gate *g, const char *a, const char *b, int *w
     unsigned slot = slot_of(a, b);
     if (g == NULL)
         return slot;
-    struct stripe *s = &g->stripes[slot % GATE_STRIPES];
+    pthread_mutex_t *mu = &g->stripes[slot % GATE_STRIPES];
     int w = 0;
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(mu);
     while (g->limit > 0 && g->holders[slot] >= g->limit) {
         w = 1;
-        pthread_cond_wait(&s->cv, &s->mu);
+        pthread_cond_wait(&g->freed[slot], mu);
     }
     g->holders[slot]++;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(mu);
     if (waited != NULL)
         *waited = w;
     return slot;
@@ -80,10 +78,9 @@ void svc_gate_exit(struct svc_gate *g, unsigned ticket)
 {
     if (g == NULL)
         return;
-    struct stripe *s = &g->stripes[ticket % GATE_STRIPES];
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_t *mu = &g->stripes[ticket % GATE_STRIPES];
+    pthread_mutex_lock(mu);
     g->holders[ticket]--;
-    /* the stripe's waiters may wait for other slots: each re-checks its own */
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    pthread_cond_signal(&g->freed[ticket]); /* one place freed: one waiter of this slot */
+    pthread_mutex_unlock(mu);
 }
