@@ -653,10 +653,10 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
     struct db_error err;
     int waited = 0;
     unsigned ticket = svc_gate_enter(app->head_gate, topic, key, &waited);
-    if (waited)
-        svc_counter_vec_add(m_gate_waits, topic, 1);
     enum db_status st = db_topics_head_write(app->pool, &w, &err);
     svc_gate_exit(app->head_gate, ticket);
+    if (waited && st == DB_OK && w.verdict != DB_TOPIC_NOT_FOUND) /* no label for a non-topic */
+        svc_counter_vec_add(m_gate_waits, topic, 1);
     if (st != DB_OK)
         out = route_db_problem(req, st, &err);
     else if (w.verdict == DB_TOPIC_NOT_FOUND || w.verdict == DB_TOPIC_PRODUCER_NOT_FOUND)
