@@ -22,7 +22,9 @@
 #include "harness.h"
 
 /* These mirror db/topics.c (sql_head_lock, sql_head_touch, sql_head_insert, sql_janitor) with
- * {m} and {h} standing for the topic's message and head tables; keep them in step. */
+ * {m} and {h} standing for the topic's message and head tables; keep them in step. The service
+ * sends the lock, the insert and the head's read as one pipeline, so its insert also runs when
+ * the lock found the row: case (a) runs it there too. */
 static const char tpl_head_lock[] = "SELECT head_id IS NOT NULL FROM {h} WHERE key = $1 FOR UPDATE";
 static const char tpl_head_touch[] = "UPDATE {h} SET updated_at = now() WHERE key = $1";
 static const char tpl_head_insert[] =
@@ -238,6 +240,8 @@ static void reader_locks_first_janitor_skips_the_row(void **state)
     assert_int_equal(PQntuples(r), 1);
     assert_string_equal(PQgetvalue(r, 0, 0), "f"); /* locked, no head */
     PQclear(r);
+    /* the service sends the insert in the lock's pipeline: on a row it holds, it does nothing */
+    assert_int_equal(run_count(reader, s.insert, "k", NULL), 0);
     assert_int_equal(run_count(reader, s.touch, "k", NULL), 1);
 
     PQclear(run(janitor, "BEGIN", NULL, NULL));
