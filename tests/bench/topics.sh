@@ -13,12 +13,12 @@
 #   patch-hot    PATCH /topics/T/keys/hot/head, one key for every request     PATCHes/s
 # The pgbench scripts issue the statements rowlock issues for that operation, in its order and
 # transaction and in its round trips (db_tx_run, produce_tx, head_write_tx, db_key_lock_head in
-# db/topics.c), each round trip a pgbench pipeline: BEGIN, SET LOCAL plan_cache_mode and the
+# db/topics.c and db/topic_handles.c), each round trip a pgbench pipeline: BEGIN, SET LOCAL plan_cache_mode and the
 # topic resolve, and for a PATCH in the same round trip (rowlock knows the topic's id from an
 # earlier request: hinted_lock) the locked read (SELECT ... FOR UPDATE of the head row, the
 # headless INSERT ... ON CONFLICT DO NOTHING RETURNING, the read of the head); then the produce
 # CTE and COMMIT. The SQL files are rowlock's text verbatim (checked against
-# db/topics.c at every run); only the parameters become pgbench expressions (see compose()). The
+# db/topic_handles.c at every run); only the parameters become pgbench expressions (see compose()). The
 # order of the statements is not checked against the C code: that is what the "same work" table
 # is for (the index scans, inserts and updates PostgreSQL counted on each topic's tables, per
 # request and per pgbench transaction, must agree).
@@ -157,7 +157,7 @@ sql 'SELECT 1' >/dev/null || die "cannot connect to ROWLOCK_DATABASE_URL with ps
 # ---------------------------------------------------------------------------------------------
 # The SQL rowlock issues, as pgbench scripts
 
-# c_sql NAME: the SQL text db/topics.c declares as `static const char NAME[]`, or as the second
+# c_sql NAME: the SQL text db/topic_handles.c or db/topics.c declares as `static const char NAME[]`, or as the second
 # string of `struct db_stmt NAME` (the first is the statement's name): string pieces concatenated,
 # escapes undone, string macros (#define TOPIC_COLUMNS, HEAD_SELECT...) expanded.
 c_sql() {
@@ -203,13 +203,13 @@ c_sql() {
         n = split(text, piece, "\002"); out = ""
         for (i = 2 + stmt; i <= n; i++) out = out piece[i]
         print out; exit
-    }' "$ROOT/db/topics.c"
+    }' "$ROOT/db/topics_internal.h" "$ROOT/db/topic_handles.c" "$ROOT/db/topics.c"
 }
 
 # The statement in $HERE/$1 (its -- comment lines dropped).
 sql_file() { grep -v '^--' "$HERE/$1"; }
 
-# Each SQL file must be db/topics.c's statement, whitespace aside: otherwise pgbench would not
+# Each SQL file must be db/topic_handles.c's statement, whitespace aside: otherwise pgbench would not
 # measure what rowlock does, and the ratio would mean nothing.
 check_sql() {
     local file c_name want have bad=0
@@ -219,15 +219,15 @@ check_sql() {
         want=$(c_sql "$c_name" | tr -d ' \t\n')
         have=$(sql_file "$file" | tr -d ' \t\n')
         if [ -z "$want" ]; then
-            log "cannot find $c_name in db/topics.c"
+            log "cannot find $c_name in db/topic_handles.c"
             bad=1
         elif [ "$want" != "$have" ]; then
-            log "tests/bench/topics/$file is not $c_name of db/topics.c any more:"
-            log "  db/topics.c: $(c_sql "$c_name")"
+            log "tests/bench/topics/$file is not $c_name of db/topic_handles.c any more:"
+            log "  db/topic_handles.c: $(c_sql "$c_name")"
             bad=1
         fi
     done
-    [ "$bad" = 0 ] || die "update tests/bench/topics/*.sql to the SQL of db/topics.c"
+    [ "$bad" = 0 ] || die "update tests/bench/topics/*.sql to the SQL of db/topic_handles.c"
 }
 
 # stmt FILE [PARAM EXPRESSION]...: the statement of FILE with each $n replaced by a pgbench
@@ -304,7 +304,7 @@ compose() {
         esac
         printf 'COMMIT;\n\\endpipeline\n'
     )
-    # The topic's tables, named as db/topics.c names them (PQescapeIdentifier quoting).
+    # The topic's tables, named as db/topic_handles.c names them (PQescapeIdentifier quoting).
     script=${script//'{m}'/"rowlock.\"messages_$id\""}
     script=${script//'{h}'/"rowlock.\"compaction_head_$id\""}
     script=${script//'{s}'/"rowlock.\"messages_${id}_offset\""}

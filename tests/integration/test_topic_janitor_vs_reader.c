@@ -21,10 +21,10 @@
 
 #include "harness.h"
 
-/* These mirror db/topics.c (sql_head_lock, sql_head_touch, sql_head_insert, sql_janitor) with
- * {m} and {h} standing for the topic's message and head tables; keep them in step. The service
- * sends the lock, the insert and the head's read as one pipeline, so its insert also runs when
- * the lock found the row: case (a) runs it there too. */
+/* These mirror db/topic_handles.c (sql_head_lock, sql_head_touch, sql_head_insert) and db/topics.c
+ * (sql_janitor), {m} and {h} standing for the topic's message and head tables; keep them in step.
+ * The service sends the lock, the insert and the head's read as one pipeline, so its insert also
+ * runs when the lock found the row: case (a) runs it there too. */
 static const char tpl_head_lock[] = "SELECT head_id IS NOT NULL FROM {h} WHERE key = $1 FOR UPDATE";
 static const char tpl_head_touch[] = "UPDATE {h} SET updated_at = now() WHERE key = $1";
 static const char tpl_head_insert[] =

@@ -1,9 +1,9 @@
 /* Head writes remember a topic's id by name, as a hint for sending the topic lookup with the
- * locked read (db/topics.c). The hint is never trusted: two rowlock processes on one database,
- * A writing heads and B deleting and recreating the topic under A's feet, show that after B
- * recreates the topic (a new id) A's PATCH lands on the new topic alone; after B deletes it,
- * A's PATCH is 404 topic_not_found and leaves no row behind; and a PATCH naming an unknown
- * producer on a hinted topic is 404 producer_not_found and leaves no headless row. */
+ * locked read (db/topic_handles.c). The hint is never trusted: two rowlock processes on one
+ * database, A writing heads and B deleting and recreating the topic under A's feet, show that after
+ * B recreates the topic (a new id) A's PATCH lands on the new topic alone; after B deletes it, A's
+ * PATCH is 404 topic_not_found and leaves no row behind; and a PATCH naming an unknown producer on
+ * a hinted topic is 404 producer_not_found and leaves no headless row. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
--- Compacted produce of a batch: sql_produce in db/topics.c, verbatim, one line per C string
+-- Compacted produce of a batch: sql_produce in db/topic_handles.c, verbatim, one line per C string
 -- piece ({m}, {h}, {s}: the topic's message table, head table and offset sequence). $1 keys,
 -- $2 values (JSON text), $3 ranks, $4 sequences, $5 producer, $6 schema version.
 WITH input AS (

@@ -1,0 +1,39 @@
+/* What db/topics.c (the workflows) and db/topic_handles.c (the handles) share; nothing outside
+ * those two files includes it. */
+#ifndef DB_TOPICS_INTERNAL_H
+#define DB_TOPICS_INTERNAL_H
+
+#include <stdint.h>
+
+#include "db/generated.h"
+#include "db/topics.h"
+
+#define TOPIC_COLUMNS                                                                              \
+    "id, name, headless_ttl_seconds, coalesce(retention_seconds, 0), default_schema_version, "     \
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "                \
+    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+/* A topic's generated tables: {m} messages_<id>, {h} compaction_head_<id>, {s} the offsets. */
+extern const struct db_gen_table db_topic_tables[];
+
+/* Runs template sql (identified by tag) on topic's tables. */
+enum db_status db_topic_query(struct db_conn *c, int64_t topic, const char *tag, const char *sql,
+                              int nparams, const char *const *params, PGresult **out,
+                              struct db_error *err);
+/* Fills t from TOPIC_COLUMNS starting at column col of row. */
+void db_topic_from_row(const PGresult *r, int row, int col, struct db_topic *t);
+
+/* Topic ids by name, as hints (see db/topic_handles.c): the hinted id of name or 0; remember
+ * id for name (0 forgets it). */
+int64_t db_topic_hint_get(const char *name);
+void db_topic_hint_set(const char *name, int64_t id);
+/* A head write's first round trip with a hinted topic id: the topic lookup, the producer lookup
+ * and the key's locked read together. Fills *t and *p, w->verdict and w->before; *locked 0 means
+ * the insert lost a race and the caller goes on with db_key_lock_head. A producer that is not
+ * registered answers DB_ABORTED (verdict PRODUCER_NOT_FOUND: roll back the lock); a stale hint
+ * is dropped and answered DB_ERR_RETRY. */
+enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, int64_t hint,
+                                    struct db_topic *t, struct db_producer *p, int *locked,
+                                    struct db_error *err);
+
+#endif
