@@ -38,8 +38,8 @@
 #                   configurations tried on the 2-core machine (16 x 50 ran at a third of it;
 #                   PGBOSS_MODE=work uses its polling work() instead, which sleeps out a 0.5 s
 #                   minimum polling interval between batches)
-# The SQL in the pgbench scripts is taken from db/queues.c at every run (the C preprocessor
-# expands its fragments; the string literals of st_queue_resolve, st_claim, st_complete and
+# The SQL in the pgbench scripts is taken from db/queues.c and db/leases.c at every run (the C
+# preprocessor expands their fragments; the string literals of st_queue_resolve, st_claim, st_complete and
 # st_complete_batch are concatenated), so the ceiling always runs the statements rowlock runs;
 # only the parameters become pgbench variables or expressions. pgbench's sessions get the plan
 # cache mode rowlock sets on its pooled connections (the "SET plan_cache_mode = ..." of
@@ -263,9 +263,9 @@ readonly PEERS_URL PEERS_DB
 # ---------------------------------------------------------------------------------------------
 # The SQL rowlock issues, as pgbench scripts
 
-# stmt_sql NAME: the SQL of `static const struct db_stmt NAME` in db/queues.c, its fragments
-# expanded by the C preprocessor, its string literals concatenated and unescaped; on a second
-# line the statement's parameter count.
+# stmt_sql NAME: the SQL of `static const struct db_stmt NAME` in db/queues.c or db/leases.c, its
+# fragments expanded by the C preprocessor, its string literals concatenated and unescaped; on a
+# second line the statement's parameter count.
 stmt_sql() {
     awk -v name="$1" '
     function lits(line,    s, out) {
@@ -295,17 +295,19 @@ stmt_sql() {
 # its parameter count is not NPARAMS (the composition below binds exactly those).
 load_stmt() {
     local out text count
-    out=$(stmt_sql "$2") || die "cannot read $2 from the preprocessed db/queues.c"
+    out=$(stmt_sql "$2") || die "cannot read $2 from the preprocessed db/queues.c and db/leases.c"
     text=$(head -n 1 <<<"$out")
     count=$(sed -n 2p <<<"$out")
-    [ -n "$text" ] || die "no statement $2 in db/queues.c"
+    [ -n "$text" ] || die "no statement $2 in db/queues.c or db/leases.c"
     [ "$count" = "$3" ] ||
-        die "$2 in db/queues.c takes $count parameters, not $3: update compose() in queues.sh"
+        die "$2 in db/leases.c takes $count parameters, not $3: update compose() in queues.sh"
     printf -v "$1" '%s' "$text"
 }
 # shellcheck disable=SC2046 # pkg-config prints several flags
-cc -E -P -I"$ROOT" $(pkg-config --cflags libpq jansson) "$ROOT/db/queues.c" >"$WORK/queues.i" ||
-    die "cannot preprocess db/queues.c"
+for f in queues leases; do
+    cc -E -P -I"$ROOT" $(pkg-config --cflags libpq jansson) "$ROOT/db/$f.c" ||
+        die "cannot preprocess db/$f.c"
+done >"$WORK/queues.i"
 load_stmt SQL_RESOLVE st_queue_resolve 1
 load_stmt SQL_CLAIM st_claim 4
 load_stmt SQL_COMPLETE st_complete 5

@@ -1,0 +1,396 @@
+/* The lease protocol of queues (see queues.h): claims, fenced writes (heartbeat, complete, fail,
+ * hand-back, release) and batch settlement. The protocol's predicates are named SQL fragments
+ * written once below (LEASE_*) and composed into each statement; SET lists stay explicit per
+ * statement. Every fenced write is one statement: lock the job, apply the change where the
+ * predicate holds, and return what the row looked like, so the refusal reason is classified in one
+ * place (lease_verdict). Queues and jobs themselves are db/queues.c's. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/queues_internal.h"
+#include "db/tx.h"
+
+/* ---- the protocol's predicates (j is rowlock.jobs; $3 owner, $4 fence) ---- */
+
+/* Claimable: due, and either pending or an expired lease that still has an attempt to give
+ * (or is re-presented by the same owner, which spends none). claimable_at is run_at for
+ * pending jobs and lease_expires_at for processing ones, so "due" is one indexed range. */
+#define LEASE_CLAIMABLE                                                                            \
+    "j.claimable_at <= now() AND (j.state = 'pending' OR j.attempts < j.max_attempts "             \
+    "OR j.owner = $2)"
+/* Owned: this owner, this fence, still processing. Hand-back and release need only this: a
+ * worker whose lease ran out may still give the job back (nobody else has claimed it, or the
+ * fence would differ), and refusing it would only delay the job until the lease is taken over. */
+#define LEASE_OWNED_BY(owner, fence)                                                               \
+    "j.owner = " owner " AND j.fence = " fence " AND j.state = 'processing'"
+#define LEASE_OWNED LEASE_OWNED_BY("$3", "$4")
+/* Fenced writes (heartbeat, complete, fail) also need a live lease: at expiry a takeover is
+ * already licensed, so the old owner must not win that race. */
+#define LEASE_LIVE_BY(owner, fence) LEASE_OWNED_BY(owner, fence) " AND j.lease_expires_at > now()"
+#define LEASE_LIVE                  LEASE_LIVE_BY("$3", "$4")
+
+/* The row as it was, for classifying a refusal: id, state, owner, fence, live. */
+#define LEASE_TARGET                                                                               \
+    "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live "       \
+    "FROM rowlock.jobs j WHERE j.id = $1 AND j.queue_id = $2 FOR UPDATE)"
+#define LEASE_RESULT(extra)                                                                        \
+    "SELECT target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, " extra       \
+    " FROM target LEFT JOIN w ON true"
+
+/* Delay before retry n (attempts already spent): base * 2^(n-1), at most max (the exponent is
+ * capped so that a job with a thousand attempts does not overflow the arithmetic). */
+#define BACKOFF                                                                                    \
+    "make_interval(secs => least(q.backoff_max_seconds, q.backoff_base_seconds * "                 \
+    "power(2, least(greatest(j.attempts - 1, 0), 60))))"
+
+/* Statements that join a few rows (a claim's candidates, a batch's items) to rowlock.jobs say
+ * "j.id = ANY (those ids)" as well: an index condition on the primary key. Without it the
+ * planner, costing random reads as from disk, prefers to hash-join against a sequential scan of
+ * the whole table up to tens of thousands of rows, and a claim then costs in proportion to every
+ * job the table retains.
+ *
+ * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's).
+ * A re-claim by the same owner of its own expired lease keeps the attempt; any other claim
+ * spends one. Every claim bumps the fence and opens an attempt-history row; the row of an
+ * attempt whose lease ran out is closed as lease_expired. */
+static const struct db_stmt st_claim = {
+    "leases_claim",
+    "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
+    "cand AS (SELECT j.id, j.state AS was, j.owner AS was_owner FROM rowlock.jobs j "
+    "  WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE " "
+    "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j SKIP LOCKED), "
+    "w AS (UPDATE rowlock.jobs j SET "
+    "  attempts = CASE WHEN cand.was = 'processing' AND cand.was_owner = $2 THEN j.attempts "
+    "    ELSE j.attempts + 1 END, "
+    "  fence = j.fence + 1, state = 'processing', owner = $2, "
+    "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
+    "  claimable_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
+    "  updated_at = now() "
+    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
+    "  RETURNING j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was), "
+    "closed AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'lease_expired' "
+    "  FROM w WHERE w.was = 'processing' AND a.job_id = w.id AND a.ended_at IS NULL), "
+    "opened AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner) "
+    "  SELECT id, fence, attempts, $2 FROM w) "
+    "SELECT w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(
+        "w.lease_expires_at") ", "
+                              "(SELECT b.payload::text FROM rowlock.job_bodies b "
+                              "WHERE b.job_id = w.id) FROM w ORDER BY w.priority DESC, w.id",
+    4};
+
+/* Fenced writes: $1 job id, $2 queue id, $3 owner, $4 fence, then their own. */
+static const struct db_stmt st_heartbeat = {
+    "lease_heartbeat",
+    "WITH q AS (SELECT lease_seconds FROM rowlock.queues WHERE id = $2), " LEASE_TARGET ", "
+    "w AS (UPDATE rowlock.jobs j SET "
+    "  lease_expires_at = now() + make_interval(secs => coalesce($5::float8, q.lease_seconds)), "
+    "  claimable_at = now() + make_interval(secs => coalesce($5::float8, q.lease_seconds)), "
+    "  updated_at = now() FROM target, q WHERE j.id = target.id AND " LEASE_LIVE " "
+    "  RETURNING j.id, j.lease_expires_at), "
+    "b AS (UPDATE rowlock.job_bodies b SET progress = coalesce($6::jsonb, b.progress) FROM w "
+    "  WHERE b.job_id = w.id) " LEASE_RESULT("coalesce(" TS("w.lease_expires_at") ", '')"),
+    6};
+static const struct db_stmt st_complete = {
+    "lease_complete",
+    "WITH " LEASE_TARGET ", "
+    "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
+    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
+    "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
+    "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
+    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'completed' FROM w "
+    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("''"),
+    5};
+static const struct db_stmt st_fail = {
+    "lease_fail",
+    "WITH q AS (SELECT * FROM rowlock.queues WHERE id = $2), " LEASE_TARGET ", "
+    "w AS (UPDATE rowlock.jobs j SET "
+    "  state = CASE WHEN $6 AND j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
+    "  owner = NULL, lease_expires_at = NULL, "
+    "  run_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN now() + " BACKOFF
+    "    ELSE j.run_at END, "
+    "  claimable_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN now() + " BACKOFF
+    "    ELSE NULL END, "
+    "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
+    "  updated_at = now() FROM target, q WHERE j.id = target.id AND " LEASE_LIVE " "
+    "  RETURNING j.id, j.state), "
+    "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w WHERE b.job_id = w.id), "
+    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'failed' FROM w "
+    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("coalesce(w.state, '')"),
+    6};
+static const struct db_stmt st_handback = {
+    "lease_handback",
+    "WITH " LEASE_TARGET ", "
+    "w AS (UPDATE rowlock.jobs j SET state = 'pending', owner = NULL, lease_expires_at = NULL, "
+    "  attempts = j.attempts - 1, run_at = now(), claimable_at = now(), updated_at = now() "
+    "  FROM target WHERE j.id = target.id AND " LEASE_OWNED " RETURNING j.id), "
+    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'handed_back' FROM w "
+    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("''"),
+    4};
+static const struct db_stmt st_release = {
+    "lease_release",
+    "WITH " LEASE_TARGET ", "
+    "w AS (UPDATE rowlock.jobs j SET "
+    "  state = CASE WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
+    "  owner = NULL, lease_expires_at = NULL, run_at = now(), "
+    "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
+    "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
+    "  updated_at = now() FROM target WHERE j.id = target.id AND " LEASE_OWNED " "
+    "  RETURNING j.id, j.state), "
+    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'released' FROM w "
+    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("coalesce(w.state, '')"),
+    4};
+
+/* Batch completion: $1 queue id, $2 ids, $3 owners, $4 fences, $5 results. Rows are locked in
+ * id order so that concurrent settlements cannot deadlock. */
+static const struct db_stmt st_complete_batch = {
+    "lease_complete_batch",
+    "WITH items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
+    "  WITH ORDINALITY AS x(id, owner, fence, result, i)), "
+    /* each item's job, locked in id order, carrying what the item claims (a join here, not in
+     * w, keeps the cost linear in the batch) */
+    "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live, "
+    "  items.owner AS want_owner, items.fence AS want_fence, items.result "
+    "  FROM rowlock.jobs j JOIN items ON items.id = j.id "
+    "  WHERE j.queue_id = $1 AND j.id = ANY ($2::bigint[]) ORDER BY j.id FOR UPDATE OF j), "
+    "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
+    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
+    "  WHERE j.id = target.id AND " LEASE_LIVE_BY(
+        "target.want_owner",
+        "target.want_fence") "  RETURNING j.id, target.want_fence AS fence, target.result), "
+                             "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM "
+                             "w "
+                             "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
+                             "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = "
+                             "'completed' FROM w "
+                             "  WHERE a.job_id = w.id AND a.fence = w.fence) "
+                             "SELECT items.i, target.state, target.owner, target.fence, "
+                             "target.live, w.id IS NOT NULL, "
+                             "  target.id IS NOT NULL FROM items LEFT JOIN target ON target.id = "
+                             "items.id "
+                             "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
+    5};
+
+/* Why a fenced write did not apply, from the row as it was (columns: state, owner, fence, live,
+ * applied). The one place refusals are classified. */
+static enum db_queue_verdict lease_verdict(const PGresult *r, int row, int col, const char *owner,
+                                           int64_t fence)
+{
+    if (PQntuples(r) <= row || PQgetisnull(r, row, col))
+        return DB_Q_JOB_NOT_FOUND;
+    if (PQgetvalue(r, row, col + 4)[0] == 't')
+        return DB_Q_OK;
+    const char *state = PQgetvalue(r, row, col);
+    if (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0)
+        return DB_Q_JOB_TERMINAL;
+    if (PQgetisnull(r, row, col + 1) || strcmp(PQgetvalue(r, row, col + 1), owner) != 0)
+        return DB_Q_OWNER_MISMATCH;
+    if (strtoll(PQgetvalue(r, row, col + 2), NULL, 10) != fence)
+        return DB_Q_FENCE_MISMATCH;
+    return DB_Q_LEASE_EXPIRED;
+}
+
+/* ---- leases ---- */
+
+void db_claimed_clear(struct db_claimed *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(c[i].payload);
+        c[i].payload = NULL;
+    }
+}
+
+struct claim {
+    const char *queue, *owner;
+    int max_jobs, lease_seconds;
+    struct db_claimed *out;
+    size_t n;
+    enum db_queue_verdict verdict;
+};
+
+static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct claim *a = arg;
+    struct db_queue q;
+    int found;
+    db_claimed_clear(a->out, a->n);
+    a->n = 0;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
+    if (st != DB_OK || !found)
+        return st;
+    char qid[24], max[16], lease[16];
+    i64(qid, sizeof(qid), q.id);
+    snprintf(max, sizeof(max), "%d", a->max_jobs);
+    snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
+    const char *params[] = {qid, a->owner, max, a->lease_seconds > 0 ? lease : NULL};
+    PGresult *r = NULL;
+    db_tx_commit_with_next(c);
+    st = db_query(c, &st_claim, params, &r, err);
+    if (st != DB_OK)
+        return st;
+    for (int i = 0; i < PQntuples(r) && i < a->max_jobs; i++) {
+        struct db_claimed *o = &a->out[a->n++];
+        o->id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+        o->fence = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+        o->attempt = atoi(PQgetvalue(r, i, 2));
+        o->priority = atoi(PQgetvalue(r, i, 3));
+        o->reclaimed = PQgetvalue(r, i, 4)[0] == 't';
+        copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 5));
+        o->payload = strdup(PQgetvalue(r, i, 6));
+    }
+    PQclear(r);
+    a->verdict = DB_Q_OK;
+    return DB_OK;
+}
+
+enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
+                               int max_jobs, int lease_seconds, struct db_claimed *out, size_t *n,
+                               enum db_queue_verdict *verdict, struct db_error *err)
+{
+    struct claim a = {queue, owner, max_jobs, lease_seconds, out, 0, DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, claim_tx, &a, err);
+    *verdict = a.verdict;
+    *n = st == DB_OK ? a.n : 0;
+    if (st != DB_OK)
+        db_claimed_clear(out, a.n);
+    return st;
+}
+
+/* Runs a fenced statement ($1 job, $2 queue, $3 owner, $4 fence, then extra) and classifies
+ * the outcome. info (may be NULL, 40 bytes) gets the statement's last column. */
+static enum db_status fenced(struct db_pool *pool, const char *queue, const struct db_stmt *stmt,
+                             const struct db_lease *l, const char *x1, const char *x2, char *info,
+                             enum db_queue_verdict *verdict, struct db_error *err)
+{
+    char fence[24];
+    i64(fence, sizeof(fence), l->fence);
+    struct job_op a = {
+        queue, stmt, l->job_id, {l->owner, fence, x1, x2}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_job_op_run(pool, &a, err);
+    *verdict = a.verdict;
+    if (st == DB_OK && a.verdict == DB_Q_OK) {
+        *verdict = lease_verdict(a.rows, 0, 0, l->owner, l->fence);
+        if (info != NULL)
+            copy(info, 40, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
+    }
+    PQclear(a.rows);
+    return st;
+}
+
+enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
+                                   const struct db_lease *l, int lease_seconds,
+                                   const char *progress, char *expires_at,
+                                   enum db_queue_verdict *verdict, struct db_error *err)
+{
+    char lease[16];
+    snprintf(lease, sizeof(lease), "%d", lease_seconds);
+    return fenced(pool, queue, &st_heartbeat, l, lease_seconds > 0 ? lease : NULL, progress,
+                  expires_at, verdict, err);
+}
+
+enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                                  const char *result, enum db_queue_verdict *verdict,
+                                  struct db_error *err)
+{
+    return fenced(pool, queue, &st_complete, l, result, NULL, NULL, verdict, err);
+}
+
+enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                              const char *error, int retry, char *new_state,
+                              enum db_queue_verdict *verdict, struct db_error *err)
+{
+    char state[40];
+    enum db_status st = fenced(pool, queue, &st_fail, l, error ? error : "null",
+                               retry ? "true" : "false", state, verdict, err);
+    if (new_state != NULL)
+        copy(new_state, 16, state);
+    return st;
+}
+
+enum db_status db_leases_handback(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                                  enum db_queue_verdict *verdict, struct db_error *err)
+{
+    return fenced(pool, queue, &st_handback, l, NULL, NULL, NULL, verdict, err);
+}
+
+enum db_status db_leases_release(struct db_pool *pool, const char *queue, const struct db_lease *l,
+                                 char *new_state, enum db_queue_verdict *verdict,
+                                 struct db_error *err)
+{
+    char state[40];
+    enum db_status st = fenced(pool, queue, &st_release, l, NULL, NULL, state, verdict, err);
+    if (new_state != NULL)
+        copy(new_state, 16, state);
+    return st;
+}
+
+static const char *settlement_column(const void *items, size_t i, size_t col, char *buf,
+                                     size_t size)
+{
+    const struct db_settlement *s = (const struct db_settlement *)items + i;
+    switch (col) {
+    case 0:
+        snprintf(buf, size, "%" PRId64, s->lease.job_id);
+        return buf;
+    case 1:
+        return s->lease.owner;
+    case 2:
+        snprintf(buf, size, "%" PRId64, s->lease.fence);
+        return buf;
+    default:
+        return s->result;
+    }
+}
+
+struct settle {
+    const char *queue;
+    struct db_settlement *items;
+    size_t n;
+    enum db_queue_verdict verdict;
+};
+
+static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct settle *a = arg;
+    struct db_queue q;
+    int found;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
+    if (st != DB_OK || !found)
+        return st;
+    struct db_arrays arr = {0, 0, NULL};
+    if (db_arrays_build(&arr, a->items, a->n, 4, settlement_column) != 0) {
+        db_arrays_free(&arr);
+        db_error_set(err, "", "out of memory");
+        return DB_ERR_HARD;
+    }
+    char qid[24];
+    i64(qid, sizeof(qid), q.id);
+    const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3]};
+    PGresult *r = NULL;
+    db_tx_commit_with_next(c);
+    st = bad_input(db_query(c, &st_complete_batch, params, &r, err), err, &a->verdict);
+    db_arrays_free(&arr);
+    if (st != DB_OK)
+        return st;
+    /* columns 1..5 are state, owner, fence, live, applied: the shape lease_verdict reads */
+    for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++)
+        a->items[i].verdict =
+            lease_verdict(r, i, 1, a->items[i].lease.owner, a->items[i].lease.fence);
+    PQclear(r);
+    a->verdict = DB_Q_OK;
+    return DB_OK;
+}
+
+enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
+                                        struct db_settlement *items, size_t n,
+                                        enum db_queue_verdict *verdict, struct db_error *err)
+{
+    struct settle a = {queue, items, n, DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, settle_tx, &a, err);
+    *verdict = a.verdict;
+    return finish(st);
+}

@@ -1,0 +1,59 @@
+/* What db/queues.c (queues, jobs, janitor) and db/leases.c (the lease protocol) share; nothing
+ * outside those two files includes it. */
+#ifndef DB_QUEUES_INTERNAL_H
+#define DB_QUEUES_INTERNAL_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "db/queues.h"
+
+#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+static inline void i64(char *buf, size_t size, int64_t v)
+{
+    snprintf(buf, size, "%" PRId64, v);
+}
+
+/* Copies src into dst of size bytes, cut to fit, always terminated. */
+static inline void copy(char *dst, size_t size, const char *src)
+{
+    size_t n = strnlen(src, size - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* Maps PostgreSQL refusing a value (class 22: bad timestamp, bad JSON) to bad input. */
+static inline enum db_status bad_input(enum db_status st, const struct db_error *err,
+                                       enum db_queue_verdict *verdict)
+{
+    if (st == DB_ERR_HARD && strncmp(err->sqlstate, "22", 2) == 0) {
+        *verdict = DB_Q_BAD_INPUT;
+        return DB_ABORTED;
+    }
+    return st;
+}
+
+static inline enum db_status finish(enum db_status st)
+{
+    return st == DB_ABORTED ? DB_OK : st;
+}
+
+/* Resolves the queue by name in the caller's transaction; *found 0 when there is none. */
+enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct db_queue *q,
+                                   int *found, struct db_error *err);
+
+/* Runs a statement on one job of a queue ($1 job id, $2 queue id, then extra params). */
+struct job_op {
+    const char *queue;
+    const struct db_stmt *stmt;
+    int64_t id;
+    const char *extra[4];
+    PGresult *rows;
+    enum db_queue_verdict verdict;
+};
+/* Runs a in its own transaction (a queue lookup, then the statement, COMMIT sent with it). */
+enum db_status db_job_op_run(struct db_pool *pool, struct job_op *a, struct db_error *err);
+
+#endif
