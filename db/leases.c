@@ -358,15 +358,11 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     struct db_queue q;
     int found;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
-    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
+    struct db_arrays arr = {0, 0, NULL};
+    enum db_status st =
+        db_queue_batch_in(c, a->queue, a->items, a->n, 4, settlement_column, &q, &found, &arr, err);
     if (st != DB_OK || !found)
         return st;
-    struct db_arrays arr = {0, 0, NULL};
-    if (db_arrays_build(&arr, a->items, a->n, 4, settlement_column) != 0) {
-        db_arrays_free(&arr);
-        db_error_set(err, "", "out of memory");
-        return DB_ERR_HARD;
-    }
     char qid[24];
     i64(qid, sizeof(qid), q.id);
     const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3]};

@@ -212,6 +212,21 @@ enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct d
     return DB_OK;
 }
 
+enum db_status db_queue_batch_in(struct db_conn *c, const char *name, const void *items, size_t n,
+                                 size_t ncols, db_column_fn get, struct db_queue *q, int *found,
+                                 struct db_arrays *arr, struct db_error *err)
+{
+    enum db_status st = db_queue_resolve_in(c, name, q, found, err);
+    if (st != DB_OK || !*found)
+        return st;
+    if (db_arrays_build(arr, items, n, ncols, get) != 0) {
+        db_arrays_free(arr);
+        db_error_set(err, "", "out of memory");
+        return DB_ERR_HARD;
+    }
+    return DB_OK;
+}
+
 /* ---- queues ---- */
 
 struct put_queue {
@@ -360,15 +375,11 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     struct db_queue q;
     int found;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
-    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
+    struct db_arrays arr = {0, 0, NULL};
+    enum db_status st =
+        db_queue_batch_in(c, a->queue, a->jobs, a->n, 6, job_column, &q, &found, &arr, err);
     if (st != DB_OK || !found)
         return st;
-    struct db_arrays arr = {0, 0, NULL};
-    if (db_arrays_build(&arr, a->jobs, a->n, 6, job_column) != 0) {
-        db_arrays_free(&arr);
-        db_error_set(err, "", "out of memory");
-        return DB_ERR_HARD;
-    }
     char id[24];
     i64(id, sizeof(id), q.id);
     const char *params[] = {id,         arr.arr[0], arr.arr[1], arr.arr[2],

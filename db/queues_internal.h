@@ -43,6 +43,11 @@ static inline enum db_status finish(enum db_status st)
 /* Resolves the queue by name in the caller's transaction; *found 0 when there is none. */
 enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct db_queue *q,
                                    int *found, struct db_error *err);
+/* The start of a batch workflow: the queue's lookup as db_queue_resolve_in, then (when found)
+ * the batch's column arrays as db_arrays_build makes them (free them with db_arrays_free). */
+enum db_status db_queue_batch_in(struct db_conn *c, const char *name, const void *items, size_t n,
+                                 size_t ncols, db_column_fn get, struct db_queue *q, int *found,
+                                 struct db_arrays *arr, struct db_error *err);
 
 /* Runs a statement on one job of a queue ($1 job id, $2 queue id, then extra params). */
 struct job_op {
