@@ -1,6 +1,5 @@
-/* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes, each slot
- * with its own condition variable so that a holder leaving wakes one waiter of its own key
- * rather than every waiter of the stripe. */
+/* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes. Waiting is
+ * the caller's: a full slot answers 0, and whoever leaves wakes a waiter of its own. */
 #include "service/gate.h"
 
 #include <pthread.h>
@@ -13,8 +12,8 @@
 struct svc_gate {
     int limit;
     pthread_mutex_t stripes[GATE_STRIPES];
-    pthread_cond_t freed[GATE_SLOTS];
     int holders[GATE_SLOTS];
+    int waiting[GATE_SLOTS]; /* requests refused and not yet back in (a hint: see gate.h) */
 };
 
 struct svc_gate *svc_gate_new(int limit)
@@ -25,8 +24,6 @@ struct svc_gate *svc_gate_new(int limit)
     g->limit = limit;
     for (int i = 0; i < GATE_STRIPES; i++)
         pthread_mutex_init(&g->stripes[i], NULL);
-    for (int i = 0; i < GATE_SLOTS; i++)
-        pthread_cond_init(&g->freed[i], NULL);
     return g;
 }
 
@@ -36,13 +33,11 @@ void svc_gate_free(struct svc_gate *g)
         return;
     for (int i = 0; i < GATE_STRIPES; i++)
         pthread_mutex_destroy(&g->stripes[i]);
-    for (int i = 0; i < GATE_SLOTS; i++)
-        pthread_cond_destroy(&g->freed[i]);
     free(g);
 }
 
 /* FNV-1a over a, a separator and b. */
-static unsigned slot_of(const char *a, const char *b)
+unsigned svc_gate_slot(const char *a, const char *b)
 {
     uint32_t h = 2166136261u;
     for (const unsigned char *p = (const unsigned char *)a; *p; p++)
@@ -53,34 +48,31 @@ static unsigned slot_of(const char *a, const char *b)
     return h % GATE_SLOTS;
 }
 
-unsigned svc_gate_enter(struct svc_gate *g, const char *a, const char *b, int *waited)
+int svc_gate_try_enter(struct svc_gate *g, unsigned slot, int force, int retry)
 {
-    if (waited != NULL)
-        *waited = 0;
-    unsigned slot = slot_of(a, b);
     if (g == NULL)
-        return slot;
+        return 1;
     pthread_mutex_t *mu = &g->stripes[slot % GATE_STRIPES];
-    int w = 0;
     pthread_mutex_lock(mu);
-    while (g->limit > 0 && g->holders[slot] >= g->limit) {
-        w = 1;
-        pthread_cond_wait(&g->freed[slot], mu);
-    }
-    g->holders[slot]++;
+    int in = force || g->limit <= 0 || g->holders[slot] < g->limit;
+    if (in)
+        g->holders[slot]++;
+    if (in && retry && g->waiting[slot] > 0)
+        g->waiting[slot]--;
+    else if (!in && !retry)
+        g->waiting[slot]++;
     pthread_mutex_unlock(mu);
-    if (waited != NULL)
-        *waited = w;
-    return slot;
+    return in;
 }
 
-void svc_gate_exit(struct svc_gate *g, unsigned ticket)
+int svc_gate_exit(struct svc_gate *g, unsigned slot)
 {
     if (g == NULL)
-        return;
-    pthread_mutex_t *mu = &g->stripes[ticket % GATE_STRIPES];
+        return 0;
+    pthread_mutex_t *mu = &g->stripes[slot % GATE_STRIPES];
     pthread_mutex_lock(mu);
-    g->holders[ticket]--;
-    pthread_cond_signal(&g->freed[ticket]); /* one place freed: one waiter of this slot */
+    g->holders[slot]--;
+    int waiting = g->waiting[slot] > 0;
     pthread_mutex_unlock(mu);
+    return waiting;
 }

@@ -1,9 +1,10 @@
-/* Per-key gates: at most `limit` holders of one key at once in this process; the others wait in
- * svc_gate_enter. Head writes pass through one, so that at most that many requests of a process
- * wait on a key's row lock in PostgreSQL: the rest queue here, holding neither a pool connection
- * nor a place in the lock's queue, where every waiter makes each handover slower. Keys are told
- * apart by a hash: two keys that share a slot share its limit (a slower key, never a wrong one).
- * Correctness never rests on a gate: the row lock decides. */
+/* Per-key gates: at most `limit` holders of one key at once in this process. Head writes pass
+ * through one, so that at most that many requests of a process wait on a key's row lock in
+ * PostgreSQL; the others suspend their connection (like a long-poll: no thread, no pool
+ * connection) until a holder leaves, instead of taking a place in the lock's queue, where every
+ * waiter makes each handover slower. Keys are told apart by a hash: two keys that share a slot
+ * share its limit (a slower key, never a wrong one). Correctness never rests on a gate: the row
+ * lock decides. */
 #ifndef SVC_GATE_H
 #define SVC_GATE_H
 
@@ -13,9 +14,14 @@ struct svc_gate;
  * memory. */
 struct svc_gate *svc_gate_new(int limit);
 void svc_gate_free(struct svc_gate *g);
-/* Waits until key (a, b) has a free place and takes it; returns the ticket for svc_gate_exit.
- * *waited (may be NULL) is set to 1 when it had to wait. A NULL gate lets everyone in. */
-unsigned svc_gate_enter(struct svc_gate *g, const char *a, const char *b, int *waited);
-void svc_gate_exit(struct svc_gate *g, unsigned ticket);
+/* The slot of key (a, b). */
+unsigned svc_gate_slot(const char *a, const char *b);
+/* Takes a place in slot: 1, or 0 when the slot is full (force takes one anyway: for a waiter
+ * out of time). retry says the caller was refused before (and has been waiting since): the slot
+ * counts its refused callers until they are back in. A NULL gate lets everyone in. */
+int svc_gate_try_enter(struct svc_gate *g, unsigned slot, int force, int retry);
+/* Gives the place back; 1 when refused callers may be waiting for it (a hint: one that gave up
+ * without coming back still counts, which costs a wake and nothing else). */
+int svc_gate_exit(struct svc_gate *g, unsigned slot);
 
 #endif

@@ -3,7 +3,9 @@
  * a lock (a sampler polls pg_stat_activity throughout): the PATCHes queue in the process, one at
  * a time reaches the row lock, the gate-wait metric counts the queued ones, and every update
  * composes (the head ends with each thread's last value). With ROWLOCK_KEY_WRITERS=0 the same
- * load does show backends waiting on the lock, so the sampler would see them. */
+ * load does show backends waiting on the lock, so the sampler would see them. And queued writes
+ * hold no handler thread: with ROWLOCK_WORKERS=2 behind a gate of 1, reads of another key keep
+ * being answered while the hot key's writes run, and /metrics shows the writes suspended. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,6 +59,33 @@ struct patcher {
     const char *path;
 };
 
+/* Reads another key's head over and over while the patchers run; counts the answers. */
+struct prober {
+    int port;
+    const char *path;
+    atomic_int *stop;
+    int answered, unexpected;
+    double most_suspended;
+};
+
+static void *probe(void *arg)
+{
+    struct prober *p = arg;
+    while (!atomic_load(p->stop)) {
+        struct th_response r;
+        if (th_http(p->port, "GET", p->path, NULL, NULL, 0, &r) == 0 && r.status == 404 &&
+            strcmp(th_problem_code(&r), "head_not_found") == 0)
+            p->answered++;
+        else
+            p->unexpected++;
+        th_response_free(&r);
+        double waiting = th_metric(p->port, "rowlock_http_long_polls_waiting");
+        if (waiting > p->most_suspended)
+            p->most_suspended = waiting;
+    }
+    return NULL;
+}
+
 static void *patch_loop(void *arg)
 {
     struct patcher *p = arg;
@@ -73,13 +102,16 @@ static void *patch_loop(void *arg)
     return NULL;
 }
 
-/* Runs the load against a fresh service with ROWLOCK_KEY_WRITERS=writers on topic `topic`;
- * returns the most backends the sampler saw waiting on a lock. */
-static int run_load(const char *writers, const char *topic, double *gate_waits)
+/* Runs the load against a fresh service with ROWLOCK_KEY_WRITERS=writers and ROWLOCK_WORKERS=
+ * workers on topic `topic`, probing another key's head meanwhile when pr is not NULL; returns
+ * the most backends the sampler saw waiting on a lock. */
+static int run_load(const char *writers, const char *workers, const char *topic, double *gate_waits,
+                    struct prober *pr)
 {
-    char gate[64];
+    char gate[64], threads[64];
     snprintf(gate, sizeof(gate), "ROWLOCK_KEY_WRITERS=%s", writers);
-    const char *env[] = {"ROWLOCK_WORKERS=32", "ROWLOCK_POOL_SIZE=32", gate, NULL};
+    snprintf(threads, sizeof(threads), "ROWLOCK_WORKERS=%s", workers);
+    const char *env[] = {threads, "ROWLOCK_POOL_SIZE=32", gate, NULL};
     struct th_service svc;
     assert_int_equal(th_service_start(&svc, dburl, env), 0);
     char path[128];
@@ -92,8 +124,15 @@ static int run_load(const char *writers, const char *topic, double *gate_waits)
     snprintf(path, sizeof(path), "/topics/%s/keys/hot/head", topic);
 
     struct sampler s = {0, 0, 0};
-    pthread_t sampler;
+    pthread_t sampler, prober;
     assert_int_equal(pthread_create(&sampler, NULL, sample, &s), 0);
+    atomic_int patching_done = 0;
+    char other[128];
+    snprintf(other, sizeof(other), "/topics/%s/keys/other/head", topic);
+    if (pr != NULL) {
+        *pr = (struct prober){svc.port, other, &patching_done, 0, 0, 0};
+        assert_int_equal(pthread_create(&prober, NULL, probe, pr), 0);
+    }
     struct patcher p[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
@@ -102,6 +141,9 @@ static int run_load(const char *writers, const char *topic, double *gate_waits)
     }
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    atomic_store(&patching_done, 1);
+    if (pr != NULL)
+        pthread_join(prober, NULL);
     atomic_store(&s.stop, 1);
     pthread_join(sampler, NULL);
     for (int i = 0; i < THREADS; i++)
@@ -134,7 +176,7 @@ static void one_writer_a_key_never_waits_on_the_lock(void **state)
 {
     (void)state;
     double queued = 0;
-    assert_int_equal(run_load("1", "gated", &queued), 0);
+    assert_int_equal(run_load("1", "32", "gated", &queued, NULL), 0);
     assert_true(queued > 0);
 }
 
@@ -142,8 +184,24 @@ static void without_the_gate_writers_wait_on_the_lock(void **state)
 {
     (void)state;
     double queued = -1;
-    assert_true(run_load("0", "open", &queued) > 0);
+    assert_true(run_load("0", "32", "open", &queued, NULL) > 0);
     assert_true(queued <= 0); /* nothing queued in the process (the counter may be absent) */
+}
+
+static void queued_writes_hold_no_handler_thread(void **state)
+{
+    (void)state;
+    double queued = 0;
+    struct prober pr;
+    assert_int_equal(run_load("1", "2", "few_workers", &queued, &pr), 0);
+    fprintf(stderr,
+            "2 workers: %d reads of another key answered while the hot key was written, "
+            "up to %.0f writes suspended at once\n",
+            pr.answered, pr.most_suspended);
+    assert_int_equal(pr.unexpected, 0);
+    assert_true(pr.answered > 10);
+    assert_true(pr.most_suspended > 0);
+    assert_true(queued > 0);
 }
 
 int main(void)
@@ -151,6 +209,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_writer_a_key_never_waits_on_the_lock),
         cmocka_unit_test(without_the_gate_writers_wait_on_the_lock),
+        cmocka_unit_test(queued_writes_hold_no_handler_thread),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
