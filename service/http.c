@@ -42,6 +42,7 @@ struct svc_server {
     int stopping;
     pthread_t ticker;
     int ticker_started;
+    int quiesced; /* the listening socket is closed */
     /* handlers of SVC_RUN_WORKER routes run here, their connections suspended meanwhile */
     pthread_mutex_t work_mu;
     pthread_cond_t work_cv;
@@ -861,13 +862,21 @@ long svc_server_in_flight(const struct svc_server *s)
     return atomic_load(&((struct svc_server *)s)->in_flight);
 }
 
+void svc_server_quiesce(struct svc_server *s)
+{
+    if (s == NULL || s->quiesced)
+        return;
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    s->quiesced = 1;
+}
+
 int svc_server_shutdown(struct svc_server *s, int timeout_s)
 {
     if (s == NULL)
         return 0;
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    svc_server_quiesce(s);
     /* long-polls answer now with what they have; no handler suspends again */
     pthread_mutex_lock(&s->wait_mu);
     s->stopping = 1;

@@ -163,6 +163,7 @@ int main(int argc, char **argv)
             threads, NULL);
 
     int sig = wait_signal(&signals, -1);
+    svc_server_quiesce(server); /* no new connection from here on: then say so */
     char inflight[32];
     snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
     svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", "in_flight",
