@@ -101,8 +101,9 @@ enum svc_outcome route_metrics(struct svc_request *req)
     svc_metrics_render_vecs(&b);
     svc_metrics_family(&b, "rowlock_http_long_polls_waiting", "gauge",
                        "Long-poll requests suspended now (no thread or connection held)");
+    struct svc_server *server = app->server; /* one atomic read */
     svc_metrics_sample(&b, "rowlock_http_long_polls_waiting", NULL,
-                       app->server ? (double)svc_server_waiting(app->server) : 0);
+                       server ? (double)svc_server_waiting(server) : 0);
     svc_metrics_family(&b, "rowlock_build_info", "gauge", "Build of this rowlock process");
     svc_metrics_sample(&b, "rowlock_build_info", "version=\"" ROWLOCK_VERSION "\"", 1);
     svc_metrics_family(&b, "rowlock_process_start_time_seconds", "gauge",

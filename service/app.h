@@ -17,7 +17,8 @@ struct svc_app {
     struct db_pool *pool;
     const struct svc_auth *auth; /* NULL: running open */
     time_t started_at;
-    struct svc_server *server;  /* set once listening */
+    /* set once listening, by main while the workers already run: atomic */
+    struct svc_server *_Atomic server;
     struct svc_gate *head_gate; /* topic head writes, per key (ROWLOCK_KEY_WRITERS) */
 };
 
