@@ -156,6 +156,19 @@ int th_service_start(struct th_service *s, const char *dburl, const char *const 
 int th_service_start_binary(struct th_service *s, const char *binary, const char *dburl,
                             const char *const *env)
 {
+    if (th_service_spawn_binary(s, binary, dburl, env) != 0)
+        return -1;
+    return th_service_await(s);
+}
+
+int th_service_spawn(struct th_service *s, const char *dburl, const char *const *env)
+{
+    return th_service_spawn_binary(s, ROWLOCK_BINARY, dburl, env);
+}
+
+int th_service_spawn_binary(struct th_service *s, const char *binary, const char *dburl,
+                            const char *const *env)
+{
     int fds[2];
     memset(s, 0, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
@@ -176,6 +189,11 @@ int th_service_start_binary(struct th_service *s, const char *binary, const char
     close(fds[1]);
     s->log_fd = fds[0];
     pthread_create(&s->reader, NULL, log_reader, s);
+    return 0;
+}
+
+int th_service_await(struct th_service *s)
+{
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 30;

@@ -36,6 +36,13 @@ int th_service_start(struct th_service *s, const char *dburl, const char *const 
 /* The same with another executable (ROWLOCK_UNLOCKED_BINARY: the deliberately broken build). */
 int th_service_start_binary(struct th_service *s, const char *binary, const char *dburl,
                             const char *const *env);
+/* th_service_start in two steps: spawn the process (s is ready for th_service_logged from then
+ * on, so another thread may watch its log), then await its "listening" line (0), or its failure
+ * (-1, the process is gone). */
+int th_service_spawn(struct th_service *s, const char *dburl, const char *const *env);
+int th_service_spawn_binary(struct th_service *s, const char *binary, const char *dburl,
+                            const char *const *env);
+int th_service_await(struct th_service *s);
 /* Sends SIGTERM and waits; returns the exit status (0 for a clean stop), -1 on a signal death. */
 int th_service_stop(struct th_service *s);
 /* Sends a signal without waiting. */

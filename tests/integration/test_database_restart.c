@@ -103,10 +103,11 @@ static void startup_waits_for_the_database(void **state)
 {
     pgctl("stop");
     struct th_service svc;
-    pthread_t t;
-    pthread_create(&t, NULL, start_database_later, &svc);
     const char *env[] = {"ROWLOCK_DB_STARTUP_WAIT_S=60", NULL};
-    int rc = th_service_start(&svc, dburl, env);
+    assert_int_equal(th_service_spawn(&svc, dburl, env), 0);
+    pthread_t t; /* watches the log of the service spawned, never of one being set up */
+    pthread_create(&t, NULL, start_database_later, &svc);
+    int rc = th_service_await(&svc);
     pthread_join(t, NULL);
     assert_int_equal(rc, 0);
     assert_true(th_service_logged(&svc, "\"msg\":\"waiting for the database\",\"attempt\":\"1\""));
