@@ -100,7 +100,8 @@ enum svc_outcome route_metrics(struct svc_request *req)
     route_ledgers_render_metrics(&b, app);
     svc_metrics_render_vecs(&b);
     svc_metrics_family(&b, "rowlock_http_long_polls_waiting", "gauge",
-                       "Long-poll requests suspended now (no thread or connection held)");
+                       "Requests suspended now: long-polls and head writes queued behind their key "
+                       "(no thread or connection held)");
     struct svc_server *server = app->server; /* one atomic read */
     svc_metrics_sample(&b, "rowlock_http_long_polls_waiting", NULL,
                        server ? (double)svc_server_waiting(server) : 0);
