@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,7 +43,8 @@ struct svc_server {
     int stopping;
     pthread_t ticker;
     int ticker_started;
-    int quiesced; /* the listening socket is closed */
+    int quiesced;         /* the listening socket is shut down */
+    MHD_socket listen_fd; /* closed only after MHD_stop_daemon: MHD threads may still use it */
     /* handlers of SVC_RUN_WORKER routes run here, their connections suspended meanwhile */
     pthread_mutex_t work_mu;
     pthread_cond_t work_cv;
@@ -798,6 +800,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     if (s == NULL)
         return NULL;
     s->cfg = cfg;
+    s->listen_fd = MHD_INVALID_SOCKET;
     s->routes = routes;
     s->nroutes = nroutes;
     s->auth = auth;
@@ -866,9 +869,11 @@ void svc_server_quiesce(struct svc_server *s)
 {
     if (s == NULL || s->quiesced)
         return;
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
+    /* MHD stops polling the socket; shutting it down makes new connections fail at once. It is
+     * closed after MHD_stop_daemon, as MHD's threads may still hold it until then. */
+    s->listen_fd = MHD_quiesce_daemon(s->daemon);
+    if (s->listen_fd != MHD_INVALID_SOCKET)
+        shutdown(s->listen_fd, SHUT_RDWR);
     s->quiesced = 1;
 }
 
@@ -892,6 +897,8 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     }
     int cut = (int)atomic_load(&s->in_flight);
     MHD_stop_daemon(s->daemon);
+    if (s->listen_fd != MHD_INVALID_SOCKET)
+        close(s->listen_fd);
     pthread_mutex_lock(&s->work_mu);
     s->work_stop = 1;
     pthread_cond_broadcast(&s->work_cv);
