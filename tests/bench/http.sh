@@ -15,6 +15,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 readonly ROOT
+# shellcheck source=lib.sh
+. "$ROOT/tests/bench/lib.sh"
 readonly BUILD="${BUILD_DIR:-$ROOT/build}"
 readonly THREADS="${THREADS:-2}"
 readonly DURATION="${DURATION:-10}"
@@ -78,18 +80,6 @@ readonly WORK
 readonly ROWLOCK_LOG="$WORK/rowlock.log" HELLO_LOG="$WORK/bench_hello.log"
 ROWLOCK_PID="" HELLO_PID=""
 
-stop_server() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
 cleanup() {
     stop_server "$ROWLOCK_PID"
     stop_server "$HELLO_PID"
@@ -104,33 +94,6 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# Prints the TCP port process $1 listens on, once it does. Both servers are started on port 0:
-# the kernel picks a free port, with no race between choosing and binding, and it is read back
-# from /proc (the process's socket inodes, matched in its net/tcp table), whatever the log level.
-wait_port() {
-    local pid=$1 fd link hex i
-    local -a inodes
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        inodes=()
-        for fd in /proc/"$pid"/fd/*; do
-            link=$(readlink "$fd" 2>/dev/null) || continue
-            [[ $link =~ ^socket:\[([0-9]+)\]$ ]] && inodes+=("${BASH_REMATCH[1]}")
-        done
-        # net/tcp: local_address is IP:PORT in hex, st 0A is LISTEN, the 10th field the inode.
-        hex=$(awk -v list="${inodes[*]}" '
-            BEGIN { n = split(list, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-            NR > 1 && $4 == "0A" && ($10 in want) { split($2, p, ":"); print p[2]; exit }' \
-            /proc/"$pid"/net/tcp 2>/dev/null || true)
-        if [ -n "$hex" ]; then
-            printf '%d\n' "$((16#$hex))"
-            return 0
-        fi
-        sleep 0.1
-    done
-    return 1
-}
 
 # True once GET $URL_PATH on 127.0.0.1:$1 answers 200 (a subshell: a refused connection must
 # not end the script).
@@ -177,22 +140,6 @@ wait_answers "$ROWLOCK_PID" "$ROWLOCK_PORT" || fail_server rowlock "$ROWLOCK_LOG
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
-
-# Converts a wrk latency (e.g. 812.00us, 3.41ms, 1.02s) to milliseconds.
-to_ms() {
-    awk -v v="$1" 'BEGIN {
-        n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-        printf "%.2f", n }'
-}
-
-# CPU time process $1 has used, user plus system, in clock ticks (/proc/PID/stat fields 14, 15;
-# the command name in field 2 is cut off first, as it may hold spaces).
-cpu_ticks() {
-    local stat
-    stat=$(cat /proc/"$1"/stat) || return 1
-    awk '{ print $12 + $13 }' <<<"${stat##*) }"
-}
 
 both_alive() {
     kill -0 "$HELLO_PID" 2>/dev/null || fail_server bench_hello "$HELLO_LOG"

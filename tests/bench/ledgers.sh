@@ -56,6 +56,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 readonly ROOT
+# shellcheck source=lib.sh
+. "$ROOT/tests/bench/lib.sh"
 readonly HERE="$ROOT/tests/bench/ledgers"
 readonly BUILD="${BUILD_DIR:-$ROOT/build}"
 readonly THREADS="${THREADS:-8}" POOL="${POOL:-16}" CLIENTS="${CLIENTS:-4}"
@@ -106,31 +108,6 @@ readonly DB_URL="$ROWLOCK_DATABASE_URL"
 # ---------------------------------------------------------------------------------------------
 # Tools and build
 
-apt_install() {
-    log "installing the Debian package(s) $*"
-    if [ "$(id -u)" -eq 0 ]; then
-        { apt-get update -q && apt-get install -y -q "$@"; } >&2
-    elif command -v sudo >/dev/null 2>&1; then
-        { sudo apt-get update -q && sudo apt-get install -y -q "$@"; } >&2
-    else
-        return 1
-    fi
-}
-
-# The newest PostgreSQL client program $1: /usr/lib/postgresql/<version>/bin/$1 (Debian's layout,
-# which /usr/bin/$1 only wraps), else $1 on the PATH.
-pg_tool() {
-    local found f
-    found=$(for f in /usr/lib/postgresql/*/bin/"$1"; do
-        if [ -x "$f" ]; then printf '%s\n' "$f"; fi
-    done | sort -V | tail -n 1)
-    if [ -n "$found" ]; then
-        printf '%s\n' "$found"
-    else
-        command -v "$1" 2>/dev/null
-    fi
-}
-
 for tool in pgbench psql; do
     if ! pg_tool "$tool" >/dev/null; then
         log "$tool is not installed"
@@ -174,18 +151,6 @@ readonly ROWLOCK_LOG="$WORK/rowlock.log"
 ROWLOCK_PID=""
 LEDGER_IDS=()
 
-stop_server() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
 # Drops the bench ledgers and their tables (rowlock has no DELETE /ledgers/L); rowlock must be
 # stopped first, as its janitor visits every ledger.
 # shellcheck disable=SC2317 # invoked by on_exit
@@ -213,33 +178,6 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# Prints the TCP port process $1 listens on, once it does. rowlock is started on port 0: the
-# kernel picks a free port, with no race between choosing and binding, and it is read back from
-# /proc (the process's socket inodes, matched in its net/tcp table), whatever the log level.
-wait_port() {
-    local pid=$1 fd link hex i
-    local -a inodes
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        inodes=()
-        for fd in /proc/"$pid"/fd/*; do
-            link=$(readlink "$fd" 2>/dev/null) || continue
-            [[ $link =~ ^socket:\[([0-9]+)\]$ ]] && inodes+=("${BASH_REMATCH[1]}")
-        done
-        # net/tcp: local_address is IP:PORT in hex, st 0A is LISTEN, the 10th field the inode.
-        hex=$(awk -v list="${inodes[*]}" '
-            BEGIN { n = split(list, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-            NR > 1 && $4 == "0A" && ($10 in want) { split($2, p, ":"); print p[2]; exit }' \
-            /proc/"$pid"/net/tcp 2>/dev/null || true)
-        if [ -n "$hex" ]; then
-            printf '%d\n' "$((16#$hex))"
-            return 0
-        fi
-        sleep 0.1
-    done
-    return 1
-}
 
 fail_server() {
     printf 'ledgers.sh: error: rowlock did not start or does not answer; the end of %s:\n' \

@@ -77,6 +77,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 readonly ROOT
+# shellcheck source=lib.sh
+. "$ROOT/tests/bench/lib.sh"
 readonly HERE="$ROOT/tests/bench/queues"
 readonly BUILD="${BUILD_DIR:-$ROOT/build}"
 readonly JOBS="${JOBS:-20000}"
@@ -146,31 +148,6 @@ readonly DB_URL="$ROWLOCK_DATABASE_URL"
 
 # ---------------------------------------------------------------------------------------------
 # Tools and build
-
-apt_install() {
-    log "installing the Debian package(s) $*"
-    if [ "$(id -u)" -eq 0 ]; then
-        { apt-get update -q && apt-get install -y -q "$@"; } >&2
-    elif command -v sudo >/dev/null 2>&1; then
-        { sudo apt-get update -q && sudo apt-get install -y -q "$@"; } >&2
-    else
-        return 1
-    fi
-}
-
-# The newest PostgreSQL client program $1: /usr/lib/postgresql/<version>/bin/$1 (Debian's layout,
-# which /usr/bin/$1 only wraps), else $1 on the PATH.
-pg_tool() {
-    local found f
-    found=$(for f in /usr/lib/postgresql/*/bin/"$1"; do
-        if [ -x "$f" ]; then printf '%s\n' "$f"; fi
-    done | sort -V | tail -n 1)
-    if [ -n "$found" ]; then
-        printf '%s\n' "$found"
-    else
-        command -v "$1" 2>/dev/null
-    fi
-}
 
 for tool in pgbench psql; do
     if ! pg_tool "$tool" >/dev/null; then
@@ -400,18 +377,6 @@ ROWLOCK_PID=""
 QUEUES=()
 PEERS_CREATED=0
 
-stop_server() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
 # Deletes the bench queues (their jobs, bodies and attempt history go with them, ON DELETE
 # CASCADE) and drops the peers' database.
 drop_data() {
@@ -441,33 +406,6 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# Prints the TCP port process $1 listens on, once it does. rowlock is started on port 0: the
-# kernel picks a free port, with no race between choosing and binding, and it is read back from
-# /proc (the process's socket inodes, matched in its net/tcp table), whatever the log level.
-wait_port() {
-    local pid=$1 fd link hex i
-    local -a inodes
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        inodes=()
-        for fd in /proc/"$pid"/fd/*; do
-            link=$(readlink "$fd" 2>/dev/null) || continue
-            [[ $link =~ ^socket:\[([0-9]+)\]$ ]] && inodes+=("${BASH_REMATCH[1]}")
-        done
-        # net/tcp: local_address is IP:PORT in hex, st 0A is LISTEN, the 10th field the inode.
-        hex=$(awk -v list="${inodes[*]}" '
-            BEGIN { n = split(list, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-            NR > 1 && $4 == "0A" && ($10 in want) { split($2, p, ":"); print p[2]; exit }' \
-            /proc/"$pid"/net/tcp 2>/dev/null || true)
-        if [ -n "$hex" ]; then
-            printf '%d\n' "$((16#$hex))"
-            return 0
-        fi
-        sleep 0.1
-    done
-    return 1
-}
 
 fail_server() {
     printf 'queues.sh: error: rowlock did not start or does not answer; the end of %s:\n' \
@@ -574,13 +512,6 @@ metric() {
     awk -v n="$1" '$1 == n { print $2; found = 1; exit } END { if (!found) print 0 }' <<<"$2"
 }
 
-# CPU time process $1 has used, user plus system, in clock ticks (/proc/PID/stat fields 14, 15;
-# the command name in field 2 is cut off first, as it may hold spaces).
-cpu_ticks() {
-    local stat
-    stat=$(cat /proc/"$1"/stat) || return 1
-    awk '{ print $12 + $13 }' <<<"${stat##*) }"
-}
 # Busy and total clock ticks of the whole machine (/proc/stat's first line).
 machine_ticks() {
     awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat

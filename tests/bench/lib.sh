@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# tests/bench/lib.sh: what the bench scripts (http.sh, topics.sh, queues.sh, ledgers.sh) share,
+# sourced by each of them: installing a missing tool, finding the PostgreSQL client programs,
+# reading back the port a server picked, stopping it, CPU time of a process, wrk latencies.
+# Each function uses log and die, which every script defines with its own name in the messages.
+
+apt_install() {
+    log "installing the Debian package(s) $*"
+    if [ "$(id -u)" -eq 0 ]; then
+        { apt-get update -q && apt-get install -y -q "$@"; } >&2
+    elif command -v sudo >/dev/null 2>&1; then
+        { sudo apt-get update -q && sudo apt-get install -y -q "$@"; } >&2
+    else
+        return 1
+    fi
+}
+
+# The newest PostgreSQL client program $1: /usr/lib/postgresql/<version>/bin/$1 (Debian's layout,
+# which /usr/bin/$1 only wraps), else $1 on the PATH.
+pg_tool() {
+    local found f
+    found=$(for f in /usr/lib/postgresql/*/bin/"$1"; do
+        if [ -x "$f" ]; then printf '%s\n' "$f"; fi
+    done | sort -V | tail -n 1)
+    if [ -n "$found" ]; then
+        printf '%s\n' "$found"
+    else
+        command -v "$1" 2>/dev/null
+    fi
+}
+
+# Stops process $1 (TERM, then KILL if it lingers) and reaps it; nothing when $1 is empty.
+stop_server() {
+    local pid=$1 i
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+# Prints the TCP port process $1 listens on, once it does. The benches start their servers on
+# port 0: the kernel picks a free port, with no race between choosing and binding, and it is read
+# back from /proc (the process's socket inodes, matched in its net/tcp table), whatever the log
+# level.
+wait_port() {
+    local pid=$1 fd link hex i
+    local -a inodes
+    for ((i = 0; i < 300; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        inodes=()
+        for fd in /proc/"$pid"/fd/*; do
+            link=$(readlink "$fd" 2>/dev/null) || continue
+            [[ $link =~ ^socket:\[([0-9]+)\]$ ]] && inodes+=("${BASH_REMATCH[1]}")
+        done
+        # net/tcp: local_address is IP:PORT in hex, st 0A is LISTEN, the 10th field the inode.
+        hex=$(awk -v list="${inodes[*]}" '
+            BEGIN { n = split(list, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+            NR > 1 && $4 == "0A" && ($10 in want) { split($2, p, ":"); print p[2]; exit }' \
+            /proc/"$pid"/net/tcp 2>/dev/null || true)
+        if [ -n "$hex" ]; then
+            printf '%d\n' "$((16#$hex))"
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# CPU time process $1 has used, user plus system, in clock ticks (/proc/PID/stat fields 14, 15;
+# the command name in field 2 is cut off first, as it may hold spaces).
+cpu_ticks() {
+    local stat
+    stat=$(cat /proc/"$1"/stat) || return 1
+    awk '{ print $12 + $13 }' <<<"${stat##*) }"
+}
+
+# Converts a wrk latency (e.g. 812.00us, 3.41ms, 1.02s) to milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+        printf "%.2f", n }'
+}
