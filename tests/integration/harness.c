@@ -419,6 +419,16 @@ json_t *th_sql_rows(PGconn *c, const char *sql)
     return rows;
 }
 
+int th_http_json(int port, const char *method, const char *path, const json_t *body,
+                 struct th_response *r)
+{
+    static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    int rc = th_http(port, method, path, text ? json_ct : NULL, text, text ? strlen(text) : 0, r);
+    free(text);
+    return rc;
+}
+
 json_t *th_get_json(int port, const char *path)
 {
     struct th_response r;

@@ -98,6 +98,10 @@ void th_crowd_free(struct th_crowd *c);
 json_t *th_sql_rows(PGconn *c, const char *sql);
 /* GET path; asserts 200 and returns the body (a new reference). */
 json_t *th_get_json(int port, const char *path);
+/* th_http with body (borrowed, may be NULL) sent as compact JSON. Asserts nothing, so any thread
+ * may call it. */
+int th_http_json(int port, const char *method, const char *path, const json_t *body,
+                 struct th_response *r);
 /* Monotonic seconds. */
 double th_now(void);
 /* Raises the soft limit on open files to at least want (for tests holding many sockets; the

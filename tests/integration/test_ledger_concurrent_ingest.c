@@ -33,7 +33,6 @@
 
 static struct th_service svc;
 static char dburl[1024];
-static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static int setup(void **state)
 {
@@ -53,11 +52,7 @@ static int teardown(void **state)
  * Returns th_http's result (safe to call from any thread: it asserts nothing). */
 static int call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    int rc =
-        th_http(svc.port, method, path, body ? json_ct : NULL, text, text ? strlen(text) : 0, r);
-    free(text);
-    return rc;
+    return th_http_json(svc.port, method, path, body, r);
 }
 
 static void ledger_create(const char *l)

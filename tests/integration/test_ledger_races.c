@@ -44,11 +44,7 @@ static int teardown(void **state)
 /* One request; body (borrowed, may be NULL) is sent as JSON. r must be freed by the caller. */
 static void call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    int rc =
-        th_http(svc.port, method, path, body ? json_ct : NULL, text, text ? strlen(text) : 0, r);
-    free(text);
-    assert_int_equal(rc, 0);
+    assert_int_equal(th_http_json(svc.port, method, path, body, r), 0);
 }
 
 static void ledger_create(const char *l)

@@ -63,11 +63,7 @@ static int teardown(void **state)
  * Returns th_http's result (safe from any thread: it asserts nothing). */
 static int call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    int rc =
-        th_http(svc.port, method, path, body ? json_ct : NULL, text, text ? strlen(text) : 0, r);
-    free(text);
-    return rc;
+    return th_http_json(svc.port, method, path, body, r);
 }
 
 /* ---- the history ---- */

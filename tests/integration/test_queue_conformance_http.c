@@ -39,12 +39,8 @@ static const struct {
 static enum qc_outcome call(const struct http_ctx *c, const char *method, const char *path,
                             json_t *body, struct th_response *r)
 {
-    static const char *const json_ct[] = {"Content-Type: application/json", NULL};
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    int rc = th_http_json(c->port, method, path, body, r);
     json_decref(body);
-    int rc =
-        th_http(c->port, method, path, text ? json_ct : NULL, text, text ? strlen(text) : 0, r);
-    free(text);
     if (rc != 0)
         return QC_ERROR;
     if (r->status >= 200 && r->status < 300 && r->json != NULL)
