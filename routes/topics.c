@@ -650,25 +650,15 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
         kind, body, svc_req_header(req, "If-Match"), svc_req_header(req, "If-None-Match"), 0, NULL};
     struct db_head_write w = {
         .topic = topic, .key = key, .producer = producer, .decide = decide_head, .ctx = &d};
-    /* The key's gate: when it is full the request suspends (no thread, no pool connection) until
-     * a holder leaves; a request out of time (the statement timeout, counted from its start)
-     * goes on regardless, to the row lock. The second try, after reading the wake generation,
-     * catches a place freed in between; a place freed later wakes the wait at once. */
-    unsigned slot = svc_gate_slot(topic, key);
-    int retry = svc_req_resumes(req) > 0;
-    char gate[32];
-    snprintf(gate, sizeof(gate), "gate:%u", slot);
-    if (!svc_gate_try_enter(app->head_gate, slot, 0, retry)) {
-        unsigned gen = svc_wake_generation(req);
-        double deadline =
-            svc_now() - svc_req_age(req) + (double)app->config->statement_timeout_ms / 1000.0;
-        if (!svc_gate_try_enter(app->head_gate, slot, !svc_req_may_wait(req, deadline), 1))
-            return svc_req_wait(req, gate, deadline, gen);
-    }
+    /* At most ROWLOCK_KEY_WRITERS writes of a key wait on its row lock; the others wait here,
+     * suspended, up to a statement timeout. */
+    unsigned slot;
+    if (!svc_gate_req_enter(req, app->head_gate, topic, key,
+                            (double)app->config->statement_timeout_ms / 1000.0, &slot, &out))
+        return out;
     struct db_error err;
     enum db_status st = db_topics_head_write(app->pool, &w, &err);
-    if (svc_gate_exit(app->head_gate, slot))
-        svc_req_wake_n(req, gate, 1);
+    svc_gate_req_exit(req, app->head_gate, slot);
     if (svc_req_resumes(req) > 0 && st == DB_OK && w.verdict != DB_TOPIC_NOT_FOUND)
         svc_counter_vec_add(m_gate_waits, topic, 1); /* it queued; no label for a non-topic */
     if (st != DB_OK)

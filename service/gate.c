@@ -1,9 +1,10 @@
-/* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes. Waiting is
- * the caller's: a full slot answers 0, and whoever leaves wakes a waiter of its own. */
+/* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes. A refused
+ * request waits as a long-poll does, on its slot's wake channel; whoever leaves wakes one. */
 #include "service/gate.h"
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define GATE_SLOTS   4096
@@ -75,4 +76,38 @@ int svc_gate_exit(struct svc_gate *g, unsigned slot)
     int waiting = g->waiting[slot] > 0;
     pthread_mutex_unlock(mu);
     return waiting;
+}
+
+/* The wake channel of a slot. */
+static void channel_of(unsigned slot, char *out, size_t size)
+{
+    snprintf(out, size, "gate:%u", slot);
+}
+
+int svc_gate_req_enter(struct svc_request *req, struct svc_gate *g, const char *a, const char *b,
+                       double max_wait_s, unsigned *slot, enum svc_outcome *out)
+{
+    *slot = svc_gate_slot(a, b);
+    int retry = svc_req_resumes(req) > 0; /* it has been refused before, and waited */
+    if (svc_gate_try_enter(g, *slot, 0, retry))
+        return 1;
+    /* The second try, after reading the wake generation, catches a place freed in between; a
+     * place freed later wakes the wait at once. */
+    unsigned gen = svc_wake_generation(req);
+    double deadline = svc_now() - svc_req_age(req) + max_wait_s;
+    if (svc_gate_try_enter(g, *slot, !svc_req_may_wait(req, deadline), 1))
+        return 1;
+    char channel[32];
+    channel_of(*slot, channel, sizeof(channel));
+    *out = svc_req_wait(req, channel, deadline, gen);
+    return 0;
+}
+
+void svc_gate_req_exit(struct svc_request *req, struct svc_gate *g, unsigned slot)
+{
+    if (!svc_gate_exit(g, slot))
+        return;
+    char channel[32];
+    channel_of(slot, channel, sizeof(channel));
+    svc_req_wake_n(req, channel, 1);
 }

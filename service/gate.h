@@ -8,6 +8,8 @@
 #ifndef SVC_GATE_H
 #define SVC_GATE_H
 
+#include "service/http.h"
+
 struct svc_gate;
 
 /* A gate letting limit holders of a key in at once; limit 0 lets everyone in. NULL when out of
@@ -23,5 +25,13 @@ int svc_gate_try_enter(struct svc_gate *g, unsigned slot, int force, int retry);
 /* Gives the place back; 1 when refused callers may be waiting for it (a hint: one that gave up
  * without coming back still counts, which costs a wake and nothing else). */
 int svc_gate_exit(struct svc_gate *g, unsigned slot);
+
+/* For a handler: takes a place for key (a, b) and returns 1 (*slot is the place, for
+ * svc_gate_req_exit), or suspends req until a place frees and returns 0 (the handler returns
+ * *out and runs again when woken). A request older than max_wait_s goes on regardless. */
+int svc_gate_req_enter(struct svc_request *req, struct svc_gate *g, const char *a, const char *b,
+                       double max_wait_s, unsigned *slot, enum svc_outcome *out);
+/* Gives req's place back and wakes the oldest request waiting for it, if any. */
+void svc_gate_req_exit(struct svc_request *req, struct svc_gate *g, unsigned slot);
 
 #endif
