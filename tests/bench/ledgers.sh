@@ -108,17 +108,7 @@ readonly DB_URL="$ROWLOCK_DATABASE_URL"
 # ---------------------------------------------------------------------------------------------
 # Tools and build
 
-for tool in pgbench psql; do
-    if ! pg_tool "$tool" >/dev/null; then
-        log "$tool is not installed"
-        # pgbench is in postgresql-client from PostgreSQL 16 on, in postgresql-contrib (the
-        # server package) before that
-        apt_install postgresql-client || true
-        pg_tool "$tool" >/dev/null || apt_install postgresql-contrib || true
-        pg_tool "$tool" >/dev/null ||
-            die "$tool is missing; install postgresql-client (or postgresql-contrib) and run again"
-    fi
-done
+ensure_pg_tools pgbench psql
 PGBENCH=$(pg_tool pgbench)
 PSQL=$(pg_tool psql)
 readonly PGBENCH PSQL

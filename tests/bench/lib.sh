@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/bench/lib.sh: what the bench scripts (http.sh, topics.sh, queues.sh, ledgers.sh) share,
-# sourced by each of them: installing a missing tool, finding the PostgreSQL client programs,
-# reading back the port a server picked, stopping it, CPU time of a process, wrk latencies.
+# sourced by each of them: installing a missing tool, finding (or installing) the PostgreSQL client
+# programs, binding pgbench expressions into SQL, reading back the port a server picked, stopping
+# it, CPU time of a process, wrk latencies.
 # Each function uses log and die, which every script defines with its own name in the messages.
 
 apt_install() {
@@ -84,4 +85,33 @@ to_ms() {
         n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
         if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
         printf "%.2f", n }'
+}
+
+# Installs the PostgreSQL client programs named (pgbench, psql) when pg_tool finds none.
+ensure_pg_tools() {
+    local tool
+    for tool in "$@"; do
+        pg_tool "$tool" >/dev/null && continue
+        log "$tool is not installed"
+        # pgbench is in postgresql-client from PostgreSQL 16 on, in postgresql-contrib (the
+        # server package) before that
+        apt_install postgresql-client || true
+        pg_tool "$tool" >/dev/null || apt_install postgresql-contrib || true
+        pg_tool "$tool" >/dev/null ||
+            die "$tool is missing; install postgresql-client (or postgresql-contrib) and run again"
+    done
+}
+
+# bind TEXT [PARAM EXPRESSION]...: TEXT (an SQL statement) with each $n replaced by a pgbench
+# expression; a parameter missing from TEXT is an error.
+bind() {
+    local text=$1 from to
+    shift
+    while [ $# -gt 0 ]; do
+        from=$1 to=$2
+        shift 2
+        [[ $text == *"$from"* ]] || die "compose: no $from in a statement"
+        text=${text//"$from"/"$to"}
+    done
+    printf '%s' "$text"
 }

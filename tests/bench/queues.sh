@@ -149,16 +149,7 @@ readonly DB_URL="$ROWLOCK_DATABASE_URL"
 # ---------------------------------------------------------------------------------------------
 # Tools and build
 
-for tool in pgbench psql; do
-    if ! pg_tool "$tool" >/dev/null; then
-        log "$tool is not installed"
-        # pgbench is in postgresql-client from PostgreSQL 16 on, in postgresql-contrib before
-        apt_install postgresql-client || true
-        pg_tool "$tool" >/dev/null || apt_install postgresql-contrib || true
-        pg_tool "$tool" >/dev/null ||
-            die "$tool is missing; install postgresql-client (or postgresql-contrib) and run again"
-    fi
-done
+ensure_pg_tools pgbench psql
 PGBENCH=$(pg_tool pgbench)
 PSQL=$(pg_tool psql)
 readonly PGBENCH PSQL
@@ -289,19 +280,6 @@ load_stmt SQL_RESOLVE st_queue_resolve 1
 load_stmt SQL_CLAIM st_claim 4
 load_stmt SQL_COMPLETE st_complete 5
 load_stmt SQL_COMPLETE_BATCH st_complete_batch 5
-
-# bind TEXT [PARAM EXPRESSION]...: TEXT with each $n replaced by a pgbench expression.
-bind() {
-    local text=$1 from to
-    shift
-    while [ $# -gt 0 ]; do
-        from=$1 to=$2
-        shift 2
-        [[ $text == *"$from"* ]] || die "compose: no $from in a statement"
-        text=${text//"$from"/"$to"}
-    done
-    printf '%s' "$text"
-}
 
 # compose KIND: the pgbench script of KIND (batch, bare or single).
 # Variables: :client_id (pgbench's), :queue and :qid (the queue's name and id, -D), :batch

@@ -103,17 +103,7 @@ if ! command -v wrk >/dev/null 2>&1; then
     log "wrk is not installed"
     apt_install wrk || die "wrk is missing; install it (apt-get install wrk) and run again"
 fi
-for tool in pgbench psql; do
-    if ! pg_tool "$tool" >/dev/null; then
-        log "$tool is not installed"
-        # pgbench is in postgresql-client from PostgreSQL 16 on, in postgresql-contrib (the
-        # server package) before that
-        apt_install postgresql-client || true
-        pg_tool "$tool" >/dev/null || apt_install postgresql-contrib || true
-        pg_tool "$tool" >/dev/null ||
-            die "$tool is missing; install postgresql-client (or postgresql-contrib) and run again"
-    fi
-done
+ensure_pg_tools pgbench psql
 PGBENCH=$(pg_tool pgbench)
 PSQL=$(pg_tool psql)
 readonly PGBENCH PSQL
@@ -210,16 +200,10 @@ check_sql() {
 # stmt FILE [PARAM EXPRESSION]...: the statement of FILE with each $n replaced by a pgbench
 # expression, ended by ';'.
 stmt() {
-    local text from to
+    local text
     text=$(sql_file "$1")
     shift
-    while [ $# -gt 0 ]; do
-        from=$1 to=$2
-        shift 2
-        [[ $text == *"$from"* ]] || die "compose: no $from in the statement"
-        text=${text//"$from"/"$to"}
-    done
-    printf '%s;\n' "$text"
+    printf '%s;\n' "$(bind "$text" "$@")"
 }
 
 # compose OP TOPIC_ID: the pgbench script of OP on the tables of topic TOPIC_ID.
