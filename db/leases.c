@@ -39,6 +39,9 @@
     "SELECT target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, " extra       \
     " FROM target LEFT JOIN w ON true"
 
+/* Ends the job's latest attempt (recorded on its row, see the schema) with this outcome. */
+#define ATTEMPT_END(outcome) "attempt_ended_at = now(), attempt_outcome = '" outcome "'"
+
 /* Delay before retry n (attempts already spent): base * 2^(n-1), at most max (the exponent is
  * capped so that a job with a thousand attempts does not overflow the arithmetic). */
 #define BACKOFF                                                                                    \
@@ -53,27 +56,32 @@
  *
  * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's).
  * A re-claim by the same owner of its own expired lease keeps the attempt; any other claim
- * spends one. Every claim bumps the fence and opens an attempt-history row; the row of an
- * attempt whose lease ran out is closed as lease_expired. */
+ * spends one. Every claim bumps the fence and opens the job's latest attempt on its row; the
+ * attempt it supersedes (if any) moves to rowlock.job_attempts, as lease_expired when its lease
+ * ran out unsettled. */
 static const struct db_stmt st_claim = {
     "leases_claim",
     "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
-    "cand AS (SELECT j.id, j.state AS was, j.owner AS was_owner FROM rowlock.jobs j "
+    "cand AS (SELECT j.id, j.state AS was, j.fence AS was_fence, j.attempt_no, j.attempt_owner, "
+    "  j.attempt_claimed_at, j.attempt_ended_at, j.attempt_outcome, "
+    "  CASE WHEN j.state = 'processing' AND j.owner = $2 THEN j.attempts ELSE j.attempts + 1 END "
+    "  AS next_attempt FROM rowlock.jobs j "
     "  WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE " "
     "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j SKIP LOCKED), "
-    "w AS (UPDATE rowlock.jobs j SET "
-    "  attempts = CASE WHEN cand.was = 'processing' AND cand.was_owner = $2 THEN j.attempts "
-    "    ELSE j.attempts + 1 END, "
+    "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
     "  fence = j.fence + 1, state = 'processing', owner = $2, "
     "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
     "  claimable_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
-    "  updated_at = now() "
+    "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
+    "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
     "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
-    "  RETURNING j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was), "
-    "closed AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'lease_expired' "
-    "  FROM w WHERE w.was = 'processing' AND a.job_id = w.id AND a.ended_at IS NULL), "
-    "opened AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner) "
-    "  SELECT id, fence, attempts, $2 FROM w) "
+    "  RETURNING j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was, "
+    "  cand.was_fence, cand.attempt_no, cand.attempt_owner, cand.attempt_claimed_at, "
+    "  cand.attempt_ended_at, cand.attempt_outcome), "
+    "superseded AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner, claimed_at, "
+    "  ended_at, outcome) SELECT id, was_fence, attempt_no, attempt_owner, attempt_claimed_at, "
+    "  coalesce(attempt_ended_at, now()), coalesce(attempt_outcome, 'lease_expired') FROM w "
+    "  WHERE was_fence > 0) "
     "SELECT w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(
         "w.lease_expires_at") ", "
                               "(SELECT b.payload::text FROM rowlock.job_bodies b "
@@ -96,12 +104,10 @@ static const struct db_stmt st_complete = {
     "lease_complete",
     "WITH " LEASE_TARGET ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
-    "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
-    "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
-    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'completed' FROM w "
-    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("''"),
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END(
+        "completed") "  FROM target WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
+                     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
+                     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL) " LEASE_RESULT("''"),
     5};
 static const struct db_stmt st_fail = {
     "lease_fail",
@@ -114,20 +120,19 @@ static const struct db_stmt st_fail = {
     "  claimable_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN now() + " BACKOFF
     "    ELSE NULL END, "
     "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
-    "  updated_at = now() FROM target, q WHERE j.id = target.id AND " LEASE_LIVE " "
-    "  RETURNING j.id, j.state), "
-    "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w WHERE b.job_id = w.id), "
-    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'failed' FROM w "
-    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("coalesce(w.state, '')"),
+    "  updated_at = now(), " ATTEMPT_END(
+        "failed") " FROM target, q "
+                  "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id, j.state), "
+                  "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
+                  "  WHERE b.job_id = w.id) " LEASE_RESULT("coalesce(w.state, '')"),
     6};
 static const struct db_stmt st_handback = {
     "lease_handback",
     "WITH " LEASE_TARGET ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'pending', owner = NULL, lease_expires_at = NULL, "
-    "  attempts = j.attempts - 1, run_at = now(), claimable_at = now(), updated_at = now() "
-    "  FROM target WHERE j.id = target.id AND " LEASE_OWNED " RETURNING j.id), "
-    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'handed_back' FROM w "
-    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("''"),
+    "  attempts = j.attempts - 1, run_at = now(), claimable_at = now(), updated_at = "
+    "now(), " ATTEMPT_END("handed_back") " FROM target WHERE j.id = target.id AND " LEASE_OWNED " "
+                                         "  RETURNING j.id) " LEASE_RESULT("''"),
     4};
 static const struct db_stmt st_release = {
     "lease_release",
@@ -137,10 +142,10 @@ static const struct db_stmt st_release = {
     "  owner = NULL, lease_expires_at = NULL, run_at = now(), "
     "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
     "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
-    "  updated_at = now() FROM target WHERE j.id = target.id AND " LEASE_OWNED " "
-    "  RETURNING j.id, j.state), "
-    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'released' FROM w "
-    "  WHERE a.job_id = w.id AND a.fence = $4) " LEASE_RESULT("coalesce(w.state, '')"),
+    "  updated_at = now(), " ATTEMPT_END("released") " FROM target "
+                                                     "  WHERE j.id = target.id AND " LEASE_OWNED
+                                                     " RETURNING j.id, j.state) " LEASE_RESULT(
+                                                         "coalesce(w.state, '')"),
     4};
 
 /* Batch completion: $1 queue id, $2 ids, $3 owners, $4 fences, $5 results. Rows are locked in
@@ -156,21 +161,20 @@ static const struct db_stmt st_complete_batch = {
     "  FROM rowlock.jobs j JOIN items ON items.id = j.id "
     "  WHERE j.queue_id = $1 AND j.id = ANY ($2::bigint[]) ORDER BY j.id FOR UPDATE OF j), "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
-    "  WHERE j.id = target.id AND " LEASE_LIVE_BY(
-        "target.want_owner",
-        "target.want_fence") "  RETURNING j.id, target.want_fence AS fence, target.result), "
-                             "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM "
-                             "w "
-                             "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
-                             "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = "
-                             "'completed' FROM w "
-                             "  WHERE a.job_id = w.id AND a.fence = w.fence) "
-                             "SELECT items.i, target.state, target.owner, target.fence, "
-                             "target.live, w.id IS NOT NULL, "
-                             "  target.id IS NOT NULL FROM items LEFT JOIN target ON target.id = "
-                             "items.id "
-                             "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END(
+        "completed") "  FROM target WHERE j.id = target.id "
+                     "  AND " LEASE_LIVE_BY(
+                         "target.want_owner",
+                         "target.want_fence") " "
+                                              "  RETURNING j.id, target.result), "
+                                              "b AS (UPDATE rowlock.job_bodies b SET result = "
+                                              "w.result::jsonb FROM w "
+                                              "  WHERE b.job_id = w.id AND w.result IS NOT NULL) "
+                                              "SELECT items.i, target.state, target.owner, "
+                                              "target.fence, target.live, w.id IS NOT NULL, "
+                                              "  target.id IS NOT NULL FROM items LEFT JOIN target "
+                                              "ON target.id = items.id "
+                                              "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
     5};
 
 /* Why a fenced write did not apply, from the row as it was (columns: state, owner, fence, live,

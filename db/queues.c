@@ -80,7 +80,8 @@ static const struct db_stmt st_job_history = {
     "job_history",
     "SELECT fence, attempt, owner, " TS("claimed_at") ", coalesce(" TS(
         "ended_at") ", ''), "
-                    "coalesce(outcome, '') FROM rowlock.job_attempts WHERE job_id = $1 ORDER BY "
+                    "coalesce(outcome, '') FROM rowlock.job_attempt_history WHERE job_id = $1 "
+                    "ORDER BY "
                     "fence",
     1};
 static const struct db_stmt st_job_list = {
@@ -100,12 +101,15 @@ static const struct db_stmt st_job_cancel = {
     "WITH target AS (SELECT j.id, j.state, j.fence FROM rowlock.jobs j WHERE j.id = $1 AND "
     "  j.queue_id = $2 FOR UPDATE), "
     "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM target "
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
+    /* a running attempt ends as failed; a pending job's last attempt has ended already */
+    "  attempt_ended_at = CASE WHEN j.state = 'processing' THEN now() ELSE j.attempt_ended_at "
+    "    END, "
+    "  attempt_outcome = CASE WHEN j.state = 'processing' THEN 'failed' ELSE j.attempt_outcome "
+    "    END FROM target "
     "  WHERE j.id = target.id AND j.state IN ('pending', 'processing') RETURNING j.id, j.fence), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"cancelled\": true}' FROM w "
-    "  WHERE b.job_id = w.id), "
-    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'failed' FROM w "
-    "  WHERE a.job_id = w.id AND a.ended_at IS NULL) "
+    "  WHERE b.job_id = w.id) "
     "SELECT target.state, w.id IS NOT NULL FROM target LEFT JOIN w ON true",
     2};
 
@@ -118,12 +122,11 @@ static const struct db_stmt st_expire = {
     "  j.claimable_at <= now() AND j.state = 'processing' AND j.attempts >= j.max_attempts "
     "  LIMIT $2 FOR UPDATE SKIP LOCKED), "
     "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now() FROM dead "
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
+    "  attempt_ended_at = now(), attempt_outcome = 'lease_expired' FROM dead "
     "  WHERE j.id = dead.id RETURNING j.id), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"lease_expired\": true}' FROM w "
-    "  WHERE b.job_id = w.id), "
-    "h AS (UPDATE rowlock.job_attempts a SET ended_at = now(), outcome = 'lease_expired' FROM w "
-    "  WHERE a.job_id = w.id AND a.ended_at IS NULL) "
+    "  WHERE b.job_id = w.id) "
     "SELECT count(*) FROM w",
     2};
 static const struct db_stmt st_purge = {

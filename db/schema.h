@@ -6,7 +6,7 @@
 #include "db/pool.h"
 
 /* Bump whenever any file in db/schema changes. */
-#define DB_SCHEMA_VERSION 5
+#define DB_SCHEMA_VERSION 6
 
 enum db_schema_verdict {
     DB_SCHEMA_CREATED,     /* the baseline was applied now */

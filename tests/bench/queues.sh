@@ -470,7 +470,7 @@ kv() { grep -oE "(^| )$1=[^ ]*" <<<"$2" | head -n 1 | sed 's/^ *[^=]*=//'; }
 check_rowlock_schema() {
     sql "WITH j AS (SELECT id, state, attempts, finished_at FROM rowlock.jobs
                     WHERE queue_id = $QUEUE_ID),
-              a AS (SELECT a.job_id, a.outcome, a.claimed_at FROM rowlock.job_attempts a
+              a AS (SELECT a.job_id, a.outcome, a.claimed_at FROM rowlock.job_attempt_history a
                     JOIN j ON j.id = a.job_id),
               per AS (SELECT j.id, count(a.job_id) AS n FROM j LEFT JOIN a ON a.job_id = j.id
                       GROUP BY j.id)

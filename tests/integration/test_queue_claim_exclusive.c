@@ -529,7 +529,8 @@ static int64_t col_i64(PGresult *r, int row, int col)
     return PQgetisnull(r, row, col) ? -1 : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
-/* The attempt history of every job of a queue, from rowlock.job_attempts. */
+/* The attempt history of every job of a queue (rowlock.job_attempt_history: the superseded
+ * attempts and each job's latest). */
 static struct attempt_rec *load_history(PGconn *c, const char *queue, size_t *n)
 {
     const char *params[] = {queue};
@@ -538,7 +539,7 @@ static struct attempt_rec *load_history(PGconn *c, const char *queue, size_t *n)
                      "SELECT a.job_id, a.fence, a.attempt, a.owner, "
                      "(extract(epoch FROM a.claimed_at) * 1000000)::bigint, "
                      "(extract(epoch FROM a.ended_at) * 1000000)::bigint, coalesce(a.outcome, '') "
-                     "FROM rowlock.job_attempts a JOIN rowlock.jobs j ON j.id = a.job_id "
+                     "FROM rowlock.job_attempt_history a JOIN rowlock.jobs j ON j.id = a.job_id "
                      "JOIN rowlock.queues q ON q.id = j.queue_id WHERE q.name = $1",
                      1, NULL, params, NULL, NULL, 0);
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
@@ -792,12 +793,15 @@ static void churned_queue_gives_each_job_to_one_owner_at_a_time(void **state)
 #define CLAIM_BROKEN                                                                               \
     "UPDATE rowlock.jobs SET owner = $2, state = 'processing', fence = fence + 1, "                \
     "attempts = attempts + 1, lease_expires_at = now() + interval '30 s', claimable_at = now() "   \
-    "+ interval '30 s' WHERE id = (SELECT id FROM rowlock.jobs WHERE queue_id = $1 AND state = "   \
+    "+ interval '30 s', attempt_no = attempts + 1, attempt_owner = $2, attempt_claimed_at = "      \
+    "now(), attempt_ended_at = NULL, attempt_outcome = NULL WHERE id = (SELECT id FROM "           \
+    "rowlock.jobs WHERE queue_id = $1 AND state = "                                                \
     "'pending' ORDER BY id LIMIT 1%s) RETURNING id, fence, "                                       \
     "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 #define COMPLETE_BLIND                                                                             \
     "UPDATE rowlock.jobs SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "         \
-    "claimable_at = NULL, finished_at = now() WHERE id = $1 RETURNING "                            \
+    "claimable_at = NULL, finished_at = now(), attempt_ended_at = now(), attempt_outcome = "       \
+    "'completed' WHERE id = $1 RETURNING "                                                         \
     "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 
 struct race {

@@ -88,14 +88,15 @@ static void complete(const char *queue, struct db_lease l)
     assert_int_equal(v, DB_Q_OK);
 }
 
-/* Rows of job id in jobs, job_bodies and job_attempts, as "jobs/bodies/attempts". */
+/* Rows of job id in jobs, job_bodies and its attempt history (the view: superseded attempts in
+ * job_attempts and the latest on the job row), as "jobs/bodies/attempts". */
 static void rows_of(int64_t id, char *out, size_t size)
 {
     char q[256];
     snprintf(q, sizeof(q),
              "SELECT (SELECT count(*) FROM rowlock.jobs WHERE id = %1$lld) || '/' || "
              "(SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %1$lld) || '/' || "
-             "(SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %1$lld)",
+             "(SELECT count(*) FROM rowlock.job_attempt_history WHERE job_id = %1$lld)",
              (long long)id);
     PGresult *r = th_sql(sql, q);
     snprintf(out, size, "%s", PQgetvalue(r, 0, 0));
