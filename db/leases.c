@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/combine.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
 
@@ -17,9 +18,14 @@
 /* Claimable: due, and either pending or an expired lease that still has an attempt to give
  * (or is re-presented by the same owner, which spends none). claimable_at is run_at for
  * pending jobs and lease_expires_at for processing ones, so "due" is one indexed range. */
-#define LEASE_CLAIMABLE                                                                            \
-    "j.claimable_at <= now() AND (j.state = 'pending' OR j.attempts < j.max_attempts "             \
-    "OR j.owner = $2)"
+#define LEASE_DUE                 "j.claimable_at <= now()"
+#define LEASE_FREE                "j.state = 'pending' OR j.attempts < j.max_attempts"
+#define LEASE_CLAIMABLE_BY(owner) LEASE_DUE " AND (" LEASE_FREE " OR j.owner = " owner ")"
+/* The attempt a claim by owner opens: the same one when owner re-presents its own expired
+ * lease, else the next (r is the row as it was). */
+#define LEASE_NEXT_ATTEMPT(r, owner)                                                               \
+    "CASE WHEN " r ".state = 'processing' AND " r ".owner = " owner " THEN " r ".attempts "        \
+    "ELSE " r ".attempts + 1 END"
 /* Owned: this owner, this fence, still processing. Hand-back and release need only this: a
  * worker whose lease ran out may still give the job back (nobody else has claimed it, or the
  * fence would differ), and refusing it would only delay the job until the lease is taken over. */
@@ -48,6 +54,28 @@
     "make_interval(secs => least(q.backoff_max_seconds, q.backoff_base_seconds * "                 \
     "power(2, least(greatest(j.attempts - 1, 0), 60))))"
 
+/* What a claim reads of a candidate row as it was, for the attempt it supersedes. */
+#define CLAIM_WAS                                                                                  \
+    "j.id, j.state AS was, j.fence AS was_fence, j.attempt_no, j.attempt_owner, "                  \
+    "j.attempt_claimed_at, j.attempt_ended_at, j.attempt_outcome"
+/* The claim's update returns the claimed row and carries what it superseded (cand, CLAIM_WAS). */
+#define CLAIM_RETURNING                                                                            \
+    "j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was, cand.was_fence, "        \
+    "cand.attempt_no, cand.attempt_owner, cand.attempt_claimed_at, cand.attempt_ended_at, "        \
+    "cand.attempt_outcome"
+/* The superseded attempt moves to the history (as lease_expired when it never ended). */
+#define CLAIM_SUPERSEDED                                                                           \
+    "superseded AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner, claimed_at, " \
+    "  ended_at, outcome) SELECT id, was_fence, attempt_no, attempt_owner, attempt_claimed_at, "   \
+    "  coalesce(attempt_ended_at, now()), coalesce(attempt_outcome, 'lease_expired') FROM w "      \
+    "  WHERE was_fence > 0)"
+/* What a claim answers a row (after the claim's index): id, fence, attempt, priority,
+ * reclaimed, lease expiry, payload. */
+#define CLAIMED                                                                                    \
+    "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(                            \
+        "w.lease_expires_at") ", (SELECT b.payload::text FROM rowlock.job_bodies b WHERE "         \
+                              "b.job_id = w.id)"
+
 /* Statements that join a few rows (a claim's candidates, a batch's items) to rowlock.jobs say
  * "j.id = ANY (those ids)" as well: an index condition on the primary key. Without it the
  * planner, costing random reads as from disk, prefers to hash-join against a sequential scan of
@@ -62,31 +90,67 @@
 static const struct db_stmt st_claim = {
     "leases_claim",
     "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
-    "cand AS (SELECT j.id, j.state AS was, j.fence AS was_fence, j.attempt_no, j.attempt_owner, "
-    "  j.attempt_claimed_at, j.attempt_ended_at, j.attempt_outcome, "
-    "  CASE WHEN j.state = 'processing' AND j.owner = $2 THEN j.attempts ELSE j.attempts + 1 END "
-    "  AS next_attempt FROM rowlock.jobs j "
-    "  WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE " "
-    "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j SKIP LOCKED), "
-    "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
-    "  fence = j.fence + 1, state = 'processing', owner = $2, "
-    "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
-    "  claimable_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
-    "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
-    "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
-    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
-    "  RETURNING j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was, "
-    "  cand.was_fence, cand.attempt_no, cand.attempt_owner, cand.attempt_claimed_at, "
-    "  cand.attempt_ended_at, cand.attempt_outcome), "
-    "superseded AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner, claimed_at, "
-    "  ended_at, outcome) SELECT id, was_fence, attempt_no, attempt_owner, attempt_claimed_at, "
-    "  coalesce(attempt_ended_at, now()), coalesce(attempt_outcome, 'lease_expired') FROM w "
-    "  WHERE was_fence > 0) "
-    "SELECT w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(
-        "w.lease_expires_at") ", "
-                              "(SELECT b.payload::text FROM rowlock.job_bodies b "
-                              "WHERE b.job_id = w.id) FROM w ORDER BY w.priority DESC, w.id",
+    "cand AS (SELECT " CLAIM_WAS ", " LEASE_NEXT_ATTEMPT(
+        "j",
+        "$2") " AS next_attempt "
+              "  FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE_BY(
+                  "$2") " "
+                        "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j "
+                        "SKIP LOCKED), "
+                        "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
+                        "  fence = j.fence + 1, state = 'processing', owner = $2, "
+                        "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, "
+                        "q.lease_seconds)), "
+                        "  claimable_at = now() + make_interval(secs => coalesce($4::float8, "
+                        "q.lease_seconds)), "
+                        "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
+                        "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = "
+                        "NULL "
+                        "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM "
+                        "cand)) "
+                        "  RETURNING " CLAIM_RETURNING "), " CLAIM_SUPERSEDED " "
+                        "SELECT 1, " CLAIMED " FROM w ORDER BY w.priority DESC, w.id",
     4};
+
+/* Claims for several owners at once: what st_claim does, in one statement for concurrent
+ * claims combined (db/combine.h). $1 queue id, $2 owners, $3 max jobs, $4 lease seconds (NULL:
+ * queue's), one element a claim, $5 the sum of $3. The rows locked, in claim order, are dealt
+ * to the claims in turn, each its max. Only rows any claimer may take are candidates: an
+ * expired lease without attempts left, which only its own owner may re-claim, is left to a
+ * claim that runs alone or to the janitor (as if that owner's claim came a moment later). */
+static const struct db_stmt st_claim_many = {
+    "leases_claim_many",
+    "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
+    "claims AS (SELECT c.owner, c.lease, c.i, sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "
+    "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "
+    "  FROM unnest($2::text[], $3::int[], $4::float8[]) WITH ORDINALITY AS c(owner, max_jobs, "
+    "  lease, i)), "
+    "locked AS (SELECT " CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, "
+    "  j.claimable_at FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_DUE " AND "
+    "  (" LEASE_FREE ") ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $5 "
+    "  FOR UPDATE OF j SKIP LOCKED), "
+    "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.i FROM (SELECT locked.*, "
+    "  row_number() OVER (ORDER BY priority DESC, claimable_at, id) AS k FROM locked) n "
+    "  JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "
+    "cand AS (SELECT dealt.*, " LEASE_NEXT_ATTEMPT(
+        "dealt",
+        "dealt.claimer") " AS next_attempt "
+                         "  FROM dealt), "
+                         "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
+                         "  fence = j.fence + 1, state = 'processing', owner = cand.claimer, "
+                         "  lease_expires_at = now() + make_interval(secs => coalesce(cand.lease, "
+                         "q.lease_seconds)), "
+                         "  claimable_at = now() + make_interval(secs => coalesce(cand.lease, "
+                         "q.lease_seconds)), "
+                         "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = "
+                         "cand.claimer, "
+                         "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = "
+                         "NULL "
+                         "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM "
+                         "cand)) "
+                         "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED " "
+                         "SELECT w.i, " CLAIMED " FROM w ORDER BY w.i, w.priority DESC, w.id",
+    5};
 
 /* Fenced writes: $1 job id, $2 queue id, $3 owner, $4 fence, then their own. */
 static const struct db_stmt st_heartbeat = {
@@ -206,22 +270,51 @@ void db_claimed_clear(struct db_claimed *c, size_t n)
     }
 }
 
+/* Claims, combined (db/combine.h): concurrent claims on one queue of one pool wait for the one
+ * running and then run as one transaction, st_claim_many; a claim that finds none running runs
+ * st_claim alone. Either way a claim gets rows nobody holds, each with a fresh fence and the
+ * attempt the protocol says; a combined claim only deals one statement's rows out among its
+ * claimers. */
 struct claim {
     const char *queue, *owner;
     int max_jobs, lease_seconds;
     struct db_claimed *out;
     size_t n;
     enum db_queue_verdict verdict;
+    enum db_status st;
+    struct db_error err;
 };
+
+static struct db_combiner claims = DB_COMBINER_INIT(DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
+
+static void claim_reset(struct claim *a)
+{
+    db_claimed_clear(a->out, a->n);
+    a->n = 0;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+}
+
+/* Appends row i of a claim's result (CLAIMED from column 1) to a's leases. */
+static void claimed_row(struct claim *a, const PGresult *r, int i)
+{
+    if (a->n >= (size_t)a->max_jobs)
+        return;
+    struct db_claimed *o = &a->out[a->n++];
+    o->id = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+    o->fence = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+    o->attempt = atoi(PQgetvalue(r, i, 3));
+    o->priority = atoi(PQgetvalue(r, i, 4));
+    o->reclaimed = PQgetvalue(r, i, 5)[0] == 't';
+    copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 6));
+    o->payload = strdup(PQgetvalue(r, i, 7));
+}
 
 static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct claim *a = arg;
     struct db_queue q;
     int found;
-    db_claimed_clear(a->out, a->n);
-    a->n = 0;
-    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    claim_reset(a);
     enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
     if (st != DB_OK || !found)
         return st;
@@ -235,32 +328,104 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     st = db_query(c, &st_claim, params, &r, err);
     if (st != DB_OK)
         return st;
-    for (int i = 0; i < PQntuples(r) && i < a->max_jobs; i++) {
-        struct db_claimed *o = &a->out[a->n++];
-        o->id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-        o->fence = strtoll(PQgetvalue(r, i, 1), NULL, 10);
-        o->attempt = atoi(PQgetvalue(r, i, 2));
-        o->priority = atoi(PQgetvalue(r, i, 3));
-        o->reclaimed = PQgetvalue(r, i, 4)[0] == 't';
-        copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 5));
-        o->payload = strdup(PQgetvalue(r, i, 6));
-    }
+    for (int i = 0; i < PQntuples(r); i++)
+        claimed_row(a, r, i);
     PQclear(r);
     a->verdict = DB_Q_OK;
     return DB_OK;
+}
+
+struct claim_batch {
+    struct db_combine_req **reqs;
+    size_t n;
+};
+
+static const char *claim_column(const void *items, size_t i, size_t col, char *buf, size_t size)
+{
+    const struct claim *a = ((struct db_combine_req *const *)items)[i]->arg;
+    switch (col) {
+    case 0:
+        return a->owner;
+    case 1:
+        snprintf(buf, size, "%d", a->max_jobs);
+        return buf;
+    default:
+        if (a->lease_seconds <= 0)
+            return NULL;
+        snprintf(buf, size, "%d", a->lease_seconds);
+        return buf;
+    }
+}
+
+static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct claim_batch *b = arg;
+    long total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct claim *a = b->reqs[i]->arg;
+        claim_reset(a);
+        total += a->max_jobs;
+    }
+    const struct claim *first = b->reqs[0]->arg;
+    struct db_queue q;
+    int found;
+    struct db_arrays arr = {0, 0, NULL};
+    enum db_status st =
+        db_queue_batch_in(c, first->queue, b->reqs, b->n, 3, claim_column, &q, &found, &arr, err);
+    if (st != DB_OK || !found)
+        return st;
+    char qid[24], sum[24];
+    i64(qid, sizeof(qid), q.id);
+    snprintf(sum, sizeof(sum), "%ld", total);
+    const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], sum};
+    PGresult *r = NULL;
+    db_tx_commit_with_next(c);
+    st = db_query(c, &st_claim_many, params, &r, err);
+    db_arrays_free(&arr);
+    if (st != DB_OK)
+        return st;
+    for (int i = 0; i < PQntuples(r); i++) {
+        size_t k = strtoul(PQgetvalue(r, i, 0), NULL, 10);
+        if (k >= 1 && k <= b->n)
+            claimed_row(b->reqs[k - 1]->arg, r, i);
+    }
+    PQclear(r);
+    for (size_t i = 0; i < b->n; i++)
+        ((struct claim *)b->reqs[i]->arg)->verdict = DB_Q_OK;
+    return DB_OK;
+}
+
+static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
+{
+    if (n == 1) {
+        struct claim *a = batch[0]->arg;
+        a->st = db_tx_run(pool, DB_READ_COMMITTED, claim_tx, a, &a->err);
+        return;
+    }
+    struct claim_batch b = {batch, n};
+    struct db_error err = {"", ""};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, claim_many_tx, &b, &err);
+    for (size_t i = 0; i < n; i++) {
+        struct claim *a = batch[i]->arg;
+        a->st = st;
+        a->err = err;
+    }
 }
 
 enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
                                int max_jobs, int lease_seconds, struct db_claimed *out, size_t *n,
                                enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct claim a = {queue, owner, max_jobs, lease_seconds, out, 0, DB_Q_QUEUE_NOT_FOUND};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, claim_tx, &a, err);
+    struct claim a = {queue, owner,   max_jobs, lease_seconds, out, 0, DB_Q_QUEUE_NOT_FOUND,
+                      DB_OK, {"", ""}};
+    struct db_combine_req req = {.queue = queue, .weight = (size_t)max_jobs, .arg = &a};
+    db_combine(&claims, pool, &req, claim_run);
     *verdict = a.verdict;
-    *n = st == DB_OK ? a.n : 0;
-    if (st != DB_OK)
+    *n = a.st == DB_OK ? a.n : 0;
+    if (a.st != DB_OK)
         db_claimed_clear(out, a.n);
-    return st;
+    *err = a.err;
+    return a.st;
 }
 
 /* Runs a fenced statement ($1 job, $2 queue, $3 owner, $4 fence, then extra) and classifies
@@ -354,6 +519,8 @@ struct settle {
     struct db_settlement *items;
     size_t n;
     enum db_queue_verdict verdict;
+    enum db_status st;
+    struct db_error err;
 };
 
 static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -385,12 +552,95 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     return DB_OK;
 }
 
+/* Settlements, combined like claims: concurrent settlements of one queue run as one statement
+ * over all their items, each item fenced and answered on its own as in its own settlement. */
+static struct db_combiner settlements = DB_COMBINER_INIT(DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
+
+static void settle_alone(struct db_pool *pool, struct settle *a)
+{
+    a->st = finish(db_tx_run(pool, DB_READ_COMMITTED, settle_tx, a, &a->err));
+}
+
+static int cmp_id(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Whether a job appears in two of the batch's settlements (each one's items are distinct; the
+ * statement answers each job once). -1 when out of memory. */
+static int repeats_a_job(struct db_combine_req **batch, size_t n, size_t total)
+{
+    int64_t *ids = malloc(total * sizeof(*ids));
+    if (ids == NULL)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct settle *a = batch[i]->arg;
+        for (size_t j = 0; j < a->n; j++)
+            ids[k++] = a->items[j].lease.job_id;
+    }
+    qsort(ids, total, sizeof(*ids), cmp_id);
+    int repeats = 0;
+    for (size_t i = 1; i < total && !repeats; i++)
+        repeats = ids[i] == ids[i - 1];
+    free(ids);
+    return repeats;
+}
+
+static void settle_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += ((struct settle *)batch[i]->arg)->n;
+    struct db_settlement *all = n > 1 ? malloc(total * sizeof(*all)) : NULL;
+    if (all == NULL || repeats_a_job(batch, n, total) != 0) {
+        free(all);
+        for (size_t i = 0; i < n; i++)
+            settle_alone(pool, batch[i]->arg);
+        return;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct settle *a = batch[i]->arg;
+        memcpy(all + off, a->items, a->n * sizeof(*all));
+        off += a->n;
+    }
+    struct settle joint = {
+        ((struct settle *)batch[0]->arg)->queue, all, total, DB_Q_QUEUE_NOT_FOUND, DB_OK, {"", ""}};
+    settle_alone(pool, &joint);
+    off = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct settle *a = batch[i]->arg;
+        if (joint.st == DB_OK && joint.verdict == DB_Q_BAD_INPUT) {
+            /* one item's result was refused; alone, only its own settlement is */
+            settle_alone(pool, a);
+            continue;
+        }
+        a->st = joint.st;
+        a->err = joint.err;
+        a->verdict = joint.verdict;
+        for (size_t j = 0; j < a->n; j++)
+            a->items[j].verdict = all[off + j].verdict;
+        off += a->n;
+    }
+    free(all);
+}
+
 enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
                                         struct db_settlement *items, size_t n,
                                         enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct settle a = {queue, items, n, DB_Q_QUEUE_NOT_FOUND};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, settle_tx, &a, err);
+    struct settle a = {queue, items, n, DB_Q_QUEUE_NOT_FOUND, DB_OK, {"", ""}};
+    struct db_combine_req req = {.queue = queue, .weight = n, .arg = &a};
+    db_combine(&settlements, pool, &req, settle_run);
     *verdict = a.verdict;
-    return finish(st);
+    *err = a.err;
+    return a.st;
+}
+
+void db_leases_combined_get(struct db_leases_combined *out)
+{
+    db_combine_counts(&claims, &out->claims, &out->claim_transactions);
+    db_combine_counts(&settlements, &out->settlements, &out->settlement_transactions);
 }

@@ -126,6 +126,15 @@ struct db_claimed {
 };
 void db_claimed_clear(struct db_claimed *c, size_t n);
 
+/* Claims and settlements that arrive while another of the same queue runs in this process wait
+ * for it and then run together, one transaction for all of them (db/combine.h): fewer
+ * statements, COMMITs and WAL flushes, and claimers that no longer skip each other's locked
+ * rows. Counts since the process started. */
+struct db_leases_combined {
+    unsigned long long claims, claim_transactions, settlements, settlement_transactions;
+};
+void db_leases_combined_get(struct db_leases_combined *out);
+
 /* Claims up to max_jobs claimable jobs for owner in one statement (pending and due, or
  * processing with an expired lease), highest priority first, then oldest. lease_seconds 0: the
  * queue's. out must hold max_jobs entries; *n gets how many were claimed. */
@@ -166,7 +175,8 @@ struct db_settlement {
     const char *result;            /* JSON text or NULL */
     enum db_queue_verdict verdict; /* out: DB_Q_OK or the refusal */
 };
-/* Completes n leases in one statement and one transaction, each fenced on its own. */
+/* Completes n leases in one statement and one transaction, each fenced on its own. Concurrent
+ * settlements of one queue may share that transaction (see db_leases_combined_get). */
 enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
                                         struct db_settlement *items, size_t n,
                                         enum db_queue_verdict *verdict, struct db_error *err);

@@ -816,6 +816,20 @@ void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
     svc_metrics_family(b, "rowlock_db_oldest_transaction_age_seconds", "gauge",
                        "Age of the oldest transaction holding back vacuum");
     svc_metrics_sample(b, "rowlock_db_oldest_transaction_age_seconds", NULL, oldest);
+    struct db_leases_combined c;
+    db_leases_combined_get(&c);
+    svc_metrics_family(b, "rowlock_queue_combined_calls_total", "counter",
+                       "Claims and settlements by this process, by kind");
+    svc_metrics_sample(b, "rowlock_queue_combined_calls_total", "kind=\"claim\"", (double)c.claims);
+    svc_metrics_sample(b, "rowlock_queue_combined_calls_total", "kind=\"settlement\"",
+                       (double)c.settlements);
+    svc_metrics_family(b, "rowlock_queue_combined_transactions_total", "counter",
+                       "Transactions that ran them: concurrent claims (settlements) of one queue "
+                       "share one");
+    svc_metrics_sample(b, "rowlock_queue_combined_transactions_total", "kind=\"claim\"",
+                       (double)c.claim_transactions);
+    svc_metrics_sample(b, "rowlock_queue_combined_transactions_total", "kind=\"settlement\"",
+                       (double)c.settlement_transactions);
     svc_metrics_family(b, "rowlock_queue_metrics_up", "gauge",
                        "1 when the queue gauges above could be read from the database");
     svc_metrics_sample(b, "rowlock_queue_metrics_up", NULL, st == DB_OK ? 1 : 0);

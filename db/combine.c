@@ -1,0 +1,113 @@
+/* Combining concurrent calls into one transaction (see combine.h). */
+#include "db/combine.h"
+
+#include <string.h>
+
+static int same_key(const struct db_combine_req *a, const struct db_combine_req *b)
+{
+    return a->pool == b->pool && strcmp(a->queue, b->queue) == 0;
+}
+
+/* The slot of req's key among the running batches; -1 when none runs. */
+static int running_slot(const struct db_combiner *cb, const struct db_combine_req *req)
+{
+    for (int i = 0; i < DB_COMBINE_RUNNING_MAX; i++)
+        if (cb->running[i] != NULL && same_key(cb->running[i], req))
+            return i;
+    return -1;
+}
+
+static int free_slot(const struct db_combiner *cb)
+{
+    for (int i = 0; i < DB_COMBINE_RUNNING_MAX; i++)
+        if (cb->running[i] == NULL)
+            return i;
+    return -1;
+}
+
+/* Unlinks r, which is on the waiting list after prev (NULL: at its head). */
+static void unlink_req(struct db_combiner *cb, struct db_combine_req *prev,
+                       struct db_combine_req *r)
+{
+    if (prev != NULL)
+        prev->next = r->next;
+    else
+        cb->head = r->next;
+    if (cb->tail == r)
+        cb->tail = prev;
+    r->next = NULL;
+}
+
+/* Makes lead's batch: lead, then the other waiting callers of its key, oldest first, while
+ * they fit (the first that does not fit ends it, so that they keep their order). Unlinks them
+ * from the waiting list. Returns how many. */
+static size_t take_batch(struct db_combiner *cb, struct db_combine_req *lead,
+                         struct db_combine_req **batch)
+{
+    struct db_combine_req *prev = NULL;
+    for (struct db_combine_req *r = cb->head; r != lead; r = r->next)
+        prev = r;
+    unlink_req(cb, prev, lead);
+    size_t n = 0, weight = lead->weight;
+    batch[n++] = lead;
+    prev = NULL;
+    for (struct db_combine_req *r = cb->head, *next; r != NULL && n < cb->max_batch; r = next) {
+        next = r->next;
+        if (!same_key(r, lead)) {
+            prev = r;
+            continue;
+        }
+        if (weight + r->weight > cb->max_weight)
+            break;
+        unlink_req(cb, prev, r);
+        batch[n++] = r;
+        weight += r->weight;
+    }
+    return n;
+}
+
+void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_req *req,
+                db_combine_fn run)
+{
+    req->pool = pool;
+    req->next = NULL;
+    req->done = 0;
+    pthread_mutex_lock(&cb->mutex);
+    cb->calls++;
+    if (cb->tail != NULL)
+        cb->tail->next = req;
+    else
+        cb->head = req;
+    cb->tail = req;
+    int slot = -1;
+    /* wait until another's batch has run this caller, or this caller may lead one */
+    while (!req->done && (running_slot(cb, req) >= 0 || (slot = free_slot(cb)) < 0))
+        pthread_cond_wait(&cb->cond, &cb->mutex);
+    if (req->done) {
+        pthread_mutex_unlock(&cb->mutex);
+        return;
+    }
+    struct db_combine_req *batch[DB_COMBINE_BATCH_MAX];
+    size_t n = take_batch(cb, req, batch);
+    cb->running[slot] = req;
+    cb->batches++;
+    pthread_mutex_unlock(&cb->mutex);
+
+    run(pool, batch, n);
+
+    pthread_mutex_lock(&cb->mutex);
+    for (size_t i = 0; i < n; i++)
+        batch[i]->done = 1;
+    cb->running[slot] = NULL;
+    pthread_cond_broadcast(&cb->cond);
+    pthread_mutex_unlock(&cb->mutex);
+}
+
+void db_combine_counts(struct db_combiner *cb, unsigned long long *calls,
+                       unsigned long long *batches)
+{
+    pthread_mutex_lock(&cb->mutex);
+    *calls = cb->calls;
+    *batches = cb->batches;
+    pthread_mutex_unlock(&cb->mutex);
+}
