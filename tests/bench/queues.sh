@@ -24,6 +24,13 @@
 #                   completion of the claimed ids and fences and COMMIT (pgbench pipelines). The claim's rows are carried to the completion by
 #                   \gset: its final SELECT is wrapped to aggregate them (count, array_agg of ids
 #                   and fences); nothing else of the statement changes
+#   pgbench-combined
+#                   the ceiling of what rowlock runs when its workers' claims and settlements
+#                   arrive together and are combined (db/combine.h): COMBINE_CLIENTS (2)
+#                   clients, each transaction one st_claim_many for WORKERS / COMBINE_CLIENTS
+#                   owners of BATCH jobs each, then one batch completion of all it claimed, in
+#                   pgbench-batch's round trips. pgbench-batch stays the stated ceiling: each
+#                   worker's own statements, as rowlock runs them when nothing is combined
 #   pgbench-auto    for reference: pgbench-batch with PostgreSQL's default plan cache mode (auto:
 #                   custom plans until a generic one is as cheap), whatever rowlock sets
 #   pgbench-bare    for reference: the claim and the batch completion alone, each its own
@@ -59,7 +66,8 @@
 # there, each deleted once measured), JOBS (default 20000), WORKERS (rowlock worker threads,
 # default 16), BATCH (default 50), LARGE_WORKERS, LARGE_BATCH (above), ENQUEUE_BATCH (jobs per
 # enqueue request, default 1000), THREADS (ROWLOCK_THREADS, default 8), POOL
-# (ROWLOCK_POOL_SIZE, default 16), CLIENTS (pgbench clients, default WORKERS), SYSTEMS (default
+# (ROWLOCK_POOL_SIZE, default 16), CLIENTS (pgbench clients, default WORKERS), COMBINE_CLIENTS
+# (above), SYSTEMS (default
 # all, above), PEERS_DATABASE_URL (the database graphile-worker and pg-boss get, created afresh
 # for each and dropped at exit; default: ROWLOCK_DATABASE_URL's database name + "_peers", in the
 # same cluster), NPM_DIR (where the npm peers are installed, default .rowlock/bench-queues-npm,
@@ -88,6 +96,7 @@ readonly ENQUEUE_BATCH="${ENQUEUE_BATCH:-1000}"
 readonly THREADS="${THREADS:-8}"
 readonly POOL="${POOL:-16}"
 readonly CLIENTS="${CLIENTS:-$WORKERS}"
+readonly COMBINE_CLIENTS="${COMBINE_CLIENTS:-2}"
 readonly GW_CONCURRENCY="${GW_CONCURRENCY:-24}"
 readonly GW_LOCAL_QUEUE="${GW_LOCAL_QUEUE:-500}"
 readonly GW_COMPLETE_DELAY="${GW_COMPLETE_DELAY:-0}"
@@ -101,7 +110,8 @@ readonly ROUNDS="${ROUNDS:-1}"
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
-ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-large pgbench-batch pgbench-auto pgbench-bare"
+ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-large pgbench-batch pgbench-combined pgbench-auto"
+ALL_SYSTEMS="$ALL_SYSTEMS pgbench-bare"
 readonly ALL_SYSTEMS="$ALL_SYSTEMS pgbench-1 graphile-worker pg-boss"
 readonly SYSTEMS="${SYSTEMS:-$ALL_SYSTEMS}"
 readonly PGBENCH_JOBS=2 WARMUP_JOBS=2000
@@ -280,8 +290,9 @@ load_stmt SQL_RESOLVE st_queue_resolve 1
 load_stmt SQL_CLAIM st_claim 4
 load_stmt SQL_COMPLETE st_complete 5
 load_stmt SQL_COMPLETE_BATCH st_complete_batch 5
+load_stmt SQL_CLAIM_MANY st_claim_many 5
 
-# compose KIND: the pgbench script of KIND (batch, bare or single).
+# compose KIND: the pgbench script of KIND (batch, bare, single or combined).
 # Variables: :client_id (pgbench's), :queue and :qid (the queue's name and id, -D), :batch
 # (max_jobs, -D); from the claim, by \gset: :n (jobs claimed), :ids and :fences (their array
 # literals, in claim order), :id and :fence (the first, for the single completion).
@@ -290,7 +301,10 @@ load_stmt SQL_COMPLETE_BATCH st_complete_batch 5
 # CTEs must stay at the top level, so the statement cannot be wrapped whole. The batch
 # completion's owner and result arrays (rowlock binds '{owner,...}' and '{null,...}') are built
 # with array_fill; its ids and fences are the claim's arrays. $4 of the claim (lease seconds) is
-# rowlock's NULL parameter (the queue's default), as a NULL literal.
+# rowlock's NULL parameter (the queue's default), as a NULL literal. combined: st_claim_many
+# for :k owners ('pgbench-' || :client_id || '-' || claim number) of :batch each, then one
+# batch completion of everything claimed (each row's owner from the claim it was dealt to, as
+# :owners), in the round trips of batch.
 # shellcheck disable=SC2016 # '$1' and the like are the statements' parameters, not bash's
 compose() {
     local kind=$1 owner="('pgbench-' || :client_id::text)" prefix final claim resolve done_sql
@@ -302,10 +316,26 @@ compose() {
     claim+=" coalesce(array_agg(r.fence), '{}') AS fences, coalesce(min(r.id), 0) AS id,"
     claim+=" coalesce(min(r.fence), 0) AS fence FROM (SELECT $final) r"
     claim=$(bind "$claim" '$1' ':qid' '$2' "$owner" '$3' ':batch' '$4' 'NULL')
+    if [ "$kind" = combined ]; then
+        prefix=${SQL_CLAIM_MANY%) SELECT *}
+        final=${SQL_CLAIM_MANY##*) SELECT }
+        { [ "$prefix" != "$SQL_CLAIM_MANY" ] && [ "$final" != "$SQL_CLAIM_MANY" ]; } ||
+            die "compose: cannot find the final SELECT of st_claim_many"
+        claim="$prefix) SELECT count(*) AS n, coalesce(array_agg(r.id), '{}') AS ids,"
+        claim+=" coalesce(array_agg(r.fence), '{}') AS fences,"
+        claim+=" coalesce(array_agg($owner || '-' || r.i), '{}') AS owners FROM (SELECT $final) r"
+        claim=$(bind "$claim" '$1' ':qid' \
+            '$2' "(SELECT array_agg($owner || '-' || g) FROM generate_series(1, :k::int) g)" \
+            '$3' 'array_fill(:batch::int, ARRAY[:k::int])' \
+            '$4' 'array_fill(NULL::float8, ARRAY[:k::int])' '$5' '(:batch::int * :k::int)')
+    fi
     resolve=$(bind "$SQL_RESOLVE" '$1' ':queue')
     if [ "$kind" = single ]; then
         done_sql=$(bind "$SQL_COMPLETE" '$1' ':id' '$2' ':qid' '$3' "$owner" '$4' ':fence' \
             '$5' "'null'")
+    elif [ "$kind" = combined ]; then
+        done_sql=$(bind "$SQL_COMPLETE_BATCH" '$1' ':qid' '$2' ':ids' '$3' ':owners' \
+            '$4' ':fences' '$5' "array_fill('null'::text, ARRAY[:n::int])")
     else
         done_sql=$(bind "$SQL_COMPLETE_BATCH" '$1' ':qid' '$2' ':ids' \
             '$3' "array_fill($owner, ARRAY[:n::int])" '$4' ':fences' \
@@ -334,12 +364,12 @@ compose() {
     [ -z "$stray" ] || die "compose $kind: unbound $stray"
     # shellcheck disable=SC1003 # '^\\' is a regular expression (a line starting with \)
     stray=$(grep -v '^\\' <<<"$script" | grep -oE '(^|[^:]):[A-Za-z_][A-Za-z0-9_]*' |
-        sed 's/^[^:]*://' | grep -vxE 'client_id|queue|qid|batch|n|ids|fences|id|fence' |
+        sed 's/^[^:]*://' | grep -vxE 'client_id|queue|qid|batch|k|n|ids|fences|owners|id|fence' |
         sort -u | tr '\n' ' ' || true)
     [ -z "$stray" ] || die "compose $kind: unknown pgbench variables $stray"
     printf '%s\n' "$script"
 }
-for kind in batch bare single; do compose "$kind" >"$WORK/pgbench-$kind.sql"; done
+for kind in batch bare single combined; do compose "$kind" >"$WORK/pgbench-$kind.sql"; done
 
 # The session settings rowlock gives its pooled connections that change plans, for pgbench.
 if [ -z "${PGBENCH_PGOPTIONS+set}" ]; then
@@ -619,13 +649,27 @@ run_rowlock() {
         printf "    pool: %d acquires, %d waited for a connection, %d connections open;", a1 - a0,
             w1 - w0, k0
         printf " %d transaction retries", r1 - r0 }')"
+    d+=$'\n'"$(awk -v c0="$(metric 'rowlock_queue_combined_calls_total{kind="claim"}' "$m0")" \
+        -v c1="$(metric 'rowlock_queue_combined_calls_total{kind="claim"}' "$m1")" \
+        -v t0="$(metric 'rowlock_queue_combined_transactions_total{kind="claim"}' "$m0")" \
+        -v t1="$(metric 'rowlock_queue_combined_transactions_total{kind="claim"}' "$m1")" \
+        -v s0="$(metric 'rowlock_queue_combined_calls_total{kind="settlement"}' "$m0")" \
+        -v s1="$(metric 'rowlock_queue_combined_calls_total{kind="settlement"}' "$m1")" \
+        -v u0="$(metric 'rowlock_queue_combined_transactions_total{kind="settlement"}' "$m0")" \
+        -v u1="$(metric 'rowlock_queue_combined_transactions_total{kind="settlement"}' "$m1")" '
+        BEGIN {
+        printf "    combined: %d claims in %d transactions (%.1f each), %d settlements in %d",
+            c1 - c0, t1 - t0, (t1 > t0 ? (c1 - c0) / (t1 - t0) : 0), s1 - s0, u1 - u0
+        printf " (%.1f each)", (u1 > u0 ? (s1 - s0) / (u1 - u0) : 0) }')"
     DETAIL[$system]=$d
     log "$system: ${RES[$system]} jobs/s (${OK[$system]})"
 }
 
-# run_pgbench SYSTEM KIND MAX_JOBS [PGOPTIONS]
+# run_pgbench SYSTEM KIND MAX_JOBS [PGOPTIONS [CLIENTS [K]]]: K claims of MAX_JOBS a transaction
+# (the combined kind)
 run_pgbench() {
-    local system=$1 kind=$2 max=$3 options=${4-$PGBENCH_PGOPTIONS}
+    local system=$1 kind=$2 max=$3 options=${4-$PGBENCH_PGOPTIONS} clients=${5:-$CLIENTS}
+    local k=${6:-1}
     local enq out chk tps txs failed per p0 p1 cpu rc=0
     checkpoint
     new_queue "$system"
@@ -633,15 +677,16 @@ run_pgbench() {
     vacuum_rowlock
     # enough transactions for every client to claim its share, and two more each: a claim gets
     # max jobs while that many are unclaimed (SKIP LOCKED), so the queue is empty before the end
-    per=$(((JOBS + max * CLIENTS - 1) / (max * CLIENTS) + 2))
-    log "$system: pgbench -M prepared -c$CLIENTS -j$PGBENCH_JOBS -t$per (max $max, queue" \
+    per=$(((JOBS + max * k * clients - 1) / (max * k * clients) + 2))
+    log "$system: pgbench -M prepared -c$clients -j$PGBENCH_JOBS -t$per (max $max x $k, queue" \
         "$QUEUE)${options:+, PGOPTIONS=$options}"
     p0=$(pg_ticks)
     # pgbench's own CPU time: the subshell's `times`, whose last line is its children's
     out=$(
         PGOPTIONS="$options" \
-            "$PGBENCH" -n -M prepared -c "$CLIENTS" -j "$PGBENCH_JOBS" -t "$per" \
-            -D queue="$QUEUE" -D qid="$QUEUE_ID" -D batch="$max" -f "$WORK/pgbench-$kind.sql" \
+            "$PGBENCH" -n -M prepared -c "$clients" -j "$PGBENCH_JOBS" -t "$per" \
+            -D queue="$QUEUE" -D qid="$QUEUE_ID" -D batch="$max" -D k="$k" \
+            -f "$WORK/pgbench-$kind.sql" \
             "$DB_URL" 2>&1 || exit $?
         times
     ) || rc=$?
@@ -687,7 +732,7 @@ run_pgbench() {
     else
         OK[$system]=FAILED
     fi
-    DETAIL[$system]=$(awk -v t="$txs" -v tps="$tps" -v c="$CLIENTS" -v s="$(kv db_span "$chk")" \
+    DETAIL[$system]=$(awk -v t="$txs" -v tps="$tps" -v c="$clients" -v s="$(kv db_span "$chk")" \
         -v f="${failed:-0}" -v sys="$system" 'BEGIN {
         printf "  %s: %.3f s (%d transactions of %d clients at %.1f tps, %d failed;", sys,
             (tps > 0 ? t / tps : 0), t, c, tps, f
@@ -749,6 +794,7 @@ NAME[rowlock-1]="rowlock, batch-1"
 NAME[rowlock-batch]="rowlock, batch-$BATCH"
 NAME[rowlock-large]="rowlock, batch-$LARGE_BATCH x $LARGE_WORKERS"
 NAME[pgbench-batch]="pgbench ceiling, batch-$BATCH"
+NAME[pgbench-combined]="pgbench, combined $COMBINE_CLIENTS x $((WORKERS / COMBINE_CLIENTS)) x $BATCH"
 NAME[pgbench-auto]="pgbench, batch-$BATCH, plans auto"
 NAME[pgbench-bare]="pgbench, statements alone"
 NAME[pgbench-1]="pgbench, batch-1"
@@ -780,6 +826,10 @@ for system in $ALL_SYSTEMS; do
     rowlock-batch) run_rowlock "$system" "$BATCH" "$WORKERS" ;;
     rowlock-large) run_rowlock "$system" "$LARGE_BATCH" "$LARGE_WORKERS" ;;
     pgbench-batch) run_pgbench "$system" batch "$BATCH" ;;
+    pgbench-combined)
+        run_pgbench "$system" combined "$BATCH" "$PGBENCH_PGOPTIONS" "$COMBINE_CLIENTS" \
+            "$((WORKERS / COMBINE_CLIENTS))"
+        ;;
     pgbench-auto) run_pgbench "$system" batch "$BATCH" "-c plan_cache_mode=auto" ;;
     pgbench-bare) run_pgbench "$system" bare "$BATCH" ;;
     pgbench-1) run_pgbench "$system" single 1 ;;
