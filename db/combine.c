@@ -8,13 +8,13 @@ static int same_key(const struct db_combine_req *a, const struct db_combine_req 
     return a->pool == b->pool && strcmp(a->queue, b->queue) == 0;
 }
 
-/* The slot of req's key among the running batches; -1 when none runs. */
-static int running_slot(const struct db_combiner *cb, const struct db_combine_req *req)
+/* How many batches of req's key run now. */
+static size_t running_of(const struct db_combiner *cb, const struct db_combine_req *req)
 {
+    size_t n = 0;
     for (int i = 0; i < DB_COMBINE_RUNNING_MAX; i++)
-        if (cb->running[i] != NULL && same_key(cb->running[i], req))
-            return i;
-    return -1;
+        n += cb->running[i] != NULL && same_key(cb->running[i], req);
+    return n;
 }
 
 static int free_slot(const struct db_combiner *cb)
@@ -50,6 +50,7 @@ static size_t take_batch(struct db_combiner *cb, struct db_combine_req *lead,
     unlink_req(cb, prev, lead);
     size_t n = 0, weight = lead->weight;
     batch[n++] = lead;
+    lead->taken = 1;
     prev = NULL;
     for (struct db_combine_req *r = cb->head, *next; r != NULL && n < cb->max_batch; r = next) {
         next = r->next;
@@ -61,6 +62,7 @@ static size_t take_batch(struct db_combiner *cb, struct db_combine_req *lead,
             break;
         unlink_req(cb, prev, r);
         batch[n++] = r;
+        r->taken = 1;
         weight += r->weight;
     }
     return n;
@@ -72,6 +74,7 @@ void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_
     req->pool = pool;
     req->next = NULL;
     req->done = 0;
+    req->taken = 0;
     pthread_mutex_lock(&cb->mutex);
     cb->calls++;
     if (cb->tail != NULL)
@@ -81,7 +84,8 @@ void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_
     cb->tail = req;
     int slot = -1;
     /* wait until another's batch has run this caller, or this caller may lead one */
-    while (!req->done && (running_slot(cb, req) >= 0 || (slot = free_slot(cb)) < 0))
+    while (!req->done &&
+           (req->taken || running_of(cb, req) >= cb->per_key || (slot = free_slot(cb)) < 0))
         pthread_cond_wait(&cb->cond, &cb->mutex);
     if (req->done) {
         pthread_mutex_unlock(&cb->mutex);

@@ -23,7 +23,7 @@ struct db_combine_req {
     const char *queue;
     size_t weight;
     void *arg;
-    int done; /* under the combiner's mutex */
+    int taken, done; /* in a batch; answered. Under the combiner's mutex */
 };
 
 /* Runs one transaction for batch[0..n) (all on one pool and queue) and sets every caller's
@@ -39,16 +39,17 @@ struct db_combiner {
     struct db_combine_req *head, *tail; /* waiting, oldest first */
     /* the (pool, queue) pairs whose batch is running now */
     const struct db_combine_req *running[DB_COMBINE_RUNNING_MAX];
+    size_t per_key;    /* batches of one key that may run at once */
     size_t max_weight; /* a batch takes callers in order while their weights fit */
     size_t max_batch;  /* and at most this many callers (<= DB_COMBINE_BATCH_MAX) */
     /* counters, under the mutex: calls, and the transactions that ran them */
     unsigned long long calls, batches;
 };
 
-#define DB_COMBINER_INIT(weight, batch)                                                            \
+#define DB_COMBINER_INIT(per_key, weight, batch)                                                   \
     {                                                                                              \
-        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, {NULL}, (weight),         \
-            (batch), 0, 0                                                                          \
+        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, {NULL}, (per_key),        \
+            (weight), (batch), 0, 0                                                                \
     }
 
 /* Runs req through cb: returns once run has set req's results, whether this caller ran the

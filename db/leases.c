@@ -285,7 +285,7 @@ struct claim {
     struct db_error err;
 };
 
-static struct db_combiner claims = DB_COMBINER_INIT(DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
+static struct db_combiner claims = DB_COMBINER_INIT(1, DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
 
 static void claim_reset(struct claim *a)
 {
@@ -554,7 +554,8 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
 
 /* Settlements, combined like claims: concurrent settlements of one queue run as one statement
  * over all their items, each item fenced and answered on its own as in its own settlement. */
-static struct db_combiner settlements = DB_COMBINER_INIT(DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
+static struct db_combiner settlements =
+    DB_COMBINER_INIT(1, DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
 
 static void settle_alone(struct db_pool *pool, struct settle *a)
 {

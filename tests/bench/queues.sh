@@ -299,8 +299,9 @@ load_stmt SQL_CLAIM_MANY st_claim_many 5
 # The owner, a text parameter in rowlock, is 'pgbench-' || :client_id. The claim's final SELECT
 # (the rows rowlock reads) is wrapped in an aggregate so that \gset gets one row; data-modifying
 # CTEs must stay at the top level, so the statement cannot be wrapped whole. The batch
-# completion's owner and result arrays (rowlock binds '{owner,...}' and '{null,...}') are built
-# with array_fill; its ids and fences are the claim's arrays. $4 of the claim (lease seconds) is
+# completion's owner and result arrays (rowlock binds '{owner,...}' and '{NULL,...}', the
+# worker sending no result) are built with array_fill; its ids and fences are the claim's
+# arrays; the single completion's result is NULL likewise. $4 of the claim (lease seconds) is
 # rowlock's NULL parameter (the queue's default), as a NULL literal. combined: st_claim_many
 # for :k owners ('pgbench-' || :client_id || '-' || claim number) of :batch each, then one
 # batch completion of everything claimed (each row's owner from the claim it was dealt to, as
@@ -332,14 +333,14 @@ compose() {
     resolve=$(bind "$SQL_RESOLVE" '$1' ':queue')
     if [ "$kind" = single ]; then
         done_sql=$(bind "$SQL_COMPLETE" '$1' ':id' '$2' ':qid' '$3' "$owner" '$4' ':fence' \
-            '$5' "'null'")
+            '$5' 'NULL')
     elif [ "$kind" = combined ]; then
         done_sql=$(bind "$SQL_COMPLETE_BATCH" '$1' ':qid' '$2' ':ids' '$3' ':owners' \
-            '$4' ':fences' '$5' "array_fill('null'::text, ARRAY[:n::int])")
+            '$4' ':fences' '$5' "array_fill(NULL::text, ARRAY[:n::int])")
     else
         done_sql=$(bind "$SQL_COMPLETE_BATCH" '$1' ':qid' '$2' ':ids' \
             '$3' "array_fill($owner, ARRAY[:n::int])" '$4' ':fences' \
-            '$5' "array_fill('null'::text, ARRAY[:n::int])")
+            '$5' "array_fill(NULL::text, ARRAY[:n::int])")
     fi
     local script
     if [ "$kind" = bare ]; then
