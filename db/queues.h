@@ -137,7 +137,9 @@ void db_leases_combined_get(struct db_leases_combined *out);
 
 /* Claims up to max_jobs claimable jobs for owner in one statement (pending and due, or
  * processing with an expired lease), highest priority first, then oldest. lease_seconds 0: the
- * queue's. out must hold max_jobs entries; *n gets how many were claimed. */
+ * queue's. out must hold max_jobs entries; *n gets how many were claimed. Claims combined with
+ * others (above) leave out an expired lease without attempts left, which only its own owner
+ * may re-claim: a claim that runs alone, or the janitor, takes it. */
 enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
                                int max_jobs, int lease_seconds, struct db_claimed *out, size_t *n,
                                enum db_queue_verdict *verdict, struct db_error *err);
