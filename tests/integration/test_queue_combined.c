@@ -6,6 +6,8 @@
  *    expired lease keeps the attempt and another owner's claim spends one; an expired lease
  *    without attempts left goes to nobody (only its owner alone or the janitor may take it);
  *    the superseded attempt is in the history as lease_expired;
+ *  - a combined settlement whose shared statement fails on one caller's result (JSON that
+ *    PostgreSQL refuses) runs each caller alone: only that caller is refused;
  *  - two pools (two processes' worth of combiners) of 8 threads each race claims and
  *    settlements over 1,600 jobs, with a wrong-fence settlement now and then: every job is
  *    claimed exactly once and succeeds with one attempt, every wrong fence is refused on its
@@ -223,6 +225,95 @@ static void combined_claim_keeps_the_protocol(void **state)
         db_claimed_clear(k[i].got, k[i].n);
 }
 
+/* ---- a forced combined settlement with a refused result ---- */
+
+struct settler {
+    pthread_t thread;
+    struct db_settlement item;
+    enum db_queue_verdict verdict;
+    enum db_status st;
+};
+
+static void *settler_main(void *arg)
+{
+    struct settler *k = arg;
+    struct db_error err;
+    k->st = db_leases_complete_batch(pools[0], "settle", &k->item, 1, &k->verdict, &err);
+    return NULL;
+}
+
+static struct db_lease claim_one(const char *owner)
+{
+    struct db_claimed c[1];
+    memset(c, 0, sizeof(c));
+    size_t n = 0;
+    enum db_queue_verdict v;
+    struct db_error err;
+    assert_int_equal(db_leases_claim(pools[0], "settle", owner, 1, 0, c, &n, &v, &err), DB_OK);
+    assert_int_equal(n, 1);
+    struct db_lease l = {c[0].id, owner, c[0].fence};
+    db_claimed_clear(c, n);
+    return l;
+}
+
+static void await_settlements(unsigned long long want)
+{
+    struct db_leases_combined c;
+    for (int i = 0; i < 2000; i++) {
+        db_leases_combined_get(&c);
+        if (c.settlements >= want)
+            return;
+        pause_ms(5);
+    }
+    fail_msg("settlements did not arrive: %llu of %llu", c.settlements, want);
+}
+
+/* B and C are settled together behind A; C's result is JSON PostgreSQL refuses (jsonb has no
+ * \u0000), which fails their shared statement: each then runs alone, B's applies and only C is
+ * refused, its job untouched. */
+static void combined_settlement_refuses_only_the_bad_one(void **state)
+{
+    (void)state;
+    make_queue("settle", 3);
+    enqueue("settle", 3, NULL);
+    struct settler k[3] = {{.item = {claim_one("sa"), "{\"ok\": 1}", DB_Q_OK}},
+                           {.item = {claim_one("sb"), "{\"ok\": 2}", DB_Q_OK}},
+                           {.item = {claim_one("sc"), "\"\\u0000\"", DB_Q_OK}}};
+    struct db_leases_combined before, after;
+    db_leases_combined_get(&before);
+    exec_sql("BEGIN");
+    exec_sql("LOCK TABLE rowlock.jobs IN ACCESS EXCLUSIVE MODE");
+    assert_int_equal(pthread_create(&k[0].thread, NULL, settler_main, &k[0]), 0);
+    await_settlements(before.settlements + 1);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(pthread_create(&k[i].thread, NULL, settler_main, &k[i]), 0);
+    await_settlements(before.settlements + 3);
+    exec_sql("COMMIT");
+    for (int i = 0; i < 3; i++)
+        pthread_join(k[i].thread, NULL);
+    db_leases_combined_get(&after);
+    /* A alone, B and C together, then each again alone */
+    assert_int_equal(after.settlement_transactions - before.settlement_transactions, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(k[i].st, DB_OK);
+        assert_int_equal(k[i].verdict, DB_Q_OK);
+        assert_int_equal(k[i].item.verdict, DB_Q_OK);
+    }
+    assert_int_equal(k[2].st, DB_OK);
+    assert_int_equal(k[2].verdict, DB_Q_BAD_INPUT);
+    char q[200];
+    snprintf(
+        q, sizeof(q),
+        "SELECT string_agg(j.state || ':' || coalesce(b.result::text, '-'), ',' ORDER BY j.id) "
+        "FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
+        "WHERE j.id IN (%" PRId64 ", %" PRId64 ", %" PRId64 ")",
+        k[0].item.lease.job_id, k[1].item.lease.job_id, k[2].item.lease.job_id);
+    PGresult *r = th_sql(sql, q);
+    assert_string_equal(PQgetvalue(r, 0, 0),
+                        "succeeded:{\"ok\": 1},succeeded:{\"ok\": 2},processing:-");
+    PQclear(r);
+}
+
 /* ---- racing combined claims and settlements ---- */
 
 #define JOBS    1600
@@ -343,6 +434,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(combined_claim_keeps_the_protocol),
+        cmocka_unit_test(combined_settlement_refuses_only_the_bad_one),
         cmocka_unit_test(racing_claims_and_settlements_each_job_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
