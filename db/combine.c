@@ -68,6 +68,25 @@ static size_t take_batch(struct db_combiner *cb, struct db_combine_req *lead,
     return n;
 }
 
+/* Whether a batch of req's key may start now; *slot gets the running slot it would take. */
+static int may_lead(const struct db_combiner *cb, const struct db_combine_req *req, int *slot)
+{
+    return running_of(cb, req) < cb->per_key && (*slot = free_slot(cb)) >= 0;
+}
+
+/* Wakes the oldest waiting caller of each key that may lead a batch now (a waiting caller is
+ * woken only to lead or once answered, not by every batch that ends). */
+static void wake_leaders(struct db_combiner *cb)
+{
+    for (struct db_combine_req *r = cb->head; r != NULL; r = r->next) {
+        int first = 1, slot;
+        for (const struct db_combine_req *e = cb->head; e != r && first; e = e->next)
+            first = !same_key(e, r);
+        if (first && may_lead(cb, r, &slot))
+            pthread_cond_signal(&r->cond);
+    }
+}
+
 void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_req *req,
                 db_combine_fn run)
 {
@@ -75,6 +94,7 @@ void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_
     req->next = NULL;
     req->done = 0;
     req->taken = 0;
+    pthread_cond_init(&req->cond, NULL);
     pthread_mutex_lock(&cb->mutex);
     cb->calls++;
     if (cb->tail != NULL)
@@ -84,11 +104,11 @@ void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_
     cb->tail = req;
     int slot = -1;
     /* wait until another's batch has run this caller, or this caller may lead one */
-    while (!req->done &&
-           (req->taken || running_of(cb, req) >= cb->per_key || (slot = free_slot(cb)) < 0))
-        pthread_cond_wait(&cb->cond, &cb->mutex);
+    while (!req->done && (req->taken || !may_lead(cb, req, &slot)))
+        pthread_cond_wait(&req->cond, &cb->mutex);
     if (req->done) {
         pthread_mutex_unlock(&cb->mutex);
+        pthread_cond_destroy(&req->cond);
         return;
     }
     struct db_combine_req *batch[DB_COMBINE_BATCH_MAX];
@@ -100,11 +120,15 @@ void db_combine(struct db_combiner *cb, struct db_pool *pool, struct db_combine_
     run(pool, batch, n);
 
     pthread_mutex_lock(&cb->mutex);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         batch[i]->done = 1;
+        if (batch[i] != req)
+            pthread_cond_signal(&batch[i]->cond);
+    }
     cb->running[slot] = NULL;
-    pthread_cond_broadcast(&cb->cond);
+    wake_leaders(cb);
     pthread_mutex_unlock(&cb->mutex);
+    pthread_cond_destroy(&req->cond);
 }
 
 void db_combine_counts(struct db_combiner *cb, unsigned long long *calls,

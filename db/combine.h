@@ -23,7 +23,8 @@ struct db_combine_req {
     const char *queue;
     size_t weight;
     void *arg;
-    int taken, done; /* in a batch; answered. Under the combiner's mutex */
+    int taken, done;     /* in a batch; answered. Under the combiner's mutex */
+    pthread_cond_t cond; /* signalled when answered, or when it may lead */
 };
 
 /* Runs one transaction for batch[0..n) (all on one pool and queue) and sets every caller's
@@ -35,7 +36,6 @@ typedef void (*db_combine_fn)(struct db_pool *pool, struct db_combine_req **batc
 
 struct db_combiner {
     pthread_mutex_t mutex;
-    pthread_cond_t cond;
     struct db_combine_req *head, *tail; /* waiting, oldest first */
     /* the (pool, queue) pairs whose batch is running now */
     const struct db_combine_req *running[DB_COMBINE_RUNNING_MAX];
@@ -48,8 +48,7 @@ struct db_combiner {
 
 #define DB_COMBINER_INIT(per_key, weight, batch)                                                   \
     {                                                                                              \
-        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, {NULL}, (per_key),        \
-            (weight), (batch), 0, 0                                                                \
+        PTHREAD_MUTEX_INITIALIZER, NULL, NULL, {NULL}, (per_key), (weight), (batch), 0, 0          \
     }
 
 /* Runs req through cb: returns once run has set req's results, whether this caller ran the
