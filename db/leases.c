@@ -315,18 +315,13 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     struct db_queue q;
     int found;
     claim_reset(a);
-    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
-    if (st != DB_OK || !found)
-        return st;
-    char qid[24], max[16], lease[16];
-    i64(qid, sizeof(qid), q.id);
+    char max[16], lease[16];
     snprintf(max, sizeof(max), "%d", a->max_jobs);
     snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
-    const char *params[] = {qid, a->owner, max, a->lease_seconds > 0 ? lease : NULL};
+    const char *params[] = {NULL, a->owner, max, a->lease_seconds > 0 ? lease : NULL};
     PGresult *r = NULL;
-    db_tx_commit_with_next(c);
-    st = db_query(c, &st_claim, params, &r, err);
-    if (st != DB_OK)
+    enum db_status st = db_queue_stmt_in(c, a->queue, &st_claim, params, 0, 1, &q, &found, &r, err);
+    if (st != DB_OK || !found)
         return st;
     for (int i = 0; i < PQntuples(r); i++)
         claimed_row(a, r, i);
@@ -370,19 +365,16 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     struct db_queue q;
     int found;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st =
-        db_queue_batch_in(c, first->queue, b->reqs, b->n, 3, claim_column, &q, &found, &arr, err);
-    if (st != DB_OK || !found)
-        return st;
-    char qid[24], sum[24];
-    i64(qid, sizeof(qid), q.id);
-    snprintf(sum, sizeof(sum), "%ld", total);
-    const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], sum};
-    PGresult *r = NULL;
-    db_tx_commit_with_next(c);
-    st = db_query(c, &st_claim_many, params, &r, err);
-    db_arrays_free(&arr);
+    enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 3, claim_column, err);
     if (st != DB_OK)
+        return st;
+    char sum[24];
+    snprintf(sum, sizeof(sum), "%ld", total);
+    const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum};
+    PGresult *r = NULL;
+    st = db_queue_stmt_in(c, first->queue, &st_claim_many, params, 0, 1, &q, &found, &r, err);
+    db_arrays_free(&arr);
+    if (st != DB_OK || !found)
         return st;
     for (int i = 0; i < PQntuples(r); i++) {
         size_t k = strtoul(PQgetvalue(r, i, 0), NULL, 10);
@@ -530,18 +522,16 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     int found;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st =
-        db_queue_batch_in(c, a->queue, a->items, a->n, 4, settlement_column, &q, &found, &arr, err);
-    if (st != DB_OK || !found)
-        return st;
-    char qid[24];
-    i64(qid, sizeof(qid), q.id);
-    const char *params[] = {qid, arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3]};
-    PGresult *r = NULL;
-    db_tx_commit_with_next(c);
-    st = bad_input(db_query(c, &st_complete_batch, params, &r, err), err, &a->verdict);
-    db_arrays_free(&arr);
+    enum db_status st = db_queue_arrays(&arr, a->items, a->n, 4, settlement_column, err);
     if (st != DB_OK)
+        return st;
+    const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3]};
+    PGresult *r = NULL;
+    st = bad_input(
+        db_queue_stmt_in(c, a->queue, &st_complete_batch, params, 0, 1, &q, &found, &r, err), err,
+        &a->verdict);
+    db_arrays_free(&arr);
+    if (st != DB_OK || !found)
         return st;
     /* columns 1..5 are state, owner, fence, live, applied: the shape lease_verdict reads */
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++)

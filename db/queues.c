@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/hints.h"
 #include "db/tx.h"
 
 #define QUEUE_COLUMNS                                                                              \
@@ -215,13 +216,58 @@ enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct d
     return DB_OK;
 }
 
-enum db_status db_queue_batch_in(struct db_conn *c, const char *name, const void *items, size_t n,
-                                 size_t ncols, db_column_fn get, struct db_queue *q, int *found,
-                                 struct db_arrays *arr, struct db_error *err)
+/* Queue ids by name, as hints (db/hints.h). */
+static struct db_hints queue_hints = DB_HINTS_INIT;
+
+enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struct db_stmt *stmt,
+                                const char **params, int qid_param, int commit, struct db_queue *q,
+                                int *found, PGresult **out, struct db_error *err)
 {
-    enum db_status st = db_queue_resolve_in(c, name, q, found, err);
-    if (st != DB_OK || !*found)
+    char qid[24];
+    *found = 0;
+    *out = NULL;
+    int64_t hint = db_hint_get(&queue_hints, name);
+    if (hint == 0) {
+        enum db_status st = db_queue_resolve_in(c, name, q, found, err);
+        if (st != DB_OK || !*found)
+            return st;
+        db_hint_set(&queue_hints, name, q->id);
+        i64(qid, sizeof(qid), q->id);
+        params[qid_param] = qid;
+        if (commit)
+            db_tx_commit_with_next(c);
+        return db_query(c, stmt, params, out, err);
+    }
+    i64(qid, sizeof(qid), hint);
+    params[qid_param] = qid;
+    const char *rparams[] = {name};
+    PGresult *r = NULL;
+    struct db_call calls[] = {{.st = &st_queue_resolve, .params = rparams, .out = &r},
+                              {.st = stmt, .params = params, .out = out}};
+    if (commit)
+        db_tx_commit_with_next(c);
+    enum db_status st = db_query_pipeline(c, calls, 2, err);
+    if (st != DB_OK)
         return st;
+    *found = PQntuples(r) == 1;
+    if (*found)
+        queue_from_row(r, 0, 0, q);
+    PQclear(r);
+    if (*found && q->id == hint)
+        return DB_OK;
+    /* the queue is gone or has another id now: stmt ran on an id no queue has, where it finds
+     * no row to change; the transaction runs again without the hint */
+    db_hint_set(&queue_hints, name, *found ? q->id : 0);
+    PQclear(*out);
+    *out = NULL;
+    *found = 0;
+    db_error_set(err, "", "queue %s is no longer id %" PRId64, name, hint);
+    return DB_ERR_RETRY;
+}
+
+enum db_status db_queue_arrays(struct db_arrays *arr, const void *items, size_t n, size_t ncols,
+                               db_column_fn get, struct db_error *err)
+{
     if (db_arrays_build(arr, items, n, ncols, get) != 0) {
         db_arrays_free(arr);
         db_error_set(err, "", "out of memory");
@@ -379,19 +425,16 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     int found;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st =
-        db_queue_batch_in(c, a->queue, a->jobs, a->n, 6, job_column, &q, &found, &arr, err);
-    if (st != DB_OK || !found)
+    enum db_status st = db_queue_arrays(&arr, a->jobs, a->n, 6, job_column, err);
+    if (st != DB_OK)
         return st;
-    char id[24];
-    i64(id, sizeof(id), q.id);
-    const char *params[] = {id,         arr.arr[0], arr.arr[1], arr.arr[2],
+    const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2],
                             arr.arr[3], arr.arr[4], arr.arr[5]};
     PGresult *r = NULL;
-    db_tx_commit_with_next(c);
-    st = bad_input(db_query(c, &st_enqueue, params, &r, err), err, &a->verdict);
+    st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
+                   err, &a->verdict);
     db_arrays_free(&arr);
-    if (st != DB_OK)
+    if (st != DB_OK || !found)
         return st;
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
         a->out[i].id = strtoll(PQgetvalue(r, i, 1), NULL, 10);
@@ -561,16 +604,14 @@ static enum db_status job_op_tx(struct db_conn *c, void *arg, struct db_error *e
     PQclear(a->rows);
     a->rows = NULL;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
-    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
-    if (st != DB_OK || !found)
-        return st;
-    char id[24], qid[24];
+    char id[24];
     i64(id, sizeof(id), a->id);
-    i64(qid, sizeof(qid), q.id);
-    const char *params[] = {id, qid, a->extra[0], a->extra[1], a->extra[2], a->extra[3]};
-    a->verdict = DB_Q_OK;
-    db_tx_commit_with_next(c);
-    return bad_input(db_query(c, a->stmt, params, &a->rows, err), err, &a->verdict);
+    const char *params[] = {id, NULL, a->extra[0], a->extra[1], a->extra[2], a->extra[3]};
+    enum db_status st =
+        db_queue_stmt_in(c, a->queue, a->stmt, params, 1, 1, &q, &found, &a->rows, err);
+    if (st == DB_OK && found)
+        a->verdict = DB_Q_OK;
+    return bad_input(st, err, &a->verdict);
 }
 
 enum db_status db_job_op_run(struct db_pool *pool, struct job_op *a, struct db_error *err)

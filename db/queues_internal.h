@@ -43,11 +43,20 @@ static inline enum db_status finish(enum db_status st)
 /* Resolves the queue by name in the caller's transaction; *found 0 when there is none. */
 enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct db_queue *q,
                                    int *found, struct db_error *err);
-/* The start of a batch workflow: the queue's lookup as db_queue_resolve_in, then (when found)
- * the batch's column arrays as db_arrays_build makes them (free them with db_arrays_free). */
-enum db_status db_queue_batch_in(struct db_conn *c, const char *name, const void *items, size_t n,
-                                 size_t ncols, db_column_fn get, struct db_queue *q, int *found,
-                                 struct db_arrays *arr, struct db_error *err);
+/* A queue workflow's statement with the queue's lookup by name, in the caller's transaction.
+ * params[qid_param] is the queue's id, filled here. When this process has seen the queue's id
+ * (a hint, db/hints.h), the lookup and stmt go in one round trip (with BEGIN, and COMMIT when
+ * commit is set); else the lookup goes first. stmt must change nothing for a queue id no queue
+ * has (every queue statement here filters its rows by queue id, and a queue's jobs go with it),
+ * since that is what a stale hint runs it on: the workflow then answers DB_ERR_RETRY, and runs
+ * again without it. *found 0 (and *out NULL): no such queue. */
+enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struct db_stmt *stmt,
+                                const char **params, int qid_param, int commit, struct db_queue *q,
+                                int *found, PGresult **out, struct db_error *err);
+/* A batch's column arrays as db_arrays_build makes them (free with db_arrays_free);
+ * DB_ERR_HARD when out of memory. */
+enum db_status db_queue_arrays(struct db_arrays *arr, const void *items, size_t n, size_t ncols,
+                               db_column_fn get, struct db_error *err);
 
 /* Runs a statement on one job of a queue ($1 job id, $2 queue id, then extra params). */
 struct job_op {

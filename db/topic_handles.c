@@ -3,11 +3,11 @@
  * run on a topic's generated tables, and the hinted lookup head writes send with the locked read.
  * The workflows composing them, and every other topic statement, are in db/topics.c. */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/hints.h"
 #include "db/topics_internal.h"
 #include "db/tx.h"
 
@@ -92,59 +92,25 @@ static void i64(char *buf, size_t size, int64_t v)
     snprintf(buf, size, "%" PRId64, v);
 }
 
-/* ---- topic ids by name, as hints ----
+/* ---- topic ids by name, as hints (db/hints.h) ----
  *
  * A head write that knows its topic's id sends the topic lookup and the key's locked read in
- * one round trip, and checks the lookup's answer before using anything it read. The id of a
- * name is only a hint: correctness never depends on it. A topic keeps its id for life and its
+ * one round trip, and checks the lookup's answer before using anything it read. A topic's
  * tables exist exactly as long as its row, so when the lookup (in the same transaction) gives
  * the hinted id, every statement of the round trip ran on the right topic's tables; when it
  * does not (the topic was deleted, or recreated under a new id by any process), the
  * transaction is rolled back and run again without the hint. */
 
-#define HINT_SLOTS 256
+static struct db_hints topic_hints = DB_HINTS_INIT;
 
-static struct {
-    char name[129];
-    int64_t id;
-} hints[HINT_SLOTS];
-static pthread_mutex_t hints_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static size_t hint_slot(const char *name)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    return h % HINT_SLOTS;
-}
-
-/* The hinted id of topic name, or 0. */
 int64_t db_topic_hint_get(const char *name)
 {
-    size_t i = hint_slot(name);
-    int64_t id = 0;
-    pthread_mutex_lock(&hints_mu);
-    if (strcmp(hints[i].name, name) == 0)
-        id = hints[i].id;
-    pthread_mutex_unlock(&hints_mu);
-    return id;
+    return db_hint_get(&topic_hints, name);
 }
 
-/* Remembers id for name (id 0 forgets name). */
 void db_topic_hint_set(const char *name, int64_t id)
 {
-    if (strlen(name) >= sizeof(hints[0].name))
-        return;
-    size_t i = hint_slot(name);
-    pthread_mutex_lock(&hints_mu);
-    if (id != 0)
-        snprintf(hints[i].name, sizeof(hints[i].name), "%s", name);
-    if (id != 0 || strcmp(hints[i].name, name) == 0) {
-        hints[i].id = id;
-        if (id == 0)
-            hints[i].name[0] = '\0';
-    }
-    pthread_mutex_unlock(&hints_mu);
+    db_hint_set(&topic_hints, name, id);
 }
 
 /* ---- handles ---- */
