@@ -26,8 +26,8 @@
 #include <cmocka.h>
 
 #include "db/queues.h"
-#include "db/schema.h"
 #include "harness.h"
+#include "harness_db.h"
 
 static char dburl[1024];
 static struct db_pool *pools[2];
@@ -36,29 +36,18 @@ static PGconn *sql;
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("qcombined", dburl, sizeof(dburl)) != 0)
+    if (th_db_open("qcombined", dburl, sizeof(dburl), 8, &pools[0], &sql) != 0)
         return -1;
-    for (int i = 0; i < 2; i++) {
-        struct db_pool_config pc = {dburl, 8, 5000, 20000, 5};
-        pools[i] = db_pool_create(&pc);
-        if (pools[i] == NULL)
-            return -1;
-    }
-    enum db_schema_verdict verdict = DB_SCHEMA_INCOMPATIBLE;
-    int found = 0;
-    struct db_error err;
-    if (db_schema_apply(pools[0], &verdict, &found, &err) != DB_OK)
-        return -1;
-    sql = th_pg(dburl);
-    return sql ? 0 : -1;
+    struct db_pool_config pc = {dburl, 8, 5000, 20000, 5};
+    pools[1] = db_pool_create(&pc);
+    return pools[1] ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    PQfinish(sql);
-    for (int i = 0; i < 2; i++)
-        db_pool_destroy(pools[i]);
+    db_pool_destroy(pools[1]);
+    th_db_close(pools[0], sql);
     return 0;
 }
 
@@ -124,16 +113,18 @@ static void *claimer_main(void *arg)
     return NULL;
 }
 
-static void await_calls(unsigned long long want)
+/* Waits until this process has seen want claims (settlements: want settlements) arrive. */
+static void await_calls(int settlements, unsigned long long want)
 {
     struct db_leases_combined c;
     for (int i = 0; i < 2000; i++) {
         db_leases_combined_get(&c);
-        if (c.claims >= want)
+        if ((settlements ? c.settlements : c.claims) >= want)
             return;
         pause_ms(5);
     }
-    fail_msg("claims did not arrive: %llu of %llu", c.claims, want);
+    fail_msg("calls did not arrive: %llu claims, %llu settlements; want %llu", c.claims,
+             c.settlements, want);
 }
 
 static void combined_claim_keeps_the_protocol(void **state)
@@ -161,10 +152,10 @@ static void combined_claim_keeps_the_protocol(void **state)
     exec_sql("LOCK TABLE rowlock.jobs IN ACCESS EXCLUSIVE MODE");
     struct claimer k[4] = {{.owner = "wA"}, {.owner = "w1"}, {.owner = "w2"}, {.owner = "w3"}};
     assert_int_equal(pthread_create(&k[0].thread, NULL, claimer_main, &k[0]), 0);
-    await_calls(before.claims + 1); /* wA's claim runs, held up by the lock */
+    await_calls(0, before.claims + 1); /* wA's claim runs, held up by the lock */
     for (int i = 1; i < 4; i++)
         assert_int_equal(pthread_create(&k[i].thread, NULL, claimer_main, &k[i]), 0);
-    await_calls(before.claims + 4); /* the others wait for it */
+    await_calls(0, before.claims + 4); /* the others wait for it */
     exec_sql("COMMIT");
     for (int i = 0; i < 4; i++) {
         pthread_join(k[i].thread, NULL);
@@ -256,18 +247,6 @@ static struct db_lease claim_one(const char *owner)
     return l;
 }
 
-static void await_settlements(unsigned long long want)
-{
-    struct db_leases_combined c;
-    for (int i = 0; i < 2000; i++) {
-        db_leases_combined_get(&c);
-        if (c.settlements >= want)
-            return;
-        pause_ms(5);
-    }
-    fail_msg("settlements did not arrive: %llu of %llu", c.settlements, want);
-}
-
 /* B and C are settled together behind A; C's result is JSON PostgreSQL refuses (jsonb has no
  * \u0000), which fails their shared statement: each then runs alone, B's applies and only C is
  * refused, its job untouched. */
@@ -284,10 +263,10 @@ static void combined_settlement_refuses_only_the_bad_one(void **state)
     exec_sql("BEGIN");
     exec_sql("LOCK TABLE rowlock.jobs IN ACCESS EXCLUSIVE MODE");
     assert_int_equal(pthread_create(&k[0].thread, NULL, settler_main, &k[0]), 0);
-    await_settlements(before.settlements + 1);
+    await_calls(1, before.settlements + 1);
     for (int i = 1; i < 3; i++)
         assert_int_equal(pthread_create(&k[i].thread, NULL, settler_main, &k[i]), 0);
-    await_settlements(before.settlements + 3);
+    await_calls(1, before.settlements + 3);
     exec_sql("COMMIT");
     for (int i = 0; i < 3; i++)
         pthread_join(k[i].thread, NULL);

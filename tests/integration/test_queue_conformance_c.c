@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "db/queues.h"
-#include "db/schema.h"
 #include "harness.h"
+#include "harness_db.h"
 #include "queue_conformance.h"
 
 #define POOL_SIZE 10 /* the concurrent case runs 8 workers */
@@ -185,26 +185,14 @@ int main(void)
 {
     char dburl[1024];
     struct db_pool *pool = NULL;
-    enum db_schema_verdict verdict = DB_SCHEMA_INCOMPATIBLE;
-    int found = 0, failed = 1;
-    struct db_error err;
-    if (th_db_create("qconf_c", dburl, sizeof(dburl)) != 0) {
-        fprintf(stderr, "cannot create the test database\n");
-        goto done;
+    int failed = 1;
+    if (th_db_open("qconf_c", dburl, sizeof(dburl), POOL_SIZE, &pool, NULL) == 0) {
+        const struct qc_impl impl = {
+            "c_api",    pool,   c_create_queue, c_enqueue, c_claim,   c_heartbeat,
+            c_complete, c_fail, c_handback,     c_release, c_get_job,
+        };
+        failed = qc_run("queue_conformance_c_api", &impl);
     }
-    struct db_pool_config pc = {dburl, POOL_SIZE, 5000, 10000, 5};
-    pool = db_pool_create(&pc);
-    if (pool == NULL || db_schema_apply(pool, &verdict, &found, &err) != DB_OK ||
-        verdict != DB_SCHEMA_CREATED) {
-        fprintf(stderr, "cannot apply the schema: %s\n", pool ? err.message : "no pool");
-        goto done;
-    }
-    const struct qc_impl impl = {
-        "c_api",    pool,   c_create_queue, c_enqueue, c_claim,   c_heartbeat,
-        c_complete, c_fail, c_handback,     c_release, c_get_job,
-    };
-    failed = qc_run("queue_conformance_c_api", &impl);
-done:
-    db_pool_destroy(pool);
+    th_db_close(pool, NULL);
     return failed;
 }

@@ -15,9 +15,9 @@
 #include <cmocka.h>
 
 #include "db/queues.h"
-#include "db/schema.h"
 #include "db/tx.h"
 #include "harness.h"
+#include "harness_db.h"
 
 static char dburl[1024];
 static struct db_pool *pool;
@@ -26,24 +26,13 @@ static PGconn *sql;
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("qhint", dburl, sizeof(dburl)) != 0)
-        return -1;
-    struct db_pool_config pc = {dburl, 2, 5000, 10000, 5};
-    pool = db_pool_create(&pc);
-    enum db_schema_verdict verdict = DB_SCHEMA_INCOMPATIBLE;
-    int found = 0;
-    struct db_error err;
-    if (pool == NULL || db_schema_apply(pool, &verdict, &found, &err) != DB_OK)
-        return -1;
-    sql = th_pg(dburl);
-    return sql ? 0 : -1;
+    return th_db_open("qhint", dburl, sizeof(dburl), 2, &pool, &sql);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    PQfinish(sql);
-    db_pool_destroy(pool);
+    th_db_close(pool, sql);
     return 0;
 }
 
