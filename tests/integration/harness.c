@@ -255,22 +255,17 @@ int th_service_logged(struct th_service *s, const char *needle)
 
 /* ---- HTTP ---- */
 
-struct grow {
-    char *p;
-    size_t len;
-};
-
-static size_t grow_write(char *data, size_t size, size_t n, void *arg)
+size_t th_buf_write(char *data, size_t size, size_t n, void *arg)
 {
-    struct grow *g = arg;
+    struct th_buf *g = arg;
     size_t add = size * n;
-    char *p = realloc(g->p, g->len + add + 1);
+    char *p = realloc(g->data, g->len + add + 1);
     if (p == NULL)
         return 0;
     memcpy(p + g->len, data, add);
     g->len += add;
     p[g->len] = '\0';
-    g->p = p;
+    g->data = p;
     return add;
 }
 
@@ -280,14 +275,14 @@ int th_http(int port, const char *method, const char *path, const char *const *h
     memset(r, 0, sizeof(*r));
     CURL *curl = curl_easy_init();
     struct curl_slist *hl = NULL;
-    struct grow b = {0}, h = {0};
+    struct th_buf b = {0}, h = {0};
     char url[16384];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, th_buf_write);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, grow_write);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, th_buf_write);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, &h);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -307,9 +302,9 @@ int th_http(int port, const char *method, const char *path, const char *const *h
     curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME, &r->seconds);
     curl_slist_free_all(hl);
     curl_easy_cleanup(curl);
-    r->body = b.p ? b.p : strdup("");
+    r->body = b.data ? b.data : strdup("");
     r->len = b.len;
-    r->headers = h.p ? h.p : strdup("");
+    r->headers = h.data ? h.data : strdup("");
     if (rc != CURLE_OK) {
         fprintf(stderr, "HTTP %s %s failed: %s\n", method, path, curl_easy_strerror(rc));
         return -1;
@@ -440,19 +435,6 @@ json_t *th_get_json(int port, const char *path)
     return j;
 }
 
-static size_t crowd_write(char *data, size_t size, size_t n, void *arg)
-{
-    struct th_crowd_waiter *w = arg;
-    char *p = realloc(w->body, w->len + size * n + 1);
-    if (p == NULL)
-        return 0;
-    memcpy(p + w->len, data, size * n);
-    w->len += size * n;
-    p[w->len] = '\0';
-    w->body = p;
-    return size * n;
-}
-
 void th_crowd_start(struct th_crowd *c, int n, const char *url,
                     void (*post_body)(int i, char *buf, size_t size))
 {
@@ -478,8 +460,8 @@ void th_crowd_start(struct th_crowd *c, int n, const char *url,
             curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
             curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, body);
         }
-        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, crowd_write);
-        curl_easy_setopt(easy, CURLOPT_WRITEDATA, w);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, th_buf_write);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, &w->body);
         curl_easy_setopt(easy, CURLOPT_PRIVATE, (char *)w);
         curl_easy_setopt(easy, CURLOPT_TIMEOUT, 60L);
         curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
@@ -519,7 +501,7 @@ void th_crowd_free(struct th_crowd *c)
     for (int i = 0; i < c->n; i++) {
         curl_multi_remove_handle(c->multi, c->w[i].easy);
         curl_easy_cleanup(c->w[i].easy);
-        free(c->w[i].body);
+        free(c->w[i].body.data);
     }
     curl_multi_cleanup(c->multi);
     curl_slist_free_all(c->headers);

@@ -71,11 +71,18 @@ int th_header(const struct th_response *r, const char *name, char *out, size_t o
 const char *th_problem_code(const struct th_response *r);
 void th_response_free(struct th_response *r);
 
+/* A growing NUL-terminated buffer (free data), and the libcurl write callback appending to one
+ * (its arg is the struct th_buf). */
+struct th_buf {
+    char *data;
+    size_t len;
+};
+size_t th_buf_write(char *data, size_t size, size_t n, void *arg);
+
 /* A crowd: n concurrent requests to one URL on one libcurl multi handle (long-poll tests). */
 struct th_crowd_waiter {
     void *easy; /* CURL * */
-    char *body;
-    size_t len;
+    struct th_buf body;
     long status;
     double done_at;
     int result; /* CURLcode */

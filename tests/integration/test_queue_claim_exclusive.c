@@ -70,22 +70,8 @@ static int teardown(void **state)
 
 struct client {
     CURL *curl;
-    char *buf;
-    size_t len;
+    struct th_buf buf;
 };
-
-static size_t client_write(char *data, size_t size, size_t n, void *arg)
-{
-    struct client *c = arg;
-    char *p = realloc(c->buf, c->len + size * n + 1);
-    if (p == NULL)
-        return 0;
-    memcpy(p + c->len, data, size * n);
-    c->len += size * n;
-    p[c->len] = '\0';
-    c->buf = p;
-    return size * n;
-}
 
 /* Sends body (stolen, may be NULL); returns the HTTP status (-1 on a transport error) and the
  * parsed answer in *out (the caller's: json_decref), NULL when it is not JSON. */
@@ -98,7 +84,7 @@ static long client_call(struct client *c, const char *method, const char *path, 
     hl = curl_slist_append(hl, "Expect:");
     json_decref(body);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", svc.port, path);
-    c->len = 0;
+    c->buf.len = 0;
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text ? text : "");
@@ -110,7 +96,7 @@ static long client_call(struct client *c, const char *method, const char *path, 
         curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hl);
     free(text);
-    *out = rc == CURLE_OK && c->buf ? json_loadb(c->buf, c->len, 0, NULL) : NULL;
+    *out = rc == CURLE_OK && c->buf.data ? json_loadb(c->buf.data, c->buf.len, 0, NULL) : NULL;
     return status;
 }
 
@@ -118,8 +104,8 @@ static void client_init(struct client *c)
 {
     memset(c, 0, sizeof(*c));
     c->curl = curl_easy_init();
-    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, client_write);
-    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, th_buf_write);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &c->buf);
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 }
@@ -127,7 +113,7 @@ static void client_init(struct client *c)
 static void client_free(struct client *c)
 {
     curl_easy_cleanup(c->curl);
-    free(c->buf);
+    free(c->buf.data);
 }
 
 /* ---- what the workers saw (shared, so atomics and one mutex) ---- */

@@ -213,13 +213,13 @@ static int count_one_job_each(struct th_crowd *c, int64_t first)
     int ok = 0;
     for (int i = 0; i < WAITERS; i++) {
         struct th_crowd_waiter *w = &c->w[i];
-        json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
+        json_t *j = w->body.data ? json_loads(w->body.data, 0, NULL) : NULL;
         json_t *leases = json_object_get(j, "leases");
         if (w->result == CURLE_OK && w->status == 200 && json_array_size(leases) == 1)
             ids[ok++] = json_integer_value(json_object_get(json_array_get(leases, 0), "job_id"));
         else if (i - ok < 5)
             fprintf(stderr, "waiter %d: curl %d, status %ld: %s\n", i, w->result, w->status,
-                    w->body ? w->body : "");
+                    w->body.data ? w->body.data : "");
         json_decref(j);
     }
     qsort(ids, (size_t)ok, sizeof(*ids), cmp_i64);

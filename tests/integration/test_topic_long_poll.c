@@ -206,7 +206,7 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     for (int i = 0; i < POLLERS; i++) {
         struct th_crowd_waiter *w = &c->w[i];
         last = w->done_at > last ? w->done_at : last;
-        json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
+        json_t *j = w->body.data ? json_loads(w->body.data, 0, NULL) : NULL;
         json_t *msgs = json_object_get(j, "messages");
         if (w->result == CURLE_OK && w->status == 200 && json_array_size(msgs) == 1 &&
             json_integer_value(json_object_get(json_array_get(msgs, 0), "offset")) == 1 &&
@@ -214,7 +214,7 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
             ok++;
         else if (POLLERS - ok < 5)
             fprintf(stderr, "waiter %d: curl %d, status %ld: %s\n", i, w->result, w->status,
-                    w->body ? w->body : "");
+                    w->body.data ? w->body.data : "");
         json_decref(j);
     }
     fprintf(stderr,
