@@ -70,7 +70,9 @@ int route_int_query(struct svc_request *req, const char *name, long long min, lo
     char *end = NULL;
     errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (v[0] == '\0' || *end != '\0' || errno == ERANGE || n < min || n > max) {
+    /* strtoll would skip leading white space and take a '+': the text must be the number */
+    const char *digit = v[0] == '-' ? v + 1 : v;
+    if (*digit < '0' || *digit > '9' || *end != '\0' || errno == ERANGE || n < min || n > max) {
         *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
                                  "%s must be an integer from %lld to %lld", name, min, max);
         return -1;

@@ -44,6 +44,10 @@ static const struct cfg_key config_table[] = {
      OFF(db_startup_wait_s), "how long startup waits for the database to come up"},
     {"body-limit", "ROWLOCK_BODY_LIMIT", CFG_INT, "1048576", 1024, 1073741824, OFF(body_limit),
      "largest request body in bytes (413 above)"},
+    {"response-budget", "ROWLOCK_RESPONSE_BUDGET", CFG_INT, "4194304", 1024, 1073741824,
+     OFF(response_budget),
+     "bytes of stored values one list, log, claim or event page carries at most; a page stops "
+     "there and says where to go on (one larger item is still served alone)"},
     {"url-limit", "ROWLOCK_URL_LIMIT", CFG_INT, "8192", 256, 32768, OFF(url_limit),
      "longest request target in bytes (414 above)"},
     {"header-limit", "ROWLOCK_HEADER_LIMIT", CFG_INT, "16384", 1024, 32768, OFF(header_limit),

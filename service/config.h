@@ -21,6 +21,7 @@ struct svc_config {
     long db_connect_timeout_s;
     long db_startup_wait_s;
     long body_limit;
+    long response_budget;
     long url_limit;
     long header_limit;
     long json_max_depth;
