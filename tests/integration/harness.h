@@ -117,6 +117,21 @@ int th_raise_fd_limit(unsigned long want);
 /* The value of one series of /metrics ("name" or "name{labels}"), or -1 when absent. */
 double th_metric(int port, const char *series);
 
+/* One numeric input of a route for th_bounds_check. */
+struct th_bound {
+    const char *method;
+    const char *path;         /* "{V}" becomes the value, percent-encoded (query parameters) */
+    const char *body;         /* JSON with @V@ replaced by the value's JSON text, or NULL */
+    const char *content_type; /* NULL: application/json */
+    long long max;            /* the documented maximum */
+    const char *code;         /* the problem code a refused value answers with (400) */
+    const char *alive;        /* GET path that must still answer 200 after each request, or NULL */
+};
+/* Sends each input 0, -1, max, max + 1, 2^63, 1e400, 1.5, "1", true and null. Each answer must be
+ * a 2xx or a 4xx problem+json (a 400 carrying the input's code, or invalid_json for 1e400 in a
+ * body), never a 5xx or no answer. Prints every violation; returns how many there were. */
+int th_bounds_check(int port, const struct th_bound *cases, size_t ncases);
+
 /* Asserts a problem+json response with this status and code (cmocka assertion). */
 void th_assert_problem(const struct th_response *r, long status, const char *code);
 
