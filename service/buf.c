@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/json_util.h"
+
 void svc_buf_init(struct svc_buf *b, size_t max)
 {
     b->data = NULL;
@@ -83,12 +85,13 @@ int svc_buf_printf(struct svc_buf *b, const char *fmt, ...)
 int svc_buf_json_string(struct svc_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t start = b->len;
+    size_t start = b->len, len = strlen(s);
     int rc = svc_buf_append(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; rc == 0 && *p; p++) {
+    for (size_t i = 0; rc == 0 && i < len;) {
+        unsigned char c = (unsigned char)s[i];
         char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
-        size_t n = 2;
-        switch (*p) {
+        size_t n = 2, used = 1;
+        switch (c) {
         case '"':
             esc[1] = '"';
             break;
@@ -105,19 +108,27 @@ int svc_buf_json_string(struct svc_buf *b, const char *s)
             esc[1] = 't';
             break;
         default:
-            if (*p < 0x20) {
+            if (c < 0x20) {
                 esc[1] = 'u';
                 esc[2] = '0';
                 esc[3] = '0';
-                esc[4] = hex[*p >> 4];
-                esc[5] = hex[*p & 15];
+                esc[4] = hex[c >> 4];
+                esc[5] = hex[c & 15];
                 n = 6;
-            } else {
-                esc[0] = (char)*p;
+            } else if (c < 0x80) {
+                esc[0] = (char)c;
                 n = 1;
+            } else if ((used = svc_utf8_char_len(s + i, len - i)) > 0) {
+                memcpy(esc, s + i, used);
+                n = used;
+            } else {
+                memcpy(esc, "\xef\xbf\xbd", 3); /* not UTF-8: U+FFFD */
+                n = 3;
+                used = 1;
             }
         }
         rc = svc_buf_append(b, esc, n);
+        i += used;
     }
     if (rc == 0)
         rc = svc_buf_append(b, "\"", 1);

@@ -25,7 +25,8 @@ int svc_buf_puts(struct svc_buf *b, const char *s);
 /* Appends printf-formatted text. Same result as svc_buf_append. */
 int svc_buf_printf(struct svc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int svc_buf_vprintf(struct svc_buf *b, const char *fmt, va_list ap);
-/* Appends s as a quoted JSON string with escapes. Same result as svc_buf_append. */
+/* Appends s as a quoted JSON string with escapes; bytes that are not UTF-8 become U+FFFD, so the
+ * result is well-formed whatever s holds. Same result as svc_buf_append. */
 int svc_buf_json_string(struct svc_buf *b, const char *s);
 /* Hands the storage to the caller (free() it) and leaves the buffer empty. Never NULL on success:
  * an empty buffer yields an allocated "". Returns NULL when out of memory. */

@@ -231,33 +231,31 @@ enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *bod
 {
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(body);
-    if (text == NULL)
+    if (text == NULL) /* a problem reply cannot fail: it has a constant fallback */
         return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the response");
     return svc_reply_raw(req, status, "application/json", text, strlen(text));
 }
 
+/* Queues the problem document; out of memory, the constant internal_error one instead. */
 static enum svc_outcome reply_problem_v(struct svc_request *req, enum svc_problem p, json_t *ext,
                                         const char *fmt, va_list ap)
 {
     const struct svc_problem_info *info = svc_problem_info(p);
-    char detail[1024];
+    /* longer than the encoder keeps, so that its cut (at a character boundary) is the one made */
+    char detail[SVC_PROBLEM_DETAIL_MAX + 64];
     vsnprintf(detail, sizeof(detail), fmt, ap);
-    char type[96];
-    snprintf(type, sizeof(type), "%s%s", SVC_PROBLEM_TYPE_PREFIX, info->code);
-    json_t *doc = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "type", type, "title", info->title,
-                            "status", info->status, "detail", detail, "code", info->code,
-                            "request_id", req->request_id);
-    if (doc != NULL && ext != NULL)
-        json_object_update_missing(doc, ext);
+    size_t len = 0;
+    char *text = svc_problem_encode(p, detail, req->request_id, ext, &len);
     json_decref(ext);
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    if (text == NULL)
-        return SVC_FATAL;
+    if (text == NULL) {
+        req->problem_code = svc_problem_info(SVC_P_INTERNAL_ERROR)->code;
+        return svc_reply_static(req, 500, "application/problem+json", svc_problem_fallback,
+                                svc_problem_fallback_len);
+    }
     if (info->status == 503)
         svc_req_add_header(req, "Retry-After", "1");
     req->problem_code = info->code;
-    return svc_reply_raw(req, info->status, "application/problem+json", text, strlen(text));
+    return svc_reply_raw(req, info->status, "application/problem+json", text, len);
 }
 
 enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,

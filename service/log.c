@@ -5,11 +5,13 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "service/buf.h"
+#include "service/json_util.h"
 
 static atomic_int log_level = SVC_LOG_INFO;
 
@@ -72,8 +74,12 @@ void svc_log(enum svc_log_level level, const char *msg, ...)
 
 /* ---- the access line: built without printf or heap, since it runs once per request ---- */
 
+/* Longest path written (bytes of the request, before escaping); a longer one is cut at a
+ * character boundary. Sized so that the worst escaping of every field still fits in a line. */
+#define PATH_MAX_BYTES 512
+
 struct line {
-    char buf[2048];
+    char buf[4096];
     size_t len;
     int full;
 };
@@ -93,31 +99,43 @@ static void line_str(struct line *l, const char *s)
     line_put(l, s, strlen(s));
 }
 
-/* s as a JSON string: runs of plain characters are copied at once. */
-static void line_json(struct line *l, const char *s)
+/* s (len bytes, any content) as a JSON string of well-formed UTF-8: runs of plain characters are
+ * copied at once, controls escaped, and each byte that does not begin a UTF-8 character written
+ * as U+FFFD. */
+static void line_json_n(struct line *l, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     line_put(l, "\"", 1);
-    const char *run = s;
-    for (const char *p = s;; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c != 0 && c >= 0x20 && c != '"' && c != '\\')
+    size_t run = 0, i = 0;
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        size_t n = c >= 0x20 && c < 0x80 && c != '"' && c != '\\' ? 1
+                   : c >= 0x80 ? svc_utf8_char_len(s + i, len - i)
+                               : 0;
+        if (n > 0) {
+            i += n;
             continue;
-        line_put(l, run, (size_t)(p - run));
-        if (c == 0)
-            break;
-        char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-        if (c == '"' || c == '\\') {
-            esc[1] = (char)c;
+        }
+        line_put(l, s + run, i - run);
+        if (c >= 0x80) {
+            line_put(l, "\xef\xbf\xbd", 3);
+        } else if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
             line_put(l, esc, 2);
         } else {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             line_put(l, esc, 6);
         }
-        run = p + 1;
+        run = ++i;
     }
+    line_put(l, s + run, i - run);
     line_put(l, "\"", 1);
 }
 
+static void line_json(struct line *l, const char *s)
+{
+    line_json_n(l, s ? s : "", s ? strlen(s) : 0);
+}
 static void line_uint(struct line *l, unsigned long long v, int min_digits)
 {
     char tmp[24];
@@ -151,40 +169,70 @@ static void line_time(struct line *l)
     line_put(l, "Z", 1);
 }
 
+/* Where a path of len bytes may be cut, at most max bytes in: not inside a UTF-8 character. */
+static size_t path_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    size_t n = max;
+    /* back over at most three continuation bytes to the start of their character */
+    for (int i = 0; i < 3 && n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80; i++)
+        n--;
+    return ((unsigned char)s[n] & 0xc0) == 0x80 ? max : n;
+}
+
+static void access_line(const struct svc_access *a, struct line *l)
+{
+    l->len = 0;
+    l->full = 0;
+    line_str(l, "{\"ts\":\"");
+    line_time(l);
+    line_str(l, "\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":");
+    line_json(l, a->request_id);
+    line_str(l, ",\"method\":");
+    line_json(l, a->method);
+    line_str(l, ",\"route\":");
+    line_json(l, a->route);
+    line_str(l, ",\"path\":");
+    const char *path = a->path ? a->path : "";
+    line_json_n(l, path, path_cut(path, a->path ? a->path_len : 0, PATH_MAX_BYTES));
+    line_str(l, ",\"status\":");
+    line_uint(l, (unsigned long long)(a->status < 0 ? 0 : a->status), 1);
+    double ms = a->duration_ms >= 0 && a->duration_ms < 1e12 ? a->duration_ms : 0;
+    unsigned long long us = (unsigned long long)(ms * 1000.0);
+    line_str(l, ",\"duration_ms\":");
+    line_uint(l, us / 1000, 1);
+    line_put(l, ".", 1);
+    line_uint(l, us % 1000, 3);
+    if (a->code != NULL) {
+        line_str(l, ",\"code\":");
+        line_json(l, a->code);
+    }
+    line_put(l, "}\n", 2);
+}
+
+char *svc_log_access_format(const struct svc_access *a, size_t *len)
+{
+    struct line l;
+    access_line(a, &l);
+    if (l.full)
+        return NULL;
+    char *out = malloc(l.len + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, l.buf, l.len);
+    out[l.len] = '\0';
+    if (len != NULL)
+        *len = l.len;
+    return out;
+}
+
 void svc_log_access(const struct svc_access *a)
 {
     if (!svc_log_enabled(SVC_LOG_INFO))
         return;
     struct line l;
-    l.len = 0;
-    l.full = 0;
-    line_str(&l, "{\"ts\":\"");
-    line_time(&l);
-    line_str(&l, "\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":");
-    line_json(&l, a->request_id);
-    line_str(&l, ",\"method\":");
-    line_json(&l, a->method);
-    line_str(&l, ",\"route\":");
-    line_json(&l, a->route);
-    line_str(&l, ",\"path\":");
-    /* the path ends at path_len; escape it through a bounded copy */
-    char path[512];
-    size_t plen = a->path_len < sizeof(path) - 1 ? a->path_len : sizeof(path) - 1;
-    memcpy(path, a->path, plen);
-    path[plen] = '\0';
-    line_json(&l, path);
-    line_str(&l, ",\"status\":");
-    line_uint(&l, (unsigned long long)(a->status < 0 ? 0 : a->status), 1);
-    unsigned long long us = (unsigned long long)(a->duration_ms * 1000.0);
-    line_str(&l, ",\"duration_ms\":");
-    line_uint(&l, us / 1000, 1);
-    line_put(&l, ".", 1);
-    line_uint(&l, us % 1000, 3);
-    if (a->code != NULL) {
-        line_str(&l, ",\"code\":");
-        line_json(&l, a->code);
-    }
-    line_put(&l, "}\n", 2);
+    access_line(a, &l);
     if (l.full)
         return; /* a line that does not fit is dropped whole, never cut */
     size_t off = 0;

@@ -18,12 +18,17 @@ struct svc_access {
     const char *request_id;
     const char *method;
     const char *route; /* route template, or "unmatched" */
-    const char *path;  /* not NUL-terminated at path_len */
+    const char *path;  /* not NUL-terminated at path_len; at most 512 bytes are written */
     size_t path_len;
     int status;
     double duration_ms;
     const char *code; /* problem code, or NULL */
 };
+/* Writes the access line of a, unless the info level is off. Every string may hold any bytes
+ * (they come from the request): the line is always well-formed UTF-8 JSON. */
 void svc_log_access(const struct svc_access *a);
+/* The same line as malloc'd text ending in a newline (its length in *len), written nowhere: for
+ * tests and fuzzing. NULL when out of memory or when the line does not fit (never cut). */
+char *svc_log_access_format(const struct svc_access *a, size_t *len);
 
 #endif

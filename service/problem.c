@@ -1,6 +1,13 @@
-/* The problem code table (see problem.h). Add a row here and to openapi/openapi.json
- * (components.schemas.ProblemCode) together; tests fail when they differ. */
+/* The problem code table and the problem document encoder (see problem.h). Add a row here and
+ * to openapi/openapi.json (components.schemas.ProblemCode) together; tests fail when they
+ * differ. */
 #include "service/problem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/json_util.h"
 
 static const struct svc_problem_info problems[SVC_P_COUNT] = {
     [SVC_P_BAD_REQUEST] = {"bad_request", 400, "Bad request"},
@@ -64,4 +71,54 @@ const struct svc_problem_info *svc_problem_info(enum svc_problem p)
 size_t svc_problem_count(void)
 {
     return SVC_P_COUNT;
+}
+
+#define FALLBACK                                                                                   \
+    "{\"type\":\"" SVC_PROBLEM_TYPE_PREFIX "internal_error\",\"title\":\"Internal error\","        \
+    "\"status\":500,\"detail\":\"the answer could not be encoded\",\"code\":\"internal_error\"}"
+const char svc_problem_fallback[] = FALLBACK;
+const size_t svc_problem_fallback_len = sizeof(FALLBACK) - 1;
+
+/* A JSON string of s cleaned to UTF-8 and cut at max bytes ("…" marks a cut). */
+static json_t *clean_string(const char *s, size_t max)
+{
+    static const char ellipsis[] = "\xe2\x80\xa6"; /* U+2026 */
+    s = s != NULL ? s : "";
+    char *out = malloc(max + sizeof(ellipsis));
+    if (out == NULL)
+        return NULL;
+    int cut;
+    size_t n = svc_utf8_clean(s, strlen(s), out, max, &cut);
+    if (cut) {
+        memcpy(out + n, ellipsis, sizeof(ellipsis));
+        n += sizeof(ellipsis) - 1;
+    }
+    json_t *j = json_stringn_nocheck(out, n);
+    free(out);
+    return j;
+}
+
+char *svc_problem_encode(enum svc_problem p, const char *detail, const char *request_id,
+                         json_t *ext, size_t *len)
+{
+    const struct svc_problem_info *info = svc_problem_info(p);
+    char *text = NULL;
+    char type[96];
+    snprintf(type, sizeof(type), "%s%s", SVC_PROBLEM_TYPE_PREFIX, info->code);
+    json_t *doc = json_object();
+    if (doc == NULL || json_object_set_new(doc, "type", json_string(type)) != 0 ||
+        json_object_set_new(doc, "title", json_string(info->title)) != 0 ||
+        json_object_set_new(doc, "status", json_integer(info->status)) != 0 ||
+        json_object_set_new(doc, "detail", clean_string(detail, SVC_PROBLEM_DETAIL_MAX)) != 0 ||
+        json_object_set_new(doc, "code", json_string(info->code)) != 0 ||
+        json_object_set_new(doc, "request_id", clean_string(request_id, 256)) != 0)
+        goto done;
+    if (json_is_object(ext) && json_object_update_missing(doc, ext) != 0)
+        goto done;
+    text = json_dumps(doc, JSON_COMPACT);
+    if (text != NULL && len != NULL)
+        *len = strlen(text);
+done:
+    json_decref(doc);
+    return text;
 }

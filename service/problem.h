@@ -1,9 +1,11 @@
-/* The table of problem codes: every non-2xx answer names one, with its HTTP status and title.
- * The OpenAPI document lists the same table (a test compares them). Writing the response
- * belongs to http.c (svc_reply_problem). */
+/* The table of problem codes: every non-2xx answer names one, with its HTTP status and title,
+ * and the encoder of a problem document, which cannot fail on any input. The OpenAPI document
+ * lists the same table (a test compares them). Sending the response belongs to http.c
+ * (svc_reply_problem). */
 #ifndef SVC_PROBLEM_H
 #define SVC_PROBLEM_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 enum svc_problem {
@@ -70,5 +72,20 @@ const struct svc_problem_info *svc_problem_info(enum svc_problem p);
 size_t svc_problem_count(void);
 /* The "type" URI of a code: "urn:rowlock:problem:<code>". */
 #define SVC_PROBLEM_TYPE_PREFIX "urn:rowlock:problem:"
+
+/* Longest "detail" in bytes; a longer one is cut at a character boundary and ends in "…". */
+#define SVC_PROBLEM_DETAIL_MAX 1024
+
+/* The problem document of p as compact JSON text: type, title, status, detail, code, request_id,
+ * then the members of ext (borrowed, may be NULL; members the document already has are ignored).
+ * detail and request_id may hold any bytes: what is not UTF-8 becomes U+FFFD and detail is cut at
+ * SVC_PROBLEM_DETAIL_MAX bytes, so the text is always well-formed UTF-8 without NUL. Returns
+ * malloc'd text (its length in *len), or NULL only when out of memory; the caller then sends
+ * svc_problem_fallback. */
+char *svc_problem_encode(enum svc_problem p, const char *detail, const char *request_id,
+                         json_t *ext, size_t *len);
+/* A constant internal_error document (status 500) for when even encoding failed. */
+extern const char svc_problem_fallback[];
+extern const size_t svc_problem_fallback_len;
 
 #endif

@@ -141,6 +141,10 @@ static void test_json_escaping(void **state)
     assert_json("\x1b[0m", "\"\\u001b[0m\"");
     /* DEL and non-ASCII bytes (UTF-8) pass through; '/' needs no escape. */
     assert_json("\x7f/caf\xc3\xa9", "\"\x7f/caf\xc3\xa9\"");
+    /* bytes that are not UTF-8 (stray, truncated, overlong) become U+FFFD */
+    assert_json("/nope\xff", "\"/nope\xef\xbf\xbd\"");
+    assert_json("\xc3", "\"\xef\xbf\xbd\"");
+    assert_json("\xc0\xaf\xf0\x9f\x94\x91", "\"\xef\xbf\xbd\xef\xbf\xbd\xf0\x9f\x94\x91\"");
 }
 
 static void test_json_escaping_over_max(void **state)

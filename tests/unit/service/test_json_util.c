@@ -142,6 +142,45 @@ static void test_rfc3339(void **state)
             fail_msg("%s accepted", bad[i]);
 }
 
+static void test_utf8_char_len(void **state)
+{
+    assert_int_equal(svc_utf8_char_len("a", 1), 1);
+    assert_int_equal(svc_utf8_char_len("\xc3\xa9x", 3), 2);
+    assert_int_equal(svc_utf8_char_len("\xe2\x82\xac", 3), 3);
+    assert_int_equal(svc_utf8_char_len("\xf0\x9f\x94\x91", 4), 4);
+    assert_int_equal(svc_utf8_char_len("\xf0\x9f\x94\x91", 3), 0); /* truncated by avail */
+    assert_int_equal(svc_utf8_char_len("\xc3", 1), 0);
+    assert_int_equal(svc_utf8_char_len("\x80", 1), 0);
+    assert_int_equal(svc_utf8_char_len("", 1), 0); /* NUL */
+    assert_int_equal(svc_utf8_char_len("a", 0), 0);
+}
+
+static void test_utf8_clean(void **state)
+{
+    char out[16];
+    int cut;
+    /* invalid bytes become U+FFFD; valid text is copied as it is */
+    assert_int_equal(svc_utf8_clean("a\xff"
+                                    "b",
+                                    3, out, 15, &cut),
+                     5);
+    assert_string_equal(out, "a\xef\xbf\xbd"
+                             "b");
+    assert_false(cut);
+    /* an embedded NUL is not copied as one */
+    assert_int_equal(svc_utf8_clean("a\0b", 3, out, 15, &cut), 5);
+    assert_true(svc_utf8_valid(out, 5));
+    /* a character that does not fit whole is left out, and the cut is reported */
+    assert_int_equal(svc_utf8_clean("ab\xe2\x82\xac", 5, out, 4, &cut), 2);
+    assert_string_equal(out, "ab");
+    assert_true(cut);
+    assert_int_equal(svc_utf8_clean("\xc3\xa9\xc3\xa9", 4, out, 3, &cut), 2);
+    assert_string_equal(out, "\xc3\xa9");
+    assert_true(cut);
+    assert_int_equal(svc_utf8_clean("", 0, out, 0, NULL), 0);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +189,8 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_utf8_char_len),
+        cmocka_unit_test(test_utf8_clean),
         cmocka_unit_test(test_rfc3339),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,14 +1,17 @@
 /* Unit tests of service/problem.c: every enum value has a row with a code, an HTTP status from
  * 400 to 599 and a title; codes are unique lowercase words joined by underscores; out-of-range
- * values fall back to internal_error instead of reading past the table. */
+ * values fall back to internal_error instead of reading past the table. The encoder turns any
+ * detail (cut inside a character, bytes that are not UTF-8) into well-formed JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "service/json_util.h"
 #include "service/problem.h"
 
 /* Lowercase words of a-z joined by single underscores: "payload_too_large". */
@@ -90,6 +93,103 @@ static void test_code_word_checker(void **state)
     assert_false(is_code_word(""));
 }
 
+/* Encodes detail and checks the text: well-formed UTF-8 without NUL, parsed by jansson, with
+ * the table's members. Returns the parsed document (json_decref it). */
+static json_t *encode_ok(enum svc_problem p, const char *detail, const char *rid, json_t *ext)
+{
+    size_t len = 0;
+    char *text = svc_problem_encode(p, detail, rid, ext, &len);
+    assert_non_null(text);
+    assert_int_equal(len, strlen(text));
+    assert_true(svc_utf8_valid(text, len));
+    json_error_t err;
+    json_t *doc = json_loadb(text, len, 0, &err);
+    if (doc == NULL)
+        fail_msg("not JSON (%s): %s", err.text, text);
+    free(text);
+    const struct svc_problem_info *info = svc_problem_info(p);
+    assert_string_equal(json_string_value(json_object_get(doc, "code")), info->code);
+    assert_int_equal(json_integer_value(json_object_get(doc, "status")), info->status);
+    assert_non_null(json_string_value(json_object_get(doc, "detail")));
+    return doc;
+}
+
+static const char *detail_of(json_t *doc)
+{
+    return json_string_value(json_object_get(doc, "detail"));
+}
+
+static void test_encode_plain(void **state)
+{
+    json_t *ext = json_pack("{s:i, s:s}", "retry", 3, "code", "not_this_one");
+    json_t *doc = encode_ok(SVC_P_ROUTE_NOT_FOUND, "no route matches /x", "rid-1", ext);
+    assert_string_equal(detail_of(doc), "no route matches /x");
+    assert_string_equal(json_string_value(json_object_get(doc, "request_id")), "rid-1");
+    assert_string_equal(json_string_value(json_object_get(doc, "type")),
+                        "urn:rowlock:problem:route_not_found");
+    assert_int_equal(json_integer_value(json_object_get(doc, "retry")), 3);
+    json_decref(doc);
+    json_decref(ext);
+}
+
+/* A detail of SVC_PROBLEM_DETAIL_MAX - k ASCII bytes then characters of width w: the cut falls
+ * inside one of them for every k < w. */
+static void test_encode_cuts_at_character_boundary(void **state)
+{
+    static const char *chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x94\x91"};
+    for (size_t c = 0; c < 3; c++) {
+        size_t w = strlen(chars[c]);
+        for (size_t k = 0; k < w; k++) {
+            char detail[SVC_PROBLEM_DETAIL_MAX + 64];
+            size_t n = SVC_PROBLEM_DETAIL_MAX - k;
+            memset(detail, 'a', n);
+            while (n + w < sizeof(detail)) {
+                memcpy(detail + n, chars[c], w);
+                n += w;
+            }
+            detail[n] = '\0';
+            json_t *doc = encode_ok(SVC_P_INVALID_KEY, detail, "r", NULL);
+            const char *d = detail_of(doc);
+            size_t dl = strlen(d);
+            /* kept whole characters only, then the ellipsis */
+            assert_true(dl <= SVC_PROBLEM_DETAIL_MAX + 3);
+            assert_memory_equal(d + dl - 3, "\xe2\x80\xa6", 3);
+            assert_memory_equal(d, detail, dl - 3);
+            assert_true(svc_utf8_valid(d, dl));
+            json_decref(doc);
+        }
+    }
+}
+
+static void test_encode_replaces_invalid_bytes(void **state)
+{
+    json_t *doc = encode_ok(SVC_P_ROUTE_NOT_FOUND, "no route matches /nope\xff", "r", NULL);
+    assert_string_equal(detail_of(doc), "no route matches /nope\xef\xbf\xbd");
+    json_decref(doc);
+    /* a stray continuation, an overlong '/', a surrogate, a truncated character, controls */
+    doc = encode_ok(SVC_P_METHOD_NOT_ALLOWED, "G\xffT \x80 \xc0\xaf \xed\xa0\x80 \x01\n\xe2\x82",
+                    "r", NULL);
+    assert_string_equal(detail_of(doc), "G\xef\xbf\xbdT \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd "
+                                        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \x01\n"
+                                        "\xef\xbf\xbd\xef\xbf\xbd");
+    json_decref(doc);
+    /* the request id is cleaned the same way; NULL detail and id are empty strings */
+    doc = encode_ok(SVC_P_BAD_REQUEST, NULL, "\xfe\"id", NULL);
+    assert_string_equal(json_string_value(json_object_get(doc, "request_id")), "\xef\xbf\xbd\"id");
+    assert_string_equal(detail_of(doc), "");
+    json_decref(doc);
+}
+
+static void test_fallback_is_a_problem_document(void **state)
+{
+    assert_int_equal(svc_problem_fallback_len, strlen(svc_problem_fallback));
+    json_t *doc = json_loadb(svc_problem_fallback, svc_problem_fallback_len, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "code")), "internal_error");
+    assert_int_equal(json_integer_value(json_object_get(doc, "status")), 500);
+    json_decref(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -99,6 +199,10 @@ int main(void)
         cmocka_unit_test(test_known_rows),
         cmocka_unit_test(test_out_of_range_falls_back),
         cmocka_unit_test(test_code_word_checker),
+        cmocka_unit_test(test_encode_plain),
+        cmocka_unit_test(test_encode_cuts_at_character_boundary),
+        cmocka_unit_test(test_encode_replaces_invalid_bytes),
+        cmocka_unit_test(test_fallback_is_a_problem_document),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
