@@ -3,7 +3,9 @@
 #
 #   deploy/local.sh run [rowlock flags...]   build, start (or reuse) .rowlock/pg, run build/rowlock
 #   deploy/local.sh test                     build build/, build-asan/, build-tsan/; run their suites
-#                                            against a throwaway cluster, removed on exit
+#                                            against a throwaway cluster, removed on exit; fuzz
+#                                            each target of build-fuzz/ for a few seconds
+#   deploy/local.sh fuzz [SECONDS]           build build-fuzz/ and fuzz each target SECONDS (300)
 #   deploy/local.sh pgctl DIR start|stop|status   control the cluster in DIR (the tests use this
 #                                            through $ROWLOCK_TEST_PGCTL)
 #
@@ -31,14 +33,19 @@ usage() {
     cat >&2 <<'EOF'
 usage: deploy/local.sh run [rowlock flags...]
        deploy/local.sh test
+       deploy/local.sh fuzz [SECONDS]
        deploy/local.sh pgctl DIR start|stop|status
 
 run    build build/ and run build/rowlock in the foreground on $ROWLOCK_PORT (default 8080).
        Without ROWLOCK_DATABASE_URL it starts a private PostgreSQL cluster (.rowlock/pg), whose data
        persists across runs; Ctrl-C or SIGTERM stops the service, then the cluster.
 test   build build/, build-asan/ (ROWLOCK_SANITIZE=ON) and build-tsan/ (ROWLOCK_TSAN=ON), run
-       the three ctest suites against a throwaway cluster, then remove it. Exits non-zero if any
-       suite failed.
+       the three ctest suites against a throwaway cluster, then remove it; build build-fuzz/
+       (clang, ROWLOCK_FUZZ=ON) and fuzz each of its targets for about a minute in all. Exits
+       non-zero if any suite failed or a fuzz target crashed or broke one of its properties.
+fuzz   build build-fuzz/ and fuzz each target for SECONDS (default 300) under ASan+UBSan; the
+       corpus grows in .rowlock/fuzz/<target>/ (seeds: tests/fuzz/corpus/<target>/), a failing
+       input is saved in .rowlock/fuzz/artifacts/. Exits non-zero on the first failure found.
 pgctl  start or stop (fast, waiting) the cluster in DIR as the user that owns it.
 EOF
     exit 2
@@ -74,6 +81,8 @@ ensure_packages() {
 
 readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libpq-dev libjansson-dev
     libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format)
+# The fuzz targets of tests/fuzz need clang and libFuzzer.
+readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev)
 
 # build DIR [cmake -D options...]
 build() {
@@ -88,6 +97,42 @@ build() {
 prepare_state_dir() {
     mkdir -p "$STATE/logs"
     [ -f "$STATE/.gitignore" ] || printf '*\n' >"$STATE/.gitignore"
+}
+
+build_fuzz() {
+    build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DROWLOCK_FUZZ=ON
+}
+
+# fuzz_all SECONDS: fuzzes each target of build-fuzz/ for SECONDS, its corpus in .rowlock/fuzz/
+# on top of the committed seeds; returns non-zero when any target failed (its log and the
+# failing input are named).
+fuzz_all() {
+    local seconds=$1 t name rc failed=0 log_file
+    mkdir -p "$STATE/fuzz/artifacts"
+    for t in "$ROOT"/build-fuzz/tests/fuzz/fuzz_*; do
+        if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
+        name=$(basename "$t")
+        mkdir -p "$STATE/fuzz/$name"
+        log_file=$STATE/logs/fuzz-$name.log
+        rc=0
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            "$t" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
+            -artifact_prefix="$STATE/fuzz/artifacts/" -print_final_stats=1 \
+            "$STATE/fuzz/$name" "$ROOT/tests/fuzz/corpus/$name" >"$log_file" 2>&1 || rc=$?
+        if [ "$rc" -eq 0 ]; then
+            log "fuzz: $name ran ${seconds}s clean ($(grep -m1 -o 'number_of_executed_units: [0-9]*' \
+                "$log_file" | grep -o '[0-9]*$' || echo '?') inputs)"
+        else
+            tail -n 40 "$log_file" >&2 || true
+            log "fuzz: $name FAILED (status $rc); log $log_file, input in .rowlock/fuzz/artifacts/"
+            failed=1
+        fi
+    done
+    [ -n "${name:-}" ] || {
+        warn "no fuzz targets in build-fuzz/tests/fuzz"
+        return 1
+    }
+    return "$failed"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -428,10 +473,11 @@ cmd_test() {
     local pkgs=("${BASE_PACKAGES[@]}")
     command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
     command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
-    ensure_packages "${pkgs[@]}"
+    ensure_packages "${pkgs[@]}" "${FUZZ_PACKAGES[@]}"
     build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
     build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_SANITIZE=ON
     build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_TSAN=ON
+    build_fuzz
     prepare_state_dir
 
     trap test_on_exit EXIT
@@ -471,6 +517,13 @@ cmd_test() {
     # a race found in a test or in a rowlock it started fails that test (exit status 66)
     rc=0 && run_suite build-tsan TSAN_OPTIONS=halt_on_error=0:exitcode=66 || rc=$?
     record "tsan (build-tsan/)" "$rc"
+    # about a minute of fuzzing in all (deploy/local.sh fuzz runs longer)
+    local targets each
+    targets=$(find "$ROOT/build-fuzz/tests/fuzz" -maxdepth 1 -type f -name 'fuzz_*' -perm -u+x | wc -l)
+    each=$((60 / (targets > 0 ? targets : 1)))
+    [ "$each" -ge 5 ] || each=5
+    rc=0 && fuzz_all "$each" || rc=$?
+    record "fuzz (build-fuzz/, ASan+UBSan)" "$rc"
 
     local line
     for line in "${SUMMARY[@]}"; do log "summary: $line"; done
@@ -479,6 +532,19 @@ cmd_test() {
         exit 1
     fi
     log "summary: all suites passed"
+}
+
+# ---------------------------------------------------------------------------------------------
+# fuzz [SECONDS]
+
+cmd_fuzz() {
+    local seconds=${1:-300}
+    [[ $seconds =~ ^[1-9][0-9]*$ ]] || die "fuzz: SECONDS must be a positive integer"
+    ensure_packages "${BASE_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
+    build_fuzz
+    prepare_state_dir
+    fuzz_all "$seconds" || die "fuzz: a target failed"
+    log "fuzz: every target ran ${seconds}s clean"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -514,6 +580,10 @@ main() {
     test)
         [ $# -eq 0 ] || usage
         cmd_test
+        ;;
+    fuzz)
+        [ $# -le 1 ] || usage
+        cmd_fuzz "$@"
         ;;
     pgctl) cmd_pgctl "$@" ;;
     -h | --help | help) usage ;;
