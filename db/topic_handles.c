@@ -15,6 +15,9 @@
 
 static const struct db_stmt st_resolve = {
     "topic_resolve", "SELECT " TOPIC_COLUMNS " FROM rowlock.topics WHERE name = $1", 1};
+/* The byte budget of the pages this transaction reads (db_topic_resolve_paged). */
+static const struct db_stmt st_page_budget = {
+    "topic_page_budget", "SELECT set_config('" DB_TOPIC_PAGE_BUDGET "', $1, true)", 1};
 static const struct db_stmt st_producer = {
     "producer_get",
     "SELECT schema_version FROM rowlock.producers WHERE topic_id = $1 AND name = $2", 2};
@@ -132,6 +135,17 @@ void db_topic_from_row(const PGresult *r, int row, int col, struct db_topic *t)
     snprintf(t->updated_at, sizeof(t->updated_at), "%s", PQgetvalue(r, row, col + 6));
 }
 
+/* Fills out from a resolve result r (cleared here); *found 0 when it has no row. */
+static void resolved(PGresult *r, const char *name, struct db_topic *out, int *found)
+{
+    *found = r != NULL && PQntuples(r) == 1;
+    if (*found) {
+        db_topic_from_row(r, 0, 0, out);
+        db_topic_hint_set(name, out->id);
+    }
+    PQclear(r);
+}
+
 enum db_status db_topic_resolve(struct db_conn *c, const char *name, struct db_topic *out,
                                 int *found, struct db_error *err)
 {
@@ -141,12 +155,24 @@ enum db_status db_topic_resolve(struct db_conn *c, const char *name, struct db_t
     enum db_status st = db_query(c, &st_resolve, params, &r, err);
     if (st != DB_OK)
         return st;
-    if (PQntuples(r) == 1) {
-        db_topic_from_row(r, 0, 0, out);
-        *found = 1;
-        db_topic_hint_set(name, out->id);
-    }
-    PQclear(r);
+    resolved(r, name, out, found);
+    return DB_OK;
+}
+
+enum db_status db_topic_resolve_paged(struct db_conn *c, const char *name, size_t budget,
+                                      struct db_topic *out, int *found, struct db_error *err)
+{
+    char b[24];
+    snprintf(b, sizeof(b), "%zu", budget);
+    const char *bparams[] = {b}, *params[] = {name};
+    PGresult *r = NULL;
+    struct db_call calls[] = {{.st = &st_page_budget, .params = bparams},
+                              {.st = &st_resolve, .params = params, .out = &r}};
+    *found = 0;
+    enum db_status st = db_query_pipeline(c, calls, 2, err);
+    if (st != DB_OK)
+        return st;
+    resolved(r, name, out, found);
     return DB_OK;
 }
 

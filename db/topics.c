@@ -54,23 +54,46 @@ static const struct db_stmt st_headless = {
     1};
 static const struct db_stmt st_topic_ids = {
     "topics_ids",
-    "SELECT id, name, headless_ttl_seconds, coalesce(retention_seconds, 0) FROM rowlock.topics", 0};
+    "SELECT id, name, headless_ttl_seconds, coalesce(retention_seconds, 0) FROM rowlock.topics "
+    "ORDER BY name",
+    0};
 
+/* The log after $1, at most $2 rows, stopped at the page budget: a row comes only while the
+ * bytes of the values up to it (as text, as sent) stay within the budget, and the first always
+ * comes, so that the rows are a prefix of the log (the gap-safe read relies on that) and libpq
+ * never holds more than the budget plus one value. Holes and tombstones weigh nothing. */
 static const char sql_log_read[] =
     "SELECT \"offset\", hole, key, value::text, producer, rank, schema_version, "
-    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
-    "FROM {m} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT $2";
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM ("
+    "  SELECT *, row_number() OVER w AS n, "
+    "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
+    "    SELECT * FROM {m} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT $2) l "
+    "  WINDOW w AS (ORDER BY \"offset\" ROWS UNBOUNDED PRECEDING)) p "
+    "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\"";
 /* Records offsets $1..$2 that hold no visible row as holes. An offset still held by a
  * transaction in progress makes this wait on it, which the caller bounds with lock_timeout. */
 static const char sql_log_fill[] =
     "INSERT INTO {m} (\"offset\", hole) SELECT g, true FROM generate_series($1::bigint, "
     "$2::bigint) g ON CONFLICT (\"offset\") DO NOTHING";
 
+/* Live heads after key $1, at most $2, stopped at the page budget as the log is (see
+ * sql_log_read); the last column says whether another head followed within the $2. */
 static const char sql_keys[] =
-    "SELECT h.key, m.value::text, h.head_id, h.compaction_rank, h.schema_version, "
-    "to_char(h.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
-    "FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id "
-    "WHERE h.key > coalesce($1, '') AND m.value IS NOT NULL ORDER BY h.key LIMIT $2";
+    "SELECT key, value::text, head_id, compaction_rank, schema_version, "
+    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), more FROM ("
+    "  SELECT *, row_number() OVER w AS n, sum(octet_length(value::text)) OVER w AS bytes, "
+    "    lead(true, 1, false) OVER w AS more FROM ("
+    "    SELECT h.key, m.value, h.head_id, h.compaction_rank, h.schema_version, h.updated_at "
+    "    FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id "
+    "    WHERE h.key > coalesce($1, '') AND m.value IS NOT NULL ORDER BY h.key LIMIT $2) l "
+    "  WINDOW w AS (ORDER BY key ROWS UNBOUNDED PRECEDING)) p "
+    "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY key";
+
+/* One topic's headless gauges (the per-topic form of rowlock.topics_headless): $1 the cap. */
+static const char sql_headless_one[] =
+    "SELECT (SELECT count(*) FROM (SELECT 1 FROM {h} WHERE head_id IS NULL LIMIT $1) s), "
+    "(SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0) FROM {h} "
+    "WHERE head_id IS NULL)";
 
 /* Janitor: expired headless rows through the partial index; rows locked by a reader are
  * skipped, never waited for. $1 TTL seconds, $2 batch. */
@@ -465,6 +488,7 @@ struct read_log {
     const char *topic;
     int64_t after;
     int limit;
+    size_t budget;
     PGresult *rows; /* the visible rows read last */
     int usable;     /* how many of them are safe to show (no unresolved gap before them) */
     enum db_topic_verdict verdict;
@@ -479,7 +503,7 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
     a->rows = NULL;
     a->usable = 0;
     a->verdict = DB_TOPIC_NOT_FOUND;
-    enum db_status st = db_topic_resolve(c, a->topic, &t, &found, err);
+    enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
     a->verdict = DB_TOPIC_OK;
@@ -490,28 +514,31 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
 }
 
 enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
-                                  db_log_each each, void *ctx, int64_t *next,
+                                  size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct read_log a = {topic, after, limit, NULL, 0, DB_TOPIC_NOT_FOUND};
+    struct read_log a = {topic, after, limit, budget, NULL, 0, DB_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, read_log_tx, &a, err);
     *verdict = a.verdict;
     *next = after;
     for (int i = 0; st == DB_OK && i < a.usable; i++) {
         const PGresult *r = a.rows;
-        *next = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-        if (PQgetvalue(r, i, 1)[0] == 't')
-            continue; /* a hole: nothing was committed there */
-        struct db_log_message m = {
-            .offset = *next,
-            .key = PQgetvalue(r, i, 2),
-            .value = PQgetisnull(r, i, 3) ? NULL : PQgetvalue(r, i, 3),
-            .producer = PQgetisnull(r, i, 4) ? NULL : PQgetvalue(r, i, 4),
-            .rank = strtoll(PQgetvalue(r, i, 5), NULL, 10),
-            .schema_version = atoi(PQgetvalue(r, i, 6)),
-            .created_at = PQgetvalue(r, i, 7),
-        };
-        each(&m, ctx);
+        int64_t offset = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+        if (PQgetvalue(r, i, 1)[0] != 't') { /* else a hole: nothing was committed there */
+            struct db_log_message m = {
+                .offset = offset,
+                .key = PQgetvalue(r, i, 2),
+                .value = PQgetisnull(r, i, 3) ? NULL : PQgetvalue(r, i, 3),
+                .value_len = (size_t)PQgetlength(r, i, 3),
+                .producer = PQgetisnull(r, i, 4) ? NULL : PQgetvalue(r, i, 4),
+                .rank = strtoll(PQgetvalue(r, i, 5), NULL, 10),
+                .schema_version = atoi(PQgetvalue(r, i, 6)),
+                .created_at = PQgetvalue(r, i, 7),
+            };
+            if (each(&m, ctx) != 0)
+                break; /* the page is full: this message starts the next one */
+        }
+        *next = offset;
     }
     PQclear(a.rows);
     return st == DB_ABORTED ? DB_OK : st;
@@ -520,6 +547,7 @@ enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64
 struct list_keys {
     const char *topic, *after;
     int limit;
+    size_t budget;
     PGresult *rows;
     enum db_topic_verdict verdict;
 };
@@ -532,7 +560,7 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
     PQclear(a->rows);
     a->rows = NULL;
     a->verdict = DB_TOPIC_NOT_FOUND;
-    enum db_status st = db_topic_resolve(c, a->topic, &t, &found, err);
+    enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
     a->verdict = DB_TOPIC_OK;
@@ -544,24 +572,29 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
 }
 
 enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, const char *after,
-                                   int limit, db_key_each each, void *ctx,
+                                   int limit, size_t budget, db_key_each each, void *ctx, int *more,
                                    enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct list_keys a = {topic, after, limit, NULL, DB_TOPIC_NOT_FOUND};
+    struct list_keys a = {topic, after, limit, budget, NULL, DB_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_keys_tx, &a, err);
     *verdict = a.verdict;
-    for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
+    int n = st == DB_OK ? PQntuples(a.rows) : 0, i = 0;
+    for (; i < n; i++) {
         const PGresult *r = a.rows;
         struct db_key_entry k = {
             .key = PQgetvalue(r, i, 0),
             .value = PQgetvalue(r, i, 1),
+            .value_len = (size_t)PQgetlength(r, i, 1),
             .offset = strtoll(PQgetvalue(r, i, 2), NULL, 10),
             .rank = strtoll(PQgetvalue(r, i, 3), NULL, 10),
             .schema_version = atoi(PQgetvalue(r, i, 4)),
             .updated_at = PQgetvalue(r, i, 5),
         };
-        each(&k, ctx);
+        if (each(&k, ctx) != 0)
+            break;
     }
+    /* more heads may follow: a page cut short (here or by the budget), or a full one */
+    *more = i < n || (n > 0 && PQgetvalue(a.rows, n - 1, 6)[0] == 't') || n == limit;
     PQclear(a.rows);
     return st == DB_ABORTED ? DB_OK : st;
 }
@@ -581,8 +614,54 @@ static enum db_status headless_tx(struct db_conn *c, void *arg, struct db_error 
     return db_query(c, &st_headless, params, &a->rows, err);
 }
 
-enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each, void *ctx,
-                                  struct db_error *err)
+struct headless_topic {
+    int64_t id;
+    PGresult *row;
+};
+
+static enum db_status headless_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct headless_topic *a = arg;
+    char cap[16];
+    snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
+    const char *params[] = {cap};
+    PQclear(a->row);
+    a->row = NULL;
+    return db_topic_query(c, a->id, "headless", sql_headless_one, 1, params, &a->row, err);
+}
+
+static enum db_status topic_ids_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    PGresult **rows = arg;
+    PQclear(*rows);
+    *rows = NULL;
+    return db_query(c, &st_topic_ids, NULL, rows, err);
+}
+
+/* The gauges topic by topic, one transaction each: what the one-statement form cannot give
+ * when one topic fails. */
+static enum db_status headless_each_topic(struct db_pool *pool, db_headless_each each,
+                                          db_topic_failed failed, void *ctx, struct db_error *err)
+{
+    PGresult *rows = NULL;
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topic_ids_tx, &rows, err);
+    for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
+        struct headless_topic a = {strtoll(PQgetvalue(rows, i, 0), NULL, 10), NULL};
+        struct db_error one_err;
+        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, headless_topic_tx, &a, &one_err);
+        if (one == DB_OK)
+            each(PQgetvalue(rows, i, 1), strtoll(PQgetvalue(a.row, 0, 0), NULL, 10),
+                 atof(PQgetvalue(a.row, 0, 1)), ctx);
+        else if (!(one == DB_ERR_HARD && is_missing_table(&one_err))) /* not deleted meanwhile */
+            failed(PQgetvalue(rows, i, 1), one, &one_err, ctx);
+        PQclear(a.row);
+    }
+    PQclear(rows);
+    return st;
+}
+
+enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each,
+                                  db_topic_failed failed, void *ctx, struct db_error *err)
 {
     struct headless a = {NULL};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, headless_tx, &a, err);
@@ -590,6 +669,8 @@ enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each, v
         each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
              atof(PQgetvalue(a.rows, i, 2)), ctx);
     PQclear(a.rows);
+    if (st == DB_ERR_HARD) /* one topic may have failed the whole statement */
+        st = headless_each_topic(pool, each, failed, ctx, err);
     return st;
 }
 
@@ -624,20 +705,13 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
     return DB_OK;
 }
 
-static enum db_status topic_ids_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    PGresult **rows = arg;
-    PQclear(*rows);
-    *rows = NULL;
-    return db_query(c, &st_topic_ids, NULL, rows, err);
-}
-
-enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each, void *ctx,
-                                 struct db_error *err)
+enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
+                                 db_topic_failed failed, void *ctx, struct db_error *err)
 {
     PGresult *rows = NULL;
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topic_ids_tx, &rows, err);
-    /* one short transaction per topic: a slow topic never holds up the others' locks */
+    /* one short transaction per topic: a slow topic never holds up the others' locks, and a
+     * failing one never stops the others' cleaning */
     for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
         struct janitor_topic a = {strtoll(PQgetvalue(rows, i, 0), NULL, 10),
                                   strtoll(PQgetvalue(rows, i, 2), NULL, 10),
@@ -645,13 +719,12 @@ enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_eac
                                   batch,
                                   0,
                                   0};
-        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, err);
-        if (one == DB_ERR_HARD && is_missing_table(err))
-            continue; /* deleted meanwhile */
-        if (one != DB_OK)
-            st = one;
-        else if (each != NULL)
+        struct db_error one_err;
+        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, &one_err);
+        if (one == DB_OK)
             each(PQgetvalue(rows, i, 1), a.deleted, a.compacted, ctx);
+        else if (!(one == DB_ERR_HARD && is_missing_table(&one_err))) /* not deleted meanwhile */
+            failed(PQgetvalue(rows, i, 1), one, &one_err, ctx);
     }
     PQclear(rows);
     return st;

@@ -15,6 +15,8 @@
 #define DB_TOPIC_BATCH_MAX    1000 /* messages in one produce */
 #define DB_TOPIC_READ_MAX     1000 /* messages or keys in one read */
 #define DB_TOPIC_HEADLESS_CAP 100000
+/* Offsets are drawn from a bigint sequence: 1 .. DB_TOPIC_OFFSET_MAX. */
+#define DB_TOPIC_OFFSET_MAX INT64_MAX
 
 struct db_topic {
     int64_t id;
@@ -158,44 +160,59 @@ struct db_head_write {
 enum db_status db_topics_head_write(struct db_pool *pool, struct db_head_write *w,
                                     struct db_error *err);
 
+/* Reads (DB_TOPIC_READ_MAX items at most) also stop at a budget of value bytes: an item comes
+ * while the bytes of the values up to it (JSON text as PostgreSQL sends it) stay within the
+ * budget, and the first item always comes (a larger one alone). The cut is made in the statement,
+ * so no more than the budget plus one value is ever read from the database. Values are borrowed
+ * for the callback only. A callback returning non-zero stops the page before that item. */
 struct db_log_message {
     int64_t offset;
     const char *key, *value, *producer, *created_at; /* value NULL: tombstone */
+    size_t value_len;
     int64_t rank;
     int schema_version;
 };
-typedef void (*db_log_each)(const struct db_log_message *m, void *ctx);
-/* Gap-safe read of up to limit messages after offset `after`, in offset order. Stops before
- * the first offset that a transaction still in progress may yet commit; an offset whose
- * transaction is gone is recorded as a hole and skipped. *next is the offset to pass as `after`
- * next time. */
+typedef int (*db_log_each)(const struct db_log_message *m, void *ctx);
+/* Gap-safe read of up to limit messages (and budget bytes) after offset `after` (at most
+ * DB_TOPIC_OFFSET_MAX - 1), in offset order. Stops before the first offset that a transaction
+ * still in progress may yet commit; an offset whose transaction is gone is recorded as a hole and
+ * skipped. *next is the offset to pass as `after` next time. */
 enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
-                                  db_log_each each, void *ctx, int64_t *next,
+                                  size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err);
 
 struct db_key_entry {
     const char *key, *value, *updated_at;
+    size_t value_len;
     int64_t offset, rank;
     int schema_version;
 };
-typedef void (*db_key_each)(const struct db_key_entry *k, void *ctx);
-/* Materialized, live heads with key > after (NULL: from the start), in key order. */
+typedef int (*db_key_each)(const struct db_key_entry *k, void *ctx);
+/* Materialized, live heads with key > after (NULL: from the start), in key order, up to limit
+ * and budget bytes. *more is 1 when heads may follow the last one given. */
 enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, const char *after,
-                                   int limit, db_key_each each, void *ctx,
+                                   int limit, size_t budget, db_key_each each, void *ctx, int *more,
                                    enum db_topic_verdict *verdict, struct db_error *err);
 
-/* Headless counts of every topic, for metrics. */
+/* A topic whose work of a metrics or janitor pass failed (st, err): the pass went on with the
+ * others. */
+typedef void (*db_topic_failed)(const char *topic, enum db_status st, const struct db_error *err,
+                                void *ctx);
+
+/* Headless counts of every topic, for metrics: each per topic read, failed per topic that could
+ * not be (a topic deleted meanwhile is neither). DB_OK when the topics could be listed. */
 typedef void (*db_headless_each)(const char *topic, int64_t rows, double oldest_age_s, void *ctx);
-enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each, void *ctx,
-                                  struct db_error *err);
+enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each,
+                                  db_topic_failed failed, void *ctx, struct db_error *err);
 
 /* Janitor pass: for every topic, deletes headless rows older than its TTL (at most batch per
  * topic, through the partial index, skipping rows locked by anyone: FOR UPDATE SKIP LOCKED), and
  * compacts superseded messages older than the topic's retention into holes. One transaction per
- * topic; safe in many processes at once. each (may be NULL) gets the counts per topic. */
+ * topic; safe in many processes at once. each gets the counts of every topic cleaned, failed
+ * every topic that could not be (the pass goes on). DB_OK when the topics could be listed. */
 typedef void (*db_janitor_each)(const char *topic, int64_t headless_deleted, int64_t compacted,
                                 void *ctx);
-enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each, void *ctx,
-                                 struct db_error *err);
+enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
+                                 db_topic_failed failed, void *ctx, struct db_error *err);
 
 #endif

@@ -20,6 +20,17 @@ extern const struct db_gen_table db_topic_tables[];
 enum db_status db_topic_query(struct db_conn *c, int64_t topic, const char *tag, const char *sql,
                               int nparams, const char *const *params, PGresult **out,
                               struct db_error *err);
+/* The setting that carries a read's page budget (bytes of values) to its statement, which
+ * reads it with DB_TOPIC_BUDGET_SQL: set for the transaction by db_topic_resolve_paged. */
+#define DB_TOPIC_PAGE_BUDGET "rowlock.page_budget"
+#define DB_TOPIC_BUDGET_SQL                                                                        \
+    "coalesce(nullif(current_setting('" DB_TOPIC_PAGE_BUDGET "', true), '')::bigint, "             \
+    "9223372036854775807)"
+
+/* db_topic_resolve (topics.h), with the page budget of the transaction's reads set in the same
+ * round trip. */
+enum db_status db_topic_resolve_paged(struct db_conn *c, const char *name, size_t budget,
+                                      struct db_topic *out, int *found, struct db_error *err);
 /* Fills t from TOPIC_COLUMNS starting at column col of row. */
 void db_topic_from_row(const PGresult *r, int row, int col, struct db_topic *t);
 

@@ -13,6 +13,7 @@
 #include "routes/routes.h"
 #include "service/app.h"
 #include "service/gate.h"
+#include "service/jpage.h"
 #include "service/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -20,7 +21,7 @@
 #define DEFAULT_HEADLESS_TTL 3600
 
 static struct svc_counter_vec *m_produced, *m_advanced, *m_rejected, *m_duplicates,
-    *m_janitor_deleted, *m_compacted, *m_gate_waits;
+    *m_janitor_deleted, *m_compacted, *m_gate_waits, *m_metrics_failures, *m_janitor_failures;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -40,6 +41,13 @@ static void metrics_init(void)
     m_compacted =
         svc_counter_vec_new("rowlock_topic_retention_compacted_total",
                             "Superseded messages compacted away past the retention", "topic");
+    m_metrics_failures = svc_counter_vec_new(
+        "rowlock_topic_metrics_failures_total",
+        "Scrapes that could not read this topic's headless gauges (the other topics' were served)",
+        "topic");
+    m_janitor_failures = svc_counter_vec_new(
+        "rowlock_topic_janitor_failures_total",
+        "Janitor passes that failed on this topic (the other topics were cleaned)", "topic");
     m_gate_waits =
         svc_counter_vec_new("rowlock_topic_head_write_gate_waits_total",
                             "Head writes that queued in the process behind others of the same key "
@@ -127,6 +135,38 @@ static void set_etag(struct svc_request *req, int64_t offset)
     char etag[32];
     snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", offset);
     svc_req_add_header(req, "ETag", etag);
+}
+
+/* Does the entity-tag list of an If-Match / If-None-Match field (RFC 9110 13.1) name the ETag
+ * of head offset `offset`? "*" names any current head. A weak tag (W/"5") matches only in a
+ * weak comparison. A bare number is taken as its quoted tag. Anything malformed matches
+ * nothing. */
+static int etag_listed(const char *field, int64_t offset, int weak)
+{
+    char want[24];
+    snprintf(want, sizeof(want), "%" PRId64, offset);
+    size_t wl = strlen(want);
+    for (const char *p = field;;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (*p == '\0')
+            return 0;
+        if (*p == '*')
+            return 1;
+        int is_weak = strncmp(p, "W/", 2) == 0;
+        p += is_weak ? 2 : 0;
+        int quoted = *p == '"';
+        const char *tag = p + quoted, *end = tag;
+        while (*end != '\0' && *end != '"' && (quoted || (*end != ',' && *end != ' ')))
+            end++;
+        if (quoted && *end != '"')
+            return 0;
+        if ((weak || !is_weak) && (size_t)(end - tag) == wl && memcmp(tag, want, wl) == 0)
+            return 1;
+        p = end + (quoted ? 1 : 0);
+        if (*p != '\0' && *p != ',' && *p != ' ' && *p != '\t')
+            return 0;
+    }
 }
 
 /* ---- topics ---- */
@@ -428,17 +468,44 @@ done:
     return out;
 }
 
-/* ---- log reads ---- */
+/* ---- log reads and key lists: pages bounded by count and by the response budget ---- */
 
-static void log_one(const struct db_log_message *m, void *ctx)
+static size_t response_budget(struct svc_request *req)
 {
-    json_t *value = m->value ? json_loads(m->value, JSON_DECODE_ANY, NULL) : json_null();
-    json_array_append_new(ctx, json_pack("{s:I, s:s, s:o, s:o, s:I, s:i, s:s}", "offset",
-                                         (json_int_t)m->offset, "key", m->key, "value",
-                                         value ? value : json_null(), "producer",
-                                         m->producer ? json_string(m->producer) : json_null(),
-                                         "rank", (json_int_t)m->rank, "schema_version",
-                                         m->schema_version, "created_at", m->created_at));
+    return (size_t)((struct svc_app *)svc_req_app(req))->config->response_budget;
+}
+
+/* Appends one item to page (ctx) unless it would go past the budget: 0, or 1 when the page is
+ * full (the item starts the next page). The value is spliced in as the text PostgreSQL sent. */
+static int page_item(struct svc_jpage *p, json_t *env, const char *value, size_t len)
+{
+    if (svc_jpage_full(p, value ? len : 0)) {
+        json_decref(env);
+        return 1;
+    }
+    static const char *const names[] = {"value"};
+    const char *raw[] = {value};
+    svc_jpage_item(p, env, 1, names, raw, &len);
+    return p->failed;
+}
+
+static int log_one(const struct db_log_message *m, void *ctx)
+{
+    json_t *env = json_pack(
+        "{s:I, s:s, s:o, s:I, s:i, s:s}", "offset", (json_int_t)m->offset, "key", m->key,
+        "producer", m->producer ? json_string(m->producer) : json_null(), "rank",
+        (json_int_t)m->rank, "schema_version", m->schema_version, "created_at", m->created_at);
+    return page_item(ctx, env, m->value, m->value_len);
+}
+
+/* Replies 200 with the finished page, tail (stolen) merged in, or 500 when it failed. */
+static enum svc_outcome reply_page(struct svc_request *req, struct svc_jpage *p, json_t *tail)
+{
+    size_t len = 0;
+    char *text = svc_jpage_finish(p, tail, &len);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the page");
+    return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
 enum svc_outcome route_messages_read(struct svc_request *req)
@@ -449,42 +516,52 @@ enum svc_outcome route_messages_read(struct svc_request *req)
     if (topic == NULL)
         return out;
     long long after, limit, wait;
-    if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+    /* after + 1 is the first offset read: it must stay a bigint */
+    if (route_int_query(req, "after", 0, DB_TOPIC_OFFSET_MAX - 1, 0, &after, &out) != 0 ||
         route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
         route_int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0)
         return out;
     unsigned gen = svc_wake_generation(req);
-    json_t *msgs = json_array();
+    struct svc_jpage page;
+    svc_jpage_begin(&page, "messages", response_budget(req));
     int64_t next = after;
     enum db_topic_verdict v;
     struct db_error err;
-    enum db_status st =
-        db_topics_read_log(app->pool, topic, after, (int)limit, log_one, msgs, &next, &v, &err);
+    enum db_status st = db_topics_read_log(app->pool, topic, after, (int)limit, page.budget,
+                                           log_one, &page, &next, &v, &err);
     if (st != DB_OK || v != DB_TOPIC_OK) {
-        json_decref(msgs);
+        svc_jpage_free(&page);
         return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
     }
     /* nothing new yet: wait (no thread, no connection held) until a produce or the deadline */
     double deadline = svc_now() - svc_req_age(req) + (double)wait;
-    if (json_array_size(msgs) == 0 && next == after && svc_req_may_wait(req, deadline)) {
-        json_decref(msgs);
+    if (page.items == 0 && next == after && svc_req_may_wait(req, deadline)) {
+        svc_jpage_free(&page);
         char channel[160];
         return svc_req_wait(req, wake_channel(topic, channel, sizeof(channel)), deadline, gen);
     }
-    return svc_reply_json(req, 200,
-                          json_pack("{s:o, s:I}", "messages", msgs, "next", (json_int_t)next));
+    return reply_page(req, &page, json_pack("{s:I}", "next", (json_int_t)next));
 }
 
-/* ---- keys and heads ---- */
+struct key_page {
+    struct svc_jpage page;
+    char *last; /* the last key written (malloc'd) */
+};
 
-static void key_one(const struct db_key_entry *k, void *ctx)
+static int key_one(const struct db_key_entry *k, void *ctx)
 {
-    json_t *value = json_loads(k->value, JSON_DECODE_ANY, NULL);
-    json_array_append_new(ctx,
-                          json_pack("{s:s, s:I, s:o, s:I, s:i, s:s}", "key", k->key, "offset",
-                                    (json_int_t)k->offset, "value", value ? value : json_null(),
-                                    "rank", (json_int_t)k->rank, "schema_version",
-                                    k->schema_version, "updated_at", k->updated_at));
+    struct key_page *kp = ctx;
+    json_t *env = json_pack("{s:s, s:I, s:I, s:i, s:s}", "key", k->key, "offset",
+                            (json_int_t)k->offset, "rank", (json_int_t)k->rank, "schema_version",
+                            k->schema_version, "updated_at", k->updated_at);
+    int rc = page_item(&kp->page, env, k->value, k->value_len);
+    if (rc == 0) {
+        free(kp->last);
+        kp->last = strdup(k->key);
+        if (kp->last == NULL)
+            kp->page.failed = rc = 1;
+    }
+    return rc;
 }
 
 enum svc_outcome route_keys_list(struct svc_request *req)
@@ -499,20 +576,21 @@ enum svc_outcome route_keys_list(struct svc_request *req)
     if (route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
         route_cursor_query(req, &after, &out) != 0)
         return out;
-    json_t *keys = json_array();
+    struct key_page kp = {.last = NULL};
+    svc_jpage_begin(&kp.page, "keys", response_budget(req));
+    int more = 0;
     enum db_topic_verdict v;
     struct db_error err;
-    enum db_status st =
-        db_topics_list_keys(app->pool, topic, after, (int)limit, key_one, keys, &v, &err);
+    enum db_status st = db_topics_list_keys(app->pool, topic, after, (int)limit, kp.page.budget,
+                                            key_one, &kp, &more, &v, &err);
     if (st != DB_OK || v != DB_TOPIC_OK) {
-        json_decref(keys);
+        svc_jpage_free(&kp.page);
+        free(kp.last);
         return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
     }
-    size_t n = json_array_size(keys);
-    json_t *next = n == (size_t)limit
-                       ? json_incref(json_object_get(json_array_get(keys, n - 1), "key"))
-                       : json_null();
-    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "keys", keys, "next", next));
+    json_t *next = more && kp.last ? json_string(kp.last) : json_null();
+    free(kp.last);
+    return reply_page(req, &kp.page, json_pack("{s:o}", "next", next));
 }
 
 static json_t *head_json(const char *topic, const char *key, const struct db_head *h)
@@ -551,9 +629,13 @@ enum svc_outcome route_head_get(struct svc_request *req)
         db_head_clear(&h);
         return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
     }
+    const char *inm = svc_req_header(req, "If-None-Match");
     if (!h.has_head || h.deleted)
         out = no_head(req, key, &h);
-    else {
+    else if (inm != NULL && etag_listed(inm, h.offset, 1)) {
+        set_etag(req, h.offset); /* the client's copy is current: 304, no body */
+        out = svc_reply_static(req, 304, "application/json", "", 0);
+    } else {
         set_etag(req, h.offset);
         out = svc_reply_json(req, 200, head_json(topic, key, &h));
     }
@@ -576,20 +658,11 @@ struct head_decision {
 static int preconditions_hold(const struct head_decision *d, const struct db_head *cur)
 {
     int live = cur->has_head && !cur->deleted;
-    if (d->if_none_match != NULL && strcmp(d->if_none_match, "*") == 0 && live)
+    if (d->if_none_match != NULL && live && etag_listed(d->if_none_match, cur->offset, 1))
         return 0;
     if (d->if_match == NULL)
         return 1;
-    if (strcmp(d->if_match, "*") == 0)
-        return live;
-    const char *p = d->if_match;
-    if (*p == '"')
-        p++;
-    char *end = NULL;
-    long long want = strtoll(p, &end, 10);
-    if (end == p || (*end != '"' && *end != '\0'))
-        return 0;
-    return live && want == cur->offset;
+    return live && etag_listed(d->if_match, cur->offset, 0);
 }
 
 /* The db_head_decide of head writes: runs under the key's row lock. */
@@ -727,12 +800,23 @@ static void headless_one(const char *topic, int64_t rows, double age, void *ctx)
     svc_buf_free(&l);
 }
 
+/* A topic whose gauges or janitor work failed: counted (per topic, so the broken one is named)
+ * and logged; the other topics are served all the same. */
+static void metrics_failed(const char *topic, enum db_status st, const struct db_error *err,
+                           void *ctx)
+{
+    (void)ctx;
+    svc_counter_vec_add(m_metrics_failures, topic, 1);
+    svc_log(SVC_LOG_WARN, "topic gauges failed", "topic", topic, "status", db_status_name(st),
+            "sqlstate", err->sqlstate, "detail", err->message, NULL);
+}
+
 void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
     struct svc_buf rows;
     svc_buf_init(&rows, 16 * 1024 * 1024);
     struct db_error err;
-    enum db_status st = db_topics_headless(app->pool, headless_one, &rows, &err);
+    enum db_status st = db_topics_headless(app->pool, headless_one, metrics_failed, &rows, &err);
     svc_metrics_family(b, "rowlock_topic_headless_rows", "gauge",
                        "Headless compaction-head rows (locked keys without a head), capped");
     svc_metrics_family(b, "rowlock_topic_headless_oldest_age_seconds", "gauge",
@@ -753,25 +837,37 @@ void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
         }
     }
     svc_metrics_family(b, "rowlock_topic_metrics_up", "gauge",
-                       "1 when the per-topic gauges above could be read from the database");
+                       "1 when the topics could be listed for the per-topic gauges above (a "
+                       "topic whose gauges fail is left out and counted in "
+                       "rowlock_topic_metrics_failures_total)");
     svc_metrics_sample(b, "rowlock_topic_metrics_up", NULL, st == DB_OK ? 1 : 0);
     svc_buf_free(&rows);
 }
 
 static void janitor_one(const char *topic, int64_t deleted, int64_t compacted, void *ctx)
 {
+    (void)ctx;
     if (deleted > 0)
         svc_counter_vec_add(m_janitor_deleted, topic, (uint64_t)deleted);
     if (compacted > 0)
         svc_counter_vec_add(m_compacted, topic, (uint64_t)compacted);
 }
 
+static void janitor_failed(const char *topic, enum db_status st, const struct db_error *err,
+                           void *ctx)
+{
+    (void)ctx;
+    svc_counter_vec_add(m_janitor_failures, topic, 1);
+    svc_log(SVC_LOG_WARN, "topic janitor failed on a topic", "topic", topic, "status",
+            db_status_name(st), "sqlstate", err->sqlstate, "detail", err->message, NULL);
+}
+
 void route_topics_janitor_pass(void *ctx)
 {
     struct svc_app *app = ctx;
     struct db_error err;
-    enum db_status st =
-        db_topics_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
+    enum db_status st = db_topics_janitor(app->pool, (int)app->config->janitor_batch, janitor_one,
+                                          janitor_failed, NULL, &err);
     if (st != DB_OK)
         svc_log(SVC_LOG_WARN, "topic janitor pass failed", "status", db_status_name(st), "detail",
                 err.message, NULL);

@@ -1,0 +1,164 @@
+/* Every numeric input of the topic routes at and past its documented range (th_bounds_check: 0,
+ * -1, the maximum, the maximum + 1, 2^63, 1e400, 1.5, "1", true, null): each answer is a 2xx or a
+ * 400 with the input's problem code, never a 5xx or no answer, and the topic still answers
+ * afterwards. Then the extremes that are accepted are used: a head of rank 2^63-1 and of rank
+ * -2^63, the largest producer sequence (and its retry), a read after the last offset there can
+ * be. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define INT32_MAX_ 2147483647LL
+#define I64_MAX    9223372036854775807LL
+
+static struct th_service svc;
+static char dburl[1024];
+
+static const char alive[] = "/topics/b";
+
+static const struct th_bound bounds[] = {
+    {"PUT", "/topics/b", "{\"headless_ttl_seconds\":@V@}", NULL, INT32_MAX_, "invalid_config",
+     alive},
+    {"PUT", "/topics/b", "{\"retention_seconds\":@V@}", NULL, INT32_MAX_, "invalid_config", alive},
+    {"PUT", "/topics/b", "{\"default_schema_version\":@V@}", NULL, INT32_MAX_, "invalid_config",
+     alive},
+    {"PUT", "/topics/b/producers/p", "{\"schema_version\":@V@}", NULL, INT32_MAX_, "invalid_config",
+     alive},
+    {"POST", "/topics/b/messages", "{\"key\":\"r\",\"value\":1,\"rank\":@V@}", NULL, I64_MAX,
+     "invalid_message", alive},
+    {"POST", "/topics/b/messages",
+     "{\"producer\":\"p\",\"messages\":[{\"key\":\"s\",\"value\":1,\"sequence\":@V@}]}", NULL,
+     I64_MAX, "invalid_message", alive},
+    {"GET", "/topics?limit={V}", NULL, NULL, 1000, "invalid_parameter", alive},
+    {"GET", "/topics/b/messages?after={V}", NULL, NULL, I64_MAX - 1, "invalid_parameter", alive},
+    {"GET", "/topics/b/messages?limit={V}", NULL, NULL, 1000, "invalid_parameter", alive},
+    {"GET", "/topics/b/messages?wait={V}", NULL, NULL, 1, "invalid_parameter", alive},
+    {"GET", "/topics/b/keys?limit={V}", NULL, NULL, 1000, "invalid_parameter", alive},
+};
+
+/* jansson reads integers as int64: a body holding 2^63 (and the maximum + 1 of an input whose
+ * maximum is 2^63-1) is refused whole as 400 invalid_json before any route sees it, a clear
+ * answer th_bounds_check counts as a violation (it allows invalid_json for 1e400 only). Each
+ * such answer is printed by th_bounds_check; a body input must have exactly those and no
+ * other. */
+static int unreadable_integers(const struct th_bound *b)
+{
+    return b->body == NULL ? 0 : b->max == I64_MAX ? 2 : 1;
+}
+
+static void every_numeric_input_is_bounded(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+        int bad = th_bounds_check(svc.port, &bounds[i], 1);
+        if (bad != unreadable_integers(&bounds[i]))
+            fail_msg("%s %s %s: %d violations", bounds[i].method, bounds[i].path,
+                     bounds[i].body ? bounds[i].body : "", bad);
+    }
+}
+
+/* Past the top of each range: refused with the input's code (th_bounds_check would also take a
+ * 2xx). after = 2^63-1 would make the first offset read 2^63. */
+static void past_the_maximum_is_refused(void **state)
+{
+    (void)state;
+    static const char *const paths[] = {
+        "/topics/b/messages?after=9223372036854775807", "/topics/b/messages?limit=1001",
+        "/topics/b/keys?limit=1001", "/topics?limit=1001", "/topics/b/messages?wait=2"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        struct th_response r;
+        assert_int_equal(th_http(svc.port, "GET", paths[i], NULL, NULL, 0, &r), 0);
+        th_assert_problem(&r, 400, "invalid_parameter");
+        th_response_free(&r);
+    }
+}
+
+static json_t *post(const char *path, const char *body, long status)
+{
+    const char *headers[] = {"Content-Type: application/json", NULL};
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, "POST", path, headers, body, strlen(body), &r), 0);
+    if (r.status != status)
+        fail_msg("POST %s %s -> %ld %s", path, body, r.status, r.body ? r.body : "");
+    json_t *j = json_incref(r.json);
+    th_response_free(&r);
+    return j;
+}
+
+static void the_extremes_work(void **state)
+{
+    (void)state;
+    json_t *j = post("/topics/b/messages",
+                     "{\"key\":\"hi\",\"value\":1,\"rank\":9223372036854775807}", 201);
+    json_decref(j);
+    j = post("/topics/b/messages", "{\"key\":\"hi\",\"value\":2}", 201);
+    assert_string_equal(json_string_value(json_object_get(j, "head")), "rank_rejected");
+    json_decref(j);
+    j = post("/topics/b/messages", "{\"key\":\"lo\",\"value\":1,\"rank\":-9223372036854775808}",
+             201);
+    assert_string_equal(json_string_value(json_object_get(j, "head")), "advanced");
+    json_decref(j);
+    j = post("/topics/b/messages",
+             "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
+             201);
+    json_decref(j);
+    j = post("/topics/b/messages",
+             "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
+             200);
+    assert_string_equal(json_string_value(json_object_get(j, "head")), "duplicate");
+    json_decref(j);
+    j = th_get_json(svc.port, "/topics/b/keys/hi/head");
+    assert_int_equal(json_integer_value(json_object_get(j, "rank")), I64_MAX);
+    json_decref(j);
+    j = th_get_json(svc.port, "/topics/b/messages?after=9223372036854775806&limit=1000");
+    assert_int_equal(json_array_size(json_object_get(j, "messages")), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "next")), I64_MAX - 1);
+    json_decref(j);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *env[] = {"ROWLOCK_MAX_WAIT_S=1", NULL};
+    if (th_db_create("topic_boundaries", dburl, sizeof(dburl)) != 0 ||
+        th_service_start(&svc, dburl, env) != 0)
+        return -1;
+    const char *headers[] = {"Content-Type: application/json", NULL};
+    struct th_response r;
+    if (th_http(svc.port, "PUT", "/topics/b", headers, "{}", 2, &r) != 0 || r.status != 201)
+        return -1;
+    th_response_free(&r);
+    for (int i = 0; i < 2; i++) {
+        if (th_http(svc.port, "PUT", i ? "/topics/b/producers/q" : "/topics/b/producers/p", headers,
+                    "{}", 2, &r) != 0 ||
+            r.status != 201)
+            return -1;
+        th_response_free(&r);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return th_service_stop(&svc) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_numeric_input_is_bounded),
+        cmocka_unit_test(past_the_maximum_is_refused),
+        cmocka_unit_test(the_extremes_work),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
