@@ -27,6 +27,12 @@ void fuzz_split(const uint8_t *data, size_t size, char **a, char **b);
 /* Reference UTF-8 check, written independently of the service's: well-formed (no overlong
  * form, no surrogate, at most U+10FFFF) and without NUL. */
 int fuzz_utf8_ref(const char *s, size_t len);
+/* Length of the well-formed character at s (avail bytes), 1 to 4, or 0 when none starts there:
+ * the shortest prefix the reference check accepts. */
+size_t fuzz_utf8_char_ref(const char *s, size_t avail);
+/* s (len bytes) with every byte that starts no well-formed character replaced by U+FFFD
+ * (malloc'd, NUL-terminated, its length in *outlen). */
+char *fuzz_utf8_clean_ref(const char *s, size_t len, size_t *outlen);
 /* Parses s as any JSON value (jansson, duplicates rejected); NULL when it is not JSON. */
 json_t *fuzz_json(const char *s);
 

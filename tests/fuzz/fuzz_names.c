@@ -1,7 +1,8 @@
 /* Fuzz target: the validation helpers of json_util.h (names, keys, UTF-8, RFC 3339 times).
  * svc_utf8_valid is compared with a reference written in fuzz_util.c and with jansson's own
  * check; names and keys must follow their documented rules exactly, and every refusal says why
- * in a sentence that is itself valid UTF-8. */
+ * in a sentence that is itself valid UTF-8. svc_utf8_clean copies any bytes as UTF-8, each byte
+ * that starts no character as U+FFFD, cut only at a character boundary. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,26 @@ static void check_rfc3339(const char *s)
                  zone[3] == ':' && digits(zone + 4, 2)));
 }
 
+/* svc_utf8_char_len and svc_utf8_clean against the references, with a maximum from the input. */
+static void check_clean(const char *s, size_t len, size_t max)
+{
+    for (size_t i = 0; i < len; i++)
+        FUZZ_ASSERT(svc_utf8_char_len(s + i, len - i) == fuzz_utf8_char_ref(s + i, len - i));
+    size_t want_len;
+    char *want = fuzz_utf8_clean_ref(s, len, &want_len);
+    char *out = malloc(max + 1);
+    FUZZ_ASSERT(out != NULL);
+    int cut = -1;
+    size_t n = svc_utf8_clean(s, len, out, max, &cut);
+    FUZZ_ASSERT(n <= max && out[n] == '\0' && svc_utf8_valid(out, n));
+    /* a prefix of the clean text, cut only at a character boundary, and only when needed */
+    FUZZ_ASSERT(n <= want_len && memcmp(out, want, n) == 0);
+    FUZZ_ASSERT(cut == (n < want_len));
+    FUZZ_ASSERT(n == want_len || (fuzz_utf8_char_ref(want + n, want_len - n) > max - n));
+    free(out);
+    free(want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = fuzz_cstr(data, size);
@@ -79,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_name(s);
     check_key(s);
     check_rfc3339(s);
+    check_clean((const char *)data, size, size > 0 ? data[0] : 0);
     free(s);
     return 0;
 }

@@ -68,6 +68,36 @@ int fuzz_utf8_ref(const char *s, size_t len)
     return 1;
 }
 
+size_t fuzz_utf8_char_ref(const char *s, size_t avail)
+{
+    for (size_t k = 1; k <= 4 && k <= avail; k++)
+        if (fuzz_utf8_ref(s, k))
+            return k;
+    return 0;
+}
+
+char *fuzz_utf8_clean_ref(const char *s, size_t len, size_t *outlen)
+{
+    char *out = malloc(3 * len + 1);
+    FUZZ_ASSERT(out != NULL);
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = fuzz_utf8_char_ref(s + i, len - i);
+        if (k == 0) {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    out[o] = '\0';
+    *outlen = o;
+    return out;
+}
+
 json_t *fuzz_json(const char *s)
 {
     return json_loads(s, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
