@@ -17,8 +17,8 @@ static void test_page_splices_values(void **state)
     const char *names[] = {"value", "extra"};
     const char *raw[] = {"{\"a\":[1,2]}", NULL};
     size_t lens[] = {strlen(raw[0]), 0};
-    assert_int_equal(svc_jpage_item(&p, json_pack("{s:I, s:s}", "offset", 7, "key", "k\xc3\xa9"),
-                                    2, names, raw, lens),
+    assert_int_equal(svc_jpage_item(&p, json_pack("{s:I, s:s}", "offset", 7, "key", "k\xc3\xa9"), 2,
+                                    names, raw, lens),
                      0);
     assert_int_equal(svc_jpage_item(&p, json_object(), 1, names, raw, lens), 0);
     assert_int_equal(svc_jpage_item(&p, json_pack("{s:i}", "n", 1), 0, NULL, NULL, NULL), 0);
@@ -33,9 +33,10 @@ static void test_page_splices_values(void **state)
     assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 0), "offset")), 7);
     assert_string_equal(json_string_value(json_object_get(json_array_get(arr, 0), "key")),
                         "k\xc3\xa9");
-    assert_int_equal(json_integer_value(json_array_get(
-                         json_object_get(json_object_get(json_array_get(arr, 1), "value"), "a"), 1)),
-                     2);
+    assert_int_equal(
+        json_integer_value(json_array_get(
+            json_object_get(json_object_get(json_array_get(arr, 1), "value"), "a"), 1)),
+        2);
     assert_true(json_is_null(json_object_get(json_array_get(arr, 0), "extra")));
     assert_int_equal(json_integer_value(json_object_get(doc, "next")), 9);
     assert_true(json_is_null(json_object_get(doc, "more")));
