@@ -129,7 +129,8 @@ struct th_bound {
 };
 /* Sends each input 0, -1, max, max + 1, 2^63, 1e400, 1.5, "1", true and null. Each answer must be
  * a 2xx or a 4xx problem+json (a 400 carrying the input's code, or invalid_json in a body for
- * the numbers jansson cannot read: 1e400, 2^63), never a 5xx or no answer. Prints every violation;
+ * the numbers jansson cannot read: 1e400, 2^63), never a 5xx or no answer. The maximum itself
+ * is never a 400 and the maximum + 1 never a 2xx. Prints every violation;
  * returns how many there were. */
 int th_bounds_check(int port, const struct th_bound *cases, size_t ncases);
 
