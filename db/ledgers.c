@@ -54,6 +54,8 @@ static const struct db_stmt st_ledger_horizon = {
     "UPDATE rowlock.ledgers SET horizon = $2 WHERE id = $1 AND horizon < $2 RETURNING horizon", 2};
 static const struct db_stmt st_ledger_gauges = {
     "ledger_gauges", "SELECT name, watermark, tombstones FROM rowlock.ledgers_gauges()", 0};
+static const struct db_stmt st_page_budget = {
+    "ledger_page_budget", "SELECT set_config('rowlock.page_budget', $1, true)", 1};
 
 /* The execution-status rows: created if missing (in digest order), then locked in digest order,
  * so that two checkpoints (or a checkpoint and an optimistic submission) cannot deadlock. */
@@ -134,9 +136,24 @@ static const char sql_object_get[] =
     "SELECT version, deleted, type, data::text, " TS("updated_at") " FROM {o} WHERE object_id = $1";
 static const char sql_display_get[] =
     "SELECT version, false, type, data::text, " TS("updated_at") " FROM {d} WHERE type = $1";
+/* A page of the event log: $1 after, $2 limit, and the byte budget of event data in the
+ * transaction-local setting rowlock.page_budget (the shared gap-safe reader passes only after and
+ * limit). Rows are taken one at a time with a running sum of their data's text size, and the walk
+ * stops at the first row past the budget, so PostgreSQL itself never reads further than that
+ * one; the first row is always served, alone when it is larger than the budget. */
+#define PAGE_BUDGET "current_setting('rowlock.page_budget')::bigint"
 static const char sql_events_read[] =
-    "SELECT \"offset\", hole, digest, index, type, data::text, " TS(
-        "created_at") " FROM {e} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT $2";
+    "WITH RECURSIVE page AS ("
+    "  (SELECT \"offset\", hole, digest, index, type, data::text AS data, created_at, 1 AS n, "
+    "     coalesce(octet_length(data::text), 0)::bigint AS run "
+    "   FROM {e} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT 1) "
+    "  UNION ALL "
+    "  SELECT x.*, p.n + 1, p.run + coalesce(octet_length(x.data), 0) FROM page p "
+    "  CROSS JOIN LATERAL (SELECT \"offset\", hole, digest, index, type, data::text AS data, "
+    "     created_at FROM {e} WHERE \"offset\" > p.\"offset\" ORDER BY \"offset\" LIMIT 1) x "
+    "  WHERE p.n < $2 AND p.run <= " PAGE_BUDGET ") "
+    "SELECT \"offset\", hole, digest, index, type, data, " TS(
+        "created_at") " FROM page WHERE n = 1 OR run <= " PAGE_BUDGET " ORDER BY \"offset\"";
 static const char sql_events_fill[] =
     "INSERT INTO {e} (\"offset\", hole) SELECT g, true FROM generate_series($1::bigint, "
     "$2::bigint) g ON CONFLICT (\"offset\") DO NOTHING";
@@ -144,6 +161,9 @@ static const char sql_events_fill[] =
 static const char sql_horizon[] =
     "SELECT coalesce(max(sequence), 0) FROM {c} WHERE applied_at < now() - make_interval(secs => "
     "$1::float8) AND sequence <= rowlock.ledger_watermark($2)";
+/* One ledger's gauges, for when the all-ledgers query fails: $1 the ledger's id. */
+static const char sql_gauge_one[] =
+    "SELECT rowlock.ledger_watermark($1), (SELECT count(*) FROM {o} WHERE deleted)";
 static const char sql_purge[] =
     "DELETE FROM {o} WHERE object_id IN (SELECT object_id FROM {o} WHERE deleted "
     "AND checkpoint <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";
@@ -170,15 +190,10 @@ static enum db_status lquery(struct db_conn *c, int64_t ledger, const char *tag,
     return db_gen_query(c, &g, tag, sql, nparams, params, out, err);
 }
 
-static enum db_status resolve(struct db_conn *c, const char *name, struct db_ledger *l, int *found,
-                              struct db_error *err)
+/* Reads a row of st_ledger_resolve (if any) into l; clears r. */
+static void resolved(PGresult *r, struct db_ledger *l, int *found)
 {
-    const char *params[] = {name};
-    PGresult *r = NULL;
     *found = 0;
-    enum db_status st = db_query(c, &st_ledger_resolve, params, &r, err);
-    if (st != DB_OK)
-        return st;
     if (PQntuples(r) == 1) {
         l->id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
         copy(l->name, sizeof(l->name), PQgetvalue(r, 0, 1));
@@ -188,7 +203,18 @@ static enum db_status resolve(struct db_conn *c, const char *name, struct db_led
         *found = 1;
     }
     PQclear(r);
-    return DB_OK;
+}
+
+static enum db_status resolve(struct db_conn *c, const char *name, struct db_ledger *l, int *found,
+                              struct db_error *err)
+{
+    const char *params[] = {name};
+    PGresult *r = NULL;
+    *found = 0;
+    enum db_status st = db_query(c, &st_ledger_resolve, params, &r, err);
+    if (st == DB_OK)
+        resolved(r, l, found);
+    return st;
 }
 
 static void status_from_row(const PGresult *r, int i, struct db_ledger_status *s)
@@ -201,12 +227,6 @@ static void status_from_row(const PGresult *r, int i, struct db_ledger_status *s
 }
 
 /* ---- effects: the same functions for both paths ---- */
-
-/* A flattened set of effects of one or more transactions. */
-struct effect_rows {
-    const struct db_ledger_tx *txs;
-    size_t n;
-};
 
 struct flat_object {
     const struct db_ledger_object *o;
@@ -819,6 +839,7 @@ struct events {
     const char *name;
     int64_t after;
     int limit;
+    int64_t budget;
     PGresult *rows;
     int usable;
     enum db_ledger_verdict verdict;
@@ -833,9 +854,19 @@ static enum db_status events_tx(struct db_conn *c, void *arg, struct db_error *e
     a->rows = NULL;
     a->usable = 0;
     a->verdict = DB_L_NOT_FOUND;
-    enum db_status st = resolve(c, a->name, &l, &found, err);
-    if (st != DB_OK || !found)
+    /* the ledger and the page budget (for sql_events_read) in one round trip */
+    char budget[24];
+    i64(budget, sizeof(budget), a->budget);
+    const char *np[] = {a->name}, *bp[] = {budget};
+    PGresult *r = NULL;
+    const struct db_call calls[] = {{.st = &st_ledger_resolve, .params = np, .out = &r},
+                                    {.st = &st_page_budget, .params = bp}};
+    enum db_status st = db_query_pipeline(c, calls, 2, err);
+    if (st != DB_OK)
         return st;
+    resolved(r, &l, &found);
+    if (!found)
+        return DB_OK;
     a->verdict = DB_L_OK;
     struct db_gen g = {'l', l.id, ledger_tables};
     return db_gen_read_log(c, &g, sql_events_read, sql_events_fill, a->after, a->limit, &a->rows,
@@ -843,27 +874,30 @@ static enum db_status events_tx(struct db_conn *c, void *arg, struct db_error *e
 }
 
 enum db_status db_ledgers_events(struct db_pool *pool, const char *name, int64_t after, int limit,
-                                 db_ledger_event_each each, void *ctx, int64_t *next,
-                                 enum db_ledger_verdict *verdict, struct db_error *err)
+                                 int64_t budget, db_ledger_event_each each, void *ctx,
+                                 int64_t *next, enum db_ledger_verdict *verdict,
+                                 struct db_error *err)
 {
-    struct events a = {name, after, limit, NULL, 0, DB_L_NOT_FOUND};
+    struct events a = {name, after, limit, budget, NULL, 0, DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, events_tx, &a, err);
     *verdict = a.verdict;
     *next = after;
     for (int i = 0; st == DB_OK && i < a.usable; i++) {
         const PGresult *r = a.rows;
-        *next = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-        if (PQgetvalue(r, i, 1)[0] == 't')
-            continue; /* a hole: an offset whose transaction rolled back */
-        struct db_ledger_event_row e = {
-            .offset = *next,
-            .digest = PQgetvalue(r, i, 2),
-            .index = atoi(PQgetvalue(r, i, 3)),
-            .type = PQgetvalue(r, i, 4),
-            .data = PQgetvalue(r, i, 5),
-            .created_at = PQgetvalue(r, i, 6),
-        };
-        each(&e, ctx);
+        int64_t offset = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+        if (PQgetvalue(r, i, 1)[0] != 't') { /* else a hole: its transaction rolled back */
+            struct db_ledger_event_row e = {
+                .offset = offset,
+                .digest = PQgetvalue(r, i, 2),
+                .index = atoi(PQgetvalue(r, i, 3)),
+                .type = PQgetvalue(r, i, 4),
+                .data = PQgetvalue(r, i, 5),
+                .created_at = PQgetvalue(r, i, 6),
+            };
+            if (each(&e, (size_t)PQgetlength(r, i, 5), ctx) != 0)
+                break;
+        }
+        *next = offset;
     }
     PQclear(a.rows);
     return st;
@@ -906,52 +940,98 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
     return DB_OK;
 }
 
-struct ids {
+/* A list of every ledger (st: st_ledger_ids or st_ledger_gauges). */
+struct ledger_list {
+    const struct db_stmt *st;
     PGresult *rows;
 };
 
-static enum db_status ids_tx(struct db_conn *c, void *arg, struct db_error *err)
+static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
-    struct ids *a = arg;
+    struct ledger_list *a = arg;
     PQclear(a->rows);
     a->rows = NULL;
-    return db_query(c, &st_ledger_ids, NULL, &a->rows, err);
+    return db_query(c, a->st, NULL, &a->rows, err);
+}
+
+/* Runs fn for one ledger in a transaction of its own; a failure always comes with a message. */
+static enum db_status run_one(struct db_pool *pool, db_workflow_fn fn, void *arg,
+                              struct db_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, fn, arg, err);
+    if (st != DB_OK && err->message[0] == '\0')
+        db_error_set(err, "", "%s", db_status_name(st));
+    return st;
 }
 
 enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                   void *ctx, struct db_error *err)
 {
-    struct ids ids = {NULL};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, ids_tx, &ids, err);
+    struct ledger_list ids = {&st_ledger_ids, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
+    /* one ledger's failure (its data, a timeout) is its own: the others are still cleaned */
     for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
         struct janitor_ledger a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10),
                                    PQgetvalue(ids.rows, i, 2), batch, 0, 0};
-        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_ledger_tx, &a, err);
-        if (one != DB_OK)
-            st = one;
-        else if (each != NULL)
-            each(PQgetvalue(ids.rows, i, 1), a.horizon, a.purged, ctx);
+        struct db_error one_err;
+        enum db_status one = run_one(pool, janitor_ledger_tx, &a, &one_err);
+        if (each != NULL)
+            each(PQgetvalue(ids.rows, i, 1), a.horizon, a.purged, one == DB_OK ? NULL : &one_err,
+                 ctx);
     }
     PQclear(ids.rows);
     return st;
 }
 
-static enum db_status gauges_tx(struct db_conn *c, void *arg, struct db_error *err)
+struct gauge_one {
+    int64_t id;
+    PGresult *row;
+};
+
+static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
-    struct ids *a = arg;
-    PQclear(a->rows);
-    a->rows = NULL;
-    return db_query(c, &st_ledger_gauges, NULL, &a->rows, err);
+    struct gauge_one *a = arg;
+    char id[24];
+    i64(id, sizeof(id), a->id);
+    const char *params[] = {id};
+    PQclear(a->row);
+    a->row = NULL;
+    return lquery(c, a->id, "gauge", sql_gauge_one, 1, params, &a->row, err);
+}
+
+/* The gauges of each ledger in a transaction of its own. */
+static enum db_status gauges_each(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
+                                  struct db_error *err)
+{
+    struct ledger_list ids = {&st_ledger_ids, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
+    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
+        struct gauge_one a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10), NULL};
+        struct db_error one_err;
+        enum db_status one = run_one(pool, gauge_one_tx, &a, &one_err);
+        if (one == DB_OK)
+            each(PQgetvalue(ids.rows, i, 1), strtoll(PQgetvalue(a.row, 0, 0), NULL, 10),
+                 strtoll(PQgetvalue(a.row, 0, 1), NULL, 10), NULL, ctx);
+        else
+            each(PQgetvalue(ids.rows, i, 1), 0, 0, &one_err, ctx);
+        PQclear(a.row);
+    }
+    PQclear(ids.rows);
+    return st;
 }
 
 enum db_status db_ledgers_gauges(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
                                  struct db_error *err)
 {
-    struct ids a = {NULL};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, gauges_tx, &a, err);
+    struct ledger_list a = {&st_ledger_gauges, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
         each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
-             strtoll(PQgetvalue(a.rows, i, 2), NULL, 10), ctx);
+             strtoll(PQgetvalue(a.rows, i, 2), NULL, 10), NULL, ctx);
     PQclear(a.rows);
+    /* a ledger's own data failed the query (or made it too slow): one ledger at a time */
+    if (st == DB_ERR_HARD || st == DB_ERR_TIMEOUT)
+        st = gauges_each(pool, each, ctx, err);
     return st;
 }

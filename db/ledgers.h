@@ -15,6 +15,10 @@
 
 #define DB_LEDGER_CHECKPOINT_MAX 1000 /* transactions in one checkpoint */
 #define DB_LEDGER_EFFECTS_MAX    1000 /* inputs, objects, displays or events of one transaction */
+/* The largest checkpoint sequence, object or display version and event offset the API accepts:
+ * 2^53 - 1, exact in every JSON reader and far enough below the end of bigint that no
+ * arithmetic on them (a watermark's sequence + 1, a reader's after + 1) can overflow. */
+#define DB_LEDGER_INT_MAX INT64_C(9007199254740991)
 
 struct db_ledger {
     int64_t id;
@@ -138,23 +142,32 @@ struct db_ledger_event_row {
     const char *digest, *type, *data, *created_at;
     int index;
 };
-typedef void (*db_ledger_event_each)(const struct db_ledger_event_row *e, void *ctx);
-/* Gap-safe read of the event log (see db_gen_read_log). */
+/* Returns 0 to take e, nonzero to end the page before it. */
+typedef int (*db_ledger_event_each)(const struct db_ledger_event_row *e, size_t data_len,
+                                    void *ctx);
+/* Gap-safe read of the event log (see db_gen_read_log), at most limit offsets and, past the
+ * first event, at most budget bytes of event data (counted in PostgreSQL, so that no more than
+ * budget plus one event ever leaves it). *next is the last offset read (after when none). */
 enum db_status db_ledgers_events(struct db_pool *pool, const char *name, int64_t after, int limit,
-                                 db_ledger_event_each each, void *ctx, int64_t *next,
-                                 enum db_ledger_verdict *verdict, struct db_error *err);
+                                 int64_t budget, db_ledger_event_each each, void *ctx,
+                                 int64_t *next, enum db_ledger_verdict *verdict,
+                                 struct db_error *err);
 
 /* Janitor: raises each ledger's horizon to its newest contiguous checkpoint older than the
  * tombstone retention, then purges tombstones carried by checkpoints at or below it (at most
- * batch). each (may be NULL) gets the counts. */
+ * batch). Each ledger in its own transaction: one that fails is reported and the others go on.
+ * each (may be NULL) gets every ledger's counts, or failed (NULL on success) with why. Returns
+ * the status of listing the ledgers. */
 typedef void (*db_ledger_janitor_each)(const char *ledger, int64_t horizon, int64_t purged,
-                                       void *ctx);
+                                       const struct db_error *failed, void *ctx);
 enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                   void *ctx, struct db_error *err);
 
-/* Gauges for metrics: watermark and tombstones per ledger. */
+/* Gauges for metrics: watermark and tombstones per ledger, all in one round trip; when that
+ * fails on a ledger's data, each ledger on its own, so that one failing ledger (failed set, the
+ * gauges 0) costs only its own gauges. Returns the status of reading the list of ledgers. */
 typedef void (*db_ledger_gauge_each)(const char *ledger, int64_t watermark, int64_t tombstones,
-                                     void *ctx);
+                                     const struct db_error *failed, void *ctx);
 enum db_status db_ledgers_gauges(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
                                  struct db_error *err);
 

@@ -12,6 +12,7 @@
 #include "db/ledgers.h"
 #include "routes/routes.h"
 #include "service/app.h"
+#include "service/jpage.h"
 #include "service/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -19,7 +20,8 @@
 #define DEFAULT_TOMBSTONE_RETENTION 86400
 #define OPTIMISTIC_LOCK_TIMEOUT_MS  1000
 
-static struct svc_counter_vec *m_applied, *m_skipped, *m_waits, *m_superseded, *m_purged;
+static struct svc_counter_vec *m_applied, *m_skipped, *m_waits, *m_superseded, *m_purged,
+    *m_gauge_failures, *m_janitor_failures;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -37,6 +39,14 @@ static void metrics_init(void)
                                        "Optimistic submissions refused as superseded", "ledger");
     m_purged = svc_counter_vec_new("rowlock_ledger_tombstones_purged_total",
                                    "Tombstones purged below the horizon", "ledger");
+    m_gauge_failures = svc_counter_vec_new("rowlock_ledger_metrics_failures_total",
+                                           "Scrapes in which a ledger's gauges could not be read "
+                                           "(its gauges are then missing)",
+                                           "ledger");
+    m_janitor_failures = svc_counter_vec_new("rowlock_ledger_janitor_failures_total",
+                                             "Janitor passes that failed for a ledger (the other "
+                                             "ledgers are still cleaned)",
+                                             "ledger");
 }
 
 void route_ledgers_init(void)
@@ -131,8 +141,9 @@ static const char *keep_text(struct parsed_tx *p, json_t *v)
 static int version_of(json_t *o, int64_t *v, char *why, size_t size)
 {
     json_t *j = json_object_get(o, "version");
-    if (!json_is_integer(j) || json_integer_value(j) < 0) {
-        snprintf(why, size, "\"version\" is a non-negative integer");
+    if (!json_is_integer(j) || json_integer_value(j) < 0 ||
+        json_integer_value(j) > DB_LEDGER_INT_MAX) {
+        snprintf(why, size, "\"version\" is an integer from 0 to %" PRId64, DB_LEDGER_INT_MAX);
         return 0;
     }
     *v = json_integer_value(j);
@@ -309,8 +320,8 @@ enum svc_outcome route_ledger_put(struct svc_request *req)
         (r != NULL &&
          (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 2147483647)))
         return svc_reply_problem(req, SVC_P_INVALID_CONFIG,
-                                 "the body is {\"tombstone_retention_seconds\": a positive "
-                                 "integer} (default %d)",
+                                 "the body is {\"tombstone_retention_seconds\": an integer "
+                                 "from 1 to 2147483647} (default %d)",
                                  DEFAULT_TOMBSTONE_RETENTION);
     struct db_ledger l;
     enum db_ledger_verdict v;
@@ -421,10 +432,12 @@ enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
     json_t *b = svc_req_json(req);
     json_t *seq = json_object_get(b, "sequence"), *txs = json_object_get(b, "transactions");
     if (!json_is_object(b) || json_object_size(b) != 2 || !json_is_integer(seq) ||
-        json_integer_value(seq) < 1 || !json_is_array(txs))
+        json_integer_value(seq) < 1 || json_integer_value(seq) > DB_LEDGER_INT_MAX ||
+        !json_is_array(txs))
         return svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
-                                 "the body is {\"sequence\": an integer >= 1, \"transactions\": "
-                                 "[transaction, ...]}");
+                                 "the body is {\"sequence\": an integer from 1 to %" PRId64
+                                 ", \"transactions\": [transaction, ...]}",
+                                 DB_LEDGER_INT_MAX);
     size_t n = json_array_size(txs);
     if (n > DB_LEDGER_CHECKPOINT_MAX)
         return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
@@ -505,6 +518,43 @@ enum svc_outcome route_ledger_tx_get(struct svc_request *req)
     return svc_reply_json(req, 200, status_json(digest, &s));
 }
 
+/* Sends the strong ETag of an object or display (its version) and says whether the request's
+ * If-None-Match names it (then the answer is 304 without a body). */
+static int etag_matches(struct svc_request *req, int64_t version);
+
+/* Does the If-None-Match field value name etag (a strong "\"...\"")? "*" or a list of entity
+ * tags, compared weakly (a W/ prefix is ignored), as RFC 9110 says for GET. A malformed list
+ * matches nothing. */
+static int etag_listed(const char *field, const char *etag)
+{
+    size_t n = strlen(etag);
+    for (const char *p = field; p != NULL && *p != '\0';) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (*p == '\0')
+            break;
+        if (*p == '*')
+            return 1;
+        if (strncmp(p, "W/", 2) == 0)
+            p += 2;
+        const char *end = *p == '"' ? strchr(p + 1, '"') : NULL;
+        if (end == NULL)
+            return 0;
+        if ((size_t)(end + 1 - p) == n && memcmp(p, etag, n) == 0)
+            return 1;
+        p = end + 1;
+    }
+    return 0;
+}
+
+static int etag_matches(struct svc_request *req, int64_t version)
+{
+    char etag[32];
+    snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", version);
+    svc_req_add_header(req, "ETag", etag);
+    return etag_listed(svc_req_header(req, "If-None-Match"), etag);
+}
+
 static enum svc_outcome item_get(struct svc_request *req, int display)
 {
     struct svc_app *app = svc_req_app(req);
@@ -529,6 +579,8 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
                                     "object %s was deleted at version %" PRId64, key, it.version);
     } else if (v != DB_L_OK) {
         out = verdict_problem(req, ledger, v, key);
+    } else if (etag_matches(req, it.version)) {
+        out = svc_reply_static(req, 304, "application/json", "", 0);
     } else {
         json_t *data = it.data ? json_loads(it.data, JSON_DECODE_ANY, NULL) : NULL;
         json_t *j = json_pack("{s:s, s:I, s:o, s:s}", display ? "type" : "object_id", key,
@@ -536,9 +588,6 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
                               "updated_at", it.updated_at);
         if (!display)
             json_object_set_new(j, "type", json_string(it.type ? it.type : ""));
-        char etag[32];
-        snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", it.version);
-        svc_req_add_header(req, "ETag", etag);
         out = svc_reply_json(req, 200, j);
     }
     db_ledger_item_clear(&it);
@@ -555,15 +604,22 @@ enum svc_outcome route_ledger_display_get(struct svc_request *req)
     return item_get(req, 1);
 }
 
-static void event_one(const struct db_ledger_event_row *e, void *ctx)
+static int event_one(const struct db_ledger_event_row *e, size_t data_len, void *ctx)
 {
-    json_t *data = json_loads(e->data, JSON_DECODE_ANY, NULL);
-    json_array_append_new(ctx, json_pack("{s:I, s:s, s:i, s:s, s:o, s:s}", "offset",
-                                         (json_int_t)e->offset, "digest", e->digest, "index",
-                                         e->index, "type", e->type, "data",
-                                         data ? data : json_null(), "created_at", e->created_at));
+    struct svc_jpage *page = ctx;
+    if (svc_jpage_full(page, data_len))
+        return 1;
+    json_t *env =
+        json_pack("{s:I, s:s, s:i, s:s, s:s}", "offset", (json_int_t)e->offset, "digest", e->digest,
+                  "index", e->index, "type", e->type, "created_at", e->created_at);
+    const char *names[] = {"data"}, *raw[] = {e->data[0] ? e->data : "null"};
+    size_t lens[] = {e->data[0] ? data_len : 4};
+    svc_jpage_item(page, env, 1, names, raw, lens);
+    return 0;
 }
 
+/* A page of the event log: at most limit events and, past the first, at most the response
+ * budget of event data; next is where to go on. */
 enum svc_outcome route_ledger_events(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
@@ -572,21 +628,26 @@ enum svc_outcome route_ledger_events(struct svc_request *req)
     if (ledger == NULL)
         return out;
     long long after, limit;
-    if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+    if (route_int_query(req, "after", 0, DB_LEDGER_INT_MAX, 0, &after, &out) != 0 ||
         route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
         return out;
-    json_t *arr = json_array();
+    struct svc_jpage page;
+    svc_jpage_begin(&page, "events", (size_t)app->config->response_budget);
     int64_t next = after;
     enum db_ledger_verdict v;
     struct db_error err;
     enum db_status st =
-        db_ledgers_events(app->pool, ledger, after, (int)limit, event_one, arr, &next, &v, &err);
+        db_ledgers_events(app->pool, ledger, after, (int)limit, app->config->response_budget,
+                          event_one, &page, &next, &v, &err);
     if (st != DB_OK || v != DB_L_OK) {
-        json_decref(arr);
+        svc_jpage_free(&page);
         return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, ledger, v, "");
     }
-    return svc_reply_json(req, 200,
-                          json_pack("{s:o, s:I}", "events", arr, "next", (json_int_t)next));
+    size_t len = 0;
+    char *text = svc_jpage_finish(&page, json_pack("{s:I}", "next", (json_int_t)next), &len);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the events");
+    return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
 /* ---- metrics and janitor ---- */
@@ -595,9 +656,16 @@ struct gauge_lines {
     struct svc_buf *watermark, *tombstones;
 };
 
-static void gauge_one(const char *ledger, int64_t watermark, int64_t tombstones, void *ctx)
+static void gauge_one(const char *ledger, int64_t watermark, int64_t tombstones,
+                      const struct db_error *failed, void *ctx)
 {
     struct gauge_lines *g = ctx;
+    if (failed != NULL) {
+        svc_counter_vec_add(m_gauge_failures, ledger, 1);
+        svc_log(SVC_LOG_WARN, "ledger gauges failed", "ledger", ledger, "sqlstate",
+                failed->sqlstate, "detail", failed->message, NULL);
+        return;
+    }
     struct svc_buf l;
     svc_buf_init(&l, 1024);
     svc_metrics_label(&l, "ledger", ledger);
@@ -606,6 +674,7 @@ static void gauge_one(const char *ledger, int64_t watermark, int64_t tombstones,
     svc_buf_free(&l);
 }
 
+/* The gauges of every ledger that can be read; one that cannot is left out and counted. */
 void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
     struct svc_buf wm, ts;
@@ -622,16 +691,24 @@ void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
     if (st == DB_OK && ts.data)
         svc_buf_append(b, ts.data, ts.len);
     svc_metrics_family(b, "rowlock_ledger_metrics_up", "gauge",
-                       "1 when the ledger gauges above could be read from the database");
+                       "1 when the list of ledgers could be read from the database (a ledger "
+                       "whose own gauges fail is counted in "
+                       "rowlock_ledger_metrics_failures_total)");
     svc_metrics_sample(b, "rowlock_ledger_metrics_up", NULL, st == DB_OK ? 1 : 0);
     svc_buf_free(&wm);
     svc_buf_free(&ts);
 }
 
-static void janitor_one(const char *ledger, int64_t horizon, int64_t purged, void *ctx)
+static void janitor_one(const char *ledger, int64_t horizon, int64_t purged,
+                        const struct db_error *failed, void *ctx)
 {
-    if (purged > 0)
+    if (failed != NULL) {
+        svc_counter_vec_add(m_janitor_failures, ledger, 1);
+        svc_log(SVC_LOG_WARN, "ledger janitor failed", "ledger", ledger, "sqlstate",
+                failed->sqlstate, "detail", failed->message, NULL);
+    } else if (purged > 0) {
         svc_counter_vec_add(m_purged, ledger, (uint64_t)purged);
+    }
 }
 
 void route_ledgers_janitor_pass(void *ctx)

@@ -1,0 +1,126 @@
+/* One broken ledger never switches off metrics or janitor work for the others (issue 10, defect
+ * 2). Ledger "broken" (created first, so the janitor meets it first) gets a checkpoint at
+ * 2^63 - 1 written in SQL, as the API refuses it now: its watermark (sequence + 1) fails in
+ * PostgreSQL with 22003. Ledger "healthy" holds a tombstone carried by a checkpoint older than
+ * its one-second retention. Then: healthy's gauges are still in /metrics with
+ * rowlock_ledger_metrics_up 1, its tombstone is purged by the janitor, and both
+ * rowlock_ledger_metrics_failures_total and rowlock_ledger_janitor_failures_total rise for the
+ * broken ledger alone. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static struct th_service svc;
+static char dburl[1024];
+static PGconn *pg;
+static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+
+static void expect(const char *method, const char *path, const char *body, long status)
+{
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, method, path, json_ct, body, strlen(body), &r), 0);
+    if (r.status != status)
+        fail_msg("%s %s %s: expected %ld, got %ld %s", method, path, body, status, r.status,
+                 r.body);
+    th_response_free(&r);
+}
+
+static int64_t sql_int(const char *sql)
+{
+    PGresult *r = th_sql(pg, sql);
+    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+static int64_t ledger_id(const char *name)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT id FROM rowlock.ledgers WHERE name = '%s'", name);
+    return sql_int(sql);
+}
+
+static int setup(void **state)
+{
+    static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
+    if (th_db_create("ledger_isolation", dburl, sizeof(dburl)) != 0 ||
+        th_service_start(&svc, dburl, env) != 0)
+        return -1;
+    pg = th_pg(dburl);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    PQfinish(pg);
+    return th_service_stop(&svc) == 0 ? 0 : -1;
+}
+
+static void a_broken_ledger_costs_only_its_own_metrics_and_janitor(void **state)
+{
+    expect("PUT", "/ledgers/broken", "{\"tombstone_retention_seconds\":1}", 201);
+    expect("PUT", "/ledgers/healthy", "{\"tombstone_retention_seconds\":1}", 201);
+    assert_true(ledger_id("broken") < ledger_id("healthy"));
+    /* healthy: an object written by checkpoint 1 and deleted by checkpoint 2 */
+    expect("POST", "/ledgers/healthy/checkpoints",
+           "{\"sequence\":1,\"transactions\":[{\"digest\":\"w\",\"writes\":[{\"object_id\":"
+           "\"x\",\"version\":1,\"type\":\"c\"}]}]}",
+           201);
+    expect("POST", "/ledgers/healthy/checkpoints",
+           "{\"sequence\":2,\"transactions\":[{\"digest\":\"d\",\"deletes\":[{\"object_id\":"
+           "\"x\",\"version\":2}]}]}",
+           201);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO rowlock.checkpoints_%" PRId64
+             " (sequence, transactions, applied_at) VALUES (1, 0, now() - interval '1 hour'), "
+             "(9223372036854775807, 0, now() - interval '1 hour')",
+             ledger_id("broken"));
+    PQclear(th_sql(pg, sql));
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.objects_%" PRId64 " WHERE deleted",
+             ledger_id("healthy"));
+    assert_int_equal(sql_int(sql), 1);
+
+    /* the janitor still purges healthy's tombstone (retention 1 s, passes every 100 ms) */
+    double deadline = th_now() + 15;
+    while (sql_int(sql) != 0 && th_now() < deadline)
+        usleep(100 * 1000);
+    assert_int_equal(sql_int(sql), 0);
+    json_t *l = th_get_json(svc.port, "/ledgers/healthy");
+    assert_int_equal(json_integer_value(json_object_get(l, "horizon")), 2);
+    json_decref(l);
+    assert_true(th_metric(svc.port, "rowlock_ledger_janitor_failures_total{ledger=\"broken\"}") >=
+                1);
+    assert_true(th_metric(svc.port, "rowlock_ledger_janitor_failures_total{ledger=\"healthy\"}") <
+                0);
+
+    /* healthy's gauges are still served; broken's are missing and counted */
+    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_up") == 1);
+    assert_true(th_metric(svc.port, "rowlock_ledger_watermark{ledger=\"healthy\"}") == 2);
+    assert_true(th_metric(svc.port, "rowlock_ledger_tombstones{ledger=\"healthy\"}") == 0);
+    assert_true(th_metric(svc.port, "rowlock_ledger_watermark{ledger=\"broken\"}") < 0);
+    double before = th_metric(svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"broken\"}");
+    assert_true(before >= 1);
+    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"broken\"}") >
+                before);
+    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"healthy\"}") <
+                0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_broken_ledger_costs_only_its_own_metrics_and_janitor),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
