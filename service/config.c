@@ -56,10 +56,19 @@ static const struct cfg_key config_table[] = {
      "deepest nesting of arrays and objects accepted in a JSON body"},
     {"connection-timeout-s", "ROWLOCK_CONNECTION_TIMEOUT_S", CFG_INT, "30", 1, 3600,
      OFF(connection_timeout_s), "idle HTTP connections are closed after this"},
+    {"request-timeout-s", "ROWLOCK_REQUEST_TIMEOUT_S", CFG_INT, "30", 1, 3600,
+     OFF(request_timeout_s),
+     "a request must arrive whole (headers and body) within this of its first line, and its "
+     "first line within this or the idle timeout, whichever is longer; else the connection is "
+     "closed"},
     {"connection-limit", "ROWLOCK_CONNECTION_LIMIT", CFG_INT, "4096", 1, 1000000,
-     OFF(connection_limit), "most concurrent HTTP connections"},
-    {"per-ip-connection-limit", "ROWLOCK_PER_IP_CONNECTION_LIMIT", CFG_INT, "2048", 1, 1000000,
-     OFF(per_ip_connection_limit), "most concurrent HTTP connections from one address"},
+     OFF(connection_limit),
+     "most concurrent HTTP connections; one more is closed at once (the open-files limit must "
+     "allow them)"},
+    {"per-ip-connection-limit", "ROWLOCK_PER_IP_CONNECTION_LIMIT", CFG_INT, "0", 0, 1000000,
+     OFF(per_ip_connection_limit),
+     "most concurrent HTTP connections from one address (0: no limit of its own, right behind a "
+     "load balancer, where every connection comes from one address)"},
     {"drain-timeout-s", "ROWLOCK_DRAIN_TIMEOUT_S", CFG_INT, "30", 0, 3600, OFF(drain_timeout_s),
      "on SIGTERM, how long in-flight requests may take to finish"},
     {"poll-interval-ms", "ROWLOCK_POLL_INTERVAL_MS", CFG_INT, "1000", 10, 60000,

@@ -26,6 +26,7 @@ struct svc_config {
     long header_limit;
     long json_max_depth;
     long connection_timeout_s;
+    long request_timeout_s;
     long connection_limit;
     long per_ip_connection_limit;
     long drain_timeout_s;

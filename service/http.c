@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +32,18 @@ struct waiter {
     double deadline;
     double recheck; /* when to look again for writes made by other processes */
     struct waiter *next;
+};
+
+/* One open connection, for the request deadline (owned by the server's list, freed when
+ * libmicrohttpd reports the connection closed, before it closes the socket). */
+struct conn_slot {
+    struct conn_slot *prev, *next;
+    MHD_socket fd;
+    double since; /* when the connection opened or its previous response ended; or, once
+                     the request line arrived (in_request), when it did */
+    int in_request;
+    int receiving; /* the request (or the next one) has not arrived whole yet */
+    int cut;       /* shut down for missing its deadline */
 };
 
 struct svc_server {
@@ -58,6 +71,10 @@ struct svc_server {
     const struct svc_auth *auth;
     void *app;
     atomic_long in_flight;
+    atomic_long open_conns; /* accepted and not yet closed */
+    pthread_mutex_t conn_mu;
+    struct conn_slot *conns;
+    double next_deadline_scan;
 };
 
 /* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
@@ -75,7 +92,7 @@ struct svc_request {
     char request_id[REQUEST_ID_MAX + 1];
     struct svc_buf body;
     int checked; /* request_check ran (before the body) */
-    int body_too_large;
+    int http11;  /* HTTP/1.1, which must carry Host */
     json_t *json;
     struct timespec start;
     int status; /* 0 until a response is queued */
@@ -85,6 +102,7 @@ struct svc_request {
     struct MHD_Response *pending; /* prepared by a worker, queued on resume */
     int pending_status;
     struct svc_request *work_next;
+    struct conn_slot *slot; /* may be NULL (out of memory when the connection opened) */
     size_t nheaders;
     char *headers[MAX_EXTRA_HEADERS][2];
 };
@@ -473,6 +491,95 @@ long svc_server_waiting(const struct svc_server *s)
     return n;
 }
 
+/* ---- connections: the global limit and the request deadline ---- */
+
+/* Over the limit a connection is closed as soon as it is accepted (libmicrohttpd's own limit is
+ * set higher, so that it never leaves connections waiting in the listen backlog). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    struct svc_server *s = cls;
+    return atomic_load(&s->open_conns) < s->cfg->connection_limit ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct svc_server *s = cls;
+    struct conn_slot *slot = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->open_conns, 1);
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        slot = info != NULL ? calloc(1, sizeof(*slot)) : NULL;
+        *socket_context = slot;
+        if (slot == NULL)
+            return;
+        slot->fd = info->connect_fd;
+        slot->since = svc_now();
+        slot->receiving = 1;
+        pthread_mutex_lock(&s->conn_mu);
+        slot->next = s->conns;
+        if (s->conns != NULL)
+            s->conns->prev = slot;
+        s->conns = slot;
+        pthread_mutex_unlock(&s->conn_mu);
+        return;
+    }
+    atomic_fetch_sub(&s->open_conns, 1);
+    if (slot == NULL)
+        return;
+    pthread_mutex_lock(&s->conn_mu);
+    if (slot->prev != NULL)
+        slot->prev->next = slot->next;
+    else
+        s->conns = slot->next;
+    if (slot->next != NULL)
+        slot->next->prev = slot->prev;
+    pthread_mutex_unlock(&s->conn_mu);
+    free(slot);
+    *socket_context = NULL;
+}
+
+/* Records a step of the request on its connection's slot. */
+static void slot_mark(struct conn_slot *slot, struct svc_server *s, int in_request, int receiving)
+{
+    if (slot == NULL)
+        return;
+    pthread_mutex_lock(&s->conn_mu);
+    if (in_request != slot->in_request || receiving != slot->receiving)
+        slot->since = svc_now();
+    slot->in_request = in_request;
+    slot->receiving = receiving;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+/* Shuts down the connections whose request has not arrived whole by its deadline: the idle
+ * timeout never fires for a client that sends a byte now and then. libmicrohttpd then sees the
+ * socket closed and closes the connection itself. */
+static void deadline_scan(struct svc_server *s, double now)
+{
+    double request = (double)s->cfg->request_timeout_s;
+    double first_line = request > (double)s->cfg->connection_timeout_s
+                            ? request
+                            : (double)s->cfg->connection_timeout_s;
+    int cut = 0;
+    pthread_mutex_lock(&s->conn_mu);
+    for (struct conn_slot *c = s->conns; c != NULL; c = c->next) {
+        if (!c->receiving || c->cut || now - c->since <= (c->in_request ? request : first_line))
+            continue;
+        shutdown(c->fd, SHUT_RDWR);
+        c->cut = 1;
+        cut++;
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    if (cut > 0) {
+        char n[16];
+        snprintf(n, sizeof(n), "%d", cut);
+        svc_log(SVC_LOG_WARN, "requests did not arrive whole in time; connections closed",
+                "connections", n, NULL);
+    }
+}
+
 /* Resumes waiters at their deadline, and each at its own re-check time (about every poll
  * interval, later when many wait), so that writes made by other rowlock processes are seen. */
 static void *ticker_main(void *arg)
@@ -492,6 +599,10 @@ static void *ticker_main(void *arg)
          * thousand waiters cannot crowd the pool: under many waiters each re-checks less often */
         struct pick_due_arg due = {svc_now(), s->nworkers / 4 > 0 ? s->nworkers / 4 : 1};
         resume_where(s, pick_due, &due);
+        if (due.now >= s->next_deadline_scan) {
+            s->next_deadline_scan = due.now + 0.25;
+            deadline_scan(s, due.now);
+        }
     }
     resume_where(s, pick_all, NULL);
     pthread_mutex_unlock(&s->wait_mu);
@@ -511,6 +622,14 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     req->conn = conn;
     req->match.route = -1;
     req->target = strdup(uri ? uri : "");
+    if (req->target == NULL) {
+        free(req);
+        return NULL;
+    }
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    req->slot = info != NULL ? info->socket_context : NULL;
+    slot_mark(req->slot, s, 1, 1);
     svc_buf_init(&req->body, (size_t)s->cfg->body_limit);
     atomic_fetch_add(&s->in_flight, 1);
     return req;
@@ -539,6 +658,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     *con_cls = NULL;
+    if (req->status == 0) {
+        /* libmicrohttpd answered by itself (a malformed header, say): log what it sent */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        req->status = ci != NULL ? (int)ci->http_status : 0;
+    }
     double secs = elapsed_s(&req->start);
     int route = req->matched ? req->match.route : -1;
     svc_metrics_observe_http(route, req->status, secs);
@@ -553,6 +678,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         .code = req->problem_code,
     };
     svc_log_access(&a);
+    slot_mark(req->slot, s, 0, 1); /* the next request on the connection, if any */
     request_free(req);
     atomic_fetch_sub(&s->in_flight, 1);
 }
@@ -567,6 +693,38 @@ static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char
     struct header_sum *h = cls;
     h->total += strlen(key) + (value ? strlen(value) : 0) + 4;
     return MHD_YES;
+}
+
+struct length_headers {
+    const char *first;
+    int count, differ;
+};
+
+static enum MHD_Result note_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    struct length_headers *l = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    value = value ? value : "";
+    if (l->count++ == 0)
+        l->first = value;
+    else if (strcmp(l->first, value) != 0)
+        l->differ = 1;
+    return MHD_YES;
+}
+
+/* Why the body's framing is ambiguous (RFC 9112 section 6.3), or NULL: libmicrohttpd would take
+ * the first of two different Content-Length headers, and a proxy in front may take another. */
+static const char *framing_problem(struct svc_request *req)
+{
+    struct length_headers l = {NULL, 0, 0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, note_length, &l);
+    if (l.differ)
+        return "the request has Content-Length headers with different values";
+    if (l.count > 0 && svc_req_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL)
+        return "the request has both Content-Length and Transfer-Encoding";
+    return NULL;
 }
 
 /* Is the media type (ignoring parameters, case-insensitive) one of the route's? */
@@ -600,6 +758,13 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
                                  "request headers total more than %ld bytes", cfg->header_limit);
         return 1;
     }
+    const char *framing = req->http11 && svc_req_header(req, MHD_HTTP_HEADER_HOST) == NULL
+                              ? "an HTTP/1.1 request carries a Host header (RFC 9112)"
+                              : framing_problem(req);
+    if (framing != NULL) {
+        *out = svc_reply_problem(req, SVC_P_BAD_REQUEST, "%s", framing);
+        return 1;
+    }
     mr = svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match);
     switch (mr) {
     case SVC_MATCH_OK:
@@ -623,6 +788,11 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
     case SVC_MATCH_TOO_MANY_QUERY:
         *out = svc_reply_problem(req, SVC_P_BAD_REQUEST, "more than %d query parameters",
                                  SVC_MAX_QUERY);
+        return 1;
+    case SVC_MATCH_DUPLICATE_QUERY:
+        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "query parameter %s is given more than once; send it once",
+                                 req->match.bad_query);
         return 1;
     }
     const struct svc_route *route = &s->routes[req->match.route];
@@ -689,9 +859,6 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
 {
     struct svc_server *s = req->server;
     const struct svc_route *route = &s->routes[req->match.route];
-    if (req->body_too_large)
-        return svc_reply_problem(req, SVC_P_PAYLOAD_TOO_LARGE, "the body exceeds %ld bytes",
-                                 s->cfg->body_limit);
     if (route->body != SVC_BODY_NONE) {
         if (req->body.len == 0)
             return svc_reply_problem(req, SVC_P_INVALID_JSON, "the request body is empty");
@@ -715,6 +882,40 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
     return SVC_SUSPENDED;
 }
 
+/* Writes a 413 problem straight to the socket, with Connection: close. libmicrohttpd 0.9.75
+ * refuses a response queued while a body is still arriving, and would otherwise read the body to
+ * its end (gigabytes) before answering. The caller then returns MHD_NO, which closes the
+ * connection; nothing else was written on it for this request. */
+static void reply_early_413(struct svc_request *req)
+{
+    const struct svc_problem_info *info = svc_problem_info(SVC_P_PAYLOAD_TOO_LARGE);
+    char detail[96];
+    snprintf(detail, sizeof(detail), "the body exceeds %ld bytes", req->server->cfg->body_limit);
+    size_t blen = 0;
+    char *body = svc_problem_encode(SVC_P_PAYLOAD_TOO_LARGE, detail, req->request_id, NULL, &blen);
+    char head[512];
+    int hlen = snprintf(head, sizeof(head),
+                        "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
+                        "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        req->request_id, body ? blen : svc_problem_fallback_len);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci != NULL && hlen > 0 && (size_t)hlen < sizeof(head)) {
+        struct iovec iov[2] = {
+            {head, (size_t)hlen},
+            {body ? body : (char *)svc_problem_fallback, body ? blen : svc_problem_fallback_len}};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+        if (sendmsg(ci->connect_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+            req->status = info->status;
+            req->problem_code = info->code;
+            shutdown(ci->connect_fd, SHUT_WR); /* the answer, then the end */
+        }
+    }
+    free(body);
+    req->phase = PHASE_DONE;
+}
+
 static enum MHD_Result outcome_result(enum svc_outcome o)
 {
     return o == SVC_FATAL ? MHD_NO : MHD_YES;
@@ -731,6 +932,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t mlen = strnlen(method, sizeof(req->method) - 1);
         memcpy(req->method, method, mlen);
         req->method[mlen] = '\0';
+        req->http11 = version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
         const char *rid = svc_req_header(req, "X-Request-Id");
         if (rid != NULL && request_id_valid(rid))
             snprintf(req->request_id, sizeof(req->request_id), "%s", rid);
@@ -765,16 +967,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        /* A chunked body that grows past the limit stops being buffered; the rest is read and
-         * dropped, and the 413 goes out at its end (MHD 0.9.75 refuses a response queued
-         * while a body is still arriving). Content-Length bodies never get here: see
-         * request_check. */
-        if (!req->body_too_large && svc_buf_append(&req->body, upload_data, n) != 0) {
-            req->body_too_large = 1;
+        /* A chunked body that grows past the limit: answer 413 and end the connection now,
+         * rather than read the rest. Content-Length bodies never get here: see request_check. */
+        if (svc_buf_append(&req->body, upload_data, n) != 0) {
             svc_buf_free(&req->body);
+            reply_early_413(req);
+            return MHD_NO;
         }
         return MHD_YES;
     }
+    slot_mark(req->slot, req->server, 1, 0); /* the request is whole */
     enum svc_outcome out;
     if (!req->checked && request_check(req, &out))
         return outcome_result(out);
@@ -807,6 +1009,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     pthread_cond_init(&s->wait_cv, NULL);
     pthread_mutex_init(&s->work_mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
@@ -819,13 +1022,16 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     /* Room for our own 414/431 checks to fire before MHD's plain-text ones. No SO_REUSEPORT:
      * a second process on the same port would silently take half the connections. */
     size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
+    /* Above ours (on_accept), so that libmicrohttpd, which splits its limit between its threads
+     * and stops accepting at it, never leaves connections in the backlog before ours refuses. */
+    unsigned mhd_limit = (unsigned)(cfg->connection_limit + 8 * cfg->threads + 16);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO;
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->connection_limit,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -908,6 +1114,7 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->wait_mu);
     pthread_cond_destroy(&s->wait_cv);
+    pthread_mutex_destroy(&s->conn_mu);
     free(s);
     return cut;
 }

@@ -123,6 +123,12 @@ static enum svc_match_result parse_query(const char *q, struct svc_match *m)
                 return SVC_MATCH_BAD_ENCODING;
             p->name_len = (size_t)kn;
             p->value_len = (size_t)vn;
+            for (size_t i = 0; i + 1 < m->nquery; i++) {
+                if (strcmp(m->query[i].name, key) == 0) {
+                    snprintf(m->bad_query, sizeof(m->bad_query), "%s", key);
+                    return SVC_MATCH_DUPLICATE_QUERY;
+                }
+            }
         }
         q += len;
         if (*q == '&')

@@ -60,15 +60,17 @@ struct svc_match {
     struct svc_param params[SVC_MAX_PARAMS];
     size_t nquery;
     struct svc_param query[SVC_MAX_QUERY];
-    char allow[64]; /* for 405: "GET, PUT" */
+    char allow[64];     /* for 405: "GET, PUT" */
+    char bad_query[64]; /* for SVC_MATCH_DUPLICATE_QUERY: the name (decoded, maybe cut) */
 };
 
 enum svc_match_result {
     SVC_MATCH_OK,
     SVC_MATCH_NOT_FOUND,
     SVC_MATCH_METHOD_NOT_ALLOWED,
-    SVC_MATCH_BAD_ENCODING,  /* invalid percent-encoding, or an encoded NUL */
-    SVC_MATCH_TOO_MANY_QUERY /* more than SVC_MAX_QUERY query parameters */
+    SVC_MATCH_BAD_ENCODING,   /* invalid percent-encoding, or an encoded NUL */
+    SVC_MATCH_TOO_MANY_QUERY, /* more than SVC_MAX_QUERY query parameters */
+    SVC_MATCH_DUPLICATE_QUERY /* a query parameter given twice (its name in bad_query) */
 };
 
 /* Matches method and raw target ("/a/b%2Fc?x=1") against the table. On SVC_MATCH_OK the match

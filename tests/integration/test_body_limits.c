@@ -1,7 +1,8 @@
 /* Request bodies through the real HTTP layer (service/http.c, over TCP) with a route table of
  * the test's own: 413 from Content-Length before the body is read, 413 for a chunked body that
- * grows past the limit (buffered only up to it), 415 for a wrong or missing Content-Type,
- * invalid_json, json_too_deep, and a valid body reaching the handler. No database is involved. */
+ * grows past the limit (answered at once, and the connection closed), 415 for a wrong or missing
+ * Content-Type, invalid_json, json_too_deep, and a valid body reaching the handler. No database is
+ * involved. */
 #include <arpa/inet.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -106,26 +107,50 @@ static void declared_oversize_body_is_refused_before_reading(void **state)
     assert_non_null(strstr(buf, "\"code\":\"payload_too_large\""));
 }
 
-static void chunked_body_over_the_limit_is_413(void **state)
+/* A chunked body past the limit is answered 413 at once and the connection ends there: the
+ * client cannot make the service read gigabytes. It offers 256 MiB and must be stopped within
+ * the first few MiB (what the socket buffers hold), with the 413 readable. */
+static void chunked_body_over_the_limit_is_413_and_closed(void **state)
 {
     int fd = tcp_connect();
     const char *head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        "Transfer-Encoding: chunked\r\n\r\n";
     assert_int_equal(write(fd, head, strlen(head)), (ssize_t)strlen(head));
-    char chunk[1100];
-    memset(chunk, ' ', sizeof(chunk));
-    memcpy(chunk, "400\r\n", 5);
-    memcpy(chunk + 5 + 1024, "\r\n", 2);
-    /* 64 KiB in 1 KiB chunks: only the first 4 KiB are kept; the answer comes at the end */
-    for (int i = 0; i < 64; i++)
-        if (write(fd, chunk, 5 + 1024 + 2) < 0)
-            break;
-    assert_int_equal(write(fd, "0\r\n\r\n", 5), 5);
+    static char chunk[65536 + 16];
+    int hl = snprintf(chunk, sizeof(chunk), "10000\r\n");
+    memset(chunk + hl, ' ', 65536);
+    memcpy(chunk + hl + 65536, "\r\n", 2);
+    size_t clen = (size_t)hl + 65536 + 2, sent = 0;
     char buf[4096];
-    tcp_read(fd, buf, sizeof(buf), 5000);
+    size_t got = 0;
+    buf[0] = '\0';
+    double start = th_now();
+    while (sent < ((size_t)256 << 20) && th_now() - start < 20) {
+        struct pollfd p = {.fd = fd, .events = POLLIN | POLLOUT};
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        if (p.revents & (POLLIN | POLLHUP | POLLERR))
+            break; /* answered, or closed */
+        ssize_t n = send(fd, chunk, clen, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0)
+            break;
+        sent += (size_t)n;
+    }
+    got = tcp_read(fd, buf, sizeof(buf), 5000);
     close(fd);
+    fprintf(stderr, "sent %zu bytes before the answer or the close\n", sent);
+    assert_true(sent < ((size_t)64 << 20));
+    assert_true(got > 0);
     assert_non_null(strstr(buf, "HTTP/1.1 413"));
+    assert_non_null(strstr(buf, "application/problem+json"));
+    assert_non_null(strstr(buf, "Connection: close"));
     assert_non_null(strstr(buf, "\"code\":\"payload_too_large\""));
+    /* the service goes on */
+    struct th_response r;
+    const char *json[] = {"Content-Type: application/json", NULL};
+    assert_int_equal(th_http(port, "POST", "/echo", json, "{}", 2, &r), 0);
+    assert_int_equal(r.status, 200);
+    th_response_free(&r);
 }
 
 static void wrong_content_type_is_415(void **state)
@@ -203,7 +228,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(declared_oversize_body_is_refused_before_reading),
-        cmocka_unit_test(chunked_body_over_the_limit_is_413),
+        cmocka_unit_test(chunked_body_over_the_limit_is_413_and_closed),
         cmocka_unit_test(wrong_content_type_is_415),
         cmocka_unit_test(malformed_json_is_invalid_json),
         cmocka_unit_test(deep_json_is_json_too_deep),

@@ -1,12 +1,18 @@
 /* Problems a running rowlock answers before any handler runs: unknown route (404), wrong method
  * (405 with Allow), bad percent-encoding (400), request target too long (414), headers too large
- * (431). Each is application/problem+json with its code, and the connection stays usable. */
+ * (431), a repeated query parameter (400 invalid_parameter), ambiguous framing (two different
+ * Content-Length headers, Content-Length with Transfer-Encoding) and HTTP/1.1 without Host (400).
+ * Each is application/problem+json with its code, and the service goes on answering. */
+#include <arpa/inet.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -88,6 +94,74 @@ static void large_headers_are_431(void **state)
     th_response_free(&r);
 }
 
+static void repeated_query_parameter_is_invalid_parameter(void **state)
+{
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, "GET", "/topics?limit=1&limit=2", NULL, NULL, 0, &r), 0);
+    th_assert_problem(&r, 400, "invalid_parameter");
+    assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "limit"));
+    th_response_free(&r);
+    assert_int_equal(th_http(svc.port, "GET", "/topics?limit=1&limit=1", NULL, NULL, 0, &r), 0);
+    th_assert_problem(&r, 400, "invalid_parameter");
+    th_response_free(&r);
+}
+
+/* Sends raw bytes; returns the answer (status line, headers, body) read until the body is whole,
+ * the peer closes, or 5 s. */
+static void raw_exchange(const char *req, char *buf, size_t size)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)svc.port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got + 1 < size && poll(&p, 1, 5000) == 1) {
+        ssize_t n = read(fd, buf + got, size - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n");
+        const char *cl = strcasestr(buf, "Content-Length: ");
+        if (end != NULL && cl != NULL && (size_t)(buf + got - (end + 4)) >= (size_t)atol(cl + 16))
+            break;
+    }
+    buf[got] = '\0';
+    close(fd);
+}
+
+static void assert_raw_bad_request(const char *req, const char *detail_part)
+{
+    char buf[8192];
+    raw_exchange(req, buf, sizeof(buf));
+    if (strncmp(buf, "HTTP/1.1 400", 12) != 0 || strstr(buf, "application/problem+json") == NULL ||
+        strstr(buf, "\"code\":\"bad_request\"") == NULL || strstr(buf, detail_part) == NULL)
+        fail_msg("expected a bad_request problem about %s, got: %s", detail_part, buf);
+}
+
+static void ambiguous_framing_is_400(void **state)
+{
+    assert_raw_bad_request("POST /topics/t/messages HTTP/1.1\r\nHost: x\r\n"
+                           "Content-Type: application/json\r\nContent-Length: 2\r\n"
+                           "Content-Length: 3\r\n\r\n{}",
+                           "Content-Length headers with different values");
+    assert_raw_bad_request("POST /topics/t/messages HTTP/1.1\r\nHost: x\r\n"
+                           "Content-Type: application/json\r\nContent-Length: 2\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                           "both Content-Length and Transfer-Encoding");
+    assert_raw_bad_request("GET /healthz HTTP/1.1\r\n\r\n", "Host");
+    /* the same value twice is one length, and HTTP/1.0 needs no Host */
+    char buf[8192];
+    raw_exchange("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                 "Content-Length: 0\r\n\r\n",
+                 buf, sizeof(buf));
+    assert_int_equal(strncmp(buf, "HTTP/1.1 200", 12), 0);
+    raw_exchange("GET /healthz HTTP/1.0\r\n\r\n", buf, sizeof(buf));
+    assert_int_equal(strncmp(buf, "HTTP/1.1 200", 12), 0);
+}
+
 static void service_still_answers_after_errors(void **state)
 {
     struct th_response r;
@@ -104,6 +178,8 @@ int main(void)
         cmocka_unit_test(bad_percent_encoding_is_400),
         cmocka_unit_test(long_target_is_414),
         cmocka_unit_test(large_headers_are_431),
+        cmocka_unit_test(repeated_query_parameter_is_invalid_parameter),
+        cmocka_unit_test(ambiguous_framing_is_400),
         cmocka_unit_test(service_still_answers_after_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -37,6 +37,7 @@ static const char *const all_env[] = {
     "ROWLOCK_KEY_WRITERS",
     "ROWLOCK_JSON_MAX_DEPTH",
     "ROWLOCK_CONNECTION_TIMEOUT_S",
+    "ROWLOCK_REQUEST_TIMEOUT_S",
     "ROWLOCK_CONNECTION_LIMIT",
     "ROWLOCK_PER_IP_CONNECTION_LIMIT",
     "ROWLOCK_DRAIN_TIMEOUT_S",
@@ -110,7 +111,9 @@ static void test_defaults(void **state)
     assert_int_equal(r.cfg.json_max_depth, 32);
     assert_int_equal(r.cfg.connection_timeout_s, 30);
     assert_int_equal(r.cfg.connection_limit, 4096);
-    assert_int_equal(r.cfg.per_ip_connection_limit, 2048);
+    /* behind a load balancer every connection comes from one address: no limit of its own */
+    assert_int_equal(r.cfg.per_ip_connection_limit, 0);
+    assert_int_equal(r.cfg.request_timeout_s, 30);
     assert_int_equal(r.cfg.drain_timeout_s, 30);
     assert_int_equal(r.cfg.key_writers, 2);
     assert_string_equal(r.cfg.tokens_file, "");
@@ -255,6 +258,12 @@ static void test_per_ip_limit_clamped(void **state)
     load(&r, NULL, ARGC(argv), argv);
     assert_int_equal(r.result, SVC_CONFIG_OK);
     assert_int_equal(r.cfg.per_ip_connection_limit, 10);
+    run_free(&r);
+    /* 0 stays 0: no per-address limit at all */
+    char *argv0[] = {"rowlock", "--connection-limit=10", "--per-ip-connection-limit=0"};
+    load(&r, NULL, ARGC(argv0), argv0);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_int_equal(r.cfg.per_ip_connection_limit, 0);
     run_free(&r);
 }
 

@@ -278,6 +278,24 @@ static void test_too_many_query(void **state)
     assert_int_equal(m.nquery, 0);
 }
 
+/* A repeated name is refused, however it is spelt (encoded, '+' for space), with its name. */
+static void test_duplicate_query(void **state)
+{
+    struct svc_match m;
+    assert_int_equal(match("GET", "/healthz?limit=1&limit=2", &m), SVC_MATCH_DUPLICATE_QUERY);
+    assert_string_equal(m.bad_query, "limit");
+    assert_int_equal(m.route, -1);
+    assert_int_equal(m.nquery, 0);
+    assert_int_equal(match("GET", "/healthz?a=1&l%69mit=1&b&limit", &m), SVC_MATCH_DUPLICATE_QUERY);
+    assert_string_equal(m.bad_query, "limit");
+    assert_int_equal(match("GET", "/healthz?a+b=1&a%20b=2", &m), SVC_MATCH_DUPLICATE_QUERY);
+    assert_string_equal(m.bad_query, "a b");
+    /* different names, and a name repeated only as a value, are fine */
+    assert_int_equal(match("GET", "/healthz?limit=1&after=limit&Limit=3", &m), SVC_MATCH_OK);
+    assert_string_equal(svc_match_query(&m, "limit"), "1");
+    svc_match_free(&m);
+}
+
 static void test_more_literal_wins(void **state)
 {
     struct svc_match m;
@@ -379,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_too_many_query),
         cmocka_unit_test(test_more_literal_wins),
         cmocka_unit_test(test_match_free_twice),
+        cmocka_unit_test(test_duplicate_query),
         cmocka_unit_test(test_percent_decode),
         cmocka_unit_test(test_percent_decode_respects_len),
     };
