@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "service/buf.h"
+#include "service/conn.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
@@ -32,18 +33,6 @@ struct waiter {
     double deadline;
     double recheck; /* when to look again for writes made by other processes */
     struct waiter *next;
-};
-
-/* One open connection, for the request deadline (owned by the server's list, freed when
- * libmicrohttpd reports the connection closed, before it closes the socket). */
-struct conn_slot {
-    struct conn_slot *prev, *next;
-    MHD_socket fd;
-    double since; /* when the connection opened or its previous response ended; or, once
-                     the request line arrived (in_request), when it did */
-    int in_request;
-    int receiving; /* the request (or the next one) has not arrived whole yet */
-    int cut;       /* shut down for missing its deadline */
 };
 
 struct svc_server {
@@ -71,9 +60,7 @@ struct svc_server {
     const struct svc_auth *auth;
     void *app;
     atomic_long in_flight;
-    atomic_long open_conns; /* accepted and not yet closed */
-    pthread_mutex_t conn_mu;
-    struct conn_slot *conns;
+    struct svc_conns *conns; /* the connection limit and request deadlines */
     double next_deadline_scan;
 };
 
@@ -102,7 +89,7 @@ struct svc_request {
     struct MHD_Response *pending; /* prepared by a worker, queued on resume */
     int pending_status;
     struct svc_request *work_next;
-    struct conn_slot *slot; /* may be NULL (out of memory when the connection opened) */
+    struct svc_conn *slot; /* may be NULL (out of memory when the connection opened) */
     size_t nheaders;
     char *headers[MAX_EXTRA_HEADERS][2];
 };
@@ -491,87 +478,35 @@ long svc_server_waiting(const struct svc_server *s)
     return n;
 }
 
-/* ---- connections: the global limit and the request deadline ---- */
+/* ---- connections: the global limit and the request deadline (service/conn.c) ---- */
 
 /* Over the limit a connection is closed as soon as it is accepted (libmicrohttpd's own limit is
  * set higher, so that it never leaves connections waiting in the listen backlog). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     struct svc_server *s = cls;
-    return atomic_load(&s->open_conns) < s->cfg->connection_limit ? MHD_YES : MHD_NO;
+    return svc_conns_admit(s->conns) ? MHD_YES : MHD_NO;
 }
 
+/* Called before libmicrohttpd closes the socket, so the deadline never cuts a reused one. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     struct svc_server *s = cls;
-    struct conn_slot *slot = *socket_context;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        atomic_fetch_add(&s->open_conns, 1);
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        slot = info != NULL ? calloc(1, sizeof(*slot)) : NULL;
-        *socket_context = slot;
-        if (slot == NULL)
-            return;
-        slot->fd = info->connect_fd;
-        slot->since = svc_now();
-        slot->receiving = 1;
-        pthread_mutex_lock(&s->conn_mu);
-        slot->next = s->conns;
-        if (s->conns != NULL)
-            s->conns->prev = slot;
-        s->conns = slot;
-        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = svc_conns_opened(s->conns, info ? info->connect_fd : -1, svc_now());
         return;
     }
-    atomic_fetch_sub(&s->open_conns, 1);
-    if (slot == NULL)
-        return;
-    pthread_mutex_lock(&s->conn_mu);
-    if (slot->prev != NULL)
-        slot->prev->next = slot->next;
-    else
-        s->conns = slot->next;
-    if (slot->next != NULL)
-        slot->next->prev = slot->prev;
-    pthread_mutex_unlock(&s->conn_mu);
-    free(slot);
+    svc_conns_closed(s->conns, *socket_context);
     *socket_context = NULL;
 }
 
-/* Records a step of the request on its connection's slot. */
-static void slot_mark(struct conn_slot *slot, struct svc_server *s, int in_request, int receiving)
-{
-    if (slot == NULL)
-        return;
-    pthread_mutex_lock(&s->conn_mu);
-    if (in_request != slot->in_request || receiving != slot->receiving)
-        slot->since = svc_now();
-    slot->in_request = in_request;
-    slot->receiving = receiving;
-    pthread_mutex_unlock(&s->conn_mu);
-}
-
-/* Shuts down the connections whose request has not arrived whole by its deadline: the idle
- * timeout never fires for a client that sends a byte now and then. libmicrohttpd then sees the
- * socket closed and closes the connection itself. */
+/* Shuts down the connections whose request has not arrived whole by its deadline. */
 static void deadline_scan(struct svc_server *s, double now)
 {
-    double request = (double)s->cfg->request_timeout_s;
-    double first_line = request > (double)s->cfg->connection_timeout_s
-                            ? request
-                            : (double)s->cfg->connection_timeout_s;
-    int cut = 0;
-    pthread_mutex_lock(&s->conn_mu);
-    for (struct conn_slot *c = s->conns; c != NULL; c = c->next) {
-        if (!c->receiving || c->cut || now - c->since <= (c->in_request ? request : first_line))
-            continue;
-        shutdown(c->fd, SHUT_RDWR);
-        c->cut = 1;
-        cut++;
-    }
-    pthread_mutex_unlock(&s->conn_mu);
+    int cut = svc_conns_cut_late(s->conns, now);
     if (cut > 0) {
         char n[16];
         snprintf(n, sizeof(n), "%d", cut);
@@ -629,7 +564,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     req->slot = info != NULL ? info->socket_context : NULL;
-    slot_mark(req->slot, s, 1, 1);
+    svc_conns_mark(s->conns, req->slot, 1, 1, svc_now());
     svc_buf_init(&req->body, (size_t)s->cfg->body_limit);
     atomic_fetch_add(&s->in_flight, 1);
     return req;
@@ -678,7 +613,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         .code = req->problem_code,
     };
     svc_log_access(&a);
-    slot_mark(req->slot, s, 0, 1); /* the next request on the connection, if any */
+    svc_conns_mark(s->conns, req->slot, 0, 1, svc_now()); /* the next request, if any */
     request_free(req);
     atomic_fetch_sub(&s->in_flight, 1);
 }
@@ -976,7 +911,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
-    slot_mark(req->slot, req->server, 1, 0); /* the request is whole */
+    svc_conns_mark(req->server->conns, req->slot, 1, 0, svc_now()); /* the request is whole */
     enum svc_outcome out;
     if (!req->checked && request_check(req, &out))
         return outcome_result(out);
@@ -1005,17 +940,25 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     s->nroutes = nroutes;
     s->auth = auth;
     s->app = app;
+    double request_s = (double)cfg->request_timeout_s;
+    double idle_s = (double)cfg->connection_timeout_s;
+    s->conns =
+        svc_conns_new(cfg->connection_limit, request_s, idle_s > request_s ? idle_s : request_s);
+    if (s->conns == NULL) {
+        free(s);
+        return NULL;
+    }
     pthread_mutex_init(&s->wait_mu, NULL);
     pthread_cond_init(&s->wait_cv, NULL);
     pthread_mutex_init(&s->work_mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
-    pthread_mutex_init(&s->conn_mu, NULL);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)cfg->port);
     if (inet_pton(AF_INET, cfg->listen_address, &addr.sin_addr) != 1) {
         svc_log(SVC_LOG_ERROR, "invalid listen address", "address", cfg->listen_address, NULL);
+        svc_conns_free(s->conns);
         free(s);
         return NULL;
     }
@@ -1041,6 +984,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         snprintf(port, sizeof(port), "%ld", cfg->port);
         svc_log(SVC_LOG_ERROR, "cannot start the HTTP server", "address", cfg->listen_address,
                 "port", port, NULL);
+        svc_conns_free(s->conns);
         free(s);
         return NULL;
     }
@@ -1114,7 +1058,7 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->wait_mu);
     pthread_cond_destroy(&s->wait_cv);
-    pthread_mutex_destroy(&s->conn_mu);
+    svc_conns_free(s->conns);
     free(s);
     return cut;
 }

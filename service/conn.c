@@ -1,0 +1,114 @@
+/* Open connections and their request deadlines (see conn.h). One mutex guards the list; entries
+ * are freed only by svc_conns_closed, which runs before the socket is closed, so a cut never
+ * reaches a socket number already reused by another connection. */
+#include "service/conn.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+struct svc_conn {
+    struct svc_conn *prev, *next;
+    int fd;
+    double since;   /* when the current step began (see svc_conns_mark) */
+    int in_request; /* the request line arrived */
+    int receiving;  /* the request (or the next one) has not arrived whole yet */
+    int cut;
+};
+
+struct svc_conns {
+    long limit;
+    double request_s, first_line_s;
+    atomic_long open;
+    pthread_mutex_t mu;
+    struct svc_conn *head;
+};
+
+struct svc_conns *svc_conns_new(long limit, double request_s, double first_line_s)
+{
+    struct svc_conns *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->limit = limit;
+    c->request_s = request_s;
+    c->first_line_s = first_line_s;
+    atomic_init(&c->open, 0);
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void svc_conns_free(struct svc_conns *c)
+{
+    if (c == NULL)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int svc_conns_admit(struct svc_conns *c)
+{
+    return atomic_load(&c->open) < c->limit;
+}
+
+struct svc_conn *svc_conns_opened(struct svc_conns *c, int fd, double now)
+{
+    atomic_fetch_add(&c->open, 1);
+    struct svc_conn *conn = calloc(1, sizeof(*conn));
+    if (conn == NULL)
+        return NULL;
+    conn->fd = fd;
+    conn->since = now;
+    conn->receiving = 1;
+    pthread_mutex_lock(&c->mu);
+    conn->next = c->head;
+    if (c->head != NULL)
+        c->head->prev = conn;
+    c->head = conn;
+    pthread_mutex_unlock(&c->mu);
+    return conn;
+}
+
+void svc_conns_closed(struct svc_conns *c, struct svc_conn *conn)
+{
+    atomic_fetch_sub(&c->open, 1);
+    if (conn == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        c->head = conn->next;
+    if (conn->next != NULL)
+        conn->next->prev = conn->prev;
+    pthread_mutex_unlock(&c->mu);
+    free(conn);
+}
+
+void svc_conns_mark(struct svc_conns *c, struct svc_conn *conn, int in_request, int receiving,
+                    double now)
+{
+    if (conn == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    conn->since = now;
+    conn->in_request = in_request;
+    conn->receiving = receiving;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int svc_conns_cut_late(struct svc_conns *c, double now)
+{
+    int cut = 0;
+    pthread_mutex_lock(&c->mu);
+    for (struct svc_conn *conn = c->head; conn != NULL; conn = conn->next) {
+        double limit = conn->in_request ? c->request_s : c->first_line_s;
+        if (!conn->receiving || conn->cut || now - conn->since <= limit)
+            continue;
+        shutdown(conn->fd, SHUT_RDWR);
+        conn->cut = 1;
+        cut++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return cut;
+}
