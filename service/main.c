@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "db/pool.h"
@@ -84,6 +85,30 @@ static int database_ready(struct db_pool *pool, long wait_s, const sigset_t *sig
     }
 }
 
+/* Raises the soft limit on open files toward the hard one so that the connection limit can be
+ * reached (a soft limit of 1024 is common); warns when even the hard limit is too low. */
+static void raise_fd_limit(long connection_limit, long pool_size)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)(connection_limit + pool_size + 64);
+    if (rl.rlim_cur < want && rl.rlim_cur != RLIM_INFINITY) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < want && rl.rlim_cur != RLIM_INFINITY) {
+        char have[32], need[32];
+        snprintf(have, sizeof(have), "%llu", (unsigned long long)rl.rlim_cur);
+        snprintf(need, sizeof(need), "%llu", (unsigned long long)want);
+        svc_log(SVC_LOG_WARN,
+                "the open-files limit is below ROWLOCK_CONNECTION_LIMIT: connections past it "
+                "fail to be accepted (raise LimitNOFILE / ulimit -n)",
+                "limit", have, "needed", need, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct svc_config cfg;
@@ -106,6 +131,7 @@ int main(int argc, char **argv)
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit(cfg.connection_limit, cfg.pool_size);
 
     if (cfg.tokens_file[0] != '\0') {
         auth = svc_auth_load(cfg.tokens_file, stderr);
