@@ -76,81 +76,87 @@
         "w.lease_expires_at") ", (SELECT b.payload::text FROM rowlock.job_bodies b WHERE "         \
                               "b.job_id = w.id)"
 
+/* A claim's answer carries each job's payload: of the rows locked (rows, in claim order within
+ * each partition, one per claim), cand keeps those whose payloads' JSON text fits in budget
+ * bytes, the first always (a payload larger than the budget is claimed alone). The rest are
+ * left as they were: still claimable, by this claimer's next claim or anyone's. One window over
+ * at most max_jobs locked rows; budget NULL keeps them all. */
+#define CLAIM_FIT(rows, partition, order, budget)                                                  \
+    "cand AS (SELECT * FROM (SELECT " rows ".*, " budget "::bigint AS fit_budget, "                \
+    "sum(octet_length(b.payload::text)) OVER fit AS fit_bytes, row_number() OVER fit AS fit_k "    \
+    "FROM " rows " JOIN rowlock.job_bodies b ON b.job_id = " rows ".id WINDOW fit AS "             \
+    "(" partition " ORDER BY " order ")) s "                                                       \
+    "WHERE s.fit_k = 1 OR s.fit_budget IS NULL OR s.fit_bytes <= s.fit_budget)"
+
 /* Statements that join a few rows (a claim's candidates, a batch's items) to rowlock.jobs say
  * "j.id = ANY (those ids)" as well: an index condition on the primary key. Without it the
  * planner, costing random reads as from disk, prefers to hash-join against a sequential scan of
  * the whole table up to tens of thousands of rows, and a claim then costs in proportion to every
  * job the table retains.
  *
- * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's).
- * A re-claim by the same owner of its own expired lease keeps the attempt; any other claim
- * spends one. Every claim bumps the fence and opens the job's latest attempt on its row; the
- * attempt it supersedes (if any) moves to rowlock.job_attempts, as lease_expired when its lease
- * ran out unsettled. */
+ * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's),
+ * $5 payload byte budget (NULL: none). A re-claim by the same owner of its own expired lease
+ * keeps the attempt; any other claim spends one. Every claim bumps the fence and opens the
+ * job's latest attempt on its row; the attempt it supersedes (if any) moves to
+ * rowlock.job_attempts, as lease_expired when its lease ran out unsettled. */
+/* clang-format off */
 static const struct db_stmt st_claim = {
     "leases_claim",
     "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
-    "cand AS (SELECT " CLAIM_WAS ", " LEASE_NEXT_ATTEMPT(
-        "j",
-        "$2") " AS next_attempt "
-              "  FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE_BY(
-                  "$2") " "
-                        "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j "
-                        "SKIP LOCKED), "
-                        "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
-                        "  fence = j.fence + 1, state = 'processing', owner = $2, "
-                        "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, "
-                        "q.lease_seconds)), "
-                        "  claimable_at = now() + make_interval(secs => coalesce($4::float8, "
-                        "q.lease_seconds)), "
-                        "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
-                        "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = "
-                        "NULL "
-                        "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM "
-                        "cand)) "
-                        "  RETURNING " CLAIM_RETURNING "), " CLAIM_SUPERSEDED " "
-                        "SELECT 1, " CLAIMED " FROM w ORDER BY w.priority DESC, w.id",
-    4};
+    "locked AS (SELECT " CLAIM_WAS ", j.priority, j.claimable_at, "
+    "  " LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt "
+    "  FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE_BY("$2") " "
+    "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j SKIP LOCKED), "
+    CLAIM_FIT("locked", "", "locked.priority DESC, locked.claimable_at, locked.id", "$5") ", "
+    "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
+    "  fence = j.fence + 1, state = 'processing', owner = $2, "
+    "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
+    "  claimable_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
+    "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
+    "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
+    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
+    "  RETURNING " CLAIM_RETURNING "), " CLAIM_SUPERSEDED " "
+    "SELECT 1, " CLAIMED " FROM w ORDER BY w.priority DESC, w.id",
+    5};
+/* clang-format on */
 
 /* Claims for several owners at once: what st_claim does, in one statement for concurrent
  * claims combined (db/combine.h). $1 queue id, $2 owners, $3 max jobs, $4 lease seconds (NULL:
- * queue's), one element a claim, $5 the sum of $3. The rows locked, in claim order, are dealt
- * to the claims in turn, each its max. Only rows any claimer may take are candidates: an
- * expired lease without attempts left, which only its own owner may re-claim, is left to a
- * claim that runs alone or to the janitor (as if that owner's claim came a moment later). */
+ * queue's), $6 payload byte budgets (NULL: none), one element a claim, $5 the sum of $3. The
+ * rows locked, in claim order, are dealt to the claims in turn, each its max, and each claim
+ * keeps what fits its budget. Only rows any claimer may take are candidates: an expired lease
+ * without attempts left, which only its own owner may re-claim, is left to a claim that runs
+ * alone or to the janitor (as if that owner's claim came a moment later). */
+/* clang-format off */
 static const struct db_stmt st_claim_many = {
     "leases_claim_many",
     "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
-    "claims AS (SELECT c.owner, c.lease, c.i, sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "
+    "claims AS (SELECT c.owner, c.lease, c.budget, c.i, "
+    "  sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "
     "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "
-    "  FROM unnest($2::text[], $3::int[], $4::float8[]) WITH ORDINALITY AS c(owner, max_jobs, "
-    "  lease, i)), "
+    "  FROM unnest($2::text[], $3::int[], $4::float8[], $6::bigint[]) WITH ORDINALITY "
+    "  AS c(owner, max_jobs, lease, budget, i)), "
     "locked AS (SELECT " CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, "
     "  j.claimable_at FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_DUE " AND "
     "  (" LEASE_FREE ") ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $5 "
     "  FOR UPDATE OF j SKIP LOCKED), "
-    "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.i FROM (SELECT locked.*, "
-    "  row_number() OVER (ORDER BY priority DESC, claimable_at, id) AS k FROM locked) n "
-    "  JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "
-    "cand AS (SELECT dealt.*, " LEASE_NEXT_ATTEMPT(
-        "dealt",
-        "dealt.claimer") " AS next_attempt "
-                         "  FROM dealt), "
-                         "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
-                         "  fence = j.fence + 1, state = 'processing', owner = cand.claimer, "
-                         "  lease_expires_at = now() + make_interval(secs => coalesce(cand.lease, "
-                         "q.lease_seconds)), "
-                         "  claimable_at = now() + make_interval(secs => coalesce(cand.lease, "
-                         "q.lease_seconds)), "
-                         "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = "
-                         "cand.claimer, "
-                         "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = "
-                         "NULL "
-                         "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM "
-                         "cand)) "
-                         "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED " "
-                         "SELECT w.i, " CLAIMED " FROM w ORDER BY w.i, w.priority DESC, w.id",
-    5};
+    "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.budget, claims.i "
+    "  FROM (SELECT locked.*, row_number() OVER (ORDER BY priority DESC, claimable_at, id) "
+    "  AS k FROM locked) n JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "
+    "offered AS (SELECT dealt.*, " LEASE_NEXT_ATTEMPT("dealt", "dealt.claimer") " AS "
+    "  next_attempt FROM dealt), "
+    CLAIM_FIT("offered", "PARTITION BY offered.i", "offered.k", "offered.budget") ", "
+    "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
+    "  fence = j.fence + 1, state = 'processing', owner = cand.claimer, "
+    "  lease_expires_at = now() + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "
+    "  claimable_at = now() + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "
+    "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = cand.claimer, "
+    "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
+    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
+    "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED " "
+    "SELECT w.i, " CLAIMED " FROM w ORDER BY w.i, w.priority DESC, w.id",
+    6};
+/* clang-format on */
 
 /* Fenced writes: $1 job id, $2 queue id, $3 owner, $4 fence, then their own. */
 static const struct db_stmt st_heartbeat = {
@@ -278,6 +284,7 @@ void db_claimed_clear(struct db_claimed *c, size_t n)
 struct claim {
     const char *queue, *owner;
     int max_jobs, lease_seconds;
+    long long budget; /* 0: none */
     struct db_claimed *out;
     size_t n;
     enum db_queue_verdict verdict;
@@ -315,10 +322,12 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     struct db_queue q;
     int found;
     claim_reset(a);
-    char max[16], lease[16];
+    char max[16], lease[16], budget[24];
     snprintf(max, sizeof(max), "%d", a->max_jobs);
     snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
-    const char *params[] = {NULL, a->owner, max, a->lease_seconds > 0 ? lease : NULL};
+    snprintf(budget, sizeof(budget), "%lld", a->budget);
+    const char *params[] = {NULL, a->owner, max, a->lease_seconds > 0 ? lease : NULL,
+                            a->budget > 0 ? budget : NULL};
     PGresult *r = NULL;
     enum db_status st = db_queue_stmt_in(c, a->queue, &st_claim, params, 0, 1, &q, &found, &r, err);
     if (st != DB_OK || !found)
@@ -344,10 +353,15 @@ static const char *claim_column(const void *items, size_t i, size_t col, char *b
     case 1:
         snprintf(buf, size, "%d", a->max_jobs);
         return buf;
-    default:
+    case 2:
         if (a->lease_seconds <= 0)
             return NULL;
         snprintf(buf, size, "%d", a->lease_seconds);
+        return buf;
+    default:
+        if (a->budget <= 0)
+            return NULL;
+        snprintf(buf, size, "%lld", a->budget);
         return buf;
     }
 }
@@ -365,12 +379,12 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     struct db_queue q;
     int found;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 3, claim_column, err);
+    enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
     if (st != DB_OK)
         return st;
     char sum[24];
     snprintf(sum, sizeof(sum), "%ld", total);
-    const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum};
+    const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum, arr.arr[3]};
     PGresult *r = NULL;
     st = db_queue_stmt_in(c, first->queue, &st_claim_many, params, 0, 1, &q, &found, &r, err);
     db_arrays_free(&arr);
@@ -405,10 +419,11 @@ static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_
 }
 
 enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
-                               int max_jobs, int lease_seconds, struct db_claimed *out, size_t *n,
-                               enum db_queue_verdict *verdict, struct db_error *err)
+                               int max_jobs, int lease_seconds, long long budget,
+                               struct db_claimed *out, size_t *n, enum db_queue_verdict *verdict,
+                               struct db_error *err)
 {
-    struct claim a = {queue, owner,   max_jobs, lease_seconds, out, 0, DB_Q_QUEUE_NOT_FOUND,
+    struct claim a = {queue, owner,   max_jobs, lease_seconds, budget, out, 0, DB_Q_QUEUE_NOT_FOUND,
                       DB_OK, {"", ""}};
     struct db_combine_req req = {.queue = queue, .weight = (size_t)max_jobs, .arg = &a};
     db_combine(&claims, pool, &req, claim_run);

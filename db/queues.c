@@ -85,12 +85,32 @@ static const struct db_stmt st_job_history = {
                     "ORDER BY "
                     "fence",
     1};
+/* The bytes of a job's stored JSON as a list answers it (b is rowlock.job_bodies). */
+#define BODY_BYTES                                                                                 \
+    "(octet_length(b.payload::text) + coalesce(octet_length(b.progress::text), 0) + "              \
+    "coalesce(octet_length(b.result::text), 0) + coalesce(octet_length(b.last_error::text), 0))"   \
+    "::bigint"
+/* The next job of a listing after id (b its body, and its bytes). */
+#define LIST_NEXT(after)                                                                           \
+    "SELECT j.id, " BODY_BYTES " AS bytes FROM rowlock.jobs j JOIN rowlock.job_bodies b ON "       \
+    "b.job_id = j.id WHERE j.queue_id = $1 AND j.id > " after " AND ($3::text IS NULL OR "         \
+    "j.state = $3) ORDER BY j.id LIMIT 1"
+/* Listing: $1 queue id, $2 after, $3 state (NULL: any), $4 limit, $5 byte budget (NULL: none).
+ * A walk from job to job that stops at the limit or at the first job whose bytes would pass the
+ * budget (marked over: not listed, but it says the page ends early): no job past it is read. */
 static const struct db_stmt st_job_list = {
     "job_list",
-    "SELECT " JOB_COLUMNS " FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
-    "WHERE j.queue_id = $1 AND j.id > $2 AND ($3::text IS NULL OR j.state = $3) "
-    "ORDER BY j.id LIMIT $4",
-    4};
+    "WITH RECURSIVE walk (k, id, bytes, over) AS ((SELECT 1, n.id, n.bytes, false FROM "
+    "(" LIST_NEXT("$2") ") n) UNION ALL (SELECT walk.k + 1, n.id, walk.bytes + n.bytes, "
+                        "  walk.bytes + n.bytes > $5::bigint FROM walk, LATERAL (" LIST_NEXT(
+                            "walk.id") ") n "
+                                       "  WHERE walk.k < $4 AND NOT walk.over)) "
+                                       "SELECT " JOB_COLUMNS
+                                       ", EXISTS (SELECT 1 FROM walk WHERE over) FROM walk "
+                                       "JOIN rowlock.jobs j ON j.id = walk.id JOIN "
+                                       "rowlock.job_bodies b ON b.job_id = j.id "
+                                       "WHERE NOT walk.over ORDER BY j.id",
+    5};
 static const struct db_stmt st_job_retry = {
     "job_retry",
     "UPDATE rowlock.jobs j SET state = 'pending', attempts = 0, run_at = now(), "
@@ -138,11 +158,6 @@ static const struct db_stmt st_purge = {
     "history AS (DELETE FROM rowlock.job_attempts a USING gone WHERE a.job_id = gone.id) "
     "SELECT count(*) FROM gone",
     3};
-static const struct db_stmt st_all_stats = {
-    "queues_all_stats",
-    "SELECT q.name, s.* FROM rowlock.queues q, LATERAL (SELECT " STATS_COLUMNS
-    " FROM rowlock.jobs WHERE queue_id = q.id) s ORDER BY q.name",
-    0};
 /* What slows every Postgres queue: dead tuples in its tables, and the oldest transaction that
  * holds back vacuum (its snapshot keeps dead tuples alive). */
 static const struct db_stmt st_vacuum_health = {
@@ -555,6 +570,7 @@ struct list_jobs {
     const char *queue, *state;
     int64_t after;
     int limit;
+    long long budget;
     PGresult *rows;
     enum db_queue_verdict verdict;
 };
@@ -570,25 +586,28 @@ static enum db_status list_jobs_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char qid[24], after[24], lim[16];
+    char qid[24], after[24], lim[16], budget[24];
     i64(qid, sizeof(qid), q.id);
     i64(after, sizeof(after), a->after);
     snprintf(lim, sizeof(lim), "%d", a->limit);
-    const char *params[] = {qid, after, a->state, lim};
+    snprintf(budget, sizeof(budget), "%lld", a->budget);
+    const char *params[] = {qid, after, a->state, lim, a->budget > 0 ? budget : NULL};
     a->verdict = DB_Q_OK;
     return db_query(c, &st_job_list, params, &a->rows, err);
 }
 
 enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char *state,
-                            int64_t after, int limit, db_job_each each, void *ctx,
-                            enum db_queue_verdict *verdict, struct db_error *err)
+                            int64_t after, int limit, long long budget, db_job_each each, void *ctx,
+                            int *more, enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct list_jobs a = {queue, state, after, limit, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct list_jobs a = {queue, state, after, limit, budget, NULL, DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_jobs_tx, &a, err);
     *verdict = a.verdict;
+    *more = 0;
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_job j;
         job_from_row(a.rows, i, &j);
+        *more = PQgetvalue(a.rows, i, 17)[0] == 't';
         each(&j, ctx);
         db_job_clear(&j);
     }
@@ -690,16 +709,18 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
     for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
         struct janitor_queue a = {PQgetvalue(ids.rows, i, 0), PQgetvalue(ids.rows, i, 2), batch, 0,
                                   0};
-        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_queue_tx, &a, err);
-        if (one != DB_OK)
-            st = one;
-        else if (each != NULL)
-            each(PQgetvalue(ids.rows, i, 1), a.expired, a.purged, ctx);
+        struct db_error one = {"", ""};
+        /* a queue that fails is reported and skipped: the next queue's pass still runs */
+        int failed = db_tx_run(pool, DB_READ_COMMITTED, janitor_queue_tx, &a, &one) != DB_OK;
+        if (each != NULL)
+            each(PQgetvalue(ids.rows, i, 1), failed ? 0 : a.expired, failed ? 0 : a.purged,
+                 failed ? &one : NULL, ctx);
     }
     PQclear(ids.rows);
     return st;
 }
 
+/* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
 };
@@ -710,7 +731,7 @@ static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error
     PQclear(a->rows);
     PQclear(a->health);
     a->rows = a->health = NULL;
-    enum db_status st = db_query(c, &st_all_stats, NULL, &a->rows, err);
+    enum db_status st = db_query(c, &st_queue_ids, NULL, &a->rows, err);
     if (st == DB_OK)
         st = db_query(c, &st_vacuum_health, NULL, &a->health, err);
     return st;
@@ -725,13 +746,21 @@ enum db_status db_queues_stats(struct db_pool *pool, db_queue_stats_each each, v
     *dead_tuples = 0;
     *oldest_xact_age_seconds = 0;
     if (st == DB_OK) {
-        for (int i = 0; i < PQntuples(a.rows); i++) {
-            struct db_queue_stats s;
-            stats_from_row(a.rows, i, 1, &s);
-            each(PQgetvalue(a.rows, i, 0), &s, ctx);
-        }
         *dead_tuples = strtoll(PQgetvalue(a.health, 0, 0), NULL, 10);
         *oldest_xact_age_seconds = atof(PQgetvalue(a.health, 0, 1));
+    }
+    for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
+        /* each queue is read on its own: one that cannot be read leaves the others alone */
+        const char *params[] = {PQgetvalue(a.rows, i, 0)};
+        struct rows_query one = {&st_queue_stats, params, NULL};
+        struct db_error e = {"", ""};
+        struct db_queue_stats s;
+        int ok = db_tx_run(pool, DB_READ_COMMITTED, rows_tx, &one, &e) == DB_OK &&
+                 PQntuples(one.rows) == 1;
+        if (ok)
+            stats_from_row(one.rows, 0, 0, &s);
+        each(PQgetvalue(a.rows, i, 1), ok ? &s : NULL, ok ? NULL : &e, ctx);
+        PQclear(one.rows);
     }
     PQclear(a.rows);
     PQclear(a.health);

@@ -104,11 +104,15 @@ void db_job_clear(struct db_job *j);
 enum db_status db_jobs_get(struct db_pool *pool, const char *queue, int64_t id, struct db_job *out,
                            enum db_queue_verdict *verdict, struct db_error *err);
 
-/* Jobs of a queue with id > after, optionally in one state, in id order (no history). */
+/* Jobs of a queue with id > after, optionally in one state, in id order (no history): at most
+ * limit, and no more than fit in budget bytes of JSON text (payload, progress, result and last
+ * error together; 0: no bound), though always the first. The statement stops reading at the
+ * first job past the budget, so PostgreSQL holds no more than the page either. *more is set
+ * when the budget (not the limit) ended the page and another job follows. */
 typedef void (*db_job_each)(const struct db_job *j, void *ctx);
 enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char *state,
-                            int64_t after, int limit, db_job_each each, void *ctx,
-                            enum db_queue_verdict *verdict, struct db_error *err);
+                            int64_t after, int limit, long long budget, db_job_each each, void *ctx,
+                            int *more, enum db_queue_verdict *verdict, struct db_error *err);
 
 /* Operator retry: a failed job becomes pending with a fresh set of attempts. */
 enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id,
@@ -137,12 +141,15 @@ void db_leases_combined_get(struct db_leases_combined *out);
 
 /* Claims up to max_jobs claimable jobs for owner in one statement (pending and due, or
  * processing with an expired lease), highest priority first, then oldest. lease_seconds 0: the
- * queue's. out must hold max_jobs entries; *n gets how many were claimed. Claims combined with
+ * queue's. budget: the claim takes no more jobs than their payloads' JSON text fits in budget
+ * bytes (0: no bound), though always one when any is claimable; the jobs it leaves stay
+ * claimable. out must hold max_jobs entries; *n gets how many were claimed. Claims combined with
  * others (above) leave out an expired lease without attempts left, which only its own owner
  * may re-claim: a claim that runs alone, or the janitor, takes it. */
 enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
-                               int max_jobs, int lease_seconds, struct db_claimed *out, size_t *n,
-                               enum db_queue_verdict *verdict, struct db_error *err);
+                               int max_jobs, int lease_seconds, long long budget,
+                               struct db_claimed *out, size_t *n, enum db_queue_verdict *verdict,
+                               struct db_error *err);
 
 /* A fenced write's identity of the lease. */
 struct db_lease {
@@ -184,14 +191,20 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
                                         enum db_queue_verdict *verdict, struct db_error *err);
 
 /* Janitor pass over every queue: expired leases without attempts left become failed (history:
- * lease_expired); finished jobs past retention are purged; at most batch rows each. */
+ * lease_expired); finished jobs past retention are purged; at most batch rows each. Each queue
+ * is its own transaction: one that fails is reported to each (failed set, with its error) and
+ * the pass goes on with the next queue. Returns the status of reading the queue list. */
 typedef void (*db_queue_janitor_each)(const char *queue, int64_t expired, int64_t purged,
-                                      void *ctx);
+                                      const struct db_error *failed, void *ctx);
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err);
 
-/* For metrics: per queue counts, and the two things that slow every Postgres queue. */
-typedef void (*db_queue_stats_each)(const char *queue, const struct db_queue_stats *s, void *ctx);
+/* For metrics: per queue counts, and the two things that slow every Postgres queue. Each queue
+ * is read by its own statement: a queue whose counts cannot be read is reported to each with s
+ * NULL (and its error), and the others are still read. Returns the status of reading the queue
+ * list and the vacuum health. */
+typedef void (*db_queue_stats_each)(const char *queue, const struct db_queue_stats *s,
+                                    const struct db_error *failed, void *ctx);
 enum db_status db_queues_stats(struct db_pool *pool, db_queue_stats_each each, void *ctx,
                                int64_t *dead_tuples, double *oldest_xact_age_seconds,
                                struct db_error *err);

@@ -13,12 +13,13 @@
 #include "db/queues.h"
 #include "routes/routes.h"
 #include "service/app.h"
+#include "service/jpage.h"
 #include "service/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
 static struct svc_counter_vec *m_enqueued, *m_claims, *m_reclaims, *m_completions, *m_failures,
-    *m_rejections, *m_expired, *m_purged;
+    *m_rejections, *m_expired, *m_purged, *m_janitor_failures, *m_metrics_failures;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -38,6 +39,14 @@ static void metrics_init(void)
                             "Expired leases without attempts left moved to failed", "queue");
     m_purged = svc_counter_vec_new("rowlock_queue_janitor_purged_total",
                                    "Finished jobs purged after their retention", "queue");
+    m_janitor_failures = svc_counter_vec_new(
+        "rowlock_queue_janitor_failures_total",
+        "Janitor passes over a queue that failed (the pass went on with the other queues)",
+        "queue");
+    m_metrics_failures = svc_counter_vec_new(
+        "rowlock_queue_metrics_failures_total",
+        "Scrapes that could not read a queue's gauges (left out; the other queues' were read)",
+        "queue");
 }
 
 void route_queues_init(void)
@@ -358,30 +367,42 @@ static json_t *str_or_null(const char *s)
     return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
 }
 
-static json_t *job_json(const struct db_job *j, int with_history)
+/* A job's members but its stored JSON (payload, progress, result, last_error): see JOB_RAW. */
+static json_t *job_env(const struct db_job *j)
 {
-    json_t *o = json_pack(
-        "{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}",
-        "id", (json_int_t)j->id, "state", j->state, "priority", j->priority, "attempts",
-        j->attempts, "max_attempts", j->max_attempts, "fence", (json_int_t)j->fence, "owner",
-        str_or_null(j->owner), "lease_expires_at", str_or_null(j->lease_expires_at), "run_at",
-        j->run_at, "created_at", j->created_at, "updated_at", j->updated_at, "finished_at",
-        str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key), "payload",
-        json_text(j->payload), "progress", json_text(j->progress), "result", json_text(j->result),
-        "last_error", json_text(j->last_error));
-    if (o != NULL && with_history) {
-        json_t *h = json_array();
-        for (size_t i = 0; i < j->nhistory; i++) {
-            const struct db_attempt *a = &j->history[i];
-            json_array_append_new(h, json_pack("{s:i, s:I, s:s, s:s, s:o, s:o}", "attempt",
-                                               a->attempt, "fence", (json_int_t)a->fence, "owner",
-                                               a->owner, "claimed_at", a->claimed_at, "ended_at",
-                                               str_or_null(a->ended_at), "outcome",
-                                               str_or_null(a->outcome)));
-        }
-        json_object_set_new(o, "history", h);
+    return json_pack("{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o}", "id",
+                     (json_int_t)j->id, "state", j->state, "priority", j->priority, "attempts",
+                     j->attempts, "max_attempts", j->max_attempts, "fence", (json_int_t)j->fence,
+                     "owner", str_or_null(j->owner), "lease_expires_at",
+                     str_or_null(j->lease_expires_at), "run_at", j->run_at, "created_at",
+                     j->created_at, "updated_at", j->updated_at, "finished_at",
+                     str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key));
+}
+
+static const char *const job_raw_names[] = {"payload", "progress", "result", "last_error"};
+#define JOB_RAW 4
+
+static json_t *job_json(const struct db_job *j)
+{
+    json_t *o = job_env(j);
+    const char *raw[JOB_RAW] = {j->payload, j->progress, j->result, j->last_error};
+    for (int i = 0; o != NULL && i < JOB_RAW; i++)
+        json_object_set_new(o, job_raw_names[i], json_text(raw[i]));
+    json_t *h = json_array();
+    for (size_t i = 0; o != NULL && i < j->nhistory; i++) {
+        const struct db_attempt *a = &j->history[i];
+        json_array_append_new(
+            h, json_pack("{s:i, s:I, s:s, s:s, s:o, s:o}", "attempt", a->attempt, "fence",
+                         (json_int_t)a->fence, "owner", a->owner, "claimed_at", a->claimed_at,
+                         "ended_at", str_or_null(a->ended_at), "outcome", str_or_null(a->outcome)));
     }
+    json_object_set_new(o, "history", h);
     return o;
+}
+
+static long long budget_of(struct svc_request *req)
+{
+    return ((struct svc_app *)svc_req_app(req))->config->response_budget;
 }
 
 enum svc_outcome route_job_get(struct svc_request *req)
@@ -401,14 +422,26 @@ enum svc_outcome route_job_get(struct svc_request *req)
     else if (v != DB_Q_OK)
         out = verdict_problem(req, queue, v, id);
     else
-        out = svc_reply_json(req, 200, job_json(&j, 1));
+        out = svc_reply_json(req, 200, job_json(&j));
     db_job_clear(&j);
     return out;
 }
 
+/* A listing's page: each job's stored JSON spliced as PostgreSQL returned it (svc_jpage). */
+struct job_page {
+    struct svc_jpage page;
+    int64_t last;
+};
+
 static void job_one(const struct db_job *j, void *ctx)
 {
-    json_array_append_new(ctx, job_json(j, 0));
+    struct job_page *p = ctx;
+    const char *raw[JOB_RAW] = {j->payload, j->progress, j->result, j->last_error};
+    size_t lens[JOB_RAW];
+    for (int i = 0; i < JOB_RAW; i++)
+        lens[i] = raw[i] ? strlen(raw[i]) : 0;
+    svc_jpage_item(&p->page, job_env(j), JOB_RAW, job_raw_names, raw, lens);
+    p->last = j->id;
 }
 
 enum svc_outcome route_jobs_list(struct svc_request *req)
@@ -427,20 +460,24 @@ enum svc_outcome route_jobs_list(struct svc_request *req)
     if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
         route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
         return out;
-    json_t *arr = json_array();
+    struct job_page p = {.last = 0};
+    svc_jpage_begin(&p.page, "jobs", (size_t)budget_of(req));
     enum db_queue_verdict v;
     struct db_error err;
-    enum db_status st =
-        db_jobs_list(app->pool, queue, state, after, (int)limit, job_one, arr, &v, &err);
+    int more = 0;
+    enum db_status st = db_jobs_list(app->pool, queue, state, after, (int)limit, budget_of(req),
+                                     job_one, &p, &more, &v, &err);
     if (st != DB_OK || v != DB_Q_OK) {
-        json_decref(arr);
+        svc_jpage_free(&p.page);
         return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
     }
-    size_t n = json_array_size(arr);
-    json_t *next = n == (size_t)limit
-                       ? json_incref(json_object_get(json_array_get(arr, n - 1), "id"))
-                       : json_null();
-    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "jobs", arr, "next", next));
+    /* a page ends at the limit or at the byte budget; either way the next starts after it */
+    json_t *next = p.page.items == (size_t)limit || more ? json_integer(p.last) : json_null();
+    size_t len = 0;
+    char *text = svc_jpage_finish(&p.page, json_pack("{s:o}", "next", next), &len);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the page");
+    return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
 static enum svc_outcome job_admin(struct svc_request *req, int retry)
@@ -520,8 +557,8 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
     size_t n = 0;
     enum db_queue_verdict v;
     struct db_error err;
-    enum db_status st =
-        db_leases_claim(app->pool, queue, owner, (int)max_jobs, (int)lease, claimed, &n, &v, &err);
+    enum db_status st = db_leases_claim(app->pool, queue, owner, (int)max_jobs, (int)lease,
+                                        app->config->response_budget, claimed, &n, &v, &err);
     if (st != DB_OK || v != DB_Q_OK) {
         free(claimed);
         return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
@@ -532,23 +569,32 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
         char channel[160];
         return svc_req_wait(req, channel_of(queue, channel, sizeof(channel)), deadline, gen);
     }
-    json_t *arr = json_array();
     size_t reclaimed = 0;
+    struct svc_jpage page;
+    svc_jpage_begin(&page, "leases", (size_t)app->config->response_budget);
+    static const char *const names[] = {"payload"};
+    /* every job claimed is answered: the statement already kept the claim within the budget */
     for (size_t i = 0; i < n; i++) {
         const struct db_claimed *c = &claimed[i];
         reclaimed += c->reclaimed != 0;
-        json_array_append_new(arr,
-                              json_pack("{s:I, s:I, s:i, s:i, s:s, s:o}", "job_id",
-                                        (json_int_t)c->id, "fence", (json_int_t)c->fence, "attempt",
-                                        c->attempt, "priority", c->priority, "lease_expires_at",
-                                        c->lease_expires_at, "payload", json_text(c->payload)));
+        const char *raw[] = {c->payload};
+        size_t lens[] = {c->payload ? strlen(c->payload) : 0};
+        svc_jpage_item(&page,
+                       json_pack("{s:I, s:I, s:i, s:i, s:s}", "job_id", (json_int_t)c->id, "fence",
+                                 (json_int_t)c->fence, "attempt", c->attempt, "priority",
+                                 c->priority, "lease_expires_at", c->lease_expires_at),
+                       1, names, raw, lens);
     }
     db_claimed_clear(claimed, n);
     free(claimed);
     svc_counter_vec_add(m_claims, queue, n);
     if (reclaimed)
         svc_counter_vec_add(m_reclaims, queue, reclaimed);
-    return svc_reply_json(req, 200, json_pack("{s:s, s:o}", "owner", owner, "leases", arr));
+    size_t len = 0;
+    char *text = svc_jpage_finish(&page, json_pack("{s:s}", "owner", owner), &len);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the claimed leases");
+    return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
 enum lease_op { OP_HEARTBEAT, OP_COMPLETE, OP_FAIL, OP_HANDBACK, OP_RELEASE };
@@ -775,9 +821,16 @@ struct stats_render {
     struct svc_buf *lines[5];
 };
 
-static void stats_one(const char *queue, const struct db_queue_stats *s, void *ctx)
+static void stats_one(const char *queue, const struct db_queue_stats *s,
+                      const struct db_error *failed, void *ctx)
 {
     struct stats_render *r = ctx;
+    if (s == NULL) {
+        svc_counter_vec_add(m_metrics_failures, queue, 1);
+        svc_log(SVC_LOG_WARN, "queue gauges could not be read", "queue", queue, "sqlstate",
+                failed->sqlstate, "detail", failed->message, NULL);
+        return;
+    }
     struct svc_buf l;
     svc_buf_init(&l, 1024);
     svc_metrics_label(&l, "queue", queue);
@@ -831,14 +884,23 @@ void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
     svc_metrics_sample(b, "rowlock_queue_combined_transactions_total", "kind=\"settlement\"",
                        (double)c.settlement_transactions);
     svc_metrics_family(b, "rowlock_queue_metrics_up", "gauge",
-                       "1 when the queue gauges above could be read from the database");
+                       "1 when the list of queues and the vacuum health could be read (a queue "
+                       "whose own gauges could not be is counted in "
+                       "rowlock_queue_metrics_failures_total)");
     svc_metrics_sample(b, "rowlock_queue_metrics_up", NULL, st == DB_OK ? 1 : 0);
     svc_buf_free(&jobs);
     svc_buf_free(&ages);
 }
 
-static void janitor_one(const char *queue, int64_t expired, int64_t purged, void *ctx)
+static void janitor_one(const char *queue, int64_t expired, int64_t purged,
+                        const struct db_error *failed, void *ctx)
 {
+    if (failed != NULL) {
+        svc_counter_vec_add(m_janitor_failures, queue, 1);
+        svc_log(SVC_LOG_WARN, "queue janitor pass failed", "queue", queue, "sqlstate",
+                failed->sqlstate, "detail", failed->message, NULL);
+        return;
+    }
     if (expired > 0)
         svc_counter_vec_add(m_expired, queue, (uint64_t)expired);
     if (purged > 0)
@@ -852,6 +914,6 @@ void route_queues_janitor_pass(void *ctx)
     enum db_status st =
         db_queues_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
     if (st != DB_OK)
-        svc_log(SVC_LOG_WARN, "queue janitor pass failed", "status", db_status_name(st), "detail",
-                err.message, NULL);
+        svc_log(SVC_LOG_WARN, "queue janitor could not list the queues", "status",
+                db_status_name(st), "detail", err.message, NULL);
 }

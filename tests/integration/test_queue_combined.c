@@ -109,7 +109,7 @@ static void *claimer_main(void *arg)
     struct claimer *k = arg;
     enum db_queue_verdict v;
     struct db_error err;
-    k->st = db_leases_claim(pools[0], "forced", k->owner, 1, 0, k->got, &k->n, &v, &err);
+    k->st = db_leases_claim(pools[0], "forced", k->owner, 1, 0, 0, k->got, &k->n, &v, &err);
     return NULL;
 }
 
@@ -240,7 +240,7 @@ static struct db_lease claim_one(const char *owner)
     size_t n = 0;
     enum db_queue_verdict v;
     struct db_error err;
-    assert_int_equal(db_leases_claim(pools[0], "settle", owner, 1, 0, c, &n, &v, &err), DB_OK);
+    assert_int_equal(db_leases_claim(pools[0], "settle", owner, 1, 0, 0, c, &n, &v, &err), DB_OK);
     assert_int_equal(n, 1);
     struct db_lease l = {c[0].id, owner, c[0].fence};
     db_claimed_clear(c, n);
@@ -319,7 +319,7 @@ static void *racer_main(void *arg)
         size_t n = 0;
         enum db_queue_verdict v;
         struct db_error err;
-        if (db_leases_claim(pool, "race", owner, CLAIM, 0, c, &n, &v, &err) != DB_OK) {
+        if (db_leases_claim(pool, "race", owner, CLAIM, 0, 0, c, &n, &v, &err) != DB_OK) {
             k->errors++;
             continue;
         }

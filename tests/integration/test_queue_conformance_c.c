@@ -91,7 +91,7 @@ static enum qc_outcome c_claim(void *ctx, const char *queue, const char *owner, 
         return QC_ERROR;
     size_t k = 0;
     enum db_status st =
-        db_leases_claim(ctx, queue, owner, max_jobs, lease_seconds, got, &k, &v, &err);
+        db_leases_claim(ctx, queue, owner, max_jobs, lease_seconds, 0, got, &k, &v, &err);
     enum qc_outcome o = outcome_of("db_leases_claim", st, v, &err);
     for (size_t i = 0; o == QC_OK && i < k; i++)
         out[i] = (struct qc_lease){got[i].id, got[i].fence, got[i].attempt};

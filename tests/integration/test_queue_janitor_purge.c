@@ -62,7 +62,7 @@ static struct db_lease claim(const char *queue, const char *owner)
     size_t n = 0;
     enum db_queue_verdict v;
     struct db_error err;
-    assert_int_equal(db_leases_claim(pool, queue, owner, 1, 0, c, &n, &v, &err), DB_OK);
+    assert_int_equal(db_leases_claim(pool, queue, owner, 1, 0, 0, c, &n, &v, &err), DB_OK);
     assert_int_equal(n, 1);
     struct db_lease l = {c[0].id, owner, c[0].fence};
     db_claimed_clear(c, n);
@@ -96,9 +96,11 @@ struct purged {
     int64_t a, b; /* purged by queue "a" and by queue "b" */
 };
 
-static void count_purged(const char *queue, int64_t expired, int64_t purged, void *ctx)
+static void count_purged(const char *queue, int64_t expired, int64_t purged,
+                         const struct db_error *failed, void *ctx)
 {
     (void)expired;
+    assert_null(failed);
     struct purged *p = ctx;
     if (strcmp(queue, "a") == 0)
         p->a += purged;

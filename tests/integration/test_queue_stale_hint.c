@@ -87,7 +87,7 @@ static struct db_claimed claim(void)
     size_t n = 0;
     enum db_queue_verdict v;
     struct db_error err;
-    assert_int_equal(db_leases_claim(pool, "h", "w", 1, 0, c, &n, &v, &err), DB_OK);
+    assert_int_equal(db_leases_claim(pool, "h", "w", 1, 0, 0, c, &n, &v, &err), DB_OK);
     assert_int_equal(v, DB_Q_OK);
     assert_int_equal(n, 1);
     free(c[0].payload);
@@ -160,7 +160,7 @@ static void stale_hints_act_on_the_new_queue_once(void **state)
     assert_int_equal(v, DB_Q_QUEUE_NOT_FOUND);
     struct db_claimed none[1];
     size_t n = 0;
-    assert_int_equal(db_leases_claim(pool, "h", "w", 1, 0, none, &n, &v, &err), DB_OK);
+    assert_int_equal(db_leases_claim(pool, "h", "w", 1, 0, 0, none, &n, &v, &err), DB_OK);
     assert_int_equal(v, DB_Q_QUEUE_NOT_FOUND);
     assert_int_equal(n, 0);
     PGresult *r = th_sql(sql, "SELECT count(*) FROM rowlock.jobs");

@@ -1,0 +1,170 @@
+/* One queue that fails never switches off the others' metrics or janitor work. Two realistic
+ * failures of one queue only, each on the queue created first (the one a pass over all queues
+ * meets first):
+ * - metrics: an operator moved a job to the front with run_at = '-infinity'; that queue's
+ *   oldest-pending age cannot be computed (PostgreSQL cannot subtract infinite timestamps). The
+ *   other queue's gauges are still shown, rowlock_queue_metrics_up stays 1, and
+ *   rowlock_queue_metrics_failures_total{queue} counts the failing queue's scrapes.
+ * - janitor: a long transaction holds a row lock on the body of a job due for purge; that
+ *   queue's purge waits for it until the statement timeout. The other queue's expired job is
+ *   still purged, and rowlock_queue_janitor_failures_total{queue} counts the failing passes;
+ *   once the lock goes, the first queue is purged too. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static struct th_service svc;
+static char dburl[1024];
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", "ROWLOCK_STATEMENT_TIMEOUT_MS=300",
+                         NULL};
+    if (th_db_create("qisolation", dburl, sizeof(dburl)) != 0 ||
+        th_service_start(&svc, dburl, env) != 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return th_service_stop(&svc) == 0 ? 0 : -1;
+}
+
+static json_t *call(const char *method, const char *path, const char *body, long want)
+{
+    const char *h[] = {"Content-Type: application/json", NULL};
+    struct th_response r;
+    assert_int_equal(
+        th_http(svc.port, method, path, body ? h : NULL, body, body ? strlen(body) : 0, &r), 0);
+    if (r.status != want)
+        fprintf(stderr, "%s %s: %ld %s\n", method, path, r.status, r.body);
+    assert_int_equal(r.status, want);
+    json_t *j = json_incref(r.json);
+    th_response_free(&r);
+    return j;
+}
+
+static int64_t enqueue(const char *queue)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
+    json_t *j = call("POST", path, "{\"payload\":{\"n\":1}}", 201);
+    int64_t id = json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    return id;
+}
+
+/* Creates queue with a job finished an hour ago (past its retention); returns the job's id. */
+static int64_t finished_job(PGconn *pg, const char *queue)
+{
+    char path[128], body[128];
+    snprintf(path, sizeof(path), "/queues/%s", queue);
+    json_decref(call("PUT", path, "{\"retention_seconds\":60}", 201));
+    int64_t id = enqueue(queue);
+    snprintf(path, sizeof(path), "/queues/%s/leases", queue);
+    json_t *c = call("POST", path, "{\"owner\":\"w\"}", 200);
+    int64_t fence = json_integer_value(
+        json_object_get(json_array_get(json_object_get(c, "leases"), 0), "fence"));
+    json_decref(c);
+    snprintf(path, sizeof(path), "/queues/%s/leases/%" PRId64 "/complete", queue, id);
+    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" PRId64 "}", fence);
+    json_decref(call("POST", path, body, 200));
+    char sql[160];
+    snprintf(sql, sizeof(sql),
+             "UPDATE rowlock.jobs SET finished_at = now() - interval '1 hour' WHERE id = %" PRId64,
+             id);
+    PQclear(th_sql(pg, sql));
+    return id;
+}
+
+static int job_exists(PGconn *pg, int64_t id)
+{
+    char sql[128];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64, id);
+    PGresult *r = th_sql(pg, sql);
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return n;
+}
+
+static void metrics_of_other_queues_survive_one_that_fails(void **state)
+{
+    (void)state;
+    json_decref(call("PUT", "/queues/m1", "{}", 201));
+    json_decref(call("PUT", "/queues/m2", "{}", 201));
+    int64_t bad = enqueue("m1");
+    enqueue("m1");
+    enqueue("m2");
+    PGconn *pg = th_pg(dburl);
+    char sql[128];
+    snprintf(sql, sizeof(sql), "UPDATE rowlock.jobs SET run_at = '-infinity' WHERE id = %" PRId64,
+             bad);
+    PQclear(th_sql(pg, sql));
+    PQfinish(pg);
+
+    for (int scrape = 1; scrape <= 2; scrape++) {
+        assert_true(th_metric(svc.port, "rowlock_queue_jobs{queue=\"m2\",state=\"pending\"}") == 1);
+        assert_true(th_metric(svc.port, "rowlock_queue_oldest_pending_age_seconds{queue=\"m2\"}") >=
+                    0);
+        assert_true(th_metric(svc.port, "rowlock_queue_metrics_up") == 1);
+        /* the failing queue's gauges are left out, not shown wrong */
+        assert_true(th_metric(svc.port, "rowlock_queue_jobs{queue=\"m1\",state=\"pending\"}") ==
+                    -1);
+    }
+    /* every scrape above (eight) counted it */
+    assert_true(th_metric(svc.port, "rowlock_queue_metrics_failures_total{queue=\"m1\"}") >= 8);
+    assert_true(th_metric(svc.port, "rowlock_queue_metrics_failures_total{queue=\"m2\"}") == -1);
+}
+
+static void janitor_of_other_queues_survives_one_that_fails(void **state)
+{
+    (void)state;
+    PGconn *pg = th_pg(dburl), *locker = th_pg(dburl);
+    int64_t stuck = finished_job(pg, "j1"), other = finished_job(pg, "j2");
+    /* a long transaction holds the body of j1's job: its purge cannot delete it */
+    char sql[160];
+    PQclear(th_sql(locker, "BEGIN"));
+    snprintf(sql, sizeof(sql),
+             "SELECT 1 FROM rowlock.job_bodies WHERE job_id = %" PRId64 " FOR UPDATE", stuck);
+    PQclear(th_sql(locker, sql));
+    double t0 = th_now();
+    while (th_now() - t0 < 20 &&
+           (job_exists(pg, other) ||
+            th_metric(svc.port, "rowlock_queue_janitor_failures_total{queue=\"j1\"}") < 2))
+        usleep(100 * 1000);
+    assert_int_equal(job_exists(pg, other), 0);
+    assert_true(th_metric(svc.port, "rowlock_queue_janitor_purged_total{queue=\"j2\"}") == 1);
+    assert_true(th_metric(svc.port, "rowlock_queue_janitor_failures_total{queue=\"j1\"}") >= 2);
+    assert_true(th_metric(svc.port, "rowlock_queue_janitor_failures_total{queue=\"j2\"}") == -1);
+    assert_int_equal(job_exists(pg, stuck), 1);
+    /* the lock goes: j1's job is purged by the next pass */
+    PQclear(th_sql(locker, "ROLLBACK"));
+    t0 = th_now();
+    while (th_now() - t0 < 20 && job_exists(pg, stuck))
+        usleep(100 * 1000);
+    assert_int_equal(job_exists(pg, stuck), 0);
+    PQfinish(locker);
+    PQfinish(pg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(metrics_of_other_queues_survive_one_that_fails),
+        cmocka_unit_test(janitor_of_other_queues_survives_one_that_fails),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
