@@ -134,6 +134,12 @@ static const struct db_stmt st_job_cancel = {
     "SELECT target.state, w.id IS NOT NULL FROM target LEFT JOIN w ON true",
     2};
 
+/* Every queue's gauges in one statement; when one queue's fail, each is read alone instead. */
+static const struct db_stmt st_all_stats = {
+    "queues_all_stats",
+    "SELECT q.id, q.name, s.* FROM rowlock.queues q, LATERAL (SELECT " STATS_COLUMNS
+    " FROM rowlock.jobs WHERE queue_id = q.id) s ORDER BY q.id",
+    0};
 static const struct db_stmt st_queue_ids = {
     "queue_ids", "SELECT id, name, retention_seconds FROM rowlock.queues ORDER BY id", 0};
 /* Janitor: $1 queue id, $2 batch, $3 retention seconds. */
@@ -723,6 +729,7 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
 /* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
+    int all; /* rows are every queue's gauges (st_all_stats), not only the queue ids */
 };
 
 static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -731,24 +738,52 @@ static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error
     PQclear(a->rows);
     PQclear(a->health);
     a->rows = a->health = NULL;
-    enum db_status st = db_query(c, &st_queue_ids, NULL, &a->rows, err);
-    if (st == DB_OK)
-        st = db_query(c, &st_vacuum_health, NULL, &a->health, err);
-    return st;
+    enum db_status st = db_query(c, &st_vacuum_health, NULL, &a->health, err);
+    if (st != DB_OK)
+        return st;
+    /* the one statement first; a failure there is not the caller's: the queues are read alone */
+    struct db_error ignored;
+    a->all = db_query(c, &st_all_stats, NULL, &a->rows, &ignored) == DB_OK;
+    if (a->all)
+        return DB_OK;
+    PQclear(a->rows);
+    a->rows = NULL;
+    return DB_ABORTED;
+}
+
+/* After the one statement failed: the list of queues, in a fresh transaction. */
+static enum db_status queue_ids_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct all_stats *a = arg;
+    PQclear(a->rows);
+    a->rows = NULL;
+    return db_query(c, &st_queue_ids, NULL, &a->rows, err);
 }
 
 enum db_status db_queues_stats(struct db_pool *pool, db_queue_stats_each each, void *ctx,
                                int64_t *dead_tuples, double *oldest_xact_age_seconds,
                                struct db_error *err)
 {
-    struct all_stats a = {NULL, NULL};
+    struct all_stats a = {NULL, NULL, 0};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, all_stats_tx, &a, err);
     *dead_tuples = 0;
     *oldest_xact_age_seconds = 0;
-    if (st == DB_OK) {
+    if ((st == DB_OK || st == DB_ABORTED) && a.health != NULL) {
         *dead_tuples = strtoll(PQgetvalue(a.health, 0, 0), NULL, 10);
         *oldest_xact_age_seconds = atof(PQgetvalue(a.health, 0, 1));
     }
+    if (st == DB_OK && a.all) {
+        for (int i = 0; i < PQntuples(a.rows); i++) {
+            struct db_queue_stats s;
+            stats_from_row(a.rows, i, 2, &s);
+            each(PQgetvalue(a.rows, i, 1), &s, NULL, ctx);
+        }
+        PQclear(a.rows);
+        PQclear(a.health);
+        return DB_OK;
+    }
+    if (st == DB_ABORTED)
+        st = db_tx_run(pool, DB_READ_COMMITTED, queue_ids_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         /* each queue is read on its own: one that cannot be read leaves the others alone */
         const char *params[] = {PQgetvalue(a.rows, i, 0)};
