@@ -1,8 +1,10 @@
 /* Integration-test harness (see harness.h): databases, the rowlock process, the HTTP client. */
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -360,6 +363,63 @@ void th_assert_problem(const struct th_response *r, long status, const char *cod
     assert_non_null(json_string_value(json_object_get(r->json, "detail")));
     assert_non_null(json_string_value(json_object_get(r->json, "title")));
 }
+
+json_t *th_call(int port, const char *method, const char *path, const char *body, long want)
+{
+    static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+    struct th_response r;
+    assert_int_equal(
+        th_http(port, method, path, body ? json_ct : NULL, body, body ? strlen(body) : 0, &r), 0);
+    if (r.status != want)
+        fprintf(stderr, "%s %s %s: expected %ld, got %ld %s\n", method, path, body ? body : "",
+                want, r.status, r.body);
+    assert_int_equal(r.status, want);
+    json_t *j = json_incref(r.json);
+    th_response_free(&r);
+    return j;
+}
+
+/* ---- raw HTTP over TCP ---- */
+
+int th_tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+size_t th_raw_read(int fd, char *buf, size_t size, int timeout_ms)
+{
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (got + 1 < size && poll(&p, 1, timeout_ms) == 1) {
+        ssize_t n = read(fd, buf + got, size - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+        const char *end = strstr(buf, "\r\n\r\n");
+        const char *cl = strcasestr(buf, "Content-Length: ");
+        if (end != NULL && cl != NULL && (size_t)(buf + got - (end + 4)) >= (size_t)atol(cl + 16))
+            break;
+    }
+    buf[got] = '\0';
+    return got;
+}
+
+size_t th_raw_exchange(int port, const void *req, size_t len, char *buf, size_t size,
+                       int timeout_ms)
+{
+    int fd = th_tcp_connect(port);
+    assert_int_equal(write(fd, req, len), (ssize_t)len);
+    size_t got = th_raw_read(fd, buf, size, timeout_ms);
+    close(fd);
+    return got;
+}
+
+/* ---- odds and ends ---- */
 
 double th_now(void)
 {

@@ -137,4 +137,20 @@ int th_bounds_check(int port, const struct th_bound *cases, size_t ncases);
 /* Asserts a problem+json response with this status and code (cmocka assertion). */
 void th_assert_problem(const struct th_response *r, long status, const char *code);
 
+/* Sends body (JSON text, NULL: none) as application/json; prints the request and the answer
+ * when the status is not want, and cmocka-asserts it. Returns the answer's JSON as a new
+ * reference (json_decref it), NULL when the body is not JSON. */
+json_t *th_call(int port, const char *method, const char *path, const char *body, long want);
+
+/* Raw HTTP over TCP, for bytes libcurl would not send. A connection to 127.0.0.1:port
+ * (cmocka-asserts it connects); the caller closes it. */
+int th_tcp_connect(int port);
+/* Reads one answer into buf (size > 0; always NUL-terminated) until its headers and
+ * Content-Length bytes of body have arrived, the peer closes, or timeout_ms pass without data.
+ * Returns the bytes read. */
+size_t th_raw_read(int fd, char *buf, size_t size, int timeout_ms);
+/* Connects, writes len bytes of req whole (asserted), th_raw_read, closes. */
+size_t th_raw_exchange(int port, const void *req, size_t len, char *buf, size_t size,
+                       int timeout_ms);
+
 #endif

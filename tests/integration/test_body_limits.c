@@ -3,7 +3,6 @@
  * grows past the limit (answered at once, and the connection closed), 415 for a wrong or missing
  * Content-Type, invalid_json, json_too_deep, and a valid body reaching the handler. No database is
  * involved. */
-#include <arpa/inet.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -63,45 +62,13 @@ static int teardown(void **state)
     return 0;
 }
 
-static int tcp_connect(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    return fd;
-}
-
-/* Reads one response (headers and Content-Length body) within timeout_ms into buf. */
-static size_t tcp_read(int fd, char *buf, size_t size, int timeout_ms)
-{
-    size_t got = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (got + 1 < size && poll(&p, 1, timeout_ms) == 1) {
-        ssize_t n = read(fd, buf + got, size - 1 - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-        buf[got] = '\0';
-        const char *end = strstr(buf, "\r\n\r\n");
-        const char *cl = strcasestr(buf, "Content-Length: ");
-        if (end != NULL && cl != NULL && (size_t)(buf + got - (end + 4)) >= (size_t)atol(cl + 16))
-            break;
-    }
-    buf[got] = '\0';
-    return got;
-}
-
 static void declared_oversize_body_is_refused_before_reading(void **state)
 {
-    int fd = tcp_connect();
     const char *head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        "Content-Length: 104857600\r\n\r\n{\"a\":";
-    assert_int_equal(write(fd, head, strlen(head)), (ssize_t)strlen(head));
     /* only a few bytes of the 100 MiB were sent: the answer cannot wait for the rest */
     char buf[4096];
-    tcp_read(fd, buf, sizeof(buf), 5000);
-    close(fd);
+    th_raw_exchange(port, head, strlen(head), buf, sizeof(buf), 5000);
     assert_non_null(strstr(buf, "HTTP/1.1 413"));
     assert_non_null(strstr(buf, "application/problem+json"));
     assert_non_null(strstr(buf, "\"code\":\"payload_too_large\""));
@@ -112,7 +79,7 @@ static void declared_oversize_body_is_refused_before_reading(void **state)
  * the first few MiB (what the socket buffers hold), with the 413 readable. */
 static void chunked_body_over_the_limit_is_413_and_closed(void **state)
 {
-    int fd = tcp_connect();
+    int fd = th_tcp_connect(port);
     const char *head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        "Transfer-Encoding: chunked\r\n\r\n";
     assert_int_equal(write(fd, head, strlen(head)), (ssize_t)strlen(head));
@@ -136,7 +103,7 @@ static void chunked_body_over_the_limit_is_413_and_closed(void **state)
             break;
         sent += (size_t)n;
     }
-    got = tcp_read(fd, buf, sizeof(buf), 5000);
+    got = th_raw_read(fd, buf, sizeof(buf), 5000);
     close(fd);
     fprintf(stderr, "sent %zu bytes before the answer or the close\n", sent);
     assert_true(sent < ((size_t)64 << 20));

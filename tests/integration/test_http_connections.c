@@ -4,7 +4,6 @@
  * request must arrive whole within ROWLOCK_REQUEST_TIMEOUT_S of its first line (forty clients
  * sending a header line every second are all cut by then, though the idle timeout never fires
  * for them), and its first line within the longer of that and the idle timeout. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -31,15 +30,6 @@ static int setup(void **state)
 static int stop_service(void **state)
 {
     return svc.pid > 0 && th_service_stop(&svc) != 0 ? -1 : 0;
-}
-
-static int tcp_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    return fd;
 }
 
 static void send_all(int fd, const char *s)
@@ -72,12 +62,12 @@ static void over_the_limit_is_closed_at_once(void **state)
     char buf[4096];
     for (int i = 0; i < 4; i++) {
         /* answered, and kept open (keep-alive): each holds a slot */
-        held[i] = tcp_connect(svc.port);
+        held[i] = th_tcp_connect(svc.port);
         send_all(held[i], healthz);
         assert_int_equal(wait_closed(held[i], 5000, buf, sizeof(buf)), 0);
         assert_non_null(strstr(buf, "HTTP/1.1 200"));
     }
-    int extra = tcp_connect(svc.port);
+    int extra = th_tcp_connect(svc.port);
     send(extra, healthz, strlen(healthz), MSG_NOSIGNAL);
     double start = th_now();
     int closed = wait_closed(extra, 3000, buf, sizeof(buf));
@@ -113,12 +103,12 @@ static void slow_requests_are_cut_at_the_deadline(void **state)
     double closed_at[SLOW_HEADERS + SLOW_LINES];
     const int n = SLOW_HEADERS + SLOW_LINES;
     for (int i = 0; i < n; i++) {
-        fds[i] = tcp_connect(svc.port);
+        fds[i] = th_tcp_connect(svc.port);
         closed_at[i] = 0;
         send_all(fds[i], i < SLOW_HEADERS ? "GET /healthz HTTP/1.1\r\nHost: x\r\n" : "G");
     }
     /* a well-behaved keep-alive client that idles between requests is not cut */
-    int idle = tcp_connect(svc.port);
+    int idle = th_tcp_connect(svc.port);
     double start = th_now();
     int open = n;
     char buf[4096];

@@ -3,15 +3,12 @@
  * cut inside a character or holding raw request bytes made the encoding fail, and the
  * connection was dropped with no answer (access log status 0). Raw sockets send what libcurl
  * would not: a target with \xff, a method G\xffT, 600 raw é. */
-#include <arpa/inet.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -50,35 +47,12 @@ static int utf8_ok(const char *s, size_t len)
     return ok;
 }
 
-/* Sends raw bytes and reads the answer until the peer closes or the body is complete. */
-static size_t raw_exchange(const char *req, size_t len, char *buf, size_t size)
+/* Sends len raw bytes of req and asserts a complete problem+json answer of this status and code,
+ * with a UTF-8 JSON body. */
+static void assert_raw_problem(const char *req, size_t reqlen, const char *status, const char *code)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)svc.port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(write(fd, req, len), (ssize_t)len);
-    size_t got = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (got + 1 < size && poll(&p, 1, 5000) == 1) {
-        ssize_t n = read(fd, buf + got, size - 1 - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-        buf[got] = '\0';
-        const char *end = strstr(buf, "\r\n\r\n");
-        const char *cl = strcasestr(buf, "Content-Length: ");
-        if (end != NULL && cl != NULL && (size_t)(buf + got - (end + 4)) >= (size_t)atol(cl + 16))
-            break;
-    }
-    buf[got] = '\0';
-    close(fd);
-    return got;
-}
-
-/* Asserts a complete problem+json answer of this status and code, with a UTF-8 JSON body. */
-static void assert_raw_problem(const char *answer, size_t len, const char *status, const char *code)
-{
+    char answer[8192];
+    size_t len = th_raw_exchange(svc.port, req, reqlen, answer, sizeof(answer), 5000);
     if (strncmp(answer, status, strlen(status)) != 0)
         fail_msg("expected %s, got: %.200s", status, answer);
     assert_non_null(strcasestr(answer, "Content-Type: application/problem+json"));
@@ -132,18 +106,14 @@ static void assert_logged(const char *rid, long status)
 static void target_with_ff_byte(void **state)
 {
     const char req[] = "GET /nope\xff HTTP/1.1\r\nHost: x\r\nX-Request-Id: u8-ff\r\n\r\n";
-    char buf[8192];
-    size_t n = raw_exchange(req, sizeof(req) - 1, buf, sizeof(buf));
-    assert_raw_problem(buf, n, "HTTP/1.1 404", "route_not_found");
+    assert_raw_problem(req, sizeof(req) - 1, "HTTP/1.1 404", "route_not_found");
     assert_logged("u8-ff", 404);
 }
 
 static void method_with_ff_byte(void **state)
 {
     const char req[] = "G\xffT /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: u8-method\r\n\r\n";
-    char buf[8192];
-    size_t n = raw_exchange(req, sizeof(req) - 1, buf, sizeof(buf));
-    assert_raw_problem(buf, n, "HTTP/1.1 405", "method_not_allowed");
+    assert_raw_problem(req, sizeof(req) - 1, "HTTP/1.1 405", "method_not_allowed");
     assert_logged("u8-method", 405);
 }
 
@@ -155,9 +125,7 @@ static void target_of_600_raw_e_acute(void **state)
         memcpy(req + n, "\xc3\xa9", 2);
     n += (size_t)snprintf(req + n, sizeof(req) - n,
                           " HTTP/1.1\r\nHost: x\r\nX-Request-Id: u8-600\r\n\r\n");
-    char buf[8192];
-    size_t got = raw_exchange(req, n, buf, sizeof(buf));
-    assert_raw_problem(buf, got, "HTTP/1.1 404", "route_not_found");
+    assert_raw_problem(req, n, "HTTP/1.1 404", "route_not_found");
     assert_logged("u8-600", 404);
 }
 

@@ -35,11 +35,7 @@ static int setup(void **state)
     if (th_db_create("ledger_boundaries", dburl, sizeof(dburl)) != 0 ||
         th_service_start(&svc, dburl, NULL) != 0)
         return -1;
-    struct th_response r;
-    const char *const ct[] = {"Content-Type: application/json", NULL};
-    if (th_http(svc.port, "PUT", ALIVE, ct, "{}", 2, &r) != 0 || r.status != 201)
-        return -1;
-    th_response_free(&r);
+    json_decref(th_call(svc.port, "PUT", ALIVE, "{}", 201));
     return 0;
 }
 

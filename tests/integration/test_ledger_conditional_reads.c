@@ -16,30 +16,18 @@
 
 static struct th_service svc;
 static char dburl[1024];
-static const char *const json_ct[] = {"Content-Type: application/json", NULL};
-
-static void post(const char *path, const char *body, long status)
-{
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, "POST", path, json_ct, body, strlen(body), &r), 0);
-    if (r.status != status)
-        fail_msg("POST %s %s: %ld %s", path, body, r.status, r.body);
-    th_response_free(&r);
-}
 
 static int setup(void **state)
 {
     if (th_db_create("ledger_conditional_reads", dburl, sizeof(dburl)) != 0 ||
         th_service_start(&svc, dburl, NULL) != 0)
         return -1;
-    struct th_response r;
-    if (th_http(svc.port, "PUT", "/ledgers/c", json_ct, "{}", 2, &r) != 0 || r.status != 201)
-        return -1;
-    th_response_free(&r);
-    post("/ledgers/c/transactions",
-         "{\"digest\":\"t1\",\"writes\":[{\"object_id\":\"x\",\"version\":3,\"type\":\"T\","
-         "\"data\":{\"v\":1}}],\"displays\":[{\"type\":\"T\",\"version\":5,\"data\":[1]}]}",
-         201);
+    json_decref(th_call(svc.port, "PUT", "/ledgers/c", "{}", 201));
+    json_decref(
+        th_call(svc.port, "POST", "/ledgers/c/transactions",
+                "{\"digest\":\"t1\",\"writes\":[{\"object_id\":\"x\",\"version\":3,\"type\":\"T\","
+                "\"data\":{\"v\":1}}],\"displays\":[{\"type\":\"T\",\"version\":5,\"data\":[1]}]}",
+                201));
     return 0;
 }
 
@@ -92,10 +80,11 @@ static void matching_tags_answer_304_without_a_body(void **state)
 
 static void a_newer_version_answers_200_to_the_old_tag(void **state)
 {
-    post("/ledgers/c/transactions",
-         "{\"digest\":\"t2\",\"writes\":[{\"object_id\":\"x\",\"version\":4,\"type\":\"T\","
-         "\"data\":{\"v\":2}}],\"displays\":[{\"type\":\"T\",\"version\":6,\"data\":[2]}]}",
-         201);
+    json_decref(
+        th_call(svc.port, "POST", "/ledgers/c/transactions",
+                "{\"digest\":\"t2\",\"writes\":[{\"object_id\":\"x\",\"version\":4,\"type\":\"T\","
+                "\"data\":{\"v\":2}}],\"displays\":[{\"type\":\"T\",\"version\":6,\"data\":[2]}]}",
+                201));
     get("/ledgers/c/objects/x", "\"3\"", 200, "\"4\"");
     get("/ledgers/c/objects/x", "\"4\"", 304, "\"4\"");
     get("/ledgers/c/displays/T", "\"5\"", 200, "\"6\"");
@@ -105,8 +94,9 @@ static void a_newer_version_answers_200_to_the_old_tag(void **state)
 /* What does not exist is not matched by "*": the 404s stay. */
 static void missing_and_deleted_objects_are_not_matched(void **state)
 {
-    post("/ledgers/c/transactions",
-         "{\"digest\":\"t3\",\"deletes\":[{\"object_id\":\"x\",\"version\":5}]}", 201);
+    json_decref(th_call(svc.port, "POST", "/ledgers/c/transactions",
+                        "{\"digest\":\"t3\",\"deletes\":[{\"object_id\":\"x\",\"version\":5}]}",
+                        201));
     const char *const headers[] = {"If-None-Match: *", NULL};
     const char *const paths[] = {"/ledgers/c/objects/x", "/ledgers/c/objects/nope",
                                  "/ledgers/c/displays/nope"};

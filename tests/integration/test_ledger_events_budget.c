@@ -74,11 +74,7 @@ static int setup(void **state)
     if (th_db_open("ledger_events_budget", dburl, sizeof(dburl), 2, &pool, &pg) != 0 ||
         th_service_start(&svc, dburl, env) != 0)
         return -1;
-    struct th_response r;
-    const char *const ct[] = {"Content-Type: application/json", NULL};
-    if (th_http(svc.port, "PUT", "/ledgers/b", ct, "{}", 2, &r) != 0 || r.status != 201)
-        return -1;
-    th_response_free(&r);
+    json_decref(th_call(svc.port, "PUT", "/ledgers/b", "{}", 201));
     for (int i = 0; i < NTX; i++)
         post_transaction(i);
     return 0;

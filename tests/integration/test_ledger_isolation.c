@@ -23,17 +23,6 @@
 static struct th_service svc;
 static char dburl[1024];
 static PGconn *pg;
-static const char *const json_ct[] = {"Content-Type: application/json", NULL};
-
-static void expect(const char *method, const char *path, const char *body, long status)
-{
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, method, path, json_ct, body, strlen(body), &r), 0);
-    if (r.status != status)
-        fail_msg("%s %s %s: expected %ld, got %ld %s", method, path, body, status, r.status,
-                 r.body);
-    th_response_free(&r);
-}
 
 static int64_t sql_int(const char *sql)
 {
@@ -68,18 +57,22 @@ static int teardown(void **state)
 
 static void a_broken_ledger_costs_only_its_own_metrics_and_janitor(void **state)
 {
-    expect("PUT", "/ledgers/broken", "{\"tombstone_retention_seconds\":1}", 201);
-    expect("PUT", "/ledgers/healthy", "{\"tombstone_retention_seconds\":1}", 201);
+    json_decref(
+        th_call(svc.port, "PUT", "/ledgers/broken", "{\"tombstone_retention_seconds\":1}", 201));
+    json_decref(
+        th_call(svc.port, "PUT", "/ledgers/healthy", "{\"tombstone_retention_seconds\":1}", 201));
     assert_true(ledger_id("broken") < ledger_id("healthy"));
     /* healthy: an object written by checkpoint 1 and deleted by checkpoint 2 */
-    expect("POST", "/ledgers/healthy/checkpoints",
-           "{\"sequence\":1,\"transactions\":[{\"digest\":\"w\",\"writes\":[{\"object_id\":"
-           "\"x\",\"version\":1,\"type\":\"c\"}]}]}",
-           201);
-    expect("POST", "/ledgers/healthy/checkpoints",
-           "{\"sequence\":2,\"transactions\":[{\"digest\":\"d\",\"deletes\":[{\"object_id\":"
-           "\"x\",\"version\":2}]}]}",
-           201);
+    json_decref(
+        th_call(svc.port, "POST", "/ledgers/healthy/checkpoints",
+                "{\"sequence\":1,\"transactions\":[{\"digest\":\"w\",\"writes\":[{\"object_id\":"
+                "\"x\",\"version\":1,\"type\":\"c\"}]}]}",
+                201));
+    json_decref(
+        th_call(svc.port, "POST", "/ledgers/healthy/checkpoints",
+                "{\"sequence\":2,\"transactions\":[{\"digest\":\"d\",\"deletes\":[{\"object_id\":"
+                "\"x\",\"version\":2}]}]}",
+                201));
     char sql[256];
     snprintf(sql, sizeof(sql),
              "INSERT INTO rowlock.checkpoints_%" PRId64

@@ -25,18 +25,20 @@ static char dburl[1024];
 static PGconn *pg;
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
+/* Sends body (JSON text, NULL: none) and asserts the status, and with code a problem+json answer
+ * with that code. */
 static void expect(const char *method, const char *path, const char *body, long status,
                    const char *code)
 {
+    if (code == NULL) {
+        json_decref(th_call(svc.port, method, path, body, status));
+        return;
+    }
     struct th_response r;
     assert_int_equal(
         th_http(svc.port, method, path, body ? json_ct : NULL, body, body ? strlen(body) : 0, &r),
         0);
-    if (r.status != status)
-        fail_msg("%s %s %s: expected %ld, got %ld %s", method, path, body ? body : "", status,
-                 r.status, r.body);
-    if (code != NULL)
-        th_assert_problem(&r, status, code);
+    th_assert_problem(&r, status, code);
     th_response_free(&r);
 }
 

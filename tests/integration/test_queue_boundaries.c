@@ -38,20 +38,6 @@ static int teardown(void **state)
     return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
-static json_t *call(const char *method, const char *path, const char *body, long want)
-{
-    const char *h[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    assert_int_equal(
-        th_http(svc.port, method, path, body ? h : NULL, body, body ? strlen(body) : 0, &r), 0);
-    if (r.status != want)
-        fprintf(stderr, "%s %s: %ld %s\n", method, path, r.status, r.body);
-    assert_int_equal(r.status, want);
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
-}
-
 #define TB(method, path, body, max, code, alive)                                                   \
     {                                                                                              \
         method, path, body, NULL, max, code, alive                                                 \
@@ -60,8 +46,8 @@ static json_t *call(const char *method, const char *path, const char *body, long
 static void queue_and_job_inputs(void **state)
 {
     (void)state;
-    json_decref(call("PUT", "/queues/b", "{}", 201));
-    json_decref(call("POST", "/queues/b/jobs", "{\"payload\":1}", 201));
+    json_decref(th_call(svc.port, "PUT", "/queues/b", "{}", 201));
+    json_decref(th_call(svc.port, "POST", "/queues/b/jobs", "{\"payload\":1}", 201));
     const struct th_bound cases[] = {
         TB("PUT", "/queues/b", "{\"max_attempts\":@V@}", 1000000, "invalid_config", "/queues/b"),
         TB("PUT", "/queues/b", "{\"lease_seconds\":@V@}", 604800, "invalid_config", "/queues/b"),
@@ -98,11 +84,11 @@ static void queue_and_job_inputs(void **state)
 static void lease_inputs(void **state)
 {
     (void)state;
-    json_decref(call("PUT", "/queues/l", "{}", 201));
-    json_t *e = call("POST", "/queues/l/jobs", "{\"payload\":1}", 201);
+    json_decref(th_call(svc.port, "PUT", "/queues/l", "{}", 201));
+    json_t *e = th_call(svc.port, "POST", "/queues/l/jobs", "{\"payload\":1}", 201);
     int64_t id = json_integer_value(json_object_get(e, "id"));
     json_decref(e);
-    json_t *c = call("POST", "/queues/l/leases", "{\"owner\":\"w\"}", 200);
+    json_t *c = th_call(svc.port, "POST", "/queues/l/leases", "{\"owner\":\"w\"}", 200);
     int64_t fence = json_integer_value(
         json_object_get(json_array_get(json_object_get(c, "leases"), 0), "fence"));
     json_decref(c);
@@ -143,7 +129,7 @@ static void lease_inputs(void **state)
     /* the lease survived every refused write: it still completes */
     char body[96];
     snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" PRId64 "}", fence);
-    json_decref(call("POST", p_complete, body, 200));
+    json_decref(th_call(svc.port, "POST", p_complete, body, 200));
 }
 
 int main(void)

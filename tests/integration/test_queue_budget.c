@@ -40,18 +40,10 @@ static int teardown(void **state)
     return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
-/* Sends body (JSON text) and returns the answer's JSON (the caller's), asserting want. */
+/* th_call that also asserts the answer is JSON; returns it (the caller's). */
 static json_t *call(const char *method, const char *path, const char *body, long want)
 {
-    const char *h[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    assert_int_equal(
-        th_http(svc.port, method, path, body ? h : NULL, body, body ? strlen(body) : 0, &r), 0);
-    if (r.status != want)
-        fprintf(stderr, "%s %s: %ld %s\n", method, path, r.status, r.body);
-    assert_int_equal(r.status, want);
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
+    json_t *j = th_call(svc.port, method, path, body, want);
     assert_non_null(j);
     return j;
 }

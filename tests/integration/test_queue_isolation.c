@@ -43,25 +43,11 @@ static int teardown(void **state)
     return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
-static json_t *call(const char *method, const char *path, const char *body, long want)
-{
-    const char *h[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    assert_int_equal(
-        th_http(svc.port, method, path, body ? h : NULL, body, body ? strlen(body) : 0, &r), 0);
-    if (r.status != want)
-        fprintf(stderr, "%s %s: %ld %s\n", method, path, r.status, r.body);
-    assert_int_equal(r.status, want);
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
-}
-
 static int64_t enqueue(const char *queue)
 {
     char path[128];
     snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
-    json_t *j = call("POST", path, "{\"payload\":{\"n\":1}}", 201);
+    json_t *j = th_call(svc.port, "POST", path, "{\"payload\":{\"n\":1}}", 201);
     int64_t id = json_integer_value(json_object_get(j, "id"));
     json_decref(j);
     return id;
@@ -72,16 +58,16 @@ static int64_t finished_job(PGconn *pg, const char *queue)
 {
     char path[128], body[128];
     snprintf(path, sizeof(path), "/queues/%s", queue);
-    json_decref(call("PUT", path, "{\"retention_seconds\":60}", 201));
+    json_decref(th_call(svc.port, "PUT", path, "{\"retention_seconds\":60}", 201));
     int64_t id = enqueue(queue);
     snprintf(path, sizeof(path), "/queues/%s/leases", queue);
-    json_t *c = call("POST", path, "{\"owner\":\"w\"}", 200);
+    json_t *c = th_call(svc.port, "POST", path, "{\"owner\":\"w\"}", 200);
     int64_t fence = json_integer_value(
         json_object_get(json_array_get(json_object_get(c, "leases"), 0), "fence"));
     json_decref(c);
     snprintf(path, sizeof(path), "/queues/%s/leases/%" PRId64 "/complete", queue, id);
     snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" PRId64 "}", fence);
-    json_decref(call("POST", path, body, 200));
+    json_decref(th_call(svc.port, "POST", path, body, 200));
     char sql[160];
     snprintf(sql, sizeof(sql),
              "UPDATE rowlock.jobs SET finished_at = now() - interval '1 hour' WHERE id = %" PRId64,
@@ -103,8 +89,8 @@ static int job_exists(PGconn *pg, int64_t id)
 static void metrics_of_other_queues_survive_one_that_fails(void **state)
 {
     (void)state;
-    json_decref(call("PUT", "/queues/m1", "{}", 201));
-    json_decref(call("PUT", "/queues/m2", "{}", 201));
+    json_decref(th_call(svc.port, "PUT", "/queues/m1", "{}", 201));
+    json_decref(th_call(svc.port, "PUT", "/queues/m2", "{}", 201));
     int64_t bad = enqueue("m1");
     enqueue("m1");
     enqueue("m2");

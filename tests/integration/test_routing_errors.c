@@ -3,16 +3,12 @@
  * (431), a repeated query parameter (400 invalid_parameter), ambiguous framing (two different
  * Content-Length headers, Content-Length with Transfer-Encoding) and HTTP/1.1 without Host (400).
  * Each is application/problem+json with its code, and the service goes on answering. */
-#include <arpa/inet.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -106,30 +102,11 @@ static void repeated_query_parameter_is_invalid_parameter(void **state)
     th_response_free(&r);
 }
 
-/* Sends raw bytes; returns the answer (status line, headers, body) read until the body is whole,
- * the peer closes, or 5 s. */
+/* Sends req; the answer (status line, headers, body) read until the body is whole, the peer
+ * closes, or 5 s pass without data. */
 static void raw_exchange(const char *req, char *buf, size_t size)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)svc.port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-    size_t got = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (got + 1 < size && poll(&p, 1, 5000) == 1) {
-        ssize_t n = read(fd, buf + got, size - 1 - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-        buf[got] = '\0';
-        const char *end = strstr(buf, "\r\n\r\n");
-        const char *cl = strcasestr(buf, "Content-Length: ");
-        if (end != NULL && cl != NULL && (size_t)(buf + got - (end + 4)) >= (size_t)atol(cl + 16))
-            break;
-    }
-    buf[got] = '\0';
-    close(fd);
+    th_raw_exchange(svc.port, req, strlen(req), buf, size, 5000);
 }
 
 static void assert_raw_bad_request(const char *req, const char *detail_part)

@@ -72,38 +72,26 @@ static void past_the_maximum_is_refused(void **state)
     }
 }
 
-static json_t *post(const char *path, const char *body, long status)
-{
-    const char *headers[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, "POST", path, headers, body, strlen(body), &r), 0);
-    if (r.status != status)
-        fail_msg("POST %s %s -> %ld %s", path, body, r.status, r.body ? r.body : "");
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
-}
-
 static void the_extremes_work(void **state)
 {
     (void)state;
-    json_t *j = post("/topics/b/messages",
-                     "{\"key\":\"hi\",\"value\":1,\"rank\":9223372036854775807}", 201);
+    json_t *j = th_call(svc.port, "POST", "/topics/b/messages",
+                        "{\"key\":\"hi\",\"value\":1,\"rank\":9223372036854775807}", 201);
     json_decref(j);
-    j = post("/topics/b/messages", "{\"key\":\"hi\",\"value\":2}", 201);
+    j = th_call(svc.port, "POST", "/topics/b/messages", "{\"key\":\"hi\",\"value\":2}", 201);
     assert_string_equal(json_string_value(json_object_get(j, "head")), "rank_rejected");
     json_decref(j);
-    j = post("/topics/b/messages", "{\"key\":\"lo\",\"value\":1,\"rank\":-9223372036854775808}",
-             201);
+    j = th_call(svc.port, "POST", "/topics/b/messages",
+                "{\"key\":\"lo\",\"value\":1,\"rank\":-9223372036854775808}", 201);
     assert_string_equal(json_string_value(json_object_get(j, "head")), "advanced");
     json_decref(j);
-    j = post("/topics/b/messages",
-             "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
-             201);
+    j = th_call(svc.port, "POST", "/topics/b/messages",
+                "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
+                201);
     json_decref(j);
-    j = post("/topics/b/messages",
-             "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
-             200);
+    j = th_call(svc.port, "POST", "/topics/b/messages",
+                "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
+                200);
     assert_string_equal(json_string_value(json_object_get(j, "head")), "duplicate");
     json_decref(j);
     j = th_get_json(svc.port, "/topics/b/keys/hi/head");
@@ -122,18 +110,9 @@ static int setup(void **state)
     if (th_db_create("topic_boundaries", dburl, sizeof(dburl)) != 0 ||
         th_service_start(&svc, dburl, env) != 0)
         return -1;
-    const char *headers[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    if (th_http(svc.port, "PUT", "/topics/b", headers, "{}", 2, &r) != 0 || r.status != 201)
-        return -1;
-    th_response_free(&r);
-    for (int i = 0; i < 2; i++) {
-        if (th_http(svc.port, "PUT", i ? "/topics/b/producers/q" : "/topics/b/producers/p", headers,
-                    "{}", 2, &r) != 0 ||
-            r.status != 201)
-            return -1;
-        th_response_free(&r);
-    }
+    json_decref(th_call(svc.port, "PUT", "/topics/b", "{}", 201));
+    json_decref(th_call(svc.port, "PUT", "/topics/b/producers/p", "{}", 201));
+    json_decref(th_call(svc.port, "PUT", "/topics/b/producers/q", "{}", 201));
     return 0;
 }
 

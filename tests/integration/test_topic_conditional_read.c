@@ -24,13 +24,9 @@ static int64_t produce(const char *value)
 {
     char body[128];
     snprintf(body, sizeof(body), "{\"key\":\"k\",\"value\":%s}", value);
-    const char *headers[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    assert_int_equal(
-        th_http(svc.port, "POST", "/topics/t/messages", headers, body, strlen(body), &r), 0);
-    assert_int_equal(r.status, 201);
-    int64_t offset = json_integer_value(json_object_get(r.json, "head_offset"));
-    th_response_free(&r);
+    json_t *j = th_call(svc.port, "POST", "/topics/t/messages", body, 201);
+    int64_t offset = json_integer_value(json_object_get(j, "head_offset"));
+    json_decref(j);
     return offset;
 }
 
@@ -110,11 +106,7 @@ static int setup(void **state)
     if (th_db_create("topic_conditional_read", dburl, sizeof(dburl)) != 0 ||
         th_service_start(&svc, dburl, NULL) != 0)
         return -1;
-    const char *headers[] = {"Content-Type: application/json", NULL};
-    struct th_response r;
-    if (th_http(svc.port, "PUT", "/topics/t", headers, "{}", 2, &r) != 0 || r.status != 201)
-        return -1;
-    th_response_free(&r);
+    json_decref(th_call(svc.port, "PUT", "/topics/t", "{}", 201));
     return 0;
 }
 

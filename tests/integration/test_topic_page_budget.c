@@ -163,12 +163,7 @@ static int setup(void **state)
     if (th_db_create("topic_page_budget", dburl, sizeof(dburl)) != 0 ||
         th_service_start(&svc, dburl, env) != 0)
         return -1;
-    struct th_response r;
-    if (th_http(svc.port, "PUT", "/topics/t",
-                (const char *const[]){"Content-Type: application/json", NULL}, "{}", 2, &r) != 0 ||
-        r.status != 201)
-        return -1;
-    th_response_free(&r);
+    json_decref(th_call(svc.port, "PUT", "/topics/t", "{}", 201));
     produce_all();
     return 0;
 }
