@@ -885,7 +885,7 @@ void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
                        (double)c.settlement_transactions);
     svc_metrics_family(b, "rowlock_queue_metrics_up", "gauge",
                        "1 when the list of queues and the vacuum health could be read (a queue "
-                       "whose own gauges could not be is counted in "
+                       "whose own gauges could not be read is counted in "
                        "rowlock_queue_metrics_failures_total)");
     svc_metrics_sample(b, "rowlock_queue_metrics_up", NULL, st == DB_OK ? 1 : 0);
     svc_buf_free(&jobs);
