@@ -1,7 +1,8 @@
 /* Fuzz target: query strings. Input: the text after '?' of a real route's target. A reference
  * model written here (split at '&', name and value at the first '=', '+' as space, %XX escapes,
- * at most SVC_MAX_QUERY parameters) must agree with the router on the result and on every
- * decoded name and value; a parsed query, encoded again, parses to the same parameters. */
+ * at most SVC_MAX_QUERY parameters, each name at most once) must agree with the router on the
+ * result and on every decoded name and value; a parsed query, encoded again, parses to the same
+ * parameters. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,9 @@ static enum svc_match_result ref_parse(const char *q, struct ref_param *p, size_
             (*n)++;
             if (p[*n - 1].name == NULL || p[*n - 1].value == NULL)
                 return SVC_MATCH_BAD_ENCODING;
+            for (size_t k = 0; k + 1 < *n; k++)
+                if (strcmp(p[k].name, p[*n - 1].name) == 0)
+                    return SVC_MATCH_DUPLICATE_QUERY;
         }
         piece += len + (piece[len] == '&');
     }
@@ -132,6 +136,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         svc_match_free(&m);
     } else {
         FUZZ_ASSERT(m.route == -1 && m.nquery == 0);
+        /* a repeated name is named (cut to fit) for the problem's detail */
+        FUZZ_ASSERT(r != SVC_MATCH_DUPLICATE_QUERY ||
+                    strncmp(ref[nref - 1].name, m.bad_query, strlen(m.bad_query)) == 0);
     }
     for (size_t i = 0; i < nref; i++) {
         free(ref[i].name);
