@@ -341,10 +341,10 @@ static enum db_status apply_versioned(struct db_conn *c, int64_t ledger,
     }
     size_t io = 0, id = 0;
     for (size_t i = 0; i < n; i++) {
-        for (size_t k = 0; k < txs[i].nobjects; k++)
-            fo[io++] = (struct flat_object){&txs[i].objects[k], (int)io};
-        for (size_t k = 0; k < txs[i].ndisplays; k++)
-            fd[id++] = (struct flat_display){&txs[i].displays[k], (int)id};
+        for (size_t k = 0; k < txs[i].nobjects; k++, io++)
+            fo[io] = (struct flat_object){&txs[i].objects[k], (int)io};
+        for (size_t k = 0; k < txs[i].ndisplays; k++, id++)
+            fd[id] = (struct flat_display){&txs[i].displays[k], (int)id};
     }
     /* objects first, then displays: the same order on both paths */
     st = run_flat(c, ledger, "objects", sql_objects, fo, no, 6, object_column, 1, checkpoint, err);

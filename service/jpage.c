@@ -64,8 +64,10 @@ int svc_jpage_item(struct svc_jpage *p, json_t *env, size_t n, const char *const
         return -1;
     }
     int empty = json_object_size(env) == 0;
-    if (p->items > 0 && put(p, ",", 1) != 0)
+    if (p->items > 0 && put(p, ",", 1) != 0) {
+        json_decref(env);
         return -1;
+    }
     if (put_json(p, env, 1) != 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
