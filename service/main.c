@@ -16,6 +16,7 @@
 #include "service/auth.h"
 #include "service/config.h"
 #include "service/gate.h"
+#include "service/healthcheck.h"
 #include "service/http.h"
 #include "service/janitor.h"
 #include "service/log.h"
@@ -111,6 +112,8 @@ static void raise_fd_limit(long connection_limit, long pool_size)
 
 int main(int argc, char **argv)
 {
+    if (svc_healthcheck_wanted(argc, argv))
+        return svc_healthcheck_main(argc, argv, stdout, stderr); /* no config, no database */
     struct svc_config cfg;
     enum svc_config_result cr = svc_config_load(&cfg, argc, argv, env_lookup, stdout, stderr);
     if (cr == SVC_CONFIG_EXIT_OK)
