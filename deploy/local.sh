@@ -460,13 +460,45 @@ record() {
     fi
 }
 
-# Checks the operator files in deploy/ with promtool.
+# The npm packages deploy/check-deploy.mjs validates with (Kubernetes' schemas compiled), in
+# .rowlock/node-deploy; prints their node_modules directory.
+readonly DEPLOY_NODE_PACKAGES=(kubernetes-models@5.1.0 @kubernetes-models/prometheus-operator@6.0.0
+    yaml@2.9.1)
+install_deploy_checkers() {
+    local dir=$STATE/node-deploy want have=""
+    want=$(printf '%s\n' "${DEPLOY_NODE_PACKAGES[@]}")
+    [ -f "$dir/installed" ] && have=$(cat "$dir/installed")
+    if [ "$have" != "$want" ] || [ ! -d "$dir/node_modules/kubernetes-models" ]; then
+        log "test: npm install ${DEPLOY_NODE_PACKAGES[*]} into .rowlock/node-deploy"
+        mkdir -p "$dir"
+        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            "${DEPLOY_NODE_PACKAGES[@]}" >&2 || return 1
+        printf '%s\n' "$want" >"$dir/installed"
+    fi
+    printf '%s\n' "$dir/node_modules"
+}
+
+# Checks the operator files in deploy/: promtool on the rules and their tests, then
+# deploy/check-deploy.mjs (runbook for every alert, PrometheusRule in step with the rules, every
+# Kubernetes manifest against its schema); `kubectl kustomize` renders too when kubectl exists.
 check_deploy() {
-    local p=$ROOT/deploy/prometheus
+    local p=$ROOT/deploy/prometheus modules rendered=()
     log "test: promtool checks of deploy/prometheus"
     "$ROWLOCK_TEST_PROMTOOL" check config "$p/prometheus.yml" >&2 &&
         "$ROWLOCK_TEST_PROMTOOL" check rules "$p/rowlock-rules.yml" >&2 &&
-        (cd "$p" && "$ROWLOCK_TEST_PROMTOOL" test rules rowlock-rules.test.yml >&2)
+        (cd "$p" && "$ROWLOCK_TEST_PROMTOOL" test rules rowlock-rules.test.yml >&2) || return 1
+    log "test: deploy/check-deploy.mjs (alerts, runbooks, Kubernetes manifests)"
+    modules=$(install_deploy_checkers) || return 1
+    if command -v kubectl >/dev/null 2>&1; then
+        local d
+        for d in kubernetes kubernetes/monitoring; do
+            kubectl kustomize "$ROOT/deploy/$d" >"$STATE/logs/kustomize-${d//\//-}.yaml" || return 1
+            rendered+=(--rendered "$STATE/logs/kustomize-${d//\//-}.yaml")
+        done
+    else
+        log "test: kubectl not installed; the manifests are rendered by check-deploy.mjs alone"
+    fi
+    ROWLOCK_DEPLOY_NODE_MODULES=$modules node "$ROOT/deploy/check-deploy.mjs" "${rendered[@]}"
 }
 
 cmd_test() {
@@ -508,7 +540,7 @@ cmd_test() {
 
     local rc
     rc=0 && check_deploy || rc=$?
-    record "deploy (promtool on deploy/prometheus)" "$rc"
+    record "deploy (promtool, runbooks, Kubernetes manifests)" "$rc"
     rc=0 && run_suite build || rc=$?
     record "release (build/)" "$rc"
     rc=0 && run_suite build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
