@@ -49,8 +49,8 @@ static const struct db_stmt st_producer_put = {
     3};
 static const struct db_stmt st_headless = {
     "topics_headless",
-    "SELECT name, headless_rows, headless_oldest_age_seconds "
-    "FROM rowlock.topics_headless($1)",
+    "SELECT h.name, h.headless_rows, h.headless_oldest_age_seconds, t.headless_ttl_seconds "
+    "FROM rowlock.topics_headless($1) h JOIN rowlock.topics t ON t.name = h.name",
     1};
 static const struct db_stmt st_topic_ids = {
     "topics_ids",
@@ -651,7 +651,7 @@ static enum db_status headless_each_topic(struct db_pool *pool, db_headless_each
         enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, headless_topic_tx, &a, &one_err);
         if (one == DB_OK)
             each(PQgetvalue(rows, i, 1), strtoll(PQgetvalue(a.row, 0, 0), NULL, 10),
-                 atof(PQgetvalue(a.row, 0, 1)), ctx);
+                 atof(PQgetvalue(a.row, 0, 1)), strtoll(PQgetvalue(rows, i, 2), NULL, 10), ctx);
         else if (!(one == DB_ERR_HARD && is_missing_table(&one_err))) /* not deleted meanwhile */
             failed(PQgetvalue(rows, i, 1), one, &one_err, ctx);
         PQclear(a.row);
@@ -667,7 +667,7 @@ enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each,
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, headless_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
         each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
-             atof(PQgetvalue(a.rows, i, 2)), ctx);
+             atof(PQgetvalue(a.rows, i, 2)), strtoll(PQgetvalue(a.rows, i, 3), NULL, 10), ctx);
     PQclear(a.rows);
     if (st == DB_ERR_HARD) /* one topic may have failed the whole statement */
         st = headless_each_topic(pool, each, failed, ctx, err);

@@ -105,6 +105,11 @@ enum svc_outcome route_metrics(struct svc_request *req)
     struct svc_server *server = app->server; /* one atomic read */
     svc_metrics_sample(&b, "rowlock_http_long_polls_waiting", NULL,
                        server ? (double)svc_server_waiting(server) : 0);
+    svc_metrics_family(&b, "rowlock_http_connection_limit", "gauge",
+                       "ROWLOCK_CONNECTION_LIMIT: connections past it are closed at once (each "
+                       "waiting long-poll holds one)");
+    svc_metrics_sample(&b, "rowlock_http_connection_limit", NULL,
+                       (double)app->config->connection_limit);
     svc_metrics_family(&b, "rowlock_build_info", "gauge", "Build of this rowlock process");
     svc_metrics_sample(&b, "rowlock_build_info", "version=\"" ROWLOCK_VERSION "\"", 1);
     svc_metrics_family(&b, "rowlock_process_start_time_seconds", "gauge",

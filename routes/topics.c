@@ -789,7 +789,7 @@ enum svc_outcome route_head_delete(struct svc_request *req)
 
 /* ---- metrics and janitor ---- */
 
-static void headless_one(const char *topic, int64_t rows, double age, void *ctx)
+static void headless_one(const char *topic, int64_t rows, double age, int64_t ttl, void *ctx)
 {
     struct svc_buf *b = ctx;
     struct svc_buf l;
@@ -797,6 +797,7 @@ static void headless_one(const char *topic, int64_t rows, double age, void *ctx)
     svc_metrics_label(&l, "topic", topic);
     svc_metrics_sample(b, "rowlock_topic_headless_rows", l.data, (double)rows);
     svc_metrics_sample(b, "rowlock_topic_headless_oldest_age_seconds", l.data, age);
+    svc_metrics_sample(b, "rowlock_topic_headless_ttl_seconds", l.data, (double)ttl);
     svc_buf_free(&l);
 }
 
@@ -817,23 +818,27 @@ void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
     svc_buf_init(&rows, 16 * 1024 * 1024);
     struct db_error err;
     enum db_status st = db_topics_headless(app->pool, headless_one, metrics_failed, &rows, &err);
-    svc_metrics_family(b, "rowlock_topic_headless_rows", "gauge",
-                       "Headless compaction-head rows (locked keys without a head), capped");
-    svc_metrics_family(b, "rowlock_topic_headless_oldest_age_seconds", "gauge",
-                       "Age of the oldest headless row since it was last locked");
-    /* samples of both families are interleaved per topic; Prometheus text format wants each
-     * family's samples together, so split them */
-    if (st == DB_OK && rows.data != NULL) {
-        for (int pass = 0; pass < 2; pass++) {
-            const char *want = pass == 0 ? "rowlock_topic_headless_rows{"
-                                         : "rowlock_topic_headless_oldest_age_seconds{";
-            for (char *line = rows.data; *line;) {
-                char *end = strchr(line, '\n');
-                size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-                if (strncmp(line, want, strlen(want)) == 0)
-                    svc_buf_append(b, line, len);
-                line += len;
-            }
+    /* samples of the families are interleaved per topic; Prometheus text format wants each
+     * family's samples together under its header, so split them */
+    static const struct {
+        const char *name, *help;
+    } families[] = {
+        {"rowlock_topic_headless_rows",
+         "Headless compaction-head rows (locked keys without a head), capped"},
+        {"rowlock_topic_headless_oldest_age_seconds",
+         "Age of the oldest headless row since it was last locked"},
+        {"rowlock_topic_headless_ttl_seconds",
+         "The topic's headless_ttl_seconds: the janitor deletes headless rows older than this"},
+    };
+    for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+        svc_metrics_family(b, families[f].name, "gauge", families[f].help);
+        size_t n = strlen(families[f].name);
+        for (char *line = st == DB_OK ? rows.data : NULL; line != NULL && *line;) {
+            char *end = strchr(line, '\n');
+            size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+            if (strncmp(line, families[f].name, n) == 0 && line[n] == '{')
+                svc_buf_append(b, line, len);
+            line += len;
         }
     }
     svc_metrics_family(b, "rowlock_topic_metrics_up", "gauge",

@@ -53,6 +53,7 @@ static void metrics_pass_promtool(void **state)
                               "rowlock_db_pool_acquire_timeouts_total",
                               "rowlock_db_transactions_total",
                               "rowlock_build_info",
+                              "rowlock_http_connection_limit",
                               NULL};
     for (size_t i = 0; families[i]; i++) {
         char type[160];

@@ -75,6 +75,8 @@ static void a_broken_topic_leaves_the_others_metrics_and_janitor_alone(void **st
         ids[i] = topic_id(pg, topics[i]);
         assert_int_equal(headless_rows(pg, ids[i]), 1);
     }
+    /* every topic's TTL beside its headless gauges (alert rules compare the age with it) */
+    assert_true(th_metric(svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"a_bad\"}") == 1);
     char sql[256];
     snprintf(sql, sizeof(sql),
              "ALTER TABLE rowlock.compaction_head_%s RENAME COLUMN updated_at TO broken", ids[0]);
@@ -86,6 +88,7 @@ static void a_broken_topic_leaves_the_others_metrics_and_janitor_alone(void **st
     assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"b_good\"}") == 1);
     assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"c_good\"}") == 1);
     assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"a_bad\"}") < 0);
+    assert_true(th_metric(svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"b_good\"}") == 1);
     assert_true(th_metric(svc.port, "rowlock_topic_metrics_failures_total{topic=\"a_bad\"}") >= 1);
 
     /* and their expired headless rows are deleted, pass after pass, while a_bad fails */
