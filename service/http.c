@@ -511,7 +511,7 @@ static void deadline_scan(struct svc_server *s, double now)
         char n[16];
         snprintf(n, sizeof(n), "%d", cut);
         svc_log(SVC_LOG_WARN, "requests did not arrive whole in time; connections closed",
-                "connections", n, NULL);
+                SVC_NUM("connections"), n, NULL);
     }
 }
 

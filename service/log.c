@@ -51,6 +51,53 @@ static void log_end(struct svc_buf *b)
     }
 }
 
+/* True when s is a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int json_number_text(const char *s)
+{
+    const char *p = s;
+    if (*p == '-')
+        p++;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9')
+            p++;
+    else
+        return 0;
+    if (*p == '.') {
+        if (*++p < '0' || *p > '9')
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (*p < '0' || *p > '9')
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    return *p == '\0';
+}
+
+/* Appends the key/value pairs of ap (ended by a NULL key); SVC_NUM keys hold numbers. */
+static void log_fields(struct svc_buf *b, va_list ap)
+{
+    for (const char *key = va_arg(ap, const char *); key != NULL; key = va_arg(ap, const char *)) {
+        const char *value = va_arg(ap, const char *);
+        int number = key[0] == '#';
+        svc_buf_puts(b, ",");
+        svc_buf_json_string(b, key + number);
+        svc_buf_puts(b, ":");
+        if (number && value != NULL && json_number_text(value))
+            svc_buf_puts(b, value);
+        else
+            svc_buf_json_string(b, value ? value : "");
+    }
+}
+
 void svc_log(enum svc_log_level level, const char *msg, ...)
 {
     if (!svc_log_enabled(level))
@@ -60,16 +107,28 @@ void svc_log(enum svc_log_level level, const char *msg, ...)
     log_begin(&b, level, msg);
     va_list ap;
     va_start(ap, msg);
-    for (const char *key = va_arg(ap, const char *); key != NULL; key = va_arg(ap, const char *)) {
-        const char *value = va_arg(ap, const char *);
-        svc_buf_puts(&b, ",");
-        svc_buf_json_string(&b, key);
-        svc_buf_puts(&b, ":");
-        svc_buf_json_string(&b, value ? value : "");
-    }
+    log_fields(&b, ap);
     va_end(ap);
     log_end(&b);
     svc_buf_free(&b);
+}
+
+char *svc_log_format(enum svc_log_level level, const char *msg, ...)
+{
+    struct svc_buf b;
+    svc_buf_init(&b, 16384);
+    log_begin(&b, level, msg);
+    va_list ap;
+    va_start(ap, msg);
+    log_fields(&b, ap);
+    va_end(ap);
+    char *out = NULL;
+    if (svc_buf_puts(&b, "}\n") == 0 && (out = malloc(b.len + 1)) != NULL) {
+        memcpy(out, b.data, b.len);
+        out[b.len] = '\0';
+    }
+    svc_buf_free(&b);
+    return out;
 }
 
 /* ---- the access line: built without printf or heap, since it runs once per request ---- */

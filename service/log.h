@@ -10,8 +10,15 @@ void svc_log_set_level(enum svc_log_level level);
 /* True when a line at this level would be written. */
 int svc_log_enabled(enum svc_log_level level);
 /* Writes {"ts":..,"level":..,"msg":msg, key:value...}. The variadic part is pairs of
- * const char * key and value, ended by NULL. Values are written as JSON strings. */
+ * const char * key and value, ended by NULL. Values are written as JSON strings, except under a
+ * key made with SVC_NUM: such a value is written as a JSON number when it is one ("42", "-1.5",
+ * "1e3"), and as a string otherwise (never as broken JSON). */
 void svc_log(enum svc_log_level level, const char *msg, ...);
+/* The key of a numeric value: svc_log(..., SVC_NUM("port"), "8080", NULL) writes "port":8080. */
+#define SVC_NUM(key) "#" key
+/* The line svc_log would write (whatever the level), as malloc'd text ending in a newline, for
+ * tests. NULL when out of memory or when the line does not fit. */
+char *svc_log_format(enum svc_log_level level, const char *msg, ...);
 
 /* The access-log line of one request. */
 struct svc_access {

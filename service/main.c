@@ -106,7 +106,7 @@ static void raise_fd_limit(long connection_limit, long pool_size)
         svc_log(SVC_LOG_WARN,
                 "the open-files limit is below ROWLOCK_CONNECTION_LIMIT: connections past it "
                 "fail to be accepted (raise LimitNOFILE / ulimit -n)",
-                "limit", have, "needed", need, NULL);
+                SVC_NUM("limit"), have, SVC_NUM("needed"), need, NULL);
     }
 }
 
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         }
         char n[16];
         snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
-        svc_log(SVC_LOG_INFO, "bearer tokens loaded", "tokens", n, NULL);
+        svc_log(SVC_LOG_INFO, "bearer tokens loaded", SVC_NUM("tokens"), n, NULL);
     } else {
         svc_log(SVC_LOG_WARN,
                 "RUNNING OPEN: no tokens file (ROWLOCK_TOKENS_FILE), every route accepts requests "
@@ -188,15 +188,15 @@ int main(int argc, char **argv)
     char port[16], threads[16];
     snprintf(port, sizeof(port), "%u", svc_server_port(server));
     snprintf(threads, sizeof(threads), "%ld", cfg.threads);
-    svc_log(SVC_LOG_INFO, "listening", "address", cfg.listen_address, "port", port, "threads",
-            threads, NULL);
+    svc_log(SVC_LOG_INFO, "listening", "address", cfg.listen_address, SVC_NUM("port"), port,
+            SVC_NUM("threads"), threads, NULL);
 
     int sig = wait_signal(&signals, -1);
     svc_server_quiesce(server); /* no new connection from here on: then say so */
     char inflight[32];
     snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
-    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", "in_flight",
-            inflight, NULL);
+    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            SVC_NUM("in_flight"), inflight, NULL);
     svc_janitor_stop(janitor);
     svc_janitor_stop(queue_janitor);
     svc_janitor_stop(ledger_janitor);
@@ -204,7 +204,7 @@ int main(int argc, char **argv)
     int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
     server = NULL;
     snprintf(inflight, sizeof(inflight), "%d", cut);
-    svc_log(SVC_LOG_INFO, "stopped", "requests_cut_short", inflight, NULL);
+    svc_log(SVC_LOG_INFO, "stopped", SVC_NUM("requests_cut_short"), inflight, NULL);
     rc = 0;
 done:
     svc_janitor_stop(janitor);

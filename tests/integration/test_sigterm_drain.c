@@ -61,7 +61,7 @@ static void sigterm_completes_in_flight_requests(void **state)
     th_service_signal(&svc, SIGTERM);
     for (int i = 0; i < 500 && !th_service_logged(&svc, "\"msg\":\"draining\""); i++)
         usleep(10000);
-    assert_true(th_service_logged(&svc, "\"in_flight\":\"1\""));
+    assert_true(th_service_logged(&svc, "\"in_flight\":1"));
     /* no new connections while draining */
     struct th_response r;
     assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), -1);
@@ -76,7 +76,7 @@ static void sigterm_completes_in_flight_requests(void **state)
     assert_int_equal(held.status, 200);
     th_response_free(&held);
     assert_int_equal(th_service_wait(&svc, 30), 0);
-    assert_true(th_service_logged(&svc, "\"requests_cut_short\":\"0\""));
+    assert_true(th_service_logged(&svc, "\"requests_cut_short\":0"));
 }
 
 int main(void)

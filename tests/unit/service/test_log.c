@@ -97,6 +97,31 @@ static void test_absent_fields(void **state)
     json_decref(doc);
 }
 
+/* SVC_NUM keys carry JSON numbers; a value that is no JSON number stays a string, so a caller's
+ * mistake never breaks the line; plain keys stay strings even when they look numeric. */
+static void test_numbers_are_json_numbers(void **state)
+{
+    char *line = svc_log_format(SVC_LOG_INFO, "listening", "address", "::", SVC_NUM("port"), "8080",
+                                SVC_NUM("ratio"), "-1.5e3", SVC_NUM("bad"), "12abc",
+                                SVC_NUM("lead"), "012", SVC_NUM("none"), NULL, "text", "42", NULL);
+    assert_non_null(line);
+    json_error_t err;
+    json_t *doc = json_loads(line, 0, &err);
+    if (doc == NULL)
+        fail_msg("not JSON (%s): %s", err.text, line);
+    assert_true(json_is_integer(json_object_get(doc, "port")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "port")), 8080);
+    assert_true(json_is_real(json_object_get(doc, "ratio")));
+    assert_string_equal(field(doc, "bad"), "12abc");
+    assert_string_equal(field(doc, "lead"), "012");
+    assert_string_equal(field(doc, "none"), "");
+    assert_string_equal(field(doc, "text"), "42");
+    assert_string_equal(field(doc, "address"), "::");
+    assert_null(json_object_get(doc, "#port"));
+    json_decref(doc);
+    free(line);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +129,7 @@ int main(void)
         cmocka_unit_test(test_bytes_that_are_not_utf8),
         cmocka_unit_test(test_long_path_cut_at_character),
         cmocka_unit_test(test_absent_fields),
+        cmocka_unit_test(test_numbers_are_json_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
