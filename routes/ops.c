@@ -11,6 +11,7 @@
 #include "service/app.h"
 #include "service/metrics.h"
 #include "service/openapi.h"
+#include "service/version.h"
 
 #ifndef ROWLOCK_VERSION
 #define ROWLOCK_VERSION "dev"
@@ -38,8 +39,11 @@ enum svc_outcome route_readyz(struct svc_request *req)
         return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
                                  "the database holds schema version %d; this build needs %d",
                                  version, DB_SCHEMA_VERSION);
+    /* schema_version: the database's; build: what this process is (rowlock --version) */
     return svc_reply_json(req, 200,
-                          json_pack("{s:s, s:i}", "status", "ready", "schema_version", version));
+                          json_pack("{s:s, s:i, s:{s:s, s:s, s:i}}", "status", "ready",
+                                    "schema_version", version, "build", "version", svc_version,
+                                    "commit", svc_commit, "schema_version", DB_SCHEMA_VERSION));
 }
 
 static void render_pool(struct svc_buf *b, struct db_pool *pool)
@@ -110,8 +114,8 @@ enum svc_outcome route_metrics(struct svc_request *req)
                        "waiting long-poll holds one)");
     svc_metrics_sample(&b, "rowlock_http_connection_limit", NULL,
                        (double)app->config->connection_limit);
-    svc_metrics_family(&b, "rowlock_build_info", "gauge", "Build of this rowlock process");
-    svc_metrics_sample(&b, "rowlock_build_info", "version=\"" ROWLOCK_VERSION "\"", 1);
+    svc_metrics_render_build(&b, DB_SCHEMA_VERSION);
+    svc_metrics_render_process(&b);
     svc_metrics_family(&b, "rowlock_process_start_time_seconds", "gauge",
                        "Start time of the process since the Unix epoch");
     svc_metrics_sample(&b, "rowlock_process_start_time_seconds", NULL, (double)app->started_at);

@@ -21,6 +21,7 @@
 #include "service/janitor.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/version.h"
 
 static const char *env_lookup(const char *name)
 {
@@ -110,8 +111,23 @@ static void raise_fd_limit(long connection_limit, long pool_size)
     }
 }
 
+/* rowlock --version: what this build is, without configuration or database. */
+static int print_version(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("rowlock %s (commit %s, schema version %d)\n", svc_version, svc_commit,
+                   DB_SCHEMA_VERSION);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (print_version(argc, argv))
+        return 0;
     if (svc_healthcheck_wanted(argc, argv))
         return svc_healthcheck_main(argc, argv, stdout, stderr); /* no config, no database */
     struct svc_config cfg;

@@ -2,12 +2,17 @@
  * histogram per route. All updates are relaxed atomics; rendering reads them without locks. */
 #include "service/metrics.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "service/version.h"
 
 #define STATUS_SLOTS 600
 static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -261,4 +266,121 @@ int svc_metrics_render_http(struct svc_buf *b)
     if (per_route == NULL)
         return -1;
     return render_requests(b) | render_latency(b);
+}
+
+/* ---- the process: the standard names every Prometheus client library exports ---- */
+
+/* Reads /proc/self/stat: start time (clock ticks after boot), virtual and resident size. The
+ * command name in parentheses may hold spaces and parentheses: fields are counted after the last
+ * ')'. Returns 0 or -1. */
+static int proc_stat(unsigned long long *start_ticks, unsigned long long *vsize, long long *rss)
+{
+    char text[2048];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *p = strrchr(text, ')');
+    if (p == NULL)
+        return -1;
+    /* after ')': field 3 (state) onward; starttime is field 22, vsize 23, rss 24 */
+    return sscanf(p + 2,
+                  "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                  "%*d %llu %llu %lld",
+                  start_ticks, vsize, rss) == 3
+               ? 0
+               : -1;
+}
+
+/* The boot time (btime of /proc/stat) in seconds since the epoch, or -1. */
+static long long boot_time(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    char line[256];
+    long long btime = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "btime %lld", &btime) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return btime;
+}
+
+static long open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    long n = 0;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own descriptor */
+}
+
+int svc_metrics_render_process(struct svc_buf *b)
+{
+    struct rusage ru;
+    int rc = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                     ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+        rc |= svc_metrics_family(b, "process_cpu_seconds_total", "counter",
+                                 "Total user and system CPU time spent in seconds.");
+        rc |= svc_metrics_sample(b, "process_cpu_seconds_total", NULL, cpu);
+    }
+    unsigned long long start = 0, vsize = 0;
+    long long rss = 0;
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    if (proc_stat(&start, &vsize, &rss) == 0) {
+        rc |= svc_metrics_family(b, "process_resident_memory_bytes", "gauge",
+                                 "Resident memory size in bytes.");
+        rc |= svc_metrics_sample(b, "process_resident_memory_bytes", NULL, (double)rss * page);
+        rc |= svc_metrics_family(b, "process_virtual_memory_bytes", "gauge",
+                                 "Virtual memory size in bytes.");
+        rc |= svc_metrics_sample(b, "process_virtual_memory_bytes", NULL, (double)vsize);
+        long long btime = boot_time();
+        if (btime > 0 && ticks > 0) {
+            rc |= svc_metrics_family(b, "process_start_time_seconds", "gauge",
+                                     "Start time of the process since unix epoch in seconds.");
+            rc |= svc_metrics_sample(
+                b, "process_start_time_seconds", NULL,
+                (double)(btime + (long long)(start / (unsigned long long)ticks)));
+        }
+    }
+    long fds = open_fds();
+    if (fds >= 0) {
+        rc |=
+            svc_metrics_family(b, "process_open_fds", "gauge", "Number of open file descriptors.");
+        rc |= svc_metrics_sample(b, "process_open_fds", NULL, (double)fds);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rc |= svc_metrics_family(b, "process_max_fds", "gauge",
+                                 "Maximum number of open file descriptors.");
+        rc |= svc_metrics_sample(b, "process_max_fds", NULL,
+                                 rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
+    }
+    return rc ? -1 : 0;
+}
+
+int svc_metrics_render_build(struct svc_buf *b, int schema_version)
+{
+    int rc = svc_metrics_family(b, "rowlock_build_info", "gauge",
+                                "Build of this rowlock process: release version, git commit and "
+                                "the schema version it was built for");
+    struct svc_buf l;
+    svc_buf_init(&l, 1024);
+    char schema[16];
+    snprintf(schema, sizeof(schema), "%d", schema_version);
+    rc |= svc_metrics_label(&l, "version", svc_version);
+    rc |= svc_buf_puts(&l, ",");
+    rc |= svc_metrics_label(&l, "commit", svc_commit);
+    rc |= svc_buf_puts(&l, ",");
+    rc |= svc_metrics_label(&l, "schema_version", schema);
+    rc |= svc_metrics_sample(b, "rowlock_build_info", l.data, 1);
+    svc_buf_free(&l);
+    return rc ? -1 : 0;
 }

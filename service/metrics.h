@@ -36,4 +36,13 @@ int svc_metrics_sample(struct svc_buf *b, const char *name, const char *labels, 
 /* Appends label="value" with Prometheus escaping (backslash, quote, newline). */
 int svc_metrics_label(struct svc_buf *b, const char *label, const char *value);
 
+/* Appends the process metrics under the names every Prometheus client library uses
+ * (process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
+ * process_open_fds, process_max_fds, process_start_time_seconds), read from getrusage,
+ * getrlimit and /proc/self; a source that cannot be read leaves its metric out. Returns 0 or -1
+ * (buffer full). */
+int svc_metrics_render_process(struct svc_buf *b);
+/* Appends rowlock_build_info{version,commit,schema_version} 1. Returns 0 or -1. */
+int svc_metrics_render_build(struct svc_buf *b, int schema_version);
+
 #endif

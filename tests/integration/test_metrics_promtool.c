@@ -54,6 +54,12 @@ static void metrics_pass_promtool(void **state)
                               "rowlock_db_transactions_total",
                               "rowlock_build_info",
                               "rowlock_http_connection_limit",
+                              "process_cpu_seconds_total",
+                              "process_resident_memory_bytes",
+                              "process_virtual_memory_bytes",
+                              "process_open_fds",
+                              "process_max_fds",
+                              "process_start_time_seconds",
                               NULL};
     for (size_t i = 0; families[i]; i++) {
         char type[160];
