@@ -13,7 +13,10 @@ enum db_status {
     DB_ERR_UNAVAILABLE,  /* the database cannot be reached, or the connection broke */
     DB_ERR_POOL_TIMEOUT, /* no pooled connection came free within the acquire timeout */
     DB_ERR_TIMEOUT,      /* statement or lock timeout (57014, 55P03) */
-    DB_ERR_HARD          /* anything else; SQLSTATE and message in struct db_error */
+    DB_ERR_HARD,         /* anything else; SQLSTATE and message in struct db_error */
+    /* the connection was lost after COMMIT was sent (or the deadline cut it while COMMIT was
+     * on its way): the transaction may or may not have committed. Never retried. */
+    DB_ERR_OUTCOME_UNKNOWN
 };
 
 struct db_error {

@@ -2,14 +2,29 @@
 #ifndef DB_INTERNAL_H
 #define DB_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "db/pool.h"
+
+/* How the last round trip of a transaction lost its connection (db/tx.c). */
+enum db_lost {
+    DB_LOST_NONE,
+    DB_LOST_NOTHING_RAN,    /* nothing of the transaction reached the server: safe to re-run */
+    DB_LOST_NOT_COMMITTED,  /* the transaction ran in part and was not committed */
+    DB_LOST_COMMIT_UNKNOWN, /* COMMIT was sent and no answer came: it may have committed */
+};
 
 struct db_conn {
     PGconn *pg;
     struct db_pool *pool;
     int broken;
+    /* pool.c: set while c is lent (under the pool's mutex), read by the watchdog */
+    unsigned generation;     /* the pool's flush generation when c connected */
+    int watch_fd;            /* a dup of c's socket the watchdog may shut down; -1 when closed */
+    long long busy_since_ms; /* monotonic ms when c was lent; 0 when free */
+    atomic_int cut;          /* the watchdog shut c's socket down */
+    int connected_before;    /* c has been connected once (a later connect is a reconnect) */
     const struct db_stmt **prepared; /* statements already prepared on this connection */
     size_t nprepared, capprepared;
     char **dyn_names; /* names of dynamic statements prepared on this connection */
@@ -18,7 +33,7 @@ struct db_conn {
     const char *const *begin; /* its BEGIN commands, until they go out with a statement */
     int commit_next;          /* send COMMIT with the next statement */
     int committed;            /* that COMMIT succeeded */
-    int failed_first;         /* the round trip that carried BEGIN lost the connection */
+    enum db_lost lost;        /* how the transaction's connection was lost, when it was */
 };
 
 /* Closes the libpq connection of c and forgets its prepared statements. */

@@ -1,14 +1,19 @@
 /* Connection pool (see pool.h): a mutex-protected stack of free slots and a condition variable
- * on CLOCK_MONOTONIC for bounded waits. Connecting happens outside the mutex. */
+ * on CLOCK_MONOTONIC for bounded waits. Connecting happens outside the mutex. Also the idle
+ * check at acquire, the flush generation, the deadline watchdog thread, and the notice receiver
+ * that sends libpq's notices to the log function instead of stderr. */
 #include "db/pool.h"
 
 #include <errno.h>
-#include <stdatomic.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "db/internal.h"
 
@@ -22,7 +27,75 @@ struct db_pool {
     int nfree;
     struct db_pool_stats stats;
     atomic_int connected;
+    atomic_uint generation; /* bumped by a flush; older idle connections are closed */
+    atomic_int unreachable; /* the last connect attempt failed (logged once until one succeeds) */
+    /* the watchdog */
+    pthread_t watchdog;
+    int watching, stopping;
+    pthread_cond_t stop_cv;
 };
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Writes one line through the configured log function, or to stderr without one. fields: key,
+ * value pairs ended by a NULL key (at most DB_LOG_FIELDS pairs). */
+static void pool_log(struct db_pool *p, enum db_log_level level, const char *msg,
+                     const char *const *fields)
+{
+    if (p->cfg.log != NULL) {
+        p->cfg.log(p->cfg.log_ctx, level, msg, fields);
+        return;
+    }
+    if (level == DB_LOG_DEBUG)
+        return;
+    char line[1024];
+    int n = snprintf(line, sizeof(line), "rowlock db: %s", msg);
+    for (int i = 0; fields[i] != NULL && n > 0 && (size_t)n < sizeof(line); i += 2)
+        n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%s", fields[i], fields[i + 1]);
+    fprintf(stderr, "%s\n", line);
+}
+
+/* A message from libpq or the server, one line, without its trailing newline. */
+static void trim_copy(char *out, size_t size, const char *msg)
+{
+    snprintf(out, size, "%s", msg ? msg : "");
+    size_t n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        out[--n] = '\0';
+    for (char *q = out; *q; q++)
+        if (*q == '\n' || *q == '\t')
+            *q = ' ';
+}
+
+/* libpq's notice receiver: server notices and warnings (and errors that arrive on an idle
+ * connection, such as "terminating connection") become log lines. */
+static void pool_notice(void *arg, const PGresult *res)
+{
+    struct db_pool *p = arg;
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+    char text[512];
+    trim_copy(text, sizeof(text), primary ? primary : PQresultErrorMessage(res));
+    enum db_log_level level = DB_LOG_WARN;
+    if (sev != NULL && (strcmp(sev, "NOTICE") == 0 || strcmp(sev, "INFO") == 0 ||
+                        strcmp(sev, "DEBUG") == 0 || strcmp(sev, "LOG") == 0))
+        level = DB_LOG_DEBUG;
+    const char *fields[] = {"severity", sev ? sev : "", "sqlstate",      state ? state : "",
+                            "detail",   text,           "server_detail", detail ? detail : "",
+                            NULL};
+    if (detail == NULL)
+        fields[6] = NULL;
+    pool_log(p, level, "database notice", fields);
+}
+
+static void *watchdog_main(void *arg);
 
 struct db_pool *db_pool_create(const struct db_pool_config *cfg)
 {
@@ -46,12 +119,16 @@ struct db_pool *db_pool_create(const struct db_pool_config *cfg)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->cv, &ca);
+    pthread_cond_init(&p->stop_cv, &ca);
     pthread_condattr_destroy(&ca);
     for (int i = 0; i < cfg->size; i++) {
         p->conns[i].pool = p;
+        p->conns[i].watch_fd = -1;
         p->free_stack[p->nfree++] = cfg->size - 1 - i;
     }
     p->stats.size = cfg->size;
+    if (cfg->deadline_ms > 0)
+        p->watching = pthread_create(&p->watchdog, NULL, watchdog_main, p) == 0;
     return p;
 }
 
@@ -61,8 +138,15 @@ void db_conn_close(struct db_conn *c)
         PQfinish(c->pg);
         atomic_fetch_sub(&c->pool->connected, 1);
     }
+    if (c->watch_fd >= 0) {
+        pthread_mutex_lock(&c->pool->mu); /* the watchdog may be about to shut it down */
+        close(c->watch_fd);
+        c->watch_fd = -1;
+        pthread_mutex_unlock(&c->pool->mu);
+    }
     c->pg = NULL;
     c->broken = 0;
+    atomic_store(&c->cut, 0);
     c->nprepared = 0;
     for (size_t i = 0; i < c->ndyn; i++)
         free(c->dyn_names[i]);
@@ -73,11 +157,19 @@ void db_pool_destroy(struct db_pool *p)
 {
     if (p == NULL)
         return;
+    if (p->watching) {
+        pthread_mutex_lock(&p->mu);
+        p->stopping = 1;
+        pthread_cond_signal(&p->stop_cv);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->watchdog, NULL);
+    }
     for (int i = 0; i < p->cfg.size; i++) {
         db_conn_close(&p->conns[i]);
         free(p->conns[i].prepared);
         free(p->conns[i].dyn_names);
     }
+    pthread_cond_destroy(&p->stop_cv);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p->free_stack);
@@ -86,23 +178,59 @@ void db_pool_destroy(struct db_pool *p)
     free(p);
 }
 
-/* Opens c's connection and sets its session parameters. */
+/* Logs a connection opened: a reconnect at info with the server it reached, the first connect
+ * of a slot at debug; and a database reachable again after failures. */
+static void log_connected(struct db_pool *p, struct db_conn *c)
+{
+    const char *fields[] = {"host", PQhost(c->pg), "port", PQport(c->pg), NULL};
+    int was_unreachable = atomic_exchange(&p->unreachable, 0);
+    if (was_unreachable)
+        pool_log(p, DB_LOG_INFO, "database reachable again", fields);
+    else
+        pool_log(p, c->connected_before ? DB_LOG_INFO : DB_LOG_DEBUG,
+                 c->connected_before ? "database reconnected" : "database connected", fields);
+    c->connected_before = 1;
+}
+
+/* Opens c's connection and sets its session parameters. Our TCP settings come before the
+ * connection string, so that it may override them (later entries win). */
 static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct db_error *err)
 {
-    char timeout[16];
+    char timeout[16], idle[16], interval[16], count[16], user_timeout[16];
     snprintf(timeout, sizeof(timeout), "%d", p->cfg.connect_timeout_s);
-    const char *keys[] = {"dbname",     "connect_timeout", "application_name",
-                          "keepalives", "keepalives_idle", NULL};
-    const char *vals[] = {p->conninfo, timeout, "rowlock", "1", "30", NULL};
+    snprintf(idle, sizeof(idle), "%d", DB_KEEPALIVES_IDLE_S);
+    snprintf(interval, sizeof(interval), "%d", DB_KEEPALIVES_INTERVAL_S);
+    snprintf(count, sizeof(count), "%d", DB_KEEPALIVES_COUNT);
+    snprintf(user_timeout, sizeof(user_timeout), "%d", DB_TCP_USER_TIMEOUT_MS);
+    const char *keys[] = {"application_name",
+                          "keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "dbname",
+                          "connect_timeout",
+                          NULL};
+    const char *vals[] = {"rowlock",    "1",         idle,    interval, count,
+                          user_timeout, p->conninfo, timeout, NULL};
+    c->generation = atomic_load(&p->generation);
     c->pg = PQconnectdbParams(keys, vals, 1);
     if (c->pg != NULL)
         atomic_fetch_add(&p->connected, 1);
     if (c->pg == NULL || PQstatus(c->pg) != CONNECTION_OK) {
         const char *msg = c->pg ? PQerrorMessage(c->pg) : "out of memory";
         db_error_set(err, "08006", "%s", msg);
+        if (!atomic_exchange(&p->unreachable, 1)) {
+            const char *fields[] = {"detail", err->message, NULL};
+            pool_log(p, DB_LOG_WARN, "database connection failed", fields);
+        }
         db_conn_close(c);
         return DB_ERR_UNAVAILABLE;
     }
+    PQsetNoticeReceiver(c->pg, pool_notice, p);
+    pthread_mutex_lock(&p->mu);
+    c->watch_fd = dup(PQsocket(c->pg));
+    pthread_mutex_unlock(&p->mu);
     char set[128];
     snprintf(set, sizeof(set),
              "SET statement_timeout = %d; SET lock_timeout = %d; SET TIME ZONE 'UTC'",
@@ -112,7 +240,28 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
         db_conn_close(c);
         return st == DB_ERR_HARD ? DB_ERR_UNAVAILABLE : st;
     }
+    log_connected(p, c);
     return DB_OK;
+}
+
+/* True when idle connection c may not be lent: libpq knows it is broken, it was opened before
+ * the last flush, or its socket is readable. An idle connection has nothing to read: readable
+ * means the server closed it (EOF) or sent a FATAL before closing, which is read here so that
+ * the notice receiver logs it. */
+static int idle_conn_stale(struct db_pool *p, struct db_conn *c)
+{
+    if (PQstatus(c->pg) != CONNECTION_OK || c->generation != atomic_load(&p->generation))
+        return 1;
+    struct pollfd pfd = {.fd = PQsocket(c->pg), .events = POLLIN};
+    if (poll(&pfd, 1, 0) == 0)
+        return 0;
+    if (PQconsumeInput(c->pg))
+        PQisBusy(c->pg); /* parses what came: a FATAL goes to the notice receiver */
+    pthread_mutex_lock(&p->mu);
+    p->stats.stale++;
+    pthread_mutex_unlock(&p->mu);
+    db_pool_flush(c, "an idle connection was closed by the server");
+    return 1;
 }
 
 static void deadline_after_ms(struct timespec *ts, int ms)
@@ -126,9 +275,9 @@ static void deadline_after_ms(struct timespec *ts, int ms)
     }
 }
 
-enum db_status db_pool_acquire(struct db_pool *p, struct db_conn **out, struct db_error *err)
+/* Takes a free slot, waiting up to the acquire timeout. NULL after a timeout (err set). */
+static struct db_conn *take_slot(struct db_pool *p, struct db_error *err)
 {
-    *out = NULL;
     struct timespec deadline;
     deadline_after_ms(&deadline, p->cfg.acquire_timeout_ms);
     pthread_mutex_lock(&p->mu);
@@ -141,13 +290,23 @@ enum db_status db_pool_acquire(struct db_pool *p, struct db_conn **out, struct d
             pthread_mutex_unlock(&p->mu);
             db_error_set(err, "", "no database connection came free within %d ms (pool size %d)",
                          p->cfg.acquire_timeout_ms, p->cfg.size);
-            return DB_ERR_POOL_TIMEOUT;
+            return NULL;
         }
     }
     struct db_conn *c = &p->conns[p->free_stack[--p->nfree]];
     p->stats.in_use++;
+    c->busy_since_ms = now_ms();
     pthread_mutex_unlock(&p->mu);
-    if (c->pg != NULL && PQstatus(c->pg) != CONNECTION_OK)
+    return c;
+}
+
+enum db_status db_pool_acquire(struct db_pool *p, struct db_conn **out, struct db_error *err)
+{
+    *out = NULL;
+    struct db_conn *c = take_slot(p, err);
+    if (c == NULL)
+        return DB_ERR_POOL_TIMEOUT;
+    if (c->pg != NULL && idle_conn_stale(p, c))
         db_conn_close(c);
     if (c->pg == NULL) {
         enum db_status st = pool_connect(p, c, err);
@@ -171,7 +330,10 @@ void db_pool_release(struct db_conn *c)
     if (c == NULL)
         return;
     struct db_pool *p = c->pool;
-    if (c->pg != NULL && (c->broken || PQstatus(c->pg) != CONNECTION_OK ||
+    pthread_mutex_lock(&p->mu); /* from here the watchdog leaves c alone */
+    c->busy_since_ms = 0;
+    pthread_mutex_unlock(&p->mu);
+    if (c->pg != NULL && (c->broken || atomic_load(&c->cut) || PQstatus(c->pg) != CONNECTION_OK ||
                           PQtransactionStatus(c->pg) != PQTRANS_IDLE))
         db_conn_close(c);
     pthread_mutex_lock(&p->mu);
@@ -186,9 +348,82 @@ void db_conn_mark_broken(struct db_conn *c)
     c->broken = 1;
 }
 
+void db_pool_flush(struct db_conn *c, const char *why)
+{
+    struct db_pool *p = c->pool;
+    unsigned gen = c->generation;
+    if (!atomic_compare_exchange_strong(&p->generation, &gen, gen + 1))
+        return; /* already flushed since c connected */
+    char idle[16];
+    pthread_mutex_lock(&p->mu);
+    p->stats.flushes++;
+    snprintf(idle, sizeof(idle), "%d", p->nfree);
+    pthread_mutex_unlock(&p->mu);
+    const char *fields[] = {"reason", why, "idle_connections", idle, NULL};
+    pool_log(p, DB_LOG_WARN, "database connection pool flushed", fields);
+}
+
+int db_conn_was_cut(struct db_conn *c)
+{
+    return atomic_load(&c->cut);
+}
+
+int db_pool_deadline_ms(struct db_pool *p)
+{
+    return p->cfg.deadline_ms;
+}
+
 PGconn *db_conn_pg(struct db_conn *c)
 {
     return c->pg;
+}
+
+/* Shuts down the socket of every connection lent for longer than the deadline, under the pool's
+ * mutex (so the connection cannot be released and closed meanwhile). The blocked libpq call then
+ * reads end-of-file and fails; nothing is cancelled on the server. Returns how many it cut. */
+static int watchdog_pass(struct db_pool *p)
+{
+    long long now = now_ms();
+    int cut = 0;
+    for (int i = 0; i < p->cfg.size; i++) {
+        struct db_conn *c = &p->conns[i];
+        if (c->busy_since_ms == 0 || now - c->busy_since_ms < p->cfg.deadline_ms ||
+            c->watch_fd < 0 || atomic_load(&c->cut))
+            continue;
+        shutdown(c->watch_fd, SHUT_RDWR);
+        atomic_store(&c->cut, 1);
+        p->stats.deadlines++;
+        cut++;
+    }
+    return cut;
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct db_pool *p = arg;
+    int tick = p->cfg.deadline_ms / 20;
+    tick = tick < 5 ? 5 : tick > 100 ? 100 : tick;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stopping) {
+        struct timespec next;
+        deadline_after_ms(&next, tick);
+        pthread_cond_timedwait(&p->stop_cv, &p->mu, &next);
+        int cut = p->stopping ? 0 : watchdog_pass(p);
+        if (cut > 0) {
+            pthread_mutex_unlock(&p->mu);
+            char n[16], ms[16];
+            snprintf(n, sizeof(n), "%d", cut);
+            snprintf(ms, sizeof(ms), "%d", p->cfg.deadline_ms);
+            const char *fields[] = {"connections", n, "deadline_ms", ms, NULL};
+            pool_log(p, DB_LOG_WARN,
+                     "database deadline passed: connection closed (the server may still be "
+                     "waiting, for example for a synchronous standby)",
+                     fields);
+            pthread_mutex_lock(&p->mu);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
 }
 
 void db_pool_get_stats(struct db_pool *p, struct db_pool_stats *out)

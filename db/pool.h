@@ -1,6 +1,8 @@
 /* The PostgreSQL connection pool: a fixed number of slots, acquired with a bounded wait,
  * connected lazily and reconnected after a connection breaks, with statement_timeout set on
- * every connection. Transactions belong to tx.c. */
+ * every connection. An idle connection is checked before it is lent; a connection lent for
+ * longer than the deadline has its socket shut down by a watchdog thread. Transactions belong to
+ * tx.c; what is logged goes through the caller's log function (db/ writes no output). */
 #ifndef DB_POOL_H
 #define DB_POOL_H
 
@@ -8,13 +10,35 @@
 
 #include "db/db.h"
 
+enum db_log_level { DB_LOG_DEBUG, DB_LOG_INFO, DB_LOG_WARN, DB_LOG_ERROR };
+
+/* Receives the pool's log lines: msg and up to DB_LOG_FIELDS key/value pairs in fields (keys at
+ * even indexes, ended by a NULL key). Called from any thread; everything is borrowed. */
+#define DB_LOG_FIELDS 4
+typedef void (*db_log_fn)(void *ctx, enum db_log_level level, const char *msg,
+                          const char *const *fields);
+
 struct db_pool_config {
     const char *conninfo; /* libpq URI or key=value string */
     int size;
     int acquire_timeout_ms;
     int statement_timeout_ms;
     int connect_timeout_s;
+    /* longest time a connection may stay lent (a request's time in the database) before the
+     * watchdog shuts its socket down; 0: no deadline, no watchdog */
+    int deadline_ms;
+    db_log_fn log; /* NULL: lines go to stderr as plain text */
+    void *log_ctx;
 };
+
+/* TCP settings of every connection (a connection string may override them): an idle connection
+ * to a vanished server is found within DB_KEEPALIVES_IDLE_S + DB_KEEPALIVES_COUNT *
+ * DB_KEEPALIVES_INTERVAL_S seconds, and data left unacknowledged for DB_TCP_USER_TIMEOUT_MS
+ * ends the connection. (Unix-socket connections have no use for them.) */
+#define DB_KEEPALIVES_IDLE_S     10
+#define DB_KEEPALIVES_INTERVAL_S 5
+#define DB_KEEPALIVES_COUNT      3
+#define DB_TCP_USER_TIMEOUT_MS   10000
 
 struct db_pool;
 
@@ -24,13 +48,23 @@ struct db_pool *db_pool_create(const struct db_pool_config *cfg);
 void db_pool_destroy(struct db_pool *pool);
 
 /* Takes a connection, waiting at most the acquire timeout for one to come free, and connects it
- * if needed. DB_OK with *out set; DB_ERR_POOL_TIMEOUT; DB_ERR_UNAVAILABLE (cannot connect). */
+ * if needed. An idle connection the server has closed (its socket readable), or one opened
+ * before the last flush, is closed and reopened first. DB_OK with *out set;
+ * DB_ERR_POOL_TIMEOUT; DB_ERR_UNAVAILABLE (cannot connect). */
 enum db_status db_pool_acquire(struct db_pool *pool, struct db_conn **out, struct db_error *err);
 /* Gives a connection back. A broken one, or one left inside a transaction, is closed and
  * reconnected on its next use. */
 void db_pool_release(struct db_conn *c);
 /* Marks a connection broken so that release closes it. */
 void db_conn_mark_broken(struct db_conn *c);
+/* c failed at the connection level (lost, or the server said it is going away): every idle
+ * connection opened before is closed at its next acquire. Logged once per flush; a second call
+ * for a connection of the same generation does nothing. */
+void db_pool_flush(struct db_conn *c, const char *why);
+/* True when the watchdog cut c (its deadline passed while it was lent). */
+int db_conn_was_cut(struct db_conn *c);
+/* The pool's deadline in ms (0: none). */
+int db_pool_deadline_ms(struct db_pool *pool);
 /* The libpq handle, for workflows that need it (escaping identifiers). Borrowed. */
 PGconn *db_conn_pg(struct db_conn *c);
 
@@ -43,6 +77,9 @@ struct db_pool_stats {
     uint64_t timeouts; /* acquires that gave up */
     uint64_t connects; /* successful connection opens (first and re-) */
     uint64_t connect_failures;
+    uint64_t stale;     /* idle connections found closed by the server at acquire */
+    uint64_t flushes;   /* pool flushes after a connection-level failure */
+    uint64_t deadlines; /* connections cut by the watchdog */
 };
 void db_pool_get_stats(struct db_pool *pool, struct db_pool_stats *out);
 

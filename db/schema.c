@@ -97,3 +97,31 @@ enum db_status db_schema_version(struct db_pool *pool, int *version, struct db_e
     *version = r.version;
     return st;
 }
+
+/* The readiness probe: the version row, read in a transaction that takes a transaction id, so
+ * that its COMMIT writes a commit record and waits as every write does (for a synchronous
+ * standby, say). BEGIN, the read and COMMIT go out in one round trip. */
+static const struct db_stmt stmt_ready = {
+    "schema_ready", "SELECT (SELECT version FROM rowlock.schema_version), pg_current_xact_id()", 0};
+
+static enum db_status schema_ready_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct schema_read *r = arg;
+    PGresult *res = NULL;
+    r->version = 0;
+    db_tx_commit_with_next(c);
+    enum db_status st = db_query(c, &stmt_ready, NULL, &res, err);
+    if (st != DB_OK)
+        return st;
+    r->version = PQgetisnull(res, 0, 0) ? 0 : atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return DB_OK;
+}
+
+enum db_status db_schema_ready(struct db_pool *pool, int *version, struct db_error *err)
+{
+    struct schema_read r = {0};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, schema_ready_tx, &r, err);
+    *version = r.version;
+    return st;
+}

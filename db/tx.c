@@ -88,7 +88,7 @@ int db_arrays_build(struct db_arrays *a, const void *items, size_t n, size_t nco
 const char *db_status_name(enum db_status s)
 {
     static const char *const names[] = {"ok",           "aborted", "retry", "unavailable",
-                                        "pool_timeout", "timeout", "error"};
+                                        "pool_timeout", "timeout", "error", "outcome_unknown"};
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }
 
@@ -98,9 +98,20 @@ enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_err
     const char *msg = res ? PQresultErrorMessage(res) : "";
     if (msg == NULL || msg[0] == '\0')
         msg = PQerrorMessage(c->pg);
+    if (db_conn_was_cut(c)) {
+        db_error_set(err, "08006",
+                     "no answer from the database within the deadline of %d ms: the connection "
+                     "was closed",
+                     db_pool_deadline_ms(c->pool));
+        c->broken = 1;
+        return DB_ERR_UNAVAILABLE;
+    }
     db_error_set(err, state ? state : "", "%s", msg);
+    /* 25006: a server that became read-only (a demoted primary): reconnect, so that a
+     * multi-host connection string finds the new primary */
     if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
-        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0) {
+        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0 ||
+        strcmp(state, "25006") == 0) {
         c->broken = 1;
         return DB_ERR_UNAVAILABLE;
     }
@@ -127,7 +138,9 @@ static enum db_status flush_begin(struct db_conn *c, struct db_error *err)
         enum db_status st = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
         PQclear(res);
         if (st != DB_OK) {
-            c->failed_first = st == DB_ERR_UNAVAILABLE;
+            /* BEGIN alone committed nothing: safe to run again unless the deadline cut it */
+            if (st == DB_ERR_UNAVAILABLE && c->lost == DB_LOST_NONE)
+                c->lost = db_conn_was_cut(c) ? DB_LOST_NOT_COMMITTED : DB_LOST_NOTHING_RAN;
             return st;
         }
     }
@@ -220,22 +233,42 @@ static int call_nparams(const struct db_call *call)
     return call->st != NULL ? call->st->nparams : call->nparams;
 }
 
-/* Reads the results of one pipelined command into *keep (when keep is not NULL and it
- * succeeded), up to the NULL that ends them. The first failure of the pipeline sets *st. */
-static void pipeline_result(struct db_conn *c, PGresult **keep, enum db_status *st,
-                            struct db_error *err)
+/* The first failure of a pipeline: its status, the command (slot) it came with, and whether it
+ * was the server's own error report (with a SQLSTATE) rather than libpq's lost connection. */
+struct pipe_fail {
+    enum db_status st;
+    int slot;
+    int from_server;
+};
+
+static void pipe_fail_set(struct db_conn *c, struct pipe_fail *f, int slot, const PGresult *res,
+                          struct db_error *err)
+{
+    if (f->st != DB_OK)
+        return;
+    f->st = db_classify(c, res, err);
+    f->slot = slot;
+    f->from_server =
+        res != NULL && PQresultErrorField(res, PG_DIAG_SQLSTATE) != NULL && !db_conn_was_cut(c);
+}
+
+/* Reads the results of one pipelined command (slot) into *keep (when keep is not NULL and it
+ * succeeded), up to the NULL that ends them. The first failure of the pipeline sets *f. Returns
+ * 1 when the command itself succeeded. */
+static int pipeline_result(struct db_conn *c, int slot, PGresult **keep, struct pipe_fail *f,
+                           struct db_error *err)
 {
     PGresult *res = PQgetResult(c->pg);
     if (res == NULL) { /* the connection failed before answering */
-        if (*st == DB_OK)
-            *st = db_classify(c, NULL, err);
+        pipe_fail_set(c, f, slot, NULL, err);
         c->broken = 1;
-        return;
+        return 0;
     }
     ExecStatusType t = PQresultStatus(res);
-    if (*st == DB_OK && t != PGRES_PIPELINE_ABORTED && !ok_result(res))
-        *st = db_classify(c, res, err);
-    if (*st == DB_OK && keep != NULL && ok_result(res)) {
+    int ok = ok_result(res);
+    if (t != PGRES_PIPELINE_ABORTED && !ok)
+        pipe_fail_set(c, f, slot, res, err);
+    if (f->st == DB_OK && keep != NULL && ok) {
         *keep = res;
         res = NULL;
     }
@@ -245,9 +278,54 @@ static void pipeline_result(struct db_conn *c, PGresult **keep, enum db_status *
         PQclear(res);
         if (PQstatus(c->pg) != CONNECTION_OK) {
             c->broken = 1;
-            return;
+            break;
         }
     }
+    return ok;
+}
+
+/* A lost connection after COMMIT went out: the transaction may or may not have committed. */
+static enum db_status commit_unknown(struct db_conn *c, struct db_error *err)
+{
+    struct db_error was = *err;
+    db_error_set(err, was.sqlstate,
+                 "the connection was lost after COMMIT was sent: the transaction may or may not "
+                 "have committed (%s)",
+                 was.message);
+    c->broken = 1;
+    if (c->lost == DB_LOST_NONE)
+        c->lost = DB_LOST_COMMIT_UNKNOWN;
+    return DB_ERR_OUTCOME_UNKNOWN;
+}
+
+/* How a pipeline that lost its connection (f) leaves the transaction. Only the server's own
+ * report of a command before COMMIT proves that COMMIT did not run; a pipeline that sent BEGIN
+ * and committed nothing may run again, unless the deadline cut it. */
+static enum db_lost pipeline_lost(struct db_conn *c, int sent_begin, int commit_slot,
+                                  const struct pipe_fail *f)
+{
+    if (commit_slot >= 0 && !(f->from_server && f->slot < commit_slot))
+        return DB_LOST_COMMIT_UNKNOWN;
+    return sent_begin && !db_conn_was_cut(c) ? DB_LOST_NOTHING_RAN : DB_LOST_NOT_COMMITTED;
+}
+
+/* Sends the pipeline: BEGIN commands, calls, COMMIT when asked, and the sync. 1 when libpq
+ * took it all, 0 when sending failed (nothing of it ran: the server never saw a whole
+ * command sequence that ends in COMMIT). */
+static int send_pipeline(struct db_conn *c, const char *const *begin, size_t *nbegin,
+                         const struct db_call *calls, size_t n, int commit)
+{
+    int ok = 1;
+    for (*nbegin = 0; begin != NULL && begin[*nbegin] != NULL && ok; (*nbegin)++)
+        ok = PQsendQueryParams(c->pg, begin[*nbegin], 0, NULL, NULL, NULL, NULL, 0);
+    for (size_t i = 0; i < n && ok; i++)
+        ok = PQsendQueryPrepared(c->pg, call_name(&calls[i]), call_nparams(&calls[i]),
+                                 calls[i].params, NULL, NULL, 0);
+    if (commit && ok)
+        ok = PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    if (ok)
+        ok = PQpipelineSync(c->pg);
+    return ok;
 }
 
 /* Sends what is pending on c (the transaction's BEGIN), the calls, and COMMIT when the workflow
@@ -258,34 +336,23 @@ static enum db_status run_pipeline(struct db_conn *c, const struct db_call *call
     const char *const *begin = c->begin;
     c->begin = NULL;
     int sent_begin = begin != NULL;
-    if (PQenterPipelineMode(c->pg) != 1) {
-        db_error_set(err, "", "cannot enter pipeline mode: %s", PQerrorMessage(c->pg));
-        c->broken = 1;
-        return DB_ERR_UNAVAILABLE;
-    }
-    int ok = 1;
     size_t nbegin = 0;
-    for (; begin != NULL && begin[nbegin] != NULL && ok; nbegin++)
-        ok = PQsendQueryParams(c->pg, begin[nbegin], 0, NULL, NULL, NULL, NULL, 0);
-    for (size_t i = 0; i < n && ok; i++)
-        ok = PQsendQueryPrepared(c->pg, call_name(&calls[i]), call_nparams(&calls[i]),
-                                 calls[i].params, NULL, NULL, 0);
-    if (commit && ok)
-        ok = PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
-    if (ok)
-        ok = PQpipelineSync(c->pg);
-    if (!ok) {
-        db_error_set(err, "", "cannot send: %s", PQerrorMessage(c->pg));
+    if (PQenterPipelineMode(c->pg) != 1 || !send_pipeline(c, begin, &nbegin, calls, n, commit)) {
+        db_error_set(err, "08006", "cannot send: %s", PQerrorMessage(c->pg));
         c->broken = 1;
+        if (c->lost == DB_LOST_NONE)
+            c->lost = sent_begin ? DB_LOST_NOTHING_RAN : DB_LOST_NOT_COMMITTED;
         return DB_ERR_UNAVAILABLE;
     }
-    enum db_status st = DB_OK;
+    struct pipe_fail f = {DB_OK, -1, 0};
+    int slot = 0, commit_ok = 0;
     for (size_t i = 0; i < nbegin && !c->broken; i++)
-        pipeline_result(c, NULL, &st, err);
+        pipeline_result(c, slot++, NULL, &f, err);
     for (size_t i = 0; i < n && !c->broken; i++)
-        pipeline_result(c, calls[i].out, &st, err);
+        pipeline_result(c, slot++, calls[i].out, &f, err);
+    int commit_slot = commit ? (int)(nbegin + n) : -1;
     if (commit && !c->broken)
-        pipeline_result(c, NULL, &st, err);
+        commit_ok = pipeline_result(c, commit_slot, NULL, &f, err) && f.st == DB_OK;
     PGresult *res;
     while (!c->broken && (res = PQgetResult(c->pg)) != NULL) {
         int sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
@@ -295,10 +362,10 @@ static enum db_status run_pipeline(struct db_conn *c, const struct db_call *call
     }
     if (c->broken || PQexitPipelineMode(c->pg) != 1) {
         c->broken = 1;
-        if (st == DB_OK)
-            db_error_set(err, "", "pipeline failed: %s", PQerrorMessage(c->pg));
-        st = DB_ERR_UNAVAILABLE;
+        if (f.st == DB_OK && !commit_ok) /* lost without any error report */
+            pipe_fail_set(c, &f, slot, NULL, err);
     }
+    enum db_status st = commit_ok ? DB_OK : f.st;
     if (st != DB_OK) {
         for (size_t i = 0; i < n; i++) {
             if (calls[i].out != NULL) {
@@ -306,10 +373,12 @@ static enum db_status run_pipeline(struct db_conn *c, const struct db_call *call
                 *calls[i].out = NULL;
             }
         }
-        /* a first round trip lost without COMMIT in it: nothing ran */
-        c->failed_first = sent_begin && !commit && st == DB_ERR_UNAVAILABLE;
+        if (st == DB_ERR_UNAVAILABLE && c->lost == DB_LOST_NONE)
+            c->lost = pipeline_lost(c, sent_begin, commit_slot, &f);
+        if (c->lost == DB_LOST_COMMIT_UNKNOWN)
+            st = commit_unknown(c, err);
     }
-    c->committed = commit && st == DB_OK;
+    c->committed = commit_ok;
     return st;
 }
 
@@ -376,11 +445,32 @@ static void backoff(int attempt)
     nanosleep(&ts, NULL);
 }
 
+/* COMMIT on its own round trip. A COMMIT that could not be sent committed nothing; one sent
+ * whose answer never came (the connection lost, or a server going away) may have committed. */
+static enum db_status exec_commit(struct db_conn *c, struct db_error *err)
+{
+    if (!PQsendQuery(c->pg, "COMMIT")) {
+        db_error_set(err, "08006", "cannot send COMMIT: %s", PQerrorMessage(c->pg));
+        c->broken = 1;
+        if (c->lost == DB_LOST_NONE)
+            c->lost = DB_LOST_NOT_COMMITTED;
+        return DB_ERR_UNAVAILABLE;
+    }
+    PGresult *res = PQgetResult(c->pg);
+    enum db_status st = res != NULL && ok_result(res) ? DB_OK : db_classify(c, res, err);
+    PQclear(res);
+    while ((res = PQgetResult(c->pg)) != NULL)
+        PQclear(res);
+    if (st == DB_OK && PQstatus(c->pg) != CONNECTION_OK)
+        c->broken = 1; /* committed; the connection went after */
+    return st == DB_ERR_UNAVAILABLE ? commit_unknown(c, err) : st;
+}
+
 /* One attempt: BEGIN, workflow, COMMIT or ROLLBACK on connection c. BEGIN goes out with the
  * workflow's first statement, and COMMIT with its last when the workflow says which that is
- * (db_tx_commit_with_next); *at_begin reports a connection lost in that first round trip. */
+ * (db_tx_commit_with_next); c->lost says how a lost connection left the transaction. */
 static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_workflow_fn fn,
-                                 void *arg, int *at_begin, struct db_error *err)
+                                 void *arg, struct db_error *err)
 {
     static const char *const rc[] = {"BEGIN", NULL};
     static const char *const rr[] = {"BEGIN ISOLATION LEVEL REPEATABLE READ", NULL};
@@ -389,19 +479,23 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
                                           NULL};
     static const char *const *const begin[] = {rc, rr, ser, generic};
     c->begin = begin[iso];
-    c->commit_next = c->committed = c->failed_first = 0;
+    c->commit_next = c->committed = 0;
+    c->lost = DB_LOST_NONE;
     enum db_status st = fn(c, arg, err);
     int began = c->begin == NULL, committed = c->committed;
-    *at_begin = c->failed_first;
+    if (st == DB_ERR_UNAVAILABLE && c->lost == DB_LOST_NONE) /* lost before BEGIN went out? */
+        c->lost = !began && !db_conn_was_cut(c) ? DB_LOST_NOTHING_RAN : DB_LOST_NOT_COMMITTED;
+    if (c->lost == DB_LOST_COMMIT_UNKNOWN)
+        st = DB_ERR_OUTCOME_UNKNOWN; /* whatever the workflow made of it */
     c->begin = NULL;
-    c->commit_next = c->committed = c->failed_first = 0;
+    c->commit_next = c->committed = 0;
     if (committed || (st == DB_OK && !began)) {
         /* committed with the last statement, or no statement ran at all */
         atomic_fetch_add(&tx_commits, 1);
         return st;
     }
     if (st == DB_OK) {
-        st = db_exec(c, "COMMIT", err);
+        st = exec_commit(c, err);
         if (st == DB_OK)
             atomic_fetch_add(&tx_commits, 1);
         return st;
@@ -424,12 +518,15 @@ enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflo
         st = db_pool_acquire(pool, &c, err);
         if (st != DB_OK)
             break;
-        int at_begin = 0;
-        st = tx_attempt(c, iso, fn, arg, &at_begin, err);
-        int broke_at_begin = st == DB_ERR_UNAVAILABLE && at_begin;
+        st = tx_attempt(c, iso, fn, arg, err);
+        enum db_lost lost = c->lost;
+        c->lost = DB_LOST_NONE;
+        if (lost != DB_LOST_NONE && !db_conn_was_cut(c))
+            db_pool_flush(c, err->message); /* the server went away: so did its other sessions */
         db_pool_release(c);
-        if (broke_at_begin && !replaced) {
-            /* BEGIN on a connection the server had closed: nothing ran; use a fresh one */
+        if (lost == DB_LOST_NOTHING_RAN && !replaced) {
+            /* lost before anything could commit (a connection the server had closed): nothing
+             * is left of the attempt; run it again on a fresh connection */
             replaced = 1;
             attempt--;
             continue;

@@ -28,8 +28,11 @@ enum db_isolation {
 typedef enum db_status (*db_workflow_fn)(struct db_conn *c, void *arg, struct db_error *err);
 
 /* Runs fn in one transaction. DB_OK means committed. DB_ERR_RETRY means the transaction still
- * conflicted after DB_TX_MAX_ATTEMPTS. A connection that turns out broken at BEGIN is replaced
- * once (nothing has run yet, so that is safe); a failure at COMMIT is reported, never retried. */
+ * conflicted after DB_TX_MAX_ATTEMPTS. A connection lost before anything could commit (in the
+ * round trip that carried BEGIN, when the server's own report or a failed send shows COMMIT did
+ * not run) is replaced once and the transaction run again, and the pool is flushed. A
+ * connection lost once COMMIT went out answers DB_ERR_OUTCOME_UNKNOWN, never retried; one cut
+ * by the pool's deadline is never retried either. */
 enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn, void *arg,
                          struct db_error *err);
 

@@ -1,4 +1,5 @@
-/* Operations routes: /healthz (process alive), /readyz (database reachable, schema current),
+/* Operations routes: /healthz (process alive), /readyz (database reachable, schema current,
+ * commits completing),
  * /metrics (Prometheus text) and /openapi.json (the embedded document). */
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,12 @@ enum svc_outcome route_readyz(struct svc_request *req)
     struct svc_app *app = svc_req_app(req);
     struct db_error err = {{0}, {0}};
     int version = 0;
-    enum db_status st = db_schema_version(app->pool, &version, &err);
+    enum db_status st = db_schema_ready(app->pool, &version, &err);
+    if (st == DB_ERR_OUTCOME_UNKNOWN) /* the deadline cut the probe's COMMIT */
+        return svc_reply_problem(req, SVC_P_DATABASE_UNAVAILABLE,
+                                 "a probe transaction did not commit within the deadline of %d "
+                                 "ms (a synchronous standby not answering?): %s",
+                                 db_pool_deadline_ms(app->pool), err.message);
     if (st != DB_OK) {
         if (st == DB_ERR_HARD)
             return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
@@ -66,6 +72,15 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
          (double)ps.connects},
         {"rowlock_db_pool_connect_failures_total", "counter", "Failed connection attempts",
          (double)ps.connect_failures},
+        {"rowlock_db_pool_stale_total", "counter",
+         "Idle connections found closed by the server when acquired (reopened before use)",
+         (double)ps.stale},
+        {"rowlock_db_pool_flushes_total", "counter",
+         "Pool flushes: every idle connection reopened after a connection-level failure",
+         (double)ps.flushes},
+        {"rowlock_db_deadline_cuts_total", "counter",
+         "Connections closed because a request passed ROWLOCK_DB_DEADLINE_MS in the database",
+         (double)ps.deadlines},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);

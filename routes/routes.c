@@ -82,6 +82,13 @@ enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
         return svc_reply_problem(req, SVC_P_POOL_EXHAUSTED, "%s", err->message);
     case DB_ERR_UNAVAILABLE:
         return svc_reply_problem(req, SVC_P_DATABASE_UNAVAILABLE, "%s", err->message);
+    case DB_ERR_OUTCOME_UNKNOWN:
+        svc_log(SVC_LOG_WARN, "write outcome unknown", "request_id", svc_req_id(req), "detail",
+                err->message, NULL);
+        return svc_reply_problem(req, SVC_P_OUTCOME_UNKNOWN,
+                                 "%s; retry only with a dedupe key, a producer sequence or a "
+                                 "ledger digest, or read the resource first",
+                                 err->message);
     case DB_ERR_TIMEOUT:
         return svc_reply_problem(req, SVC_P_DATABASE_TIMEOUT, "%s", err->message);
     case DB_ERR_RETRY:

@@ -38,6 +38,10 @@ static const struct cfg_key config_table[] = {
      OFF(pool_acquire_timeout_ms), "wait for a free connection before answering 503"},
     {"statement-timeout-ms", "ROWLOCK_STATEMENT_TIMEOUT_MS", CFG_INT, "5000", 1, 3600000,
      OFF(statement_timeout_ms), "statement_timeout set on every connection"},
+    {"db-deadline-ms", "ROWLOCK_DB_DEADLINE_MS", CFG_INT, "0", 0, 3600000, OFF(db_deadline_ms),
+     "longest a request may hold its database connection, commit included; past it the "
+     "connection is closed (never the commit cancelled) and the request answered 503 (0: the "
+     "statement timeout plus 1000 ms)"},
     {"db-connect-timeout-s", "ROWLOCK_DB_CONNECT_TIMEOUT_S", CFG_INT, "5", 2, 300,
      OFF(db_connect_timeout_s), "timeout of one connection attempt"},
     {"db-startup-wait-s", "ROWLOCK_DB_STARTUP_WAIT_S", CFG_INT, "60", 0, 3600,
@@ -260,6 +264,8 @@ enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **
     }
     if (config_apply_flags(cfg, argc, argv, err) != 0)
         goto invalid;
+    if (cfg->db_deadline_ms == 0)
+        cfg->db_deadline_ms = cfg->statement_timeout_ms + 1000;
     if (cfg->per_ip_connection_limit > cfg->connection_limit)
         cfg->per_ip_connection_limit = cfg->connection_limit;
     return SVC_CONFIG_OK;

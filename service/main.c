@@ -28,6 +28,20 @@ static const char *env_lookup(const char *name)
     return getenv(name);
 }
 
+/* The pool's log function (db/ writes nothing itself): its lines become svc_log lines. */
+static void db_log(void *ctx, enum db_log_level level, const char *msg, const char *const *fields)
+{
+    (void)ctx;
+    static const enum svc_log_level levels[] = {SVC_LOG_DEBUG, SVC_LOG_INFO, SVC_LOG_WARN,
+                                                SVC_LOG_ERROR};
+    const char *f[2 * DB_LOG_FIELDS + 1] = {NULL};
+    for (int i = 0; i < 2 * DB_LOG_FIELDS && fields[i] != NULL; i += 2) {
+        f[i] = fields[i];
+        f[i + 1] = fields[i + 1];
+    }
+    svc_log(levels[level], msg, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], NULL);
+}
+
 /* Waits up to ms for SIGTERM or SIGINT (blocked in every thread). Returns the signal or 0. */
 static int wait_signal(const sigset_t *set, long ms)
 {
@@ -174,6 +188,8 @@ int main(int argc, char **argv)
         .acquire_timeout_ms = (int)cfg.pool_acquire_timeout_ms,
         .statement_timeout_ms = (int)cfg.statement_timeout_ms,
         .connect_timeout_s = (int)cfg.db_connect_timeout_s,
+        .deadline_ms = (int)cfg.db_deadline_ms,
+        .log = db_log,
     };
     pool = db_pool_create(&pc);
     if (pool == NULL || database_ready(pool, cfg.db_startup_wait_s, &signals) != 0)

@@ -59,6 +59,7 @@ static const struct svc_problem_info problems[SVC_P_COUNT] = {
     [SVC_P_DATABASE_TIMEOUT] = {"database_timeout", 503, "Database statement timed out"},
     [SVC_P_DATABASE_BUSY] = {"database_busy", 503, "Transaction kept conflicting; retry"},
     [SVC_P_SCHEMA_NOT_READY] = {"schema_not_ready", 503, "Database schema not ready"},
+    [SVC_P_OUTCOME_UNKNOWN] = {"outcome_unknown", 503, "Connection lost after COMMIT was sent"},
 };
 
 const struct svc_problem_info *svc_problem_info(enum svc_problem p)

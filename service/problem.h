@@ -57,6 +57,7 @@ enum svc_problem {
     SVC_P_DATABASE_TIMEOUT,
     SVC_P_DATABASE_BUSY,
     SVC_P_SCHEMA_NOT_READY,
+    SVC_P_OUTCOME_UNKNOWN,
     SVC_P_COUNT
 };
 

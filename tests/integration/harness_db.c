@@ -16,7 +16,11 @@ int th_db_open(const char *name, char *url, size_t size, int pool_size, struct d
         fprintf(stderr, "cannot create the test database %s\n", name);
         return -1;
     }
-    struct db_pool_config pc = {url, pool_size, 5000, 20000, 5};
+    struct db_pool_config pc = {.conninfo = url,
+                                .size = pool_size,
+                                .acquire_timeout_ms = 5000,
+                                .statement_timeout_ms = 20000,
+                                .connect_timeout_s = 5};
     *pool = db_pool_create(&pc);
     enum db_schema_verdict verdict = DB_SCHEMA_INCOMPATIBLE;
     int found = 0;

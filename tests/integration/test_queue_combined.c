@@ -38,7 +38,11 @@ static int setup(void **state)
     (void)state;
     if (th_db_open("qcombined", dburl, sizeof(dburl), 8, &pools[0], &sql) != 0)
         return -1;
-    struct db_pool_config pc = {dburl, 8, 5000, 20000, 5};
+    struct db_pool_config pc = {.conninfo = dburl,
+                                .size = 8,
+                                .acquire_timeout_ms = 5000,
+                                .statement_timeout_ms = 20000,
+                                .connect_timeout_s = 5};
     pools[1] = db_pool_create(&pc);
     return pools[1] ? 0 : -1;
 }

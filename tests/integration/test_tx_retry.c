@@ -28,7 +28,11 @@ static int setup(void **state)
         return -1;
     other = th_pg(dburl);
     PQclear(th_sql(other, "CREATE TABLE counter (id int PRIMARY KEY, v int NOT NULL)"));
-    struct db_pool_config pc = {dburl, 2, 1000, 5000, 5};
+    struct db_pool_config pc = {.conninfo = dburl,
+                                .size = 2,
+                                .acquire_timeout_ms = 1000,
+                                .statement_timeout_ms = 5000,
+                                .connect_timeout_s = 5};
     pool = db_pool_create(&pc);
     return pool ? 0 : -1;
 }

@@ -24,6 +24,7 @@ static const char *const all_env[] = {
     "ROWLOCK_POOL_SIZE",
     "ROWLOCK_POOL_ACQUIRE_TIMEOUT_MS",
     "ROWLOCK_STATEMENT_TIMEOUT_MS",
+    "ROWLOCK_DB_DEADLINE_MS",
     "ROWLOCK_DB_CONNECT_TIMEOUT_S",
     "ROWLOCK_DB_STARTUP_WAIT_S",
     "ROWLOCK_BODY_LIMIT",
@@ -103,6 +104,7 @@ static void test_defaults(void **state)
     assert_int_equal(r.cfg.pool_size, 16);
     assert_int_equal(r.cfg.pool_acquire_timeout_ms, 2000);
     assert_int_equal(r.cfg.statement_timeout_ms, 5000);
+    assert_int_equal(r.cfg.db_deadline_ms, 6000); /* the statement timeout plus 1000 ms */
     assert_int_equal(r.cfg.db_connect_timeout_s, 5);
     assert_int_equal(r.cfg.db_startup_wait_s, 60);
     assert_int_equal(r.cfg.body_limit, 1048576);
@@ -395,6 +397,25 @@ static void test_help_and_markdown(void **state)
     run_free(&r);
 }
 
+/* The database deadline follows the statement timeout unless it is set. */
+static void test_db_deadline(void **state)
+{
+    struct run r;
+    static const char *const env[] = {"ROWLOCK_STATEMENT_TIMEOUT_MS", "30000", NULL};
+    char *argv[] = {"rowlock"};
+    load(&r, env, ARGC(argv), argv);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_int_equal(r.cfg.db_deadline_ms, 31000);
+    run_free(&r);
+    char *set[] = {"rowlock", "--db-deadline-ms=2500"};
+    load(&r, env, ARGC(set), set);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_int_equal(r.cfg.db_deadline_ms, 2500);
+    run_free(&r);
+    char *bad[] = {"rowlock", "--db-deadline-ms=-1"};
+    expect_invalid(NULL, ARGC(bad), bad, "db-deadline-ms", "0 to 3600000");
+}
+
 static void test_free_is_idempotent(void **state)
 {
     struct run r;
@@ -418,6 +439,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_db_deadline),
         cmocka_unit_test(test_env_values),
         cmocka_unit_test(test_flags_win_over_env),
         cmocka_unit_test(test_booleans_and_levels_accepted),
