@@ -98,11 +98,14 @@ enum db_status db_schema_version(struct db_pool *pool, int *version, struct db_e
     return st;
 }
 
-/* The readiness probe: the version row, read in a transaction that takes a transaction id, so
- * that its COMMIT writes a commit record and waits as every write does (for a synchronous
- * standby, say). BEGIN, the read and COMMIT go out in one round trip. */
-static const struct db_stmt stmt_ready = {
-    "schema_ready", "SELECT (SELECT version FROM rowlock.schema_version), pg_current_xact_id()", 0};
+/* The readiness probe: the version row, read in a transaction that writes a WAL record (a
+ * transactional logical message, which touches no table), so that its COMMIT waits as every
+ * write does (for a synchronous standby, say; a transaction id alone would commit without
+ * waiting). BEGIN, the read and COMMIT go out in one round trip. */
+static const struct db_stmt stmt_ready = {"schema_ready",
+                                          "SELECT (SELECT version FROM rowlock.schema_version), "
+                                          "pg_logical_emit_message(true, 'rowlock_ready', '')",
+                                          0};
 
 static enum db_status schema_ready_tx(struct db_conn *c, void *arg, struct db_error *err)
 {

@@ -23,8 +23,8 @@ enum db_status db_schema_apply(struct db_pool *pool, enum db_schema_verdict *ver
  * the schema reports DB_ERR_HARD with SQLSTATE 42P01). */
 enum db_status db_schema_version(struct db_pool *pool, int *version, struct db_error *err);
 
-/* db_schema_version in a transaction whose COMMIT must write a commit record (it takes a
- * transaction id): a database where commits do not complete (a synchronous standby that does
+/* db_schema_version in a transaction whose COMMIT waits as a write's does (it writes a WAL
+ * record): a database where commits do not complete (a synchronous standby that does
  * not answer) reports DB_ERR_OUTCOME_UNKNOWN or DB_ERR_UNAVAILABLE once the pool's deadline
  * has cut it, instead of hanging. For readiness probes. */
 enum db_status db_schema_ready(struct db_pool *pool, int *version, struct db_error *err);
