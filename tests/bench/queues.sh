@@ -107,6 +107,7 @@ readonly LARGE_WORKERS="${LARGE_WORKERS:-4}"
 readonly LARGE_BATCH="${LARGE_BATCH:-500}"
 readonly TIMEOUT_S="${TIMEOUT_S:-600}"
 readonly ROUNDS="${ROUNDS:-1}"
+readonly BUDGET=4194304 # ROWLOCK_RESPONSE_BUDGET's default, bound by the pgbench claims
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
@@ -287,10 +288,10 @@ for f in queues leases; do
         die "cannot preprocess db/$f.c"
 done >"$WORK/queues.i"
 load_stmt SQL_RESOLVE st_queue_resolve 1
-load_stmt SQL_CLAIM st_claim 4
+load_stmt SQL_CLAIM st_claim 5
 load_stmt SQL_COMPLETE st_complete 5
 load_stmt SQL_COMPLETE_BATCH st_complete_batch 5
-load_stmt SQL_CLAIM_MANY st_claim_many 5
+load_stmt SQL_CLAIM_MANY st_claim_many 6
 
 # compose KIND: the pgbench script of KIND (batch, bare, single or combined).
 # Variables: :client_id (pgbench's), :queue and :qid (the queue's name and id, -D), :batch
@@ -302,7 +303,8 @@ load_stmt SQL_CLAIM_MANY st_claim_many 5
 # completion's owner and result arrays (rowlock binds '{owner,...}' and '{NULL,...}', the
 # worker sending no result) are built with array_fill; its ids and fences are the claim's
 # arrays; the single completion's result is NULL likewise. $4 of the claim (lease seconds) is
-# rowlock's NULL parameter (the queue's default), as a NULL literal. combined: st_claim_many
+# rowlock's NULL parameter (the queue's default), as a NULL literal; $5 (the payload byte budget)
+# is BUDGET, rowlock's default ROWLOCK_RESPONSE_BUDGET. combined: st_claim_many
 # for :k owners ('pgbench-' || :client_id || '-' || claim number) of :batch each, then one
 # batch completion of everything claimed (each row's owner from the claim it was dealt to, as
 # :owners), in the round trips of batch.
@@ -316,7 +318,7 @@ compose() {
     claim="$prefix) SELECT count(*) AS n, coalesce(array_agg(r.id), '{}') AS ids,"
     claim+=" coalesce(array_agg(r.fence), '{}') AS fences, coalesce(min(r.id), 0) AS id,"
     claim+=" coalesce(min(r.fence), 0) AS fence FROM (SELECT $final) r"
-    claim=$(bind "$claim" '$1' ':qid' '$2' "$owner" '$3' ':batch' '$4' 'NULL')
+    claim=$(bind "$claim" '$1' ':qid' '$2' "$owner" '$3' ':batch' '$4' 'NULL' '$5' "$BUDGET")
     if [ "$kind" = combined ]; then
         prefix=${SQL_CLAIM_MANY%) SELECT *}
         final=${SQL_CLAIM_MANY##*) SELECT }
@@ -328,7 +330,8 @@ compose() {
         claim=$(bind "$claim" '$1' ':qid' \
             '$2' "(SELECT array_agg($owner || '-' || g) FROM generate_series(1, :k::int) g)" \
             '$3' 'array_fill(:batch::int, ARRAY[:k::int])' \
-            '$4' 'array_fill(NULL::float8, ARRAY[:k::int])' '$5' '(:batch::int * :k::int)')
+            '$4' 'array_fill(NULL::float8, ARRAY[:k::int])' '$5' '(:batch::int * :k::int)' \
+            '$6' "array_fill($BUDGET::bigint, ARRAY[:k::int])")
     fi
     resolve=$(bind "$SQL_RESOLVE" '$1' ':queue')
     if [ "$kind" = single ]; then
