@@ -21,8 +21,17 @@ void db_error_set(struct db_error *err, const char *sqlstate, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
-    size_t n = strlen(err->message);
-    while (n > 0 && (err->message[n - 1] == '\n' || err->message[n - 1] == ' '))
+    /* one line: libpq's multi-line messages ("...unexpectedly\n\tThis probably means...") */
+    size_t n = 0;
+    for (const char *p = err->message; *p != '\0'; p++) {
+        int space = *p == '\n' || *p == '\t';
+        if (!space)
+            err->message[n++] = *p;
+        else if (n > 0 && err->message[n - 1] != ' ')
+            err->message[n++] = ' ';
+    }
+    err->message[n] = '\0';
+    while (n > 0 && err->message[n - 1] == ' ')
         err->message[--n] = '\0';
 }
 
