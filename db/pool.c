@@ -363,6 +363,13 @@ void db_pool_flush(struct db_conn *c, const char *why)
     pool_log(p, DB_LOG_WARN, "database connection pool flushed", fields);
 }
 
+void db_conn_lift_deadline(struct db_conn *c)
+{
+    pthread_mutex_lock(&c->pool->mu);
+    c->busy_since_ms = 0; /* the watchdog skips it, as it does a free one */
+    pthread_mutex_unlock(&c->pool->mu);
+}
+
 int db_conn_was_cut(struct db_conn *c)
 {
     return atomic_load(&c->cut);

@@ -61,6 +61,10 @@ void db_conn_mark_broken(struct db_conn *c);
  * connection opened before is closed at its next acquire. Logged once per flush; a second call
  * for a connection of the same generation does nothing. */
 void db_pool_flush(struct db_conn *c, const char *why);
+/* Exempts lent connection c from the deadline until it is released: for work that may rightly
+ * outlast it and is no client's request (schema migrations at startup, waiting for another
+ * process's schema lock). */
+void db_conn_lift_deadline(struct db_conn *c);
 /* True when the watchdog cut c (its deadline passed while it was lent). */
 int db_conn_was_cut(struct db_conn *c);
 /* The pool's deadline in ms (0: none). */

@@ -1,80 +1,436 @@
-/* Applying and checking the schema baseline (see schema.h). Concurrent rowlock processes starting
- * on an empty database serialize on a transaction-scoped advisory lock taken only here, at
- * startup; the data paths never use advisory locks. */
+/* Applying and checking the schema (see schema.h): the migration list, the state of a database
+ * (empty, built before migrations, or migrated), the verdict on it, and applying what is pending
+ * under a session advisory lock taken only here, at startup; the data paths never use advisory
+ * locks. */
 #include "db/schema.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "db/tx.h"
 
 extern const char db_schema_sql[];
+extern const char db_migration_007[];
 
-struct schema_apply {
-    enum db_schema_verdict verdict;
-    int found;
+struct migration {
+    int number;
+    const char *name;
+    /* the oldest build schema version that can still serve the data once this migration ran */
+    int serves_from;
+    const char *sql;
 };
 
-static const struct db_stmt stmt_lock = {"schema_lock",
-                                         "SELECT pg_advisory_xact_lock(7255186934271200)", 0};
+/* THE MIGRATION LIST. Every schema change from now on is a new file
+ * db/schema/migrations/NNN_name.sql (NNN = the next number) and a new row here; DB_SCHEMA_VERSION
+ * becomes its number. A file once released is never edited: its checksum is recorded where it
+ * was applied, and a changed one makes startup refuse.
+ *
+ * The expand/contract rule, so that the previous release keeps running on a migrated database
+ * during a rolling upgrade: a migration may only ADD what the previous release ignores (a table,
+ * a nullable column or one with a default, an index, a constraint every row the previous release
+ * writes satisfies); its serves_from stays that of the migration before it. A REMOVAL (dropping or
+ * renaming a column or table, a constraint the previous release would break) comes one release
+ * later, when no build that uses the old shape runs any more; its serves_from is then raised to
+ * the first schema version that no longer uses it, and older builds refuse to start on it.
+ * rowlock.schema_version holds serves_from (builds from before migration 7 compare it with 6). */
+static const struct migration migrations[] = {
+    {6, "baseline", 6, db_schema_sql},      /* the first release: db/schema/0*.sql */
+    {7, "migrations", 6, db_migration_007}, /* expand: rowlock.migrations */
+};
+#define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == DB_MIGRATION_FILES + 1,
+               "every file of db/schema/migrations needs its row in migrations[]");
+_Static_assert(DB_SCHEMA_BASELINE + DB_MIGRATION_FILES == DB_SCHEMA_VERSION,
+               "DB_SCHEMA_VERSION must be the number of the last migration");
+
+/* Rows of rowlock.migrations read at most; more is a database this build cannot judge. */
+#define MAX_ROWS 1024
+
+enum db_kind { KIND_EMPTY, KIND_PARTIAL, KIND_LEGACY, KIND_MIGRATED };
+
+struct applied {
+    int number;
+    int serves_from;
+    char name[64];
+    char checksum[65];
+};
+
+struct db_state {
+    enum db_kind kind;
+    int legacy;  /* the rowlock.schema_version row (0: none) */
+    int version; /* the last migration applied (the legacy row before migrations) */
+    int serves_from;
+    int nrows;
+    struct applied rows[MAX_ROWS];
+};
+
+/* The same key as the transaction lock of the release before migrations: a process of that
+ * release starting at the same moment takes its turn too. */
+static const struct db_stmt stmt_try_lock = {"schema_try_lock",
+                                             "SELECT pg_try_advisory_lock(7255186934271200)", 0};
+static const struct db_stmt stmt_unlock = {"schema_unlock",
+                                           "SELECT pg_advisory_unlock(7255186934271200)", 0};
 static const struct db_stmt stmt_inspect = {
     "schema_inspect",
     "SELECT to_regclass('rowlock.schema_version') IS NOT NULL,"
+    "       to_regclass('rowlock.migrations') IS NOT NULL,"
     "       EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'rowlock')",
     0};
 static const struct db_stmt stmt_version = {"schema_version",
                                             "SELECT version FROM rowlock.schema_version", 0};
+static const struct db_stmt stmt_rows = {
+    "schema_rows",
+    "SELECT number, name, checksum, serves_from FROM rowlock.migrations ORDER BY number", 0};
+static const struct db_stmt stmt_legacy_record = {
+    "schema_legacy_record", "INSERT INTO rowlock.schema_version (version) VALUES ($1::integer)", 1};
 static const struct db_stmt stmt_record = {
-    "schema_record", "INSERT INTO rowlock.schema_version (version) VALUES ($1::integer)", 1};
+    "schema_record",
+    "INSERT INTO rowlock.migrations (number, name, checksum, applied_by, serves_from) "
+    "VALUES ($1::integer, $2, $3, $4, $5::integer)",
+    5};
+static const struct db_stmt stmt_serves = {
+    "schema_serves",
+    "UPDATE rowlock.schema_version SET version = $1::integer WHERE version <> $1::integer", 1};
 
-static enum db_status schema_apply_tx(struct db_conn *c, void *arg, struct db_error *err)
+int db_schema_refused(enum db_schema_verdict verdict)
 {
-    struct schema_apply *a = arg;
+    return verdict != DB_SCHEMA_CREATED && verdict != DB_SCHEMA_CURRENT &&
+           verdict != DB_SCHEMA_MIGRATED && verdict != DB_SCHEMA_NEWER;
+}
+
+int db_schema_serves(int version, int serves_from)
+{
+    return version >= DB_SCHEMA_VERSION && serves_from <= DB_SCHEMA_VERSION;
+}
+
+/* SHA-256 of sql as 64 lowercase hex digits. */
+static void checksum(const char *sql, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    out[0] = '\0';
+    if (EVP_Digest(sql, strlen(sql), md, &n, EVP_sha256(), NULL) != 1)
+        return;
+    for (unsigned int i = 0; i < n && i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static const struct migration *find_migration(int number)
+{
+    int i = number - DB_SCHEMA_BASELINE;
+    return i >= 0 && i < NMIGRATIONS ? &migrations[i] : NULL;
+}
+
+static void copy_text(char *dst, size_t size, const char *src)
+{
+    snprintf(dst, size, "%s", src);
+}
+
+/* Reads rowlock.migrations into s. */
+static enum db_status read_rows(struct db_conn *c, struct db_state *s, struct db_error *err)
+{
     PGresult *res = NULL;
-    a->found = 0;
-    enum db_status st = db_query(c, &stmt_lock, NULL, NULL, err);
-    if (st == DB_OK)
-        st = db_query(c, &stmt_inspect, NULL, &res, err);
+    enum db_status st = db_query(c, &stmt_rows, NULL, &res, err);
     if (st != DB_OK)
         return st;
-    int has_table = PQgetvalue(res, 0, 0)[0] == 't';
-    int has_schema = PQgetvalue(res, 0, 1)[0] == 't';
+    int n = PQntuples(res);
+    if (n > MAX_ROWS) {
+        PQclear(res);
+        db_error_set(err, "", "rowlock.migrations holds %d rows; this build reads %d at most", n,
+                     MAX_ROWS);
+        return DB_ERR_HARD;
+    }
+    s->nrows = n;
+    for (int i = 0; i < n; i++) {
+        struct applied *a = &s->rows[i];
+        a->number = atoi(PQgetvalue(res, i, 0));
+        copy_text(a->name, sizeof(a->name), PQgetvalue(res, i, 1));
+        copy_text(a->checksum, sizeof(a->checksum), PQgetvalue(res, i, 2));
+        a->serves_from = atoi(PQgetvalue(res, i, 3));
+        s->version = a->number;
+        if (a->serves_from > s->serves_from)
+            s->serves_from = a->serves_from;
+    }
     PQclear(res);
-    if (has_table) {
-        st = db_query(c, &stmt_version, NULL, &res, err);
+    return DB_OK;
+}
+
+/* What the database holds now (outside any transaction: each migration commits whole). */
+static enum db_status read_state(struct db_conn *c, struct db_state *s, struct db_error *err)
+{
+    PGresult *res = NULL;
+    memset(s, 0, offsetof(struct db_state, rows));
+    enum db_status st = db_query(c, &stmt_inspect, NULL, &res, err);
+    if (st != DB_OK)
+        return st;
+    int has_version = PQgetvalue(res, 0, 0)[0] == 't';
+    int has_migrations = PQgetvalue(res, 0, 1)[0] == 't';
+    int has_schema = PQgetvalue(res, 0, 2)[0] == 't';
+    PQclear(res);
+    s->kind = !has_schema ? KIND_EMPTY : !has_version ? KIND_PARTIAL : KIND_LEGACY;
+    if (s->kind != KIND_LEGACY)
+        return DB_OK;
+    st = db_query(c, &stmt_version, NULL, &res, err);
+    if (st != DB_OK)
+        return st;
+    s->legacy = PQntuples(res) == 1 ? atoi(PQgetvalue(res, 0, 0)) : 0;
+    PQclear(res);
+    s->version = s->serves_from = s->legacy;
+    if (s->legacy == 0)
+        s->kind = KIND_PARTIAL;
+    if (!has_migrations || s->kind == KIND_PARTIAL)
+        return DB_OK;
+    s->kind = KIND_MIGRATED;
+    s->version = 0;
+    return read_rows(c, s, err);
+}
+
+#define REFUSE(rep, v, ...)                                                                        \
+    do {                                                                                           \
+        (rep)->verdict = (v);                                                                      \
+        snprintf((rep)->detail, sizeof((rep)->detail), __VA_ARGS__);                               \
+    } while (0)
+
+/* Checks the recorded migrations of a migrated database against this build's: every number this
+ * build knows up to the database's version present once, with this build's checksum. */
+static int judge_rows(const struct db_state *s, struct db_schema_report *rep)
+{
+    int expect = DB_SCHEMA_BASELINE;
+    for (int i = 0; i < s->nrows; i++) {
+        const struct applied *a = &s->rows[i];
+        if (a->number > DB_SCHEMA_VERSION)
+            break; /* newer than this build: judged by serves_from */
+        const struct migration *m = find_migration(a->number);
+        if (m == NULL || a->number != expect) {
+            REFUSE(rep, DB_SCHEMA_INCOMPATIBLE,
+                   "the database records migration %d (%s) but not migration %d: a migration was "
+                   "skipped or the table was edited; restore the database from a backup",
+                   a->number, a->name, expect);
+            return 0;
+        }
+        char sum[65];
+        checksum(m->sql, sum);
+        if (strcmp(sum, a->checksum) != 0) {
+            REFUSE(rep, DB_SCHEMA_CHANGED,
+                   "migration %d (%s) was applied with checksum %.16s but this build's migration "
+                   "%d (%s) has checksum %.16s: an applied migration must never change; build "
+                   "the released file again and put the change in a new migration",
+                   a->number, a->name, a->checksum, m->number, m->name, sum);
+            return 0;
+        }
+        expect++;
+    }
+    return 1;
+}
+
+/* The verdict on s without applying anything; *pending is the first migration to apply. */
+static void judge(const struct db_state *s, struct db_schema_report *rep, int *pending)
+{
+    rep->verdict = DB_SCHEMA_CURRENT;
+    rep->detail[0] = '\0';
+    *pending = s->kind == KIND_EMPTY ? DB_SCHEMA_BASELINE : s->version + 1;
+    if (s->kind == KIND_PARTIAL) {
+        REFUSE(rep, DB_SCHEMA_INCOMPATIBLE,
+               "the database holds a rowlock schema without its version row (a partial or "
+               "foreign schema): recreate the database (drop it and create it empty), then start "
+               "rowlock again");
+        return;
+    }
+    if (s->kind == KIND_LEGACY && s->legacy != DB_SCHEMA_BASELINE) {
+        REFUSE(rep, DB_SCHEMA_INCOMPATIBLE,
+               "the database holds rowlock schema version %d from before migrations; this build "
+               "upgrades only the released version %d: recreate the database (drop it and "
+               "create it empty), then start rowlock again",
+               s->legacy, DB_SCHEMA_BASELINE);
+        return;
+    }
+    if (s->kind == KIND_MIGRATED && !judge_rows(s, rep))
+        return;
+    if (s->kind != KIND_EMPTY && s->serves_from > DB_SCHEMA_VERSION)
+        REFUSE(rep, DB_SCHEMA_TOO_NEW,
+               "the database holds rowlock schema version %d, which serves builds of schema "
+               "version %d and later; this build has schema version %d: run a newer release",
+               s->version, s->serves_from, DB_SCHEMA_VERSION);
+    else if (s->kind != KIND_EMPTY && s->version > DB_SCHEMA_VERSION)
+        rep->verdict = DB_SCHEMA_NEWER;
+}
+
+/* Runs sql and the statements of record in one transaction on c, without a statement timeout
+ * (a migration may take long; the session's own timeout returns with COMMIT). */
+static enum db_status run_in_tx(struct db_conn *c, const struct migration *m, int record_baseline,
+                                const char *applied_by, struct db_error *err)
+{
+    char num[16], serves[16], sum[65], base_sum[65];
+    snprintf(num, sizeof(num), "%d", m->number);
+    snprintf(serves, sizeof(serves), "%d", m->serves_from);
+    checksum(m->sql, sum);
+    checksum(migrations[0].sql, base_sum);
+    enum db_status st = db_exec(c, "BEGIN; SET LOCAL statement_timeout = 0", err);
+    if (st == DB_OK)
+        st = db_exec(c, m->sql, err);
+    if (st == DB_OK && m->number == DB_SCHEMA_BASELINE) {
+        const char *p[] = {num};
+        st = db_query(c, &stmt_legacy_record, p, NULL, err);
+    }
+    if (st == DB_OK && record_baseline) {
+        const char *p[] = {"6", migrations[0].name, base_sum, applied_by, "6"};
+        st = db_query(c, &stmt_record, p, NULL, err);
+    }
+    if (st == DB_OK && m->number > DB_SCHEMA_BASELINE) {
+        const char *p[] = {num, m->name, sum, applied_by, serves};
+        st = db_query(c, &stmt_record, p, NULL, err);
+        const char *q[] = {serves};
+        if (st == DB_OK)
+            st = db_query(c, &stmt_serves, q, NULL, err);
+    }
+    if (st == DB_OK)
+        st = db_exec(c, "COMMIT", err);
+    if (st != DB_OK)
+        db_conn_mark_broken(c); /* closing the session rolls back and drops the lock */
+    return st;
+}
+
+/* Applies every pending migration of s on c, each in its own transaction. Holds the lock. */
+static enum db_status apply_pending(struct db_conn *c, struct db_state *s, int first,
+                                    const char *applied_by, struct db_schema_report *rep,
+                                    struct db_error *err)
+{
+    int had_table = s->kind == KIND_MIGRATED;
+    for (int n = first; n <= DB_SCHEMA_VERSION; n++) {
+        const struct migration *m = find_migration(n);
+        /* the migration that creates rowlock.migrations records the baseline before it */
+        int record_baseline = !had_table && n == DB_SCHEMA_BASELINE + 1;
+        enum db_status st = run_in_tx(c, m, record_baseline, applied_by, err);
         if (st != DB_OK)
             return st;
-        a->found = PQntuples(res) == 1 ? atoi(PQgetvalue(res, 0, 0)) : 0;
+        if (record_baseline && first > DB_SCHEMA_BASELINE)
+            rep->adopted = 1;
+        if (record_baseline)
+            had_table = 1;
+        rep->applied++;
+    }
+    return DB_OK;
+}
+
+/* Takes the schema lock on a connection of pool, polling so that no connection is held while
+ * waiting (the pool's deadline would cut it). *out holds the lock on DB_OK. */
+static enum db_status take_lock(struct db_pool *pool, long wait_ms, struct db_conn **out,
+                                struct db_schema_report *rep, struct db_error *err)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct db_conn *c = NULL;
+        PGresult *res = NULL;
+        enum db_status st = db_pool_acquire(pool, &c, err);
+        if (st != DB_OK)
+            return st;
+        st = db_query(c, &stmt_try_lock, NULL, &res, err);
+        int got = st == DB_OK && PQgetvalue(res, 0, 0)[0] == 't';
         PQclear(res);
-        a->verdict = a->found == DB_SCHEMA_VERSION ? DB_SCHEMA_CURRENT : DB_SCHEMA_INCOMPATIBLE;
-        return DB_OK;
+        if (got) {
+            *out = c;
+            return DB_OK;
+        }
+        db_pool_release(c);
+        if (st != DB_OK)
+            return st;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        rep->waited_ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (rep->waited_ms >= wait_ms) {
+            db_error_set(err, "55P03",
+                         "another process has held the schema lock for %ld ms (applying "
+                         "migrations?)",
+                         rep->waited_ms);
+            return DB_ERR_TIMEOUT;
+        }
+        struct timespec pause = {0, 100 * 1000000L};
+        nanosleep(&pause, NULL);
     }
-    if (has_schema) {
-        a->verdict = DB_SCHEMA_INCOMPATIBLE;
-        return DB_OK;
+}
+
+static struct db_state *state_new(struct db_error *err)
+{
+    struct db_state *s = malloc(sizeof(*s));
+    if (s == NULL)
+        db_error_set(err, "53200", "out of memory");
+    return s;
+}
+
+enum db_status db_schema_migrate(struct db_pool *pool, enum db_migrate_mode mode,
+                                 const char *applied_by, long lock_wait_ms,
+                                 struct db_schema_report *rep, struct db_error *err)
+{
+    struct db_conn *c = NULL;
+    struct db_state *s = state_new(err);
+    enum db_status st = s == NULL ? DB_ERR_HARD : DB_OK;
+    int pending = 0, locked = 0;
+    memset(rep, 0, sizeof(*rep));
+    if (st == DB_OK && mode == DB_MIGRATE_AUTO) {
+        st = take_lock(pool, lock_wait_ms, &c, rep, err);
+        locked = st == DB_OK;
+    } else if (st == DB_OK) {
+        st = db_pool_acquire(pool, &c, err);
     }
-    st = db_exec(c, db_schema_sql, err);
+    if (st == DB_OK)
+        st = read_state(c, s, err);
     if (st != DB_OK)
-        return st;
-    char version[16];
-    snprintf(version, sizeof(version), "%d", DB_SCHEMA_VERSION);
-    const char *params[] = {version};
-    a->verdict = DB_SCHEMA_CREATED;
-    return db_query(c, &stmt_record, params, NULL, err);
+        goto done;
+    rep->found = s->kind == KIND_EMPTY ? 0 : s->version;
+    judge(s, rep, &pending);
+    if (db_schema_refused(rep->verdict) || pending > DB_SCHEMA_VERSION)
+        goto report;
+    if (mode == DB_MIGRATE_CHECK) {
+        REFUSE(rep, DB_SCHEMA_PENDING,
+               "the database holds rowlock schema version %d; this build needs version %d, and "
+               "--migrate=check applies no migrations (%d to %d are pending): run rowlock "
+               "--migrate-only first, or start with --migrate=auto",
+               rep->found, DB_SCHEMA_VERSION, pending, DB_SCHEMA_VERSION);
+        goto report;
+    }
+    st = apply_pending(c, s, pending, applied_by, rep, err);
+    if (st == DB_OK)
+        st = read_state(c, s, err);
+    if (st != DB_OK)
+        goto done;
+    rep->verdict = pending == DB_SCHEMA_BASELINE ? DB_SCHEMA_CREATED : DB_SCHEMA_MIGRATED;
+report:
+    rep->version = s->kind == KIND_EMPTY ? 0 : s->version;
+    rep->serves_from = s->serves_from;
+done:
+    if (c != NULL && locked && st == DB_OK) {
+        struct db_error ignored;
+        if (db_query(c, &stmt_unlock, NULL, NULL, &ignored) != DB_OK)
+            db_conn_mark_broken(c);
+    } else if (c != NULL && locked) {
+        db_conn_mark_broken(c); /* closing the session drops the lock */
+    }
+    if (c != NULL)
+        db_pool_release(c);
+    free(s);
+    return st;
 }
 
 enum db_status db_schema_apply(struct db_pool *pool, enum db_schema_verdict *verdict, int *found,
                                struct db_error *err)
 {
-    struct schema_apply a = {DB_SCHEMA_INCOMPATIBLE, 0};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, schema_apply_tx, &a, err);
-    *verdict = a.verdict;
-    *found = a.found;
+    struct db_schema_report rep;
+    enum db_status st =
+        db_schema_migrate(pool, DB_MIGRATE_AUTO, "rowlock " ROWLOCK_VERSION, 60000, &rep, err);
+    *verdict = db_schema_refused(rep.verdict)     ? DB_SCHEMA_INCOMPATIBLE
+               : rep.verdict == DB_SCHEMA_CREATED ? DB_SCHEMA_CREATED
+                                                  : DB_SCHEMA_CURRENT;
+    *found = rep.found;
     return st;
 }
 
 struct schema_read {
     int version;
+    int serves_from;
 };
 
 static enum db_status schema_version_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -92,39 +448,46 @@ static enum db_status schema_version_tx(struct db_conn *c, void *arg, struct db_
 
 enum db_status db_schema_version(struct db_pool *pool, int *version, struct db_error *err)
 {
-    struct schema_read r = {0};
+    struct schema_read r = {0, 0};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, schema_version_tx, &r, err);
     *version = r.version;
     return st;
 }
 
-/* The readiness probe: the version row, read in a transaction that writes a WAL record (a
- * transactional logical message, which touches no table), so that its COMMIT waits as every
- * write does (for a synchronous standby, say; a transaction id alone would commit without
- * waiting). BEGIN, the read and COMMIT go out in one round trip. */
-static const struct db_stmt stmt_ready = {"schema_ready",
-                                          "SELECT (SELECT version FROM rowlock.schema_version), "
-                                          "pg_logical_emit_message(true, 'rowlock_ready', '')",
-                                          0};
+/* The readiness probe: the last migration and what the database serves, read in a transaction
+ * that writes a WAL record (a transactional logical message, which touches no table), so that
+ * its COMMIT waits as every write does (for a synchronous standby, say; a transaction id alone
+ * would commit without waiting). BEGIN, the read and COMMIT go out in one round
+ * trip. */
+static const struct db_stmt stmt_ready = {
+    "schema_ready",
+    "SELECT (SELECT max(number) FROM rowlock.migrations),"
+    "       greatest((SELECT version FROM rowlock.schema_version),"
+    "                (SELECT max(serves_from) FROM rowlock.migrations)),"
+    "       pg_logical_emit_message(true, 'rowlock_ready', '')",
+    0};
 
 static enum db_status schema_ready_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct schema_read *r = arg;
     PGresult *res = NULL;
-    r->version = 0;
+    r->version = r->serves_from = 0;
     db_tx_commit_with_next(c);
     enum db_status st = db_query(c, &stmt_ready, NULL, &res, err);
     if (st != DB_OK)
         return st;
     r->version = PQgetisnull(res, 0, 0) ? 0 : atoi(PQgetvalue(res, 0, 0));
+    r->serves_from = PQgetisnull(res, 0, 1) ? 0 : atoi(PQgetvalue(res, 0, 1));
     PQclear(res);
     return DB_OK;
 }
 
-enum db_status db_schema_ready(struct db_pool *pool, int *version, struct db_error *err)
+enum db_status db_schema_ready(struct db_pool *pool, int *version, int *serves_from,
+                               struct db_error *err)
 {
-    struct schema_read r = {0};
+    struct schema_read r = {0, 0};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, schema_ready_tx, &r, err);
     *version = r.version;
+    *serves_from = r.serves_from;
     return st;
 }

@@ -41,7 +41,9 @@ run    build build/ and run build/rowlock in the foreground on $ROWLOCK_PORT (de
        persists across runs; Ctrl-C or SIGTERM stops the service, then the cluster.
 test   build build/, build-asan/ (ROWLOCK_SANITIZE=ON) and build-tsan/ (ROWLOCK_TSAN=ON), run
        the three ctest suites against a throwaway cluster, then remove it; build build-fuzz/
-       (clang, ROWLOCK_FUZZ=ON) and fuzz each of its targets for about a minute in all. Exits
+       (clang, ROWLOCK_FUZZ=ON) and fuzz each of its targets for about a minute in all; builds
+       the previous release (db/schema/released/*/RELEASE) into build-prev/ for the upgrade
+       test (ROWLOCK_TEST_PREV_BINARY). Exits
        non-zero if any suite failed or a fuzz target crashed or broke one of its properties.
 fuzz   build build-fuzz/ and fuzz each target for SECONDS (default 300) under ASan+UBSan; the
        corpus grows in .rowlock/fuzz/<target>/ (seeds: tests/fuzz/corpus/<target>/), a failing
@@ -97,6 +99,30 @@ build() {
 prepare_state_dir() {
     mkdir -p "$STATE/logs"
     [ -f "$STATE/.gitignore" ] || printf '*\n' >"$STATE/.gitignore"
+}
+
+# The previous release, for the upgrade test (tests/integration/test_upgrade_from_released.c):
+# its commit is named in db/schema/released/<version>/RELEASE; its tree comes from this clone's
+# history (git archive, no network, no worktree), and only its rowlock binary is built, once per
+# commit, into build-prev/. Prints the binary's path.
+build_prev() {
+    local release commit dir
+    release=$(find "$ROOT/db/schema/released" -mindepth 2 -maxdepth 2 -name RELEASE | sort -V | tail -n 1)
+    [ -n "$release" ] || die "no db/schema/released/*/RELEASE names the previous release"
+    commit=$(sed -n 's/^commit=//p' "$release")
+    git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null ||
+        die "the previous release's commit $commit is not in this clone's history (fetch it)"
+    dir=$ROOT/build-prev
+    if [ "$(cat "$dir/COMMIT" 2>/dev/null || true)" != "$commit" ] || [ ! -x "$dir/build/rowlock" ]; then
+        log "build: the previous release $commit into build-prev/"
+        rm -rf "$dir"
+        mkdir -p "$dir/src"
+        git -C "$ROOT" archive "$commit" | tar -x -C "$dir/src"
+        cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+        cmake --build "$dir/build" -j2 --target rowlock >&2
+        printf '%s\n' "$commit" >"$dir/COMMIT"
+    fi
+    printf '%s\n' "$dir/build/rowlock"
 }
 
 build_fuzz() {
@@ -510,6 +536,9 @@ cmd_test() {
     build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_SANITIZE=ON
     build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_TSAN=ON
     build_fuzz
+    # the upgrade test fails without it (it never skips)
+    export ROWLOCK_TEST_PREV_BINARY
+    ROWLOCK_TEST_PREV_BINARY=$(build_prev)
     prepare_state_dir
 
     trap test_on_exit EXIT

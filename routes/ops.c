@@ -28,8 +28,8 @@ enum svc_outcome route_readyz(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     struct db_error err = {{0}, {0}};
-    int version = 0;
-    enum db_status st = db_schema_ready(app->pool, &version, &err);
+    int version = 0, serves_from = 0;
+    enum db_status st = db_schema_ready(app->pool, &version, &serves_from, &err);
     if (st == DB_ERR_OUTCOME_UNKNOWN) /* the deadline cut the probe's COMMIT */
         return svc_reply_problem(req, SVC_P_DATABASE_UNAVAILABLE,
                                  "a probe transaction did not commit within the deadline of %d "
@@ -41,10 +41,11 @@ enum svc_outcome route_readyz(struct svc_request *req)
                                      "cannot read the schema version: %s", err.message);
         return route_db_problem(req, st, &err);
     }
-    if (version != DB_SCHEMA_VERSION)
+    if (!db_schema_serves(version, serves_from))
         return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
-                                 "the database holds schema version %d; this build needs %d",
-                                 version, DB_SCHEMA_VERSION);
+                                 "the database holds schema version %d and serves builds of "
+                                 "version %d and later; this build has version %d",
+                                 version, serves_from, DB_SCHEMA_VERSION);
     /* schema_version: the database's; build: what this process is (rowlock --version) */
     return svc_reply_json(req, 200,
                           json_pack("{s:s, s:i, s:{s:s, s:s, s:i}}", "status", "ready",

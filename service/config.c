@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum cfg_type { CFG_STRING, CFG_INT, CFG_BOOL, CFG_LEVEL };
+enum cfg_type { CFG_STRING, CFG_INT, CFG_BOOL, CFG_LEVEL, CFG_MIGRATE };
 
 struct cfg_key {
     const char *flag; /* --flag; also the key's name */
@@ -46,6 +46,11 @@ static const struct cfg_key config_table[] = {
      OFF(db_connect_timeout_s), "timeout of one connection attempt"},
     {"db-startup-wait-s", "ROWLOCK_DB_STARTUP_WAIT_S", CFG_INT, "60", 0, 3600,
      OFF(db_startup_wait_s), "how long startup waits for the database to come up"},
+    {"migrate", "ROWLOCK_MIGRATE", CFG_MIGRATE, "auto", 0, 0, OFF(migrate),
+     "schema migrations at startup: auto applies pending ones (one process at a time), check "
+     "refuses to start while any is pending, off neither applies nor checks"},
+    {"migrate-only", "ROWLOCK_MIGRATE_ONLY", CFG_BOOL, "false", 0, 0, OFF(migrate_only),
+     "apply pending schema migrations, then exit 0 without serving (a deploy's migration step)"},
     {"body-limit", "ROWLOCK_BODY_LIMIT", CFG_INT, "1048576", 1024, 1073741824, OFF(body_limit),
      "largest request body in bytes (413 above)"},
     {"response-budget", "ROWLOCK_RESPONSE_BUDGET", CFG_INT, "4194304", 1024, 1073741824,
@@ -98,6 +103,7 @@ static const struct cfg_key config_table[] = {
 #define CONFIG_KEYS (sizeof(config_table) / sizeof(config_table[0]))
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
+static const char *const migrate_names[] = {"auto", "check", "off"};
 
 const char *svc_log_level_name(long level)
 {
@@ -115,6 +121,8 @@ static const char *type_name(enum cfg_type t)
         return "boolean";
     case CFG_LEVEL:
         return "level";
+    case CFG_MIGRATE:
+        return "mode";
     default:
         return "string";
     }
@@ -168,6 +176,16 @@ static int config_set(struct svc_config *cfg, const struct cfg_key *k, const cha
             }
         }
         fprintf(err, "rowlock: invalid %s %s=\"%s\": expected debug, info, warn or error\n", source,
+                source[0] == 'f' ? k->flag : k->env, value);
+        return -1;
+    case CFG_MIGRATE:
+        for (long i = 0; i <= SVC_MIGRATE_OFF; i++) {
+            if (strcmp(value, migrate_names[i]) == 0) {
+                *(long *)field = i;
+                return 0;
+            }
+        }
+        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected auto, check or off\n", source,
                 source[0] == 'f' ? k->flag : k->env, value);
         return -1;
     }
@@ -227,6 +245,9 @@ static int config_apply_flags(struct svc_config *cfg, int argc, char **argv, FIL
             return -1;
         }
         const char *value = eq ? eq + 1 : NULL;
+        if (value == NULL && k->type == CFG_BOOL &&
+            (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0))
+            value = "true"; /* a boolean flag alone (--migrate-only) means true */
         if (value == NULL) {
             if (i + 1 >= argc) {
                 fprintf(err, "rowlock: flag --%s needs a value\n", k->flag);

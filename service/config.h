@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 enum svc_log_level { SVC_LOG_DEBUG, SVC_LOG_INFO, SVC_LOG_WARN, SVC_LOG_ERROR };
+/* --migrate: apply pending schema migrations, only check them, or leave the schema alone */
+enum svc_migrate_mode { SVC_MIGRATE_AUTO, SVC_MIGRATE_CHECK, SVC_MIGRATE_OFF };
 
 struct svc_config {
     char *database_url;
@@ -21,6 +23,8 @@ struct svc_config {
     long db_deadline_ms; /* 0 in the table: statement_timeout_ms + 1000 after loading */
     long db_connect_timeout_s;
     long db_startup_wait_s;
+    long migrate; /* enum svc_migrate_mode */
+    bool migrate_only;
     long body_limit;
     long response_budget;
     long url_limit;

@@ -56,34 +56,80 @@ static int wait_signal(const sigset_t *set, long ms)
     }
 }
 
-/* Applies or checks the schema, waiting for a database that is still coming up. Returns 0 when
- * ready, -1 to exit. */
-static int database_ready(struct db_pool *pool, long wait_s, const sigset_t *signals)
+/* Logs what schema management found or did (rep: a verdict that is not a refusal). */
+static void log_schema_report(const struct db_schema_report *rep)
 {
-    time_t deadline = time(NULL) + wait_s;
+    char found[16], version[16], applied[16], waited[32], serves[16];
+    snprintf(found, sizeof(found), "%d", rep->found);
+    snprintf(version, sizeof(version), "%d", rep->version);
+    snprintf(applied, sizeof(applied), "%d", rep->applied);
+    snprintf(waited, sizeof(waited), "%ld", rep->waited_ms);
+    snprintf(serves, sizeof(serves), "%d", rep->serves_from);
+    if (rep->waited_ms > 0)
+        svc_log(SVC_LOG_INFO, "waited for another process holding the schema lock", "waited_ms",
+                waited, NULL);
+    if (rep->adopted)
+        svc_log(SVC_LOG_INFO, "database from the release before migrations adopted",
+                "baseline_version", found, NULL);
+    if (rep->verdict == DB_SCHEMA_CREATED)
+        svc_log(SVC_LOG_INFO, "schema baseline applied", "schema_version", version, "migrations",
+                applied, NULL);
+    else if (rep->verdict == DB_SCHEMA_MIGRATED)
+        svc_log(SVC_LOG_INFO, "schema migrated", "from_version", found, "schema_version", version,
+                "migrations", applied, NULL);
+    else if (rep->verdict == DB_SCHEMA_NEWER)
+        svc_log(SVC_LOG_WARN, "database schema is newer than this build and declares it serves it",
+                "schema_version", version, "serves_from", serves, NULL);
+    else
+        svc_log(SVC_LOG_INFO, "schema current", "schema_version", version, NULL);
+}
+
+static const char *schema_refusal(enum db_schema_verdict v)
+{
+    switch (v) {
+    case DB_SCHEMA_PENDING:
+        return "schema migrations pending";
+    case DB_SCHEMA_TOO_NEW:
+        return "database schema is newer than this build";
+    case DB_SCHEMA_CHANGED:
+        return "an applied schema migration has changed";
+    default:
+        return "incompatible database schema";
+    }
+}
+
+/* Applies (--migrate=auto, --migrate-only) or checks (--migrate=check) the schema migrations,
+ * waiting for a database that is still coming up. Returns 0 when ready, -1 to exit. */
+static int database_ready(struct db_pool *pool, const struct svc_config *cfg,
+                          const sigset_t *signals)
+{
+    if (cfg->migrate == SVC_MIGRATE_OFF && !cfg->migrate_only) {
+        svc_log(SVC_LOG_WARN, "schema migrations off: the schema is neither applied nor checked",
+                NULL);
+        return 0;
+    }
+    enum db_migrate_mode mode = cfg->migrate == SVC_MIGRATE_CHECK && !cfg->migrate_only
+                                    ? DB_MIGRATE_CHECK
+                                    : DB_MIGRATE_AUTO;
+    time_t deadline = time(NULL) + cfg->db_startup_wait_s;
+    char applied_by[128]; /* recorded with each migration this process applies */
+    snprintf(applied_by, sizeof(applied_by), "rowlock %s (commit %s)", svc_version, svc_commit);
     for (int attempt = 1;; attempt++) {
         struct db_error err = {{0}, {0}};
-        enum db_schema_verdict verdict;
-        int found = 0;
-        enum db_status st = db_schema_apply(pool, &verdict, &found, &err);
-        if (st == DB_OK && verdict == DB_SCHEMA_INCOMPATIBLE) {
-            char msg[256];
-            snprintf(msg, sizeof(msg),
-                     "the database holds rowlock schema version %d; this build needs version %d "
-                     "and has no migrations before v1: recreate the database (drop it and create "
-                     "it empty), then start rowlock again",
-                     found, DB_SCHEMA_VERSION);
-            svc_log(SVC_LOG_ERROR, "incompatible database schema", "detail", msg, NULL);
+        struct db_schema_report rep;
+        long left_ms = ((long)(deadline - time(NULL))) * 1000;
+        enum db_status st =
+            db_schema_migrate(pool, mode, applied_by, left_ms > 1000 ? left_ms : 1000, &rep, &err);
+        if (st == DB_OK && db_schema_refused(rep.verdict)) {
+            svc_log(SVC_LOG_ERROR, schema_refusal(rep.verdict), "detail", rep.detail, NULL);
             return -1;
         }
         if (st == DB_OK) {
-            svc_log(SVC_LOG_INFO,
-                    verdict == DB_SCHEMA_CREATED ? "schema baseline applied" : "schema current",
-                    NULL);
+            log_schema_report(&rep);
             return 0;
         }
         if (st == DB_ERR_HARD) {
-            svc_log(SVC_LOG_ERROR, "cannot apply the schema baseline", "sqlstate", err.sqlstate,
+            svc_log(SVC_LOG_ERROR, "cannot apply the schema migrations", "sqlstate", err.sqlstate,
                     "detail", err.message, NULL);
             return -1;
         }
@@ -192,8 +238,14 @@ int main(int argc, char **argv)
         .log = db_log,
     };
     pool = db_pool_create(&pc);
-    if (pool == NULL || database_ready(pool, cfg.db_startup_wait_s, &signals) != 0)
+    if (pool == NULL || database_ready(pool, &cfg, &signals) != 0)
         goto done;
+    if (cfg.migrate_only) {
+        svc_log(SVC_LOG_INFO, "schema migrations done; exiting (--migrate-only)", NULL);
+        rc = 0;
+        goto done;
+    }
+
 
     head_gate = svc_gate_new((int)cfg.key_writers);
     if (head_gate == NULL)

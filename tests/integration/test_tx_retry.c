@@ -5,7 +5,9 @@
  * DB_ABORTED rolls back. The round trips (BEGIN sent with the first statement, COMMIT with the
  * last when the workflow asks, db_query_pipeline): a pipelined COMMIT commits exactly once; a
  * failing last statement commits nothing, is retried when it is a conflict, and leaves the
- * connection usable; a pipeline stops at its first failing statement. */
+ * connection usable; a pipeline stops at its first failing statement. The pool's deadline: a
+ * connection lent past it is cut and its transaction not retried, unless the deadline was
+ * lifted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -236,6 +238,51 @@ static void pipeline_runs_in_order_and_stops_at_a_failure(void **state)
     assert_int_equal(counter_value(), 1);
 }
 
+/* A workflow that sleeps 1 s in the database: past a 300 ms deadline unless lifted. */
+static const struct db_stmt stmt_sleep = {"t_sleep", "SELECT pg_sleep(1)", 0};
+
+static enum db_status sleep_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    int *runs = arg;
+    (*runs)++;
+    if (runs[1])
+        db_conn_lift_deadline(c);
+    return db_query(c, &stmt_sleep, NULL, NULL, err);
+}
+
+/* The pool's deadline closes a connection lent for too long (the watchdog shuts its socket): the
+ * transaction fails as unavailable at once and is not run again; a connection whose deadline was
+ * lifted runs to the end; the pool serves the next transaction on a fresh connection. */
+static void deadline_cuts_a_connection_lent_too_long(void **state)
+{
+    struct db_pool_config pc = {.conninfo = dburl,
+                                .size = 1,
+                                .acquire_timeout_ms = 1000,
+                                .statement_timeout_ms = 5000,
+                                .connect_timeout_s = 5,
+                                .deadline_ms = 300};
+    struct db_pool *short_pool = db_pool_create(&pc);
+    assert_non_null(short_pool);
+    struct db_error err;
+    int runs[2] = {0, 0};
+    double t0 = th_now();
+    assert_int_equal(db_tx_run(short_pool, DB_READ_COMMITTED, sleep_tx, runs, &err),
+                     DB_ERR_UNAVAILABLE);
+    double took = th_now() - t0;
+    assert_true(took >= 0.25 && took < 0.9);
+    assert_int_equal(runs[0], 1);
+    assert_non_null(strstr(err.message, "deadline of 300 ms"));
+    runs[0] = 0;
+    runs[1] = 1; /* lifted */
+    assert_int_equal(db_tx_run(short_pool, DB_READ_COMMITTED, sleep_tx, runs, &err), DB_OK);
+    assert_int_equal(runs[0], 1);
+    struct db_pool_stats ps;
+    db_pool_get_stats(short_pool, &ps);
+    assert_int_equal(ps.deadlines, 1);
+    assert_int_equal(ps.flushes, 0); /* a deadline is no lost server */
+    db_pool_destroy(short_pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +294,7 @@ int main(void)
         cmocka_unit_test(pipelined_commit_commits_once),
         cmocka_unit_test(failing_last_statement_commits_nothing),
         cmocka_unit_test(pipeline_runs_in_order_and_stops_at_a_failure),
+        cmocka_unit_test(deadline_cuts_a_connection_lent_too_long),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

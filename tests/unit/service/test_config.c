@@ -27,6 +27,8 @@ static const char *const all_env[] = {
     "ROWLOCK_DB_DEADLINE_MS",
     "ROWLOCK_DB_CONNECT_TIMEOUT_S",
     "ROWLOCK_DB_STARTUP_WAIT_S",
+    "ROWLOCK_MIGRATE",
+    "ROWLOCK_MIGRATE_ONLY",
     "ROWLOCK_BODY_LIMIT",
     "ROWLOCK_RESPONSE_BUDGET",
     "ROWLOCK_URL_LIMIT",
@@ -416,6 +418,45 @@ static void test_db_deadline(void **state)
     expect_invalid(NULL, ARGC(bad), bad, "db-deadline-ms", "0 to 3600000");
 }
 
+/* --migrate takes auto, check or off (default auto); --migrate-only alone means true. */
+static void test_migrate_settings(void **state)
+{
+    struct run r;
+    char *none[] = {"rowlock"};
+    load(&r, NULL, ARGC(none), none);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_int_equal(r.cfg.migrate, SVC_MIGRATE_AUTO);
+    assert_false(r.cfg.migrate_only);
+    run_free(&r);
+    static const char *const env[] = {"ROWLOCK_MIGRATE", "off", NULL};
+    char *check[] = {"rowlock", "--migrate=check"};
+    load(&r, env, ARGC(check), check);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_int_equal(r.cfg.migrate, SVC_MIGRATE_CHECK);
+    run_free(&r);
+    load(&r, env, ARGC(none), none);
+    assert_int_equal(r.cfg.migrate, SVC_MIGRATE_OFF);
+    run_free(&r);
+    char *only[] = {"rowlock", "--migrate-only", "--port=1"};
+    load(&r, NULL, ARGC(only), only);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_true(r.cfg.migrate_only);
+    assert_int_equal(r.cfg.port, 1);
+    run_free(&r);
+    char *last[] = {"rowlock", "--migrate-only"};
+    load(&r, NULL, ARGC(last), last);
+    assert_true(r.cfg.migrate_only);
+    run_free(&r);
+    char *no[] = {"rowlock", "--migrate-only=false"};
+    load(&r, NULL, ARGC(no), no);
+    assert_false(r.cfg.migrate_only);
+    run_free(&r);
+    char *bad[] = {"rowlock", "--migrate=yes"};
+    expect_invalid(NULL, ARGC(bad), bad, "migrate", "auto, check or off");
+    static const char *const bad_env[] = {"ROWLOCK_MIGRATE", "Auto", NULL};
+    expect_invalid(bad_env, ARGC(none), none, "ROWLOCK_MIGRATE", "auto, check or off");
+}
+
 static void test_free_is_idempotent(void **state)
 {
     struct run r;
@@ -449,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_invalid_flag_values),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_help_and_markdown),
+        cmocka_unit_test(test_migrate_settings),
         cmocka_unit_test(test_free_is_idempotent),
         cmocka_unit_test(test_log_level_name),
     };
