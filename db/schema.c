@@ -333,6 +333,7 @@ static enum db_status take_lock(struct db_pool *pool, long wait_ms, struct db_co
         int got = st == DB_OK && PQgetvalue(res, 0, 0)[0] == 't';
         PQclear(res);
         if (got) {
+            db_conn_lift_deadline(c); /* migrations are no client's request: no deadline */
             *out = c;
             return DB_OK;
         }
