@@ -1,10 +1,12 @@
 /* Token file parsing and constant-time digest comparison (see auth.h). Tokens themselves are
- * never kept in memory after loading: only their SHA-256 digests. */
+ * never kept in memory after loading: only their SHA-256 digests. A reload swaps the digest
+ * array under a write lock; checks hold the read lock, so none sees a freed or half-made set. */
 #include "service/auth.h"
 
 #include <ctype.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -17,6 +19,7 @@ struct auth_token {
 };
 
 struct svc_auth {
+    pthread_rwlock_t lock; /* guards tokens and n: read by checks, written by a reload */
     struct auth_token *tokens;
     size_t n;
 };
@@ -86,6 +89,10 @@ struct svc_auth *svc_auth_load(const char *path, FILE *err)
     FILE *f = fopen(path, "r");
     char *line = NULL;
     size_t cap = 0, lineno = 0, alloc = 0;
+    if (a != NULL && pthread_rwlock_init(&a->lock, NULL) != 0) {
+        free(a);
+        a = NULL;
+    }
     if (a == NULL || f == NULL) {
         fprintf(err, "rowlock: cannot read tokens file %s\n", path);
         goto fail;
@@ -134,13 +141,50 @@ void svc_auth_free(struct svc_auth *a)
 {
     if (a == NULL)
         return;
+    pthread_rwlock_destroy(&a->lock);
     free(a->tokens);
     free(a);
 }
 
 size_t svc_auth_count(const struct svc_auth *a)
 {
-    return a ? a->n : 0;
+    if (a == NULL)
+        return 0;
+    struct svc_auth *m = (struct svc_auth *)a; /* the lock is not the set's value */
+    pthread_rwlock_rdlock(&m->lock);
+    size_t n = m->n;
+    pthread_rwlock_unlock(&m->lock);
+    return n;
+}
+
+int svc_auth_reload(struct svc_auth *a, const char *path, char *why, size_t whylen)
+{
+    char *msg = NULL;
+    size_t msglen = 0;
+    FILE *err = open_memstream(&msg, &msglen);
+    struct svc_auth *fresh = err != NULL ? svc_auth_load(path, err) : NULL;
+    if (err != NULL)
+        fclose(err);
+    if (fresh == NULL) {
+        const char *text = msg != NULL && msglen > 0 ? msg : "out of memory\n";
+        size_t n = strcspn(text, "\n");
+        if (strncmp(text, "rowlock: ", 9) == 0) {
+            text += 9;
+            n -= 9;
+        }
+        snprintf(why, whylen, "%.*s", (int)n, text);
+        free(msg);
+        return -1;
+    }
+    free(msg);
+    pthread_rwlock_wrlock(&a->lock);
+    struct auth_token *old = a->tokens;
+    a->tokens = fresh->tokens;
+    a->n = fresh->n;
+    pthread_rwlock_unlock(&a->lock);
+    fresh->tokens = old; /* freed with the spent holder, no reader can hold it any more */
+    svc_auth_free(fresh);
+    return 0;
 }
 
 enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
@@ -158,11 +202,14 @@ enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *author
         return SVC_AUTH_INVALID;
     unsigned scopes = 0;
     int found = 0;
-    for (size_t i = 0; i < a->n; i++) {
-        int same = CRYPTO_memcmp(d, a->tokens[i].digest, DIGEST_LEN) == 0;
+    struct svc_auth *m = (struct svc_auth *)a; /* the lock is not the set's value */
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t i = 0; i < m->n; i++) {
+        int same = CRYPTO_memcmp(d, m->tokens[i].digest, DIGEST_LEN) == 0;
         found |= same;
-        scopes |= same ? a->tokens[i].scopes : 0;
+        scopes |= same ? m->tokens[i].scopes : 0;
     }
+    pthread_rwlock_unlock(&m->lock);
     if (!found)
         return SVC_AUTH_INVALID;
     return (scopes & SVC_SCOPE_BIT(scope)) ? SVC_AUTH_OK : SVC_AUTH_FORBIDDEN;

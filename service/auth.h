@@ -20,6 +20,10 @@ struct svc_auth;
 struct svc_auth *svc_auth_load(const char *path, FILE *err);
 void svc_auth_free(struct svc_auth *a);
 size_t svc_auth_count(const struct svc_auth *a);
+/* Reads the tokens file again and, when it parses, makes its tokens the only ones accepted
+ * (checks running on other threads meanwhile see the old set or the new one, never a mix).
+ * Returns 0, or -1 with the old tokens kept and the file, line and reason in why. */
+int svc_auth_reload(struct svc_auth *a, const char *path, char *why, size_t whylen);
 
 enum svc_auth_result { SVC_AUTH_OK, SVC_AUTH_MISSING, SVC_AUTH_INVALID, SVC_AUTH_FORBIDDEN };
 

@@ -2,6 +2,8 @@
  * to config_table; --help, --config-markdown (the README table) and validation follow from it. */
 #include "service/config.h"
 
+#include "service/listen.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@ static const struct cfg_key config_table[] = {
     {"database-url", "ROWLOCK_DATABASE_URL", CFG_STRING, "postgresql:///rowlock", 0, 0,
      OFF(database_url), "libpq connection string or URI of the PostgreSQL database"},
     {"listen-address", "ROWLOCK_LISTEN_ADDRESS", CFG_STRING, "0.0.0.0", 0, 0, OFF(listen_address),
-     "IPv4 address to listen on"},
+     "IPv4 or IPv6 address to listen on (:: listens on every IPv6 and IPv4 address)"},
     {"port", "ROWLOCK_PORT", CFG_INT, "8080", 0, 65535, OFF(port),
      "TCP port to listen on (0 picks a free port, logged at startup)"},
     {"threads", "ROWLOCK_THREADS", CFG_INT, "4", 1, 256, OFF(threads),
@@ -98,12 +100,23 @@ static const struct cfg_key config_table[] = {
      "serve /healthz, /readyz, /metrics and /openapi.json without a token"},
     {"log-level", "ROWLOCK_LOG_LEVEL", CFG_LEVEL, "info", 0, 0, OFF(log_level),
      "least severe log level written: debug, info, warn, error"},
+    {"log-level-file", "ROWLOCK_LOG_LEVEL_FILE", CFG_STRING, "", 0, 0, OFF(log_level_file),
+     "file holding the log level (one word); read at startup and on SIGHUP, it wins over "
+     "--log-level, so the level of a running process can change; empty: the level is fixed"},
 };
 
 #define CONFIG_KEYS (sizeof(config_table) / sizeof(config_table[0]))
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 static const char *const migrate_names[] = {"auto", "check", "off"};
+
+int svc_log_level_parse(const char *word)
+{
+    for (int i = 0; i <= SVC_LOG_ERROR; i++)
+        if (strcmp(word, level_names[i]) == 0)
+            return i;
+    return -1;
+}
 
 const char *svc_log_level_name(long level)
 {
@@ -285,6 +298,13 @@ enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **
     }
     if (config_apply_flags(cfg, argc, argv, err) != 0)
         goto invalid;
+    if (!svc_listen_address_valid(cfg->listen_address)) {
+        fprintf(err,
+                "rowlock: invalid listen-address \"%s\": expected a numeric IPv4 or IPv6 "
+                "address (0.0.0.0, ::, 127.0.0.1, ::1)\n",
+                cfg->listen_address);
+        goto invalid;
+    }
     if (cfg->db_deadline_ms == 0)
         cfg->db_deadline_ms = cfg->statement_timeout_ms + 1000;
     if (cfg->per_ip_connection_limit > cfg->connection_limit)
@@ -293,6 +313,39 @@ enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **
 invalid:
     svc_config_free(cfg);
     return SVC_CONFIG_INVALID;
+}
+
+/* True when name is a setting's variable (ROWLOCK_PORT), or a test harness's own (ROWLOCK_TEST_*,
+ * read by the tests, never by the service). */
+static int env_known(const char *name, size_t len)
+{
+    if (strncmp(name, "ROWLOCK_TEST_", 13) == 0)
+        return 1;
+    for (size_t i = 0; i < CONFIG_KEYS; i++)
+        if (strlen(config_table[i].env) == len && strncmp(config_table[i].env, name, len) == 0)
+            return 1;
+    return 0;
+}
+
+int svc_config_warnings(const struct svc_config *cfg, char *const *environ_, FILE *err)
+{
+    int n = 0;
+    for (size_t i = 0; environ_ != NULL && environ_[i] != NULL; i++) {
+        const char *e = environ_[i];
+        size_t len = strcspn(e, "=");
+        if (strncmp(e, "ROWLOCK_", 8) == 0 && !env_known(e, len)) {
+            fprintf(err, "%.*s is set but no setting reads it (a typo? see --help)\n", (int)len, e);
+            n++;
+        }
+    }
+    if (cfg->pool_size < cfg->workers) {
+        fprintf(err,
+                "ROWLOCK_POOL_SIZE=%ld is below ROWLOCK_WORKERS=%ld: workers beyond the pool wait "
+                "for a connection (and answer 503 after the acquire timeout) under load\n",
+                cfg->pool_size, cfg->workers);
+        n++;
+    }
+    return n;
 }
 
 void svc_config_free(struct svc_config *cfg)

@@ -43,6 +43,7 @@ struct svc_config {
     char *tokens_file;
     bool open_ops;
     long log_level; /* enum svc_log_level */
+    char *log_level_file;
 };
 
 enum svc_config_result { SVC_CONFIG_OK, SVC_CONFIG_EXIT_OK, SVC_CONFIG_INVALID };
@@ -57,7 +58,13 @@ typedef const char *(*svc_getenv_fn)(const char *name);
 enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **argv,
                                        svc_getenv_fn env, FILE *out, FILE *err);
 void svc_config_free(struct svc_config *cfg);
+/* Writes one line per doubtful setting to err: a ROWLOCK_* variable of environ_ that no setting
+ * reads (a typo; ROWLOCK_TEST_* belong to the tests), a pool smaller than the worker count.
+ * Returns how many lines it wrote. Nothing here stops the start. */
+int svc_config_warnings(const struct svc_config *cfg, char *const *environ_, FILE *err);
 /* Name of a log level ("info"), for logs. */
 const char *svc_log_level_name(long level);
+/* The level named word ("warn"), or -1. */
+int svc_log_level_parse(const char *word);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include "service/buf.h"
 #include "service/conn.h"
+#include "service/listen.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
@@ -47,6 +48,7 @@ struct svc_server {
     int ticker_started;
     int quiesced;         /* the listening socket is shut down */
     MHD_socket listen_fd; /* closed only after MHD_stop_daemon: MHD threads may still use it */
+    uint16_t port;        /* bound (the configured one, or the one picked for port 0) */
     /* handlers of SVC_RUN_WORKER routes run here, their connections suspended meanwhile */
     pthread_mutex_t work_mu;
     pthread_cond_t work_cv;
@@ -952,18 +954,17 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     pthread_cond_init(&s->wait_cv, NULL);
     pthread_mutex_init(&s->work_mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)cfg->port);
-    if (inet_pton(AF_INET, cfg->listen_address, &addr.sin_addr) != 1) {
-        svc_log(SVC_LOG_ERROR, "invalid listen address", "address", cfg->listen_address, NULL);
+    char why[160], port[16];
+    snprintf(port, sizeof(port), "%ld", cfg->port);
+    int fd = svc_listen_open(cfg->listen_address, cfg->port, &s->port, why, sizeof(why));
+    if (fd < 0) {
+        svc_log(SVC_LOG_ERROR, "cannot listen", "address", cfg->listen_address, SVC_NUM("port"),
+                port, "detail", why, NULL);
         svc_conns_free(s->conns);
         free(s);
         return NULL;
     }
-    /* Room for our own 414/431 checks to fire before MHD's plain-text ones. No SO_REUSEPORT:
-     * a second process on the same port would silently take half the connections. */
+    /* Room for our own 414/431 checks to fire before MHD's plain-text ones. */
     size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
     /* Above ours (on_accept), so that libmicrohttpd, which splits its limit between its threads
      * and stops accepting at it, never leaves connections in the backlog before ours refuses. */
@@ -972,18 +973,17 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
                      MHD_USE_TURBO;
     s->daemon = MHD_start_daemon(
         flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
-        char port[16];
-        snprintf(port, sizeof(port), "%ld", cfg->port);
+        close(fd);
         svc_log(SVC_LOG_ERROR, "cannot start the HTTP server", "address", cfg->listen_address,
-                "port", port, NULL);
+                SVC_NUM("port"), port, NULL);
         svc_conns_free(s->conns);
         free(s);
         return NULL;
@@ -1004,8 +1004,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
 
 uint16_t svc_server_port(const struct svc_server *s)
 {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info ? info->port : 0;
+    return s->port;
 }
 
 long svc_server_in_flight(const struct svc_server *s)

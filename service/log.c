@@ -20,6 +20,11 @@ void svc_log_set_level(enum svc_log_level level)
     atomic_store(&log_level, (int)level);
 }
 
+enum svc_log_level svc_log_get_level(void)
+{
+    return (enum svc_log_level)atomic_load(&log_level);
+}
+
 int svc_log_enabled(enum svc_log_level level)
 {
     return (int)level >= atomic_load_explicit(&log_level, memory_order_relaxed);

@@ -5,8 +5,10 @@
 
 #include "service/config.h"
 
-/* Sets the least severe level written. Call once at startup, before threads start. */
+/* Sets the least severe level written (atomically: at startup and on SIGHUP). */
 void svc_log_set_level(enum svc_log_level level);
+/* The least severe level written now. */
+enum svc_log_level svc_log_get_level(void);
 /* True when a line at this level would be written. */
 int svc_log_enabled(enum svc_log_level level);
 /* Writes {"ts":..,"level":..,"msg":msg, key:value...}. The variadic part is pairs of

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "db/pool.h"
 #include "db/schema.h"
@@ -21,6 +22,8 @@
 #include "service/janitor.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/notify.h"
+#include "service/process.h"
 #include "service/version.h"
 
 static const char *env_lookup(const char *name)
@@ -171,6 +174,21 @@ static void raise_fd_limit(long connection_limit, long pool_size)
     }
 }
 
+/* Logs what svc_config_warnings finds (unknown ROWLOCK_* variables, a pool below the workers). */
+static void log_config_warnings(const struct svc_config *cfg)
+{
+    char *text = NULL, *save = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        return;
+    svc_config_warnings(cfg, environ, f);
+    fclose(f);
+    for (char *line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+        svc_log(SVC_LOG_WARN, line, NULL);
+    free(text);
+}
+
 /* rowlock --version: what this build is, without configuration or database. */
 static int print_version(int argc, char **argv)
 {
@@ -203,12 +221,25 @@ int main(int argc, char **argv)
     struct svc_server *server = NULL;
     struct svc_janitor *janitor = NULL, *queue_janitor = NULL, *ledger_janitor = NULL;
     svc_log_set_level((enum svc_log_level)cfg.log_level);
+    if (cfg.log_level_file[0] != '\0') {
+        char why[512];
+        if (svc_level_file_apply(cfg.log_level_file, why, sizeof(why)) != 0) {
+            fprintf(stderr, "rowlock: %s\n", why);
+            rc = 2;
+            goto done;
+        }
+    }
+
+    log_config_warnings(&cfg);
 
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    /* SIGHUP (reload) is blocked from the start too: one that comes during startup waits */
+    sigset_t serving = signals;
+    sigaddset(&serving, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &serving, NULL);
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit(cfg.connection_limit, cfg.pool_size);
 
@@ -246,7 +277,6 @@ int main(int argc, char **argv)
         goto done;
     }
 
-
     head_gate = svc_gate_new((int)cfg.key_writers);
     if (head_gate == NULL)
         goto done;
@@ -275,7 +305,10 @@ int main(int argc, char **argv)
     svc_log(SVC_LOG_INFO, "listening", "address", cfg.listen_address, SVC_NUM("port"), port,
             SVC_NUM("threads"), threads, NULL);
 
-    int sig = wait_signal(&signals, -1);
+    svc_notify("READY=1\nSTATUS=serving"); /* schema checked, socket listening */
+
+    int sig = svc_process_wait(&serving, &cfg, auth);
+    svc_notify("STOPPING=1\nSTATUS=draining");
     svc_server_quiesce(server); /* no new connection from here on: then say so */
     char inflight[32];
     snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));

@@ -135,10 +135,16 @@ static char **service_env(const char *dburl, const char *const *env)
     snprintf(url, sizeof(url), "ROWLOCK_DATABASE_URL=%s", dburl);
     const char *defaults[] = {url, "ROWLOCK_PORT=0", "ROWLOCK_LISTEN_ADDRESS=127.0.0.1",
                               "ROWLOCK_DB_STARTUP_WAIT_S=20"};
-    for (size_t i = 0; i < 4; i++)
-        out[k++] = (char *)defaults[i];
     for (size_t i = 0; env && env[i]; i++)
         out[k++] = (char *)env[i];
+    for (size_t i = 0; i < 4; i++) { /* getenv finds the first: a test's own value goes first */
+        size_t klen = strcspn(defaults[i], "=") + 1;
+        int shadowed = 0;
+        for (size_t j = 0; env && env[j] && !shadowed; j++)
+            shadowed = strncmp(env[j], defaults[i], klen) == 0;
+        if (!shadowed)
+            out[k++] = (char *)defaults[i];
+    }
     for (size_t i = 0; i < n; i++) {
         size_t klen = strcspn(environ[i], "=");
         int shadowed = 0;

@@ -1,0 +1,97 @@
+/* SIGHUP, the watchdog and readiness while serving (see process.h). Runs on the main thread
+ * only; what it changes (the token set, the log level) is read by other threads through their
+ * own synchronization (auth.c's lock, log.c's atomic). */
+#include "service/process.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/log.h"
+#include "service/notify.h"
+
+int svc_level_file_apply(const char *path, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(why, whylen, "cannot read log level file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[256], word[32] = "";
+    int words = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char first[32], extra[2];
+        int n = sscanf(line, " %31s %1s", first, extra);
+        if (n <= 0 || first[0] == '#')
+            continue;
+        words += n;
+        snprintf(word, sizeof(word), "%s", first);
+    }
+    fclose(f);
+    int level = words == 1 ? svc_log_level_parse(word) : -1;
+    if (level < 0) {
+        snprintf(why, whylen, "log level file %s: expected one word, debug, info, warn or error",
+                 path);
+        return -1;
+    }
+    svc_log_set_level((enum svc_log_level)level);
+    return 0;
+}
+
+void svc_process_reload(const struct svc_config *cfg, struct svc_auth *auth)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    char state[96], why[512], n[24];
+    snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%lld\nSTATUS=reloading",
+             (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000);
+    svc_notify(state);
+    svc_log(SVC_LOG_INFO, "SIGHUP: reloading the tokens file and the log level file", NULL);
+    if (auth != NULL && svc_auth_reload(auth, cfg->tokens_file, why, sizeof(why)) == 0) {
+        snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
+        svc_log(SVC_LOG_INFO, "bearer tokens reloaded", SVC_NUM("tokens"), n, NULL);
+    } else if (auth != NULL) {
+        snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
+        svc_log(SVC_LOG_ERROR, "tokens file not reloaded: the previous tokens stay in force",
+                "detail", why, SVC_NUM("tokens"), n, NULL);
+    } else {
+        svc_log(SVC_LOG_WARN,
+                "running open: a reload does not add tokens (restart with ROWLOCK_TOKENS_FILE)",
+                NULL);
+    }
+    if (cfg->log_level_file[0] != '\0') {
+        if (svc_level_file_apply(cfg->log_level_file, why, sizeof(why)) == 0)
+            svc_log(SVC_LOG_WARN, "log level set", "level", svc_log_level_name(svc_log_get_level()),
+                    NULL);
+        else
+            svc_log(SVC_LOG_ERROR, "log level not reloaded: the previous level stays", "detail",
+                    why, "level", svc_log_level_name(svc_log_get_level()), NULL);
+    }
+    svc_notify("READY=1\nSTATUS=serving");
+}
+
+int svc_process_wait(const sigset_t *set, const struct svc_config *cfg, struct svc_auth *auth)
+{
+    long watchdog_ms = svc_notify_watchdog_ms();
+    long ping_ms = watchdog_ms / 2 > 0 ? watchdog_ms / 2 : watchdog_ms;
+    if (watchdog_ms > 0)
+        svc_notify("WATCHDOG=1");
+    for (;;) {
+        int sig;
+        if (ping_ms > 0) {
+            struct timespec ts = {ping_ms / 1000, (ping_ms % 1000) * 1000000L};
+            sig = sigtimedwait(set, NULL, &ts);
+        } else {
+            sig = sigwaitinfo(set, NULL);
+        }
+        if (sig == SIGHUP) {
+            svc_process_reload(cfg, auth);
+        } else if (sig > 0) {
+            return sig;
+        } else if (errno == EAGAIN) { /* the ping interval passed */
+            svc_notify("WATCHDOG=1");
+        }
+        /* EINTR (a debugger attaching, say) is no signal to stop: keep waiting */
+    }
+}
