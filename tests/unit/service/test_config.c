@@ -47,6 +47,7 @@ static const char *const all_env[] = {
     "ROWLOCK_TOKENS_FILE",
     "ROWLOCK_OPEN_OPS",
     "ROWLOCK_LOG_LEVEL",
+    "ROWLOCK_LOG_LEVEL_FILE",
 };
 #define NENV (sizeof(all_env) / sizeof(all_env[0]))
 
@@ -476,6 +477,56 @@ static void test_log_level_name(void **state)
     assert_string_equal(svc_log_level_name(99), "info");
 }
 
+/* The listen address is checked with the rest, before anything starts: IPv4 and IPv6 numbers
+ * pass, a host name or garbage is refused with the key and the value. */
+static void test_listen_address(void **state)
+{
+    const char *good[] = {"0.0.0.0", "127.0.0.1", "::", "::1", "fe80::1", NULL};
+    for (size_t i = 0; good[i]; i++) {
+        const char *env[] = {"ROWLOCK_LISTEN_ADDRESS", good[i], NULL};
+        char *argv[] = {"rowlock"};
+        struct run r;
+        load(&r, env, 1, argv);
+        assert_int_equal(r.result, SVC_CONFIG_OK);
+        assert_string_equal(r.cfg.listen_address, good[i]);
+        run_free(&r);
+    }
+    char *host[] = {"rowlock", "--listen-address=localhost"};
+    expect_invalid(NULL, ARGC(host), host, "listen-address", "\"localhost\"");
+    char *port_in[] = {"rowlock", "--listen-address=127.0.0.1:8080"};
+    expect_invalid(NULL, ARGC(port_in), port_in, "listen-address", "IPv6");
+}
+
+/* Warnings: an unknown ROWLOCK_ variable (not ROWLOCK_TEST_*, not another program's), and a pool
+ * smaller than the workers; none for a configuration without either. */
+static void test_warnings(void **state)
+{
+    char *argv[] = {"rowlock"};
+    struct run r;
+    load(&r, NULL, 1, argv);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    char *environ_[] = {"ROWLOCK_PROT=1", "ROWLOCK_PORT=2",   "ROWLOCK_TEST_ADMIN_URL=x",
+                        "PATH=/bin",      "ROWLOCK_LOGLEVEL", NULL};
+    assert_int_equal(svc_config_warnings(&r.cfg, environ_, f), 2);
+    fclose(f);
+    assert_non_null(strstr(text, "ROWLOCK_PROT is set but no setting reads it"));
+    assert_non_null(strstr(text, "ROWLOCK_LOGLEVEL is set"));
+    assert_null(strstr(text, "ROWLOCK_PORT"));
+    assert_null(strstr(text, "ROWLOCK_TEST"));
+    free(text);
+    r.cfg.pool_size = 4;
+    r.cfg.workers = 8;
+    f = open_memstream(&text, &len);
+    assert_int_equal(svc_config_warnings(&r.cfg, NULL, f), 1);
+    fclose(f);
+    assert_non_null(strstr(text, "ROWLOCK_POOL_SIZE=4 is below ROWLOCK_WORKERS=8"));
+    free(text);
+    run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +544,8 @@ int main(void)
         cmocka_unit_test(test_migrate_settings),
         cmocka_unit_test(test_free_is_idempotent),
         cmocka_unit_test(test_log_level_name),
+        cmocka_unit_test(test_listen_address),
+        cmocka_unit_test(test_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
