@@ -104,8 +104,9 @@ static void *log_reader(void *arg)
             have = 0;
         memcpy(s->log_tail + have, line, (size_t)n + 1);
         if (!s->ready && strstr(line, "\"msg\":\"listening\"") != NULL) {
-            const char *p = strstr(line, "\"port\":"); /* a JSON number */
-            s->port = p ? atoi(p + 7) : 0;
+            /* a JSON number; releases before 2026-12 wrote it as a string */
+            const char *p = strstr(line, "\"port\":");
+            s->port = p ? atoi(p + 7 + (p[7] == '"')) : 0;
             s->ready = 1;
         }
         pthread_cond_broadcast(&s->cv);

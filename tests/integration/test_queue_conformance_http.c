@@ -219,13 +219,42 @@ static enum qc_outcome h_get_job(void *ctx, const char *queue, int64_t job_id, s
     return o;
 }
 
+#ifdef CONFORMANCE_PREVIOUS_RELEASE
+/* The rolling-upgrade proof (README, Upgrading): this build migrates a fresh database
+ * (--migrate-only), then the previous release's binary (ROWLOCK_TEST_PREV_BINARY, built by
+ * deploy/local.sh test from the commit in db/schema/released/) serves it. 0, or -1 after
+ * saying why. */
+static int start_service(struct th_service *svc, char *dburl, size_t size)
+{
+    static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
+    const char *prev = getenv("ROWLOCK_TEST_PREV_BINARY");
+    if (prev == NULL || prev[0] == '\0') {
+        fprintf(stderr, "ROWLOCK_TEST_PREV_BINARY is not set to the previous release's binary: "
+                        "deploy/local.sh test builds it into build-prev/\n");
+        return -1;
+    }
+    if (th_db_create("qconf_prev", dburl, size) != 0 ||
+        th_service_start(svc, dburl, migrate_only) != -1 || svc->exit_code != 0) {
+        fprintf(stderr, "this build did not migrate the database (--migrate-only)\n");
+        return -1;
+    }
+    return th_service_start_binary(svc, prev, dburl, NULL);
+}
+#else
+static int start_service(struct th_service *svc, char *dburl, size_t size)
+{
+    if (th_db_create("qconf_http", dburl, size) != 0)
+        return -1;
+    return th_service_start(svc, dburl, NULL);
+}
+#endif
+
 int main(void)
 {
     char dburl[1024];
     struct th_service svc;
     curl_global_init(CURL_GLOBAL_ALL); /* before the concurrent case's threads */
-    if (th_db_create("qconf_http", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0) {
+    if (start_service(&svc, dburl, sizeof(dburl)) != 0) {
         fprintf(stderr, "cannot start rowlock\n");
         return 1;
     }

@@ -45,26 +45,11 @@ static const char *prev_binary(void)
     return p;
 }
 
-/* Starts the previous release (its listening line carries the port as a JSON string, which
- * th_service_await does not read): spawns it and reads the port from its log. 0 or -1. */
+/* Starts the previous release. 0 or -1. */
 static int start_prev(struct th_service *s, const char *prev, const char *url,
                       const char *const *env)
 {
-    if (th_service_spawn_binary(s, prev, url, env) != 0)
-        return -1;
-    for (int i = 0; i < 3000 && !s->exited; i++) {
-        pthread_mutex_lock(&s->mu);
-        const char *p = strstr(s->log_tail, "\"msg\":\"listening\"");
-        p = p ? strstr(p, "\"port\":") : NULL;
-        if (p != NULL)
-            s->port = atoi(p + 7 + (p[7] == '"'));
-        pthread_mutex_unlock(&s->mu);
-        if (s->port > 0)
-            return 0;
-        usleep(10000);
-    }
-    th_service_stop(s);
-    return -1;
+    return th_service_start_binary(s, prev, url, env);
 }
 
 static json_int_t int_at(json_t *j, const char *member)
