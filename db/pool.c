@@ -56,7 +56,8 @@ static void pool_log(struct db_pool *p, enum db_log_level level, const char *msg
     char line[1024];
     int n = snprintf(line, sizeof(line), "rowlock db: %s", msg);
     for (int i = 0; fields[i] != NULL && n > 0 && (size_t)n < sizeof(line); i += 2)
-        n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%s", fields[i], fields[i + 1]);
+        n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%s",
+                      fields[i] + (fields[i][0] == '#'), fields[i + 1]);
     fprintf(stderr, "%s\n", line);
 }
 
@@ -182,7 +183,7 @@ void db_pool_destroy(struct db_pool *p)
  * of a slot at debug; and a database reachable again after failures. */
 static void log_connected(struct db_pool *p, struct db_conn *c)
 {
-    const char *fields[] = {"host", PQhost(c->pg), "port", PQport(c->pg), NULL};
+    const char *fields[] = {"host", PQhost(c->pg), DB_LOG_NUM("port"), PQport(c->pg), NULL};
     int was_unreachable = atomic_exchange(&p->unreachable, 0);
     if (was_unreachable)
         pool_log(p, DB_LOG_INFO, "database reachable again", fields);
@@ -359,7 +360,7 @@ void db_pool_flush(struct db_conn *c, const char *why)
     p->stats.flushes++;
     snprintf(idle, sizeof(idle), "%d", p->nfree);
     pthread_mutex_unlock(&p->mu);
-    const char *fields[] = {"reason", why, "idle_connections", idle, NULL};
+    const char *fields[] = {"reason", why, DB_LOG_NUM("idle_connections"), idle, NULL};
     pool_log(p, DB_LOG_WARN, "database connection pool flushed", fields);
 }
 
@@ -421,7 +422,8 @@ static void *watchdog_main(void *arg)
             char n[16], ms[16];
             snprintf(n, sizeof(n), "%d", cut);
             snprintf(ms, sizeof(ms), "%d", p->cfg.deadline_ms);
-            const char *fields[] = {"connections", n, "deadline_ms", ms, NULL};
+            const char *fields[] = {DB_LOG_NUM("connections"), n, DB_LOG_NUM("deadline_ms"), ms,
+                                    NULL};
             pool_log(p, DB_LOG_WARN,
                      "database deadline passed: connection closed (the server may still be "
                      "waiting, for example for a synchronous standby)",

@@ -15,6 +15,9 @@ enum db_log_level { DB_LOG_DEBUG, DB_LOG_INFO, DB_LOG_WARN, DB_LOG_ERROR };
 /* Receives the pool's log lines: msg and up to DB_LOG_FIELDS key/value pairs in fields (keys at
  * even indexes, ended by a NULL key). Called from any thread; everything is borrowed. */
 #define DB_LOG_FIELDS 4
+/* The key of a field whose value is a number ("#" + key, the logger's convention for writing it
+ * as a JSON number). */
+#define DB_LOG_NUM(key) "#" key
 typedef void (*db_log_fn)(void *ctx, enum db_log_level level, const char *msg,
                           const char *const *fields);
 

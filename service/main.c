@@ -69,22 +69,22 @@ static void log_schema_report(const struct db_schema_report *rep)
     snprintf(waited, sizeof(waited), "%ld", rep->waited_ms);
     snprintf(serves, sizeof(serves), "%d", rep->serves_from);
     if (rep->waited_ms > 0)
-        svc_log(SVC_LOG_INFO, "waited for another process holding the schema lock", "waited_ms",
-                waited, NULL);
+        svc_log(SVC_LOG_INFO, "waited for another process holding the schema lock",
+                SVC_NUM("waited_ms"), waited, NULL);
     if (rep->adopted)
         svc_log(SVC_LOG_INFO, "database from the release before migrations adopted",
-                "baseline_version", found, NULL);
+                SVC_NUM("baseline_version"), found, NULL);
     if (rep->verdict == DB_SCHEMA_CREATED)
-        svc_log(SVC_LOG_INFO, "schema baseline applied", "schema_version", version, "migrations",
-                applied, NULL);
+        svc_log(SVC_LOG_INFO, "schema baseline applied", SVC_NUM("schema_version"), version,
+                SVC_NUM("migrations"), applied, NULL);
     else if (rep->verdict == DB_SCHEMA_MIGRATED)
-        svc_log(SVC_LOG_INFO, "schema migrated", "from_version", found, "schema_version", version,
-                "migrations", applied, NULL);
+        svc_log(SVC_LOG_INFO, "schema migrated", SVC_NUM("from_version"), found,
+                SVC_NUM("schema_version"), version, SVC_NUM("migrations"), applied, NULL);
     else if (rep->verdict == DB_SCHEMA_NEWER)
         svc_log(SVC_LOG_WARN, "database schema is newer than this build and declares it serves it",
-                "schema_version", version, "serves_from", serves, NULL);
+                SVC_NUM("schema_version"), version, SVC_NUM("serves_from"), serves, NULL);
     else
-        svc_log(SVC_LOG_INFO, "schema current", "schema_version", version, NULL);
+        svc_log(SVC_LOG_INFO, "schema current", SVC_NUM("schema_version"), version, NULL);
 }
 
 static const char *schema_refusal(enum db_schema_verdict v)
@@ -139,12 +139,12 @@ static int database_ready(struct db_pool *pool, const struct svc_config *cfg,
         char n[16];
         snprintf(n, sizeof(n), "%d", attempt);
         if (time(NULL) >= deadline) {
-            svc_log(SVC_LOG_ERROR, "database did not become reachable", "attempts", n, "detail",
-                    err.message, NULL);
+            svc_log(SVC_LOG_ERROR, "database did not become reachable", SVC_NUM("attempts"), n,
+                    "detail", err.message, NULL);
             return -1;
         }
-        svc_log(SVC_LOG_WARN, "waiting for the database", "attempt", n, "detail", err.message,
-                NULL);
+        svc_log(SVC_LOG_WARN, "waiting for the database", SVC_NUM("attempt"), n, "detail",
+                err.message, NULL);
         if (wait_signal(signals, 1000) != 0)
             return -1;
     }
