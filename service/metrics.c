@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "service/version.h"
@@ -44,6 +45,9 @@ static struct svc_counter_vec *vecs;
 static const struct svc_route *metric_routes;
 static size_t metric_nroutes;
 static struct route_metrics *per_route; /* metric_nroutes + 1; the last is "unmatched" */
+/* wall-clock seconds at svc_metrics_init: the start time where /proc/stat cannot be read (a
+ * systemd unit with ProcSubset=pid); written before any thread reads it */
+static double init_wall_s;
 
 int svc_metrics_init(const struct svc_route *routes, size_t nroutes)
 {
@@ -52,6 +56,9 @@ int svc_metrics_init(const struct svc_route *routes, size_t nroutes)
         return -1;
     metric_routes = routes;
     metric_nroutes = nroutes;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    init_wall_s = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
     return 0;
 }
 
@@ -334,6 +341,7 @@ int svc_metrics_render_process(struct svc_buf *b)
     unsigned long long start = 0, vsize = 0;
     long long rss = 0;
     long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    double started = init_wall_s;
     if (proc_stat(&start, &vsize, &rss) == 0) {
         rc |= svc_metrics_family(b, "process_resident_memory_bytes", "gauge",
                                  "Resident memory size in bytes.");
@@ -342,13 +350,13 @@ int svc_metrics_render_process(struct svc_buf *b)
                                  "Virtual memory size in bytes.");
         rc |= svc_metrics_sample(b, "process_virtual_memory_bytes", NULL, (double)vsize);
         long long btime = boot_time();
-        if (btime > 0 && ticks > 0) {
-            rc |= svc_metrics_family(b, "process_start_time_seconds", "gauge",
-                                     "Start time of the process since unix epoch in seconds.");
-            rc |= svc_metrics_sample(
-                b, "process_start_time_seconds", NULL,
-                (double)(btime + (long long)(start / (unsigned long long)ticks)));
-        }
+        if (btime > 0 && ticks > 0)
+            started = (double)(btime + (long long)(start / (unsigned long long)ticks));
+    }
+    if (started > 0) {
+        rc |= svc_metrics_family(b, "process_start_time_seconds", "gauge",
+                                 "Start time of the process since unix epoch in seconds.");
+        rc |= svc_metrics_sample(b, "process_start_time_seconds", NULL, started);
     }
     long fds = open_fds();
     if (fds >= 0) {
