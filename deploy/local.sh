@@ -32,7 +32,7 @@ die() {
 usage() {
     cat >&2 <<'EOF'
 usage: deploy/local.sh run [rowlock flags...]
-       deploy/local.sh test
+       deploy/local.sh test [--quick]
        deploy/local.sh fuzz [SECONDS]
        deploy/local.sh pgctl DIR start|stop|status
 
@@ -45,6 +45,9 @@ test   build build/, build-asan/ (ROWLOCK_SANITIZE=ON) and build-tsan/ (ROWLOCK_
        the previous release (db/schema/released/*/RELEASE) into build-prev/ for the upgrade
        test (ROWLOCK_TEST_PREV_BINARY). Exits
        non-zero if any suite failed or a fuzz target crashed or broke one of its properties.
+       --quick: the inner loop, about two minutes once built: build/ and build-prev/ only, and
+       the release suite (every unit and integration test); no sanitizer builds, fuzzing or
+       deploy checks. CI runs everything.
 fuzz   build build-fuzz/ and fuzz each target for SECONDS (default 300) under ASan+UBSan; the
        corpus grows in .rowlock/fuzz/<target>/ (seeds: tests/fuzz/corpus/<target>/), a failing
        input is saved in .rowlock/fuzz/artifacts/. Exits non-zero on the first failure found.
@@ -527,15 +530,21 @@ check_deploy() {
     ROWLOCK_DEPLOY_NODE_MODULES=$modules node "$ROOT/deploy/check-deploy.mjs" "${rendered[@]}"
 }
 
+# cmd_test [--quick]
 cmd_test() {
+    local quick=0
+    [ "${1:-}" = --quick ] && quick=1
     local pkgs=("${BASE_PACKAGES[@]}")
     command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
     command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
-    ensure_packages "${pkgs[@]}" "${FUZZ_PACKAGES[@]}"
+    [ "$quick" -eq 1 ] || pkgs+=("${FUZZ_PACKAGES[@]}")
+    ensure_packages "${pkgs[@]}"
     build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-    build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_SANITIZE=ON
-    build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_TSAN=ON
-    build_fuzz
+    if [ "$quick" -eq 0 ]; then
+        build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_SANITIZE=ON
+        build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_TSAN=ON
+        build_fuzz
+    fi
     # the upgrade test fails without it (it never skips)
     export ROWLOCK_TEST_PREV_BINARY
     ROWLOCK_TEST_PREV_BINARY=$(build_prev)
@@ -568,6 +577,12 @@ cmd_test() {
     log "test: ROWLOCK_TEST_PGCTL=$ROWLOCK_TEST_PGCTL"
 
     local rc
+    if [ "$quick" -eq 1 ]; then
+        rc=0 && run_suite build || rc=$?
+        record "release (build/), quick: no sanitizers, fuzzing or deploy checks" "$rc"
+        test_summary
+        return
+    fi
     rc=0 && check_deploy || rc=$?
     record "deploy (promtool, runbooks, Kubernetes manifests)" "$rc"
     rc=0 && run_suite build || rc=$?
@@ -585,7 +600,11 @@ cmd_test() {
     [ "$each" -ge 5 ] || each=5
     rc=0 && fuzz_all "$each" || rc=$?
     record "fuzz (build-fuzz/, ASan+UBSan)" "$rc"
+    test_summary
+}
 
+# Prints the suites' summary lines; exits 1 when one failed.
+test_summary() {
     local line
     for line in "${SUMMARY[@]}"; do log "summary: $line"; done
     if [ "$FAILED" -ne 0 ]; then
@@ -639,8 +658,8 @@ main() {
     case $cmd in
     run) cmd_run "$@" ;;
     test)
-        [ $# -eq 0 ] || usage
-        cmd_test
+        [ $# -eq 0 ] || { [ $# -eq 1 ] && [ "$1" = --quick ]; } || usage
+        cmd_test "$@"
         ;;
     fuzz)
         [ $# -le 1 ] || usage
