@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db/listener.h"
 #include "db/pool.h"
 #include "db/schema.h"
 #include "db/tx.h"
@@ -46,11 +47,18 @@ enum svc_outcome route_readyz(struct svc_request *req)
                                  "the database holds schema version %d and serves builds of "
                                  "version %d and later; this build has version %d",
                                  version, serves_from, DB_SCHEMA_VERSION);
-    /* schema_version: the database's; build: what this process is (rowlock --version) */
+    /* schema_version: the database's; build: what this process is (rowlock --version);
+     * wake_ups: a listener that is down degrades long-polls, it does not make the process unready
+     */
+    struct db_listener *listener = app->listener;
+    struct db_listener_stats ls;
+    db_listener_get_stats(listener, &ls);
+    const char *wake_ups = listener == NULL ? "off" : ls.up ? "cross_process" : "degraded";
     return svc_reply_json(req, 200,
-                          json_pack("{s:s, s:i, s:{s:s, s:s, s:i}}", "status", "ready",
+                          json_pack("{s:s, s:i, s:{s:s, s:s, s:i}, s:s}", "status", "ready",
                                     "schema_version", version, "build", "version", svc_version,
-                                    "commit", svc_commit, "schema_version", DB_SCHEMA_VERSION));
+                                    "commit", svc_commit, "schema_version", DB_SCHEMA_VERSION,
+                                    "wake_ups", wake_ups));
 }
 
 static void render_pool(struct svc_buf *b, struct db_pool *pool)
@@ -89,6 +97,43 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
     }
 }
 
+static void render_notify(struct svc_buf *b, struct svc_app *app)
+{
+    struct db_listener *listener = app->listener;
+    struct svc_server *server = app->server;
+    struct db_listener_stats ls;
+    db_listener_get_stats(listener, &ls);
+    struct {
+        const char *name, *type, *help;
+        double value;
+    } rows[] = {
+        {"rowlock_notify_enabled", "gauge", "1 when ROWLOCK_NOTIFY is on", listener != NULL},
+        {"rowlock_notify_listener_up", "gauge",
+         "1 when the LISTEN connection is up (0 with ROWLOCK_NOTIFY on: cross-process wake-ups "
+         "degraded to the re-check)",
+         ls.up},
+        {"rowlock_notify_received_total", "counter",
+         "Wake-up notifications received from other processes", (double)ls.received},
+        {"rowlock_notify_sent_total", "counter",
+         "Wake-up notifications sent (one per distinct resource per batch)", (double)ls.sent},
+        {"rowlock_notify_dropped_total", "counter",
+         "Wake-ups not announced (listener down or backlog full): others see them at re-check",
+         (double)ls.dropped},
+        {"rowlock_notify_connects_total", "counter",
+         "LISTEN connections made: the first and every reconnect", (double)ls.connects},
+        {"rowlock_notify_failures_total", "counter",
+         "Failed LISTEN connection attempts and failed sends", (double)ls.failures},
+        {"rowlock_long_poll_rechecks_total", "counter",
+         "Long-polls resumed by their periodic re-check (ROWLOCK_POLL_INTERVAL_MS), the fallback "
+         "for wake-ups",
+         server ? (double)svc_server_rechecks(server) : 0},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
+        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
+    }
+}
+
 static void render_tx(struct svc_buf *b)
 {
     struct db_tx_stats ts;
@@ -115,6 +160,7 @@ enum svc_outcome route_metrics(struct svc_request *req)
     svc_metrics_render_http(&b);
     render_pool(&b, app->pool);
     render_tx(&b);
+    render_notify(&b, app);
     route_topics_render_metrics(&b, app);
     route_queues_render_metrics(&b, app);
     route_ledgers_render_metrics(&b, app);

@@ -8,6 +8,7 @@
 #include "service/auth.h"
 #include "service/config.h"
 
+struct db_listener;
 struct db_pool;
 struct svc_gate;
 struct svc_server;
@@ -20,6 +21,8 @@ struct svc_app {
     /* set once listening, by main while the workers already run: atomic */
     struct svc_server *_Atomic server;
     struct svc_gate *head_gate; /* topic head writes, per key (ROWLOCK_KEY_WRITERS) */
+    /* cross-process wake-ups (ROWLOCK_NOTIFY); NULL when off. Set once listening: atomic */
+    struct db_listener *_Atomic listener;
 };
 
 #endif

@@ -85,6 +85,13 @@ static const struct cfg_key config_table[] = {
     {"poll-interval-ms", "ROWLOCK_POLL_INTERVAL_MS", CFG_INT, "1000", 10, 60000,
      OFF(poll_interval_ms),
      "long-polls re-check the database this often (for writes from other processes)"},
+    {"notify", "ROWLOCK_NOTIFY", CFG_BOOL, "true", 0, 0, OFF(notify),
+     "wake long-polls in other rowlock processes at once through LISTEN/NOTIFY (false: they see "
+     "writes from other processes at their next re-check)"},
+    {"notify-database-url", "ROWLOCK_NOTIFY_DATABASE_URL", CFG_STRING, "", 0, 0,
+     OFF(notify_database_url),
+     "connection string of the listening connection, when it must bypass a transaction-mode "
+     "pooler (PgBouncer) that cannot LISTEN; empty: --database-url"},
     {"max-wait-s", "ROWLOCK_MAX_WAIT_S", CFG_INT, "30", 0, 300, OFF(max_wait_s),
      "longest wait a long-poll may ask for"},
     {"janitor-interval-ms", "ROWLOCK_JANITOR_INTERVAL_MS", CFG_INT, "5000", 10, 3600000,

@@ -36,6 +36,8 @@ struct svc_config {
     long per_ip_connection_limit;
     long drain_timeout_s;
     long poll_interval_ms;
+    bool notify;               /* cross-process wake-ups through LISTEN/NOTIFY */
+    char *notify_database_url; /* "": database_url */
     long max_wait_s;
     long janitor_interval_ms;
     long janitor_batch;

@@ -64,6 +64,10 @@ struct svc_server {
     atomic_long in_flight;
     struct svc_conns *conns; /* the connection limit and request deadlines */
     double next_deadline_scan;
+    /* announces this process's wakes to the other processes (svc_server_set_publish) */
+    _Atomic(svc_publish_fn) publish;
+    void *_Atomic publish_ctx;
+    atomic_ulong rechecks; /* waiters resumed by their periodic re-check */
 };
 
 /* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
@@ -443,6 +447,7 @@ static int pick_all(const struct waiter *w, const void *unused)
 struct pick_due_arg {
     double now;
     int rechecks_left; /* re-checks are rate-limited: each one borrows a pool connection */
+    unsigned long rechecked;
 };
 
 static int pick_due(const struct waiter *w, const void *arg)
@@ -453,17 +458,37 @@ static int pick_due(const struct waiter *w, const void *arg)
     if (w->recheck > a->now || a->rechecks_left == 0)
         return 0;
     a->rechecks_left--;
+    a->rechecked++;
     return 1;
 }
 
-void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
+void svc_server_wake(struct svc_server *s, const char *channel, long n)
 {
-    struct svc_server *s = req->server;
     struct pick_n p = {channel, n};
     pthread_mutex_lock(&s->wait_mu);
     s->generation++;
     resume_where(s, pick_channel, &p);
     pthread_mutex_unlock(&s->wait_mu);
+}
+
+void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
+{
+    struct svc_server *s = req->server;
+    svc_server_wake(s, channel, n);
+    svc_publish_fn publish = atomic_load(&s->publish);
+    if (publish != NULL)
+        publish(atomic_load(&s->publish_ctx), channel);
+}
+
+void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx)
+{
+    atomic_store(&s->publish_ctx, ctx);
+    atomic_store(&s->publish, fn);
+}
+
+unsigned long svc_server_rechecks(const struct svc_server *s)
+{
+    return atomic_load(&((struct svc_server *)s)->rechecks);
 }
 
 void svc_req_wake(struct svc_request *req, const char *channel)
@@ -534,8 +559,9 @@ static void *ticker_main(void *arg)
         pthread_cond_timedwait(&s->wait_cv, &s->wait_mu, &ts);
         /* at most a quarter of the workers' worth of re-checks per 20 ms tick, so that a
          * thousand waiters cannot crowd the pool: under many waiters each re-checks less often */
-        struct pick_due_arg due = {svc_now(), s->nworkers / 4 > 0 ? s->nworkers / 4 : 1};
+        struct pick_due_arg due = {svc_now(), s->nworkers / 4 > 0 ? s->nworkers / 4 : 1, 0};
         resume_where(s, pick_due, &due);
+        atomic_fetch_add(&s->rechecks, due.rechecked);
         if (due.now >= s->next_deadline_scan) {
             s->next_deadline_scan = due.now + 0.25;
             deadline_scan(s, due.now);

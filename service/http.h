@@ -79,11 +79,23 @@ int svc_req_may_wait(const struct svc_request *req, double deadline);
 /* Suspends the request (or re-runs its handler at once when a wake came after gen). */
 enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, double deadline,
                               unsigned gen);
-/* Wakes every request waiting on channel, in this process. */
+/* Wakes every request waiting on channel, in this process, and hands channel to the publish
+ * function (svc_server_set_publish) for the other processes. Call it after the write committed. */
 void svc_req_wake(struct svc_request *req, const char *channel);
 /* Wakes at most n of them, oldest first (n jobs need no more than n claimers). */
 void svc_req_wake_n(struct svc_request *req, const char *channel, long n);
 /* Requests suspended now. */
 long svc_server_waiting(const struct svc_server *s);
+/* Wakes at most n (-1: every) request waiting on channel, from any thread (a notification from
+ * another process); unlike svc_req_wake_n it announces nothing. */
+void svc_server_wake(struct svc_server *s, const char *channel, long n);
+/* Called by svc_req_wake and svc_req_wake_n with each channel they wake (after the write they
+ * follow committed), from the thread of the request; it must not block. */
+typedef void (*svc_publish_fn)(void *ctx, const char *channel);
+/* Sets (fn NULL: clears) the function that announces wakes to other processes. */
+void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx);
+/* Waiters resumed by their periodic re-check (not a wake, not their deadline) since the start:
+ * how often long-polls fall back to polling. */
+unsigned long svc_server_rechecks(const struct svc_server *s);
 
 #endif

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db/listener.h"
 #include "db/pool.h"
 #include "db/schema.h"
 #include "routes/routes.h"
@@ -43,6 +44,50 @@ static void db_log(void *ctx, enum db_log_level level, const char *msg, const ch
         f[i + 1] = fields[i + 1];
     }
     svc_log(levels[level], msg, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], NULL);
+}
+
+/* The listener's notifications: wake this process's waiters of the resource named. */
+static void on_notify(void *ctx, const char *channel)
+{
+    svc_server_wake(ctx, channel, -1);
+}
+
+/* Wakes of resources (not of in-process gates) go to the other processes. */
+static void publish_wake(void *ctx, const char *channel)
+{
+    static const char *const shared[] = {"queue:", "topic:", "ledger:"};
+    for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
+        if (strncmp(channel, shared[i], strlen(shared[i])) == 0) {
+            db_listener_publish(ctx, channel);
+            return;
+        }
+}
+
+/* Starts cross-process wake-ups (ROWLOCK_NOTIFY) for server. Returns the listener or NULL (off,
+ * or it could not start: then long-polls rely on their re-check, as with it off). */
+static struct db_listener *notify_start(const struct svc_config *cfg, struct svc_server *server)
+{
+    if (!cfg->notify) {
+        svc_log(SVC_LOG_INFO,
+                "cross-process wake-ups off (ROWLOCK_NOTIFY=false): long-polls see other "
+                "processes' writes at their re-check",
+                NULL);
+        return NULL;
+    }
+    const char *url =
+        cfg->notify_database_url[0] != '\0' ? cfg->notify_database_url : cfg->database_url;
+    struct db_listener_config lc = {.conninfo = url,
+                                    .connect_timeout_s = (int)cfg->db_connect_timeout_s,
+                                    .on_notify = on_notify,
+                                    .ctx = server,
+                                    .log = db_log};
+    struct db_listener *l = db_listener_start(&lc);
+    if (l == NULL)
+        svc_log(SVC_LOG_ERROR, "cannot start the listener thread: cross-process wake-ups off",
+                NULL);
+    else
+        svc_server_set_publish(server, publish_wake, l);
+    return l;
 }
 
 /* Waits up to ms for SIGTERM or SIGINT (blocked in every thread). Returns the signal or 0. */
@@ -220,6 +265,7 @@ int main(int argc, char **argv)
     struct svc_gate *head_gate = NULL;
     struct svc_server *server = NULL;
     struct svc_janitor *janitor = NULL, *queue_janitor = NULL, *ledger_janitor = NULL;
+    struct db_listener *listener = NULL;
     svc_log_set_level((enum svc_log_level)cfg.log_level);
     if (cfg.log_level_file[0] != '\0') {
         char why[512];
@@ -294,6 +340,8 @@ int main(int argc, char **argv)
     if (server == NULL)
         goto done;
     app.server = server;
+    listener = notify_start(&cfg, server);
+    app.listener = listener;
     janitor = svc_janitor_start("topics", cfg.janitor_interval_ms, route_topics_janitor_pass, &app);
     queue_janitor =
         svc_janitor_start("queues", cfg.janitor_interval_ms, route_queues_janitor_pass, &app);
@@ -318,6 +366,7 @@ int main(int argc, char **argv)
     svc_janitor_stop(queue_janitor);
     svc_janitor_stop(ledger_janitor);
     janitor = queue_janitor = ledger_janitor = NULL;
+    db_listener_stop(listener); /* no more wakes from it; freed once no request can publish */
     int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
     server = NULL;
     snprintf(inflight, sizeof(inflight), "%d", cut);
@@ -327,7 +376,9 @@ done:
     svc_janitor_stop(janitor);
     svc_janitor_stop(queue_janitor);
     svc_janitor_stop(ledger_janitor);
+    db_listener_stop(listener);
     svc_server_shutdown(server, 0);
+    db_listener_free(listener);
     svc_metrics_shutdown();
     db_pool_destroy(pool);
     svc_gate_free(head_gate);

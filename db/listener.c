@@ -1,0 +1,318 @@
+/* The LISTEN/NOTIFY connection of this process (see listener.h): a thread that holds one libpq
+ * connection outside the pool, LISTENs on it, hands other processes' notifications to the
+ * caller and sends this process's pending ones as one statement per batch. Names queued while
+ * a batch is on the wire go out in the next one: that is the coalescing, without a timer. */
+#include "db/listener.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define PENDING_MAX    256 /* distinct names waiting to be sent; more are dropped */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+struct db_listener {
+    struct db_listener_config cfg;
+    char *conninfo;
+    pthread_t thread;
+    int efd; /* publish and stop wake the thread through it */
+    atomic_int stop;
+    pthread_mutex_t mu; /* guards pending */
+    char *pending[PENDING_MAX];
+    int npending;
+    PGconn *pg; /* the thread's own */
+    atomic_int up;
+    atomic_uint_least64_t received, sent, dropped, connects, failures;
+};
+
+static void lst_log(struct db_listener *l, enum db_log_level level, const char *msg,
+                    const char *detail)
+{
+    const char *fields[] = {"detail", detail, NULL};
+    if (detail == NULL)
+        fields[0] = NULL;
+    if (l->cfg.log != NULL)
+        l->cfg.log(l->cfg.log_ctx, level, msg, fields);
+    else
+        fprintf(stderr, "rowlock: %s%s%s\n", msg, detail ? ": " : "", detail ? detail : "");
+}
+
+static void kick(struct db_listener *l)
+{
+    uint64_t one = 1;
+    ssize_t n = write(l->efd, &one, sizeof(one));
+    (void)n; /* a full counter already wakes the thread */
+}
+
+/* Takes every pending name (the caller frees them and the array). Returns how many. */
+static int take_pending(struct db_listener *l, char ***out)
+{
+    pthread_mutex_lock(&l->mu);
+    int n = l->npending;
+    char **names = n > 0 ? malloc((size_t)n * sizeof(*names)) : NULL;
+    if (names != NULL)
+        memcpy(names, l->pending, (size_t)n * sizeof(*names));
+    else
+        for (int i = 0; i < n; i++)
+            free(l->pending[i]);
+    if (names == NULL && n > 0)
+        atomic_fetch_add(&l->dropped, (uint64_t)n);
+    l->npending = 0;
+    pthread_mutex_unlock(&l->mu);
+    *out = names;
+    return names != NULL ? n : 0;
+}
+
+/* Opens the connection and LISTENs. Returns 0, or -1 with the connection closed. */
+static int lst_connect(struct db_listener *l, int quiet)
+{
+    char timeout[16];
+    snprintf(timeout, sizeof(timeout), "%d", l->cfg.connect_timeout_s);
+    const char *keys[] = {"application_name", "keepalives",
+                          "keepalives_idle",  "keepalives_interval",
+                          "keepalives_count", "tcp_user_timeout",
+                          "dbname",           "connect_timeout",
+                          "application_name", NULL};
+    char idle[16], interval[16], count[16], user_timeout[16];
+    snprintf(idle, sizeof(idle), "%d", DB_KEEPALIVES_IDLE_S);
+    snprintf(interval, sizeof(interval), "%d", DB_KEEPALIVES_INTERVAL_S);
+    snprintf(count, sizeof(count), "%d", DB_KEEPALIVES_COUNT);
+    snprintf(user_timeout, sizeof(user_timeout), "%d", DB_TCP_USER_TIMEOUT_MS);
+    /* the application name comes last as well: ours wins over the connection string's */
+    const char *vals[] = {
+        DB_LISTENER_APP_NAME, "1", idle, interval, count, user_timeout, l->conninfo, timeout,
+        DB_LISTENER_APP_NAME, NULL};
+    l->pg = PQconnectdbParams(keys, vals, 1);
+    PGresult *r = NULL;
+    if (l->pg != NULL && PQstatus(l->pg) == CONNECTION_OK)
+        r = PQexec(l->pg, "LISTEN " DB_LISTENER_CHANNEL);
+    if (r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK) {
+        PQclear(r);
+        return 0;
+    }
+    PQclear(r);
+    atomic_fetch_add(&l->failures, 1);
+    if (!quiet)
+        lst_log(l, DB_LOG_WARN,
+                "cross-process wake-ups degraded: cannot LISTEN (long-polls fall back to their "
+                "re-check)",
+                l->pg ? PQerrorMessage(l->pg) : "out of memory");
+    PQfinish(l->pg);
+    l->pg = NULL;
+    return -1;
+}
+
+/* Hands every notification libpq has read to on_notify, skipping this connection's own. */
+static void deliver(struct db_listener *l)
+{
+    int self = PQbackendPID(l->pg);
+    PGnotify *n;
+    while ((n = PQnotifies(l->pg)) != NULL) {
+        if (n->be_pid != self && n->extra != NULL) {
+            atomic_fetch_add(&l->received, 1);
+            l->cfg.on_notify(l->cfg.ctx, n->extra);
+        }
+        PQfreemem(n);
+    }
+}
+
+/* Appends name to b as an element of a text[] literal ("...", with " and \ escaped). */
+static void array_add(char *b, size_t *len, const char *name, int first)
+{
+    if (!first)
+        b[(*len)++] = ',';
+    b[(*len)++] = '"';
+    for (const char *p = name; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            b[(*len)++] = '\\';
+        b[(*len)++] = *p;
+    }
+    b[(*len)++] = '"';
+}
+
+/* Sends the pending names in one statement (one commit of the notification queue). Returns 0,
+ * or -1 when the connection failed. */
+static int send_pending(struct db_listener *l)
+{
+    char **names = NULL;
+    int n = take_pending(l, &names);
+    if (n == 0)
+        return 0;
+    size_t cap = 3;
+    for (int i = 0; i < n; i++)
+        cap += 2 * strlen(names[i]) + 3;
+    char *arr = malloc(cap);
+    int rc = 0;
+    if (arr == NULL) {
+        atomic_fetch_add(&l->dropped, (uint64_t)n);
+        goto done;
+    }
+    size_t len = 0;
+    arr[len++] = '{';
+    for (int i = 0; i < n; i++)
+        array_add(arr, &len, names[i], i == 0);
+    arr[len++] = '}';
+    arr[len] = '\0';
+    const char *params[] = {arr};
+    PGresult *r = PQexecParams(l->pg,
+                               "SELECT pg_notify('" DB_LISTENER_CHANNEL "', c) "
+                               "FROM unnest($1::text[]) AS c",
+                               1, NULL, params, NULL, NULL, 0);
+    if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK) {
+        atomic_fetch_add(&l->sent, (uint64_t)n);
+    } else {
+        atomic_fetch_add(&l->dropped, (uint64_t)n);
+        atomic_fetch_add(&l->failures, 1);
+        rc = PQstatus(l->pg) == CONNECTION_OK ? 0 : -1;
+    }
+    PQclear(r);
+done:
+    free(arr);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* Waits up to ms for a kick; returns after draining it. */
+static void wait_kick(struct db_listener *l, int ms)
+{
+    struct pollfd p = {l->efd, POLLIN, 0};
+    if (poll(&p, 1, ms) > 0) {
+        uint64_t v;
+        ssize_t n = read(l->efd, &v, sizeof(v));
+        (void)n;
+    }
+}
+
+/* Serves one live connection until it fails or stop is asked. */
+static void serve(struct db_listener *l)
+{
+    while (!atomic_load(&l->stop)) {
+        struct pollfd p[2] = {{PQsocket(l->pg), POLLIN, 0}, {l->efd, POLLIN, 0}};
+        if (poll(p, 2, 1000) < 0 && errno != EINTR)
+            return;
+        if (p[0].revents != 0) {
+            if (!PQconsumeInput(l->pg))
+                return;
+            deliver(l);
+        }
+        if (p[1].revents != 0) {
+            wait_kick(l, 0);
+            if (send_pending(l) != 0)
+                return;
+            deliver(l); /* what arrived while the batch was on the wire */
+        }
+    }
+}
+
+static void *lst_main(void *arg)
+{
+    struct db_listener *l = arg;
+    int backoff = BACKOFF_MIN_MS;
+    while (!atomic_load(&l->stop)) {
+        if (lst_connect(l, backoff > BACKOFF_MIN_MS) != 0) {
+            wait_kick(l, backoff);
+            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+            continue;
+        }
+        backoff = BACKOFF_MIN_MS;
+        atomic_fetch_add(&l->connects, 1);
+        atomic_store(&l->up, 1);
+        lst_log(l, DB_LOG_INFO, "cross-process wake-ups: listening", NULL);
+        serve(l);
+        atomic_store(&l->up, 0);
+        if (!atomic_load(&l->stop))
+            lst_log(l, DB_LOG_WARN,
+                    "cross-process wake-ups degraded: the listening connection was lost "
+                    "(reconnecting; long-polls fall back to their re-check)",
+                    PQerrorMessage(l->pg));
+        PQfinish(l->pg);
+        l->pg = NULL;
+    }
+    return NULL;
+}
+
+struct db_listener *db_listener_start(const struct db_listener_config *cfg)
+{
+    struct db_listener *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return NULL;
+    l->cfg = *cfg;
+    l->conninfo = strdup(cfg->conninfo);
+    l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&l->mu, NULL);
+    if (l->conninfo == NULL || l->efd < 0 || pthread_create(&l->thread, NULL, lst_main, l) != 0) {
+        if (l->efd >= 0)
+            close(l->efd);
+        pthread_mutex_destroy(&l->mu);
+        free(l->conninfo);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void db_listener_stop(struct db_listener *l)
+{
+    if (l == NULL || atomic_exchange(&l->stop, 1))
+        return;
+    kick(l);
+    pthread_join(l->thread, NULL);
+}
+
+void db_listener_free(struct db_listener *l)
+{
+    if (l == NULL)
+        return;
+    db_listener_stop(l);
+    for (int i = 0; i < l->npending; i++)
+        free(l->pending[i]);
+    close(l->efd);
+    pthread_mutex_destroy(&l->mu);
+    free(l->conninfo);
+    free(l);
+}
+
+void db_listener_publish(struct db_listener *l, const char *payload)
+{
+    if (l == NULL)
+        return;
+    if (!atomic_load(&l->up) || strlen(payload) > DB_LISTENER_MAX_PAYLOAD) {
+        atomic_fetch_add(&l->dropped, 1);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    int queued = 0, full = l->npending >= PENDING_MAX;
+    for (int i = 0; i < l->npending && !queued; i++)
+        queued = strcmp(l->pending[i], payload) == 0;
+    char *copy = queued || full ? NULL : strdup(payload);
+    if (copy != NULL)
+        l->pending[l->npending++] = copy;
+    pthread_mutex_unlock(&l->mu);
+    if (copy != NULL)
+        kick(l);
+    else if (!queued)
+        atomic_fetch_add(&l->dropped, 1);
+}
+
+void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (l == NULL)
+        return;
+    out->up = atomic_load(&l->up);
+    out->received = atomic_load(&l->received);
+    out->sent = atomic_load(&l->sent);
+    out->dropped = atomic_load(&l->dropped);
+    out->connects = atomic_load(&l->connects);
+    out->failures = atomic_load(&l->failures);
+}

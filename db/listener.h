@@ -1,0 +1,58 @@
+/* Cross-process wake-ups: one PostgreSQL connection per process, outside the pool, that LISTENs
+ * on DB_LISTENER_CHANNEL and sends the NOTIFYs of this process's writes after they committed
+ * (never inside a writer's transaction: a NOTIFY there serialises committing writers). Its own
+ * thread reconnects with backoff. Payloads are resource names only; which waiters they wake is
+ * the caller's (on_notify). Knows nothing of HTTP. */
+#ifndef DB_LISTENER_H
+#define DB_LISTENER_H
+
+#include <stdint.h>
+
+#include "db/pool.h"
+
+#define DB_LISTENER_CHANNEL "rowlock_wake"
+/* application_name of the listening connection (operators can tell it from the pool's) */
+#define DB_LISTENER_APP_NAME "rowlock-listener"
+/* longest resource name a notification carries (PostgreSQL's payload limit is 8000 bytes) */
+#define DB_LISTENER_MAX_PAYLOAD 1024
+
+/* Called on the listener's thread for each notification from another process (payload
+ * borrowed). */
+typedef void (*db_listener_notify_fn)(void *ctx, const char *payload);
+
+struct db_listener_config {
+    const char *conninfo; /* libpq URI or key=value string */
+    int connect_timeout_s;
+    db_listener_notify_fn on_notify;
+    void *ctx;
+    db_log_fn log; /* NULL: lines go to stderr as plain text */
+    void *log_ctx;
+};
+
+struct db_listener_stats {
+    int up;            /* LISTEN is in place now */
+    uint64_t received; /* notifications from other processes */
+    uint64_t sent;     /* notifications sent (one per distinct pending resource) */
+    uint64_t dropped;  /* resources not announced: the listener was down or the set full */
+    uint64_t connects; /* LISTEN connections made, the first and every reconnect */
+    uint64_t failures; /* connection attempts or sends that failed */
+};
+
+struct db_listener;
+
+/* Starts the thread (it connects in the background: a database that cannot be reached delays
+ * nothing). Returns NULL when out of memory or the thread cannot start. */
+struct db_listener *db_listener_start(const struct db_listener_config *cfg);
+/* Stops the thread and closes the connection: no on_notify after it returns; publish stays safe
+ * (and does nothing). NULL-safe, idempotent. */
+void db_listener_stop(struct db_listener *l);
+/* Stops it if needed and frees it: nothing may publish any more. NULL-safe. */
+void db_listener_free(struct db_listener *l);
+/* Queues payload (a resource name, copied) to be announced to the other processes, coalesced
+ * with the same name queued before it was sent. Never blocks on the database; a name that
+ * cannot be queued is counted as dropped (the other processes' re-check still finds the write).
+ * NULL-safe. */
+void db_listener_publish(struct db_listener *l, const char *payload);
+void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out);
+
+#endif

@@ -1,0 +1,206 @@
+/* Cross-process wake-ups (LISTEN/NOTIFY): two rowlock processes A and B on one database, each
+ * re-checking its long-polls only every 5 s. A claim (wait_seconds 10) and a log read (wait=10)
+ * waiting on A answer within 200 ms of an enqueue or a produce through B. The control runs the
+ * same claim on two processes started with ROWLOCK_NOTIFY=false and must wait for the re-check
+ * (over a second); ROWLOCK_TEST_NOTIFY=false starts A and B that way too, and then the first two
+ * cases fail. A listener whose backend is terminated reconnects (rowlock_notify_connects_total
+ * counts it) and wakes again; a process whose listener cannot connect serves, says "degraded" in
+ * /readyz and rowlock_notify_listener_up 0, and its long-polls fall back to the re-check. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define PROMPT_S 0.2 /* the answer a wake gives, far below the 5 s re-check */
+
+static struct th_service a, b, off_a, off_b;
+static char dburl[1024];
+
+static int setup(void **state)
+{
+    const char *notify = getenv("ROWLOCK_TEST_NOTIFY"); /* "false": the negative control */
+    char setting[64];
+    snprintf(setting, sizeof(setting), "ROWLOCK_NOTIFY=%s", notify ? notify : "true");
+    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", setting, NULL};
+    const char *off[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY=false", NULL};
+    if (th_db_create("notify", dburl, sizeof(dburl)) != 0)
+        return -1;
+    if (th_service_start(&a, dburl, env) != 0 || th_service_start(&b, dburl, env) != 0)
+        return -1;
+    if (th_service_start(&off_a, dburl, off) != 0 || th_service_start(&off_b, dburl, off) != 0)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    int r = th_service_stop(&a) | th_service_stop(&b);
+    r |= th_service_stop(&off_a) | th_service_stop(&off_b);
+    return r == 0 ? 0 : -1;
+}
+
+/* Waits up to timeout_s for series on port to reach at least v; returns the last value. */
+static double await_metric(int port, const char *series, double v, double timeout_s)
+{
+    double got = -1, give_up = th_now() + timeout_s;
+    while ((got = th_metric(port, series)) < v && th_now() < give_up)
+        usleep(20000);
+    return got;
+}
+
+static const char *readyz_wake_ups(int port)
+{
+    static char out[32];
+    json_t *j = th_get_json(port, "/readyz");
+    const char *w = json_string_value(json_object_get(j, "wake_ups"));
+    snprintf(out, sizeof(out), "%s", w ? w : "(absent)");
+    json_decref(j);
+    return out;
+}
+
+struct long_poll {
+    int port;
+    const char *method, *path, *body;
+    struct th_response r;
+    double done_at;
+};
+
+static void *long_poll_main(void *arg)
+{
+    struct long_poll *p = arg;
+    static const char *const ct[] = {"Content-Type: application/json", NULL};
+    th_http(p->port, p->method, p->path, p->body ? ct : NULL, p->body,
+            p->body ? strlen(p->body) : 0, &p->r);
+    p->done_at = th_now();
+    return NULL;
+}
+
+/* Starts p on its port, waits until it is suspended there, runs the write (method, path, body)
+ * through writer_port and returns the seconds from the write's answer to the long-poll's. */
+static double woken_after(struct long_poll *p, int writer_port, const char *method,
+                          const char *path, const char *body)
+{
+    double waiting = th_metric(p->port, "rowlock_http_long_polls_waiting");
+    pthread_t t;
+    pthread_create(&t, NULL, long_poll_main, p);
+    assert_true(await_metric(p->port, "rowlock_http_long_polls_waiting", waiting + 1, 5) >=
+                waiting + 1);
+    json_decref(th_call(writer_port, method, path, body, 201));
+    double written = th_now();
+    pthread_join(t, NULL);
+    assert_int_equal(p->r.status, 200);
+    return p->done_at - written;
+}
+
+static double claim_latency(struct th_service *claimer, struct th_service *writer,
+                            const char *queue)
+{
+    char path[128], claim[128];
+    snprintf(path, sizeof(path), "/queues/%s", queue);
+    json_decref(th_call(writer->port, "PUT", path, "{}", 201));
+    snprintf(claim, sizeof(claim), "/queues/%s/leases", queue);
+    struct long_poll p = {.port = claimer->port,
+                          .method = "POST",
+                          .path = claim,
+                          .body = "{\"owner\":\"w\",\"wait_seconds\":10}"};
+    snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
+    double latency = woken_after(&p, writer->port, "POST", path, "{\"payload\":{\"n\":1}}");
+    assert_int_equal(json_array_size(json_object_get(p.r.json, "leases")), 1);
+    th_response_free(&p.r);
+    fprintf(stderr, "claim on :%d answered %.4f s after the enqueue on :%d\n", claimer->port,
+            latency, writer->port);
+    return latency;
+}
+
+static void claim_on_a_is_woken_by_an_enqueue_on_b(void **state)
+{
+    assert_true(claim_latency(&a, &b, "cross") < PROMPT_S);
+    assert_true(th_metric(a.port, "rowlock_notify_received_total") >= 1);
+    assert_true(th_metric(b.port, "rowlock_notify_sent_total") >= 1);
+}
+
+static void log_read_on_a_is_woken_by_a_produce_on_b(void **state)
+{
+    json_decref(th_call(b.port, "PUT", "/topics/crosslog", "{}", 201));
+    struct long_poll p = {
+        .port = a.port, .method = "GET", .path = "/topics/crosslog/messages?after=0&wait=10"};
+    double latency =
+        woken_after(&p, b.port, "POST", "/topics/crosslog/messages", "{\"key\":\"k\",\"value\":1}");
+    fprintf(stderr, "log read on A answered %.4f s after the produce on B\n", latency);
+    assert_int_equal(json_array_size(json_object_get(p.r.json, "messages")), 1);
+    th_response_free(&p.r);
+    assert_true(latency < PROMPT_S);
+}
+
+/* The control: without notifications only the re-check (2.5 s or more away) finds the job. */
+static void without_notify_the_claim_waits_for_the_recheck(void **state)
+{
+    assert_string_equal(readyz_wake_ups(off_a.port), "off");
+    double latency = claim_latency(&off_a, &off_b, "control");
+    assert_true(latency > 1.0);
+    assert_true(th_metric(off_a.port, "rowlock_long_poll_rechecks_total") >= 1);
+}
+
+/* The listeners' backends are terminated (as a failover or an idle-session killer would): each
+ * process reconnects with backoff and the next write wakes across processes again. */
+static void a_terminated_listener_reconnects_and_wakes_again(void **state)
+{
+    PGconn *c = th_pg(dburl);
+    PQclear(th_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE application_name = 'rowlock-listener' "
+                      "AND datname = current_database()"));
+    PQfinish(c);
+    assert_true(await_metric(a.port, "rowlock_notify_connects_total", 2, 10) >= 2);
+    assert_true(await_metric(b.port, "rowlock_notify_connects_total", 2, 10) >= 2);
+    assert_true(await_metric(a.port, "rowlock_notify_listener_up", 1, 10) == 1);
+    assert_true(await_metric(b.port, "rowlock_notify_listener_up", 1, 10) == 1);
+    assert_string_equal(readyz_wake_ups(a.port), "cross_process");
+    assert_true(claim_latency(&a, &b, "again") < PROMPT_S);
+}
+
+/* A listener that cannot connect: the process serves, says so, and falls back to re-checks. */
+static void an_unreachable_listener_degrades_but_never_strands(void **state)
+{
+    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=300",
+                         "ROWLOCK_NOTIFY_DATABASE_URL=postgresql://127.0.0.1:1/none", NULL};
+    struct th_service c;
+    assert_int_equal(th_service_start(&c, dburl, env), 0);
+    assert_true(await_metric(c.port, "rowlock_notify_failures_total", 1, 10) >= 1);
+    assert_true(th_metric(c.port, "rowlock_notify_listener_up") == 0);
+    assert_true(th_metric(c.port, "rowlock_notify_enabled") == 1);
+    assert_string_equal(readyz_wake_ups(c.port), "degraded");
+    assert_true(th_service_logged(&c, "cross-process wake-ups degraded"));
+    /* it serves writes (their announcement is dropped, counted) and long-polls */
+    json_decref(th_call(c.port, "PUT", "/queues/degraded", "{}", 201));
+    json_decref(th_call(c.port, "POST", "/queues/degraded/jobs", "{\"payload\":1}", 201));
+    assert_true(th_metric(c.port, "rowlock_notify_dropped_total") >= 1);
+    json_t *got = th_call(c.port, "POST", "/queues/degraded/leases", "{\"owner\":\"w\"}", 200);
+    assert_int_equal(json_array_size(json_object_get(got, "leases")), 1);
+    json_decref(got);
+    /* a write through another process reaches its waiter at the re-check: late, not lost */
+    double latency = claim_latency(&c, &b, "fallback");
+    assert_true(latency < 2.0);
+    assert_true(th_metric(c.port, "rowlock_long_poll_rechecks_total") >= 1);
+    assert_int_equal(th_service_stop(&c), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(claim_on_a_is_woken_by_an_enqueue_on_b),
+        cmocka_unit_test(log_read_on_a_is_woken_by_a_produce_on_b),
+        cmocka_unit_test(without_notify_the_claim_waits_for_the_recheck),
+        cmocka_unit_test(a_terminated_listener_reconnects_and_wakes_again),
+        cmocka_unit_test(an_unreachable_listener_degrades_but_never_strands),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
