@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# tests/bench/latency.sh: cross-process wake-ups (LISTEN/NOTIFY). Enqueue-to-claim latency with
+# the enqueuer on one rowlock process and a long-polling claimer on another (p50 / p99 / max over
+# JOBS jobs), beside graphile-worker's own add_job-to-start latency on the same database in the
+# same run; then enqueue throughput (one job per request, and batches of 50) with notifications
+# on and off. Reports; asserts nothing.
+#
+#   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/latency.sh
+#
+# Environment: ROWLOCK_BIN (default build/rowlock), JOBS (2000), OFF_JOBS (jobs for the latency
+# with ROWLOCK_NOTIFY=false, for reference: each waits for the re-check; default 20),
+# POLL_INTERVAL_MS (ROWLOCK_POLL_INTERVAL_MS of both processes, default 1000: rowlock's default),
+# SECONDS (of each throughput run, 5), CLIENTS (8), PEERS (1: run graphile-worker; 0: skip it),
+# NPM_DIR (where graphile-worker is installed from tests/bench/queues' lock file, default
+# .rowlock/bench-queues-npm, shared with queues.sh). graphile-worker installs its schema
+# (graphile_worker) in the database; rowlock's queues are named latency-<pid>, tput-<pid>-*.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+log() { printf 'latency.sh: %s\n' "$*" >&2; }
+die() {
+    log "$*"
+    exit 1
+}
+# shellcheck source=tests/bench/lib.sh
+. "$HERE/lib.sh"
+
+readonly ROWLOCK_BIN="${ROWLOCK_BIN:-$ROOT/build/rowlock}"
+JOBS="${JOBS:-2000}" OFF_JOBS="${OFF_JOBS:-20}"
+POLL_INTERVAL_MS="${POLL_INTERVAL_MS:-1000}"
+SECONDS_EACH="${SECONDS:-5}" CLIENTS="${CLIENTS:-8}" PEERS="${PEERS:-1}"
+readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
+[ -n "${ROWLOCK_DATABASE_URL:-}" ] || die "ROWLOCK_DATABASE_URL is not set"
+[ -x "$ROWLOCK_BIN" ] || die "no rowlock binary at $ROWLOCK_BIN (build it, or set ROWLOCK_BIN)"
+command -v node >/dev/null 2>&1 || die "node is needed (apt-get install nodejs npm)"
+
+if [ "$PEERS" = 1 ] && [ ! -d "$NPM_DIR/node_modules/graphile-worker" ]; then
+    log "installing graphile-worker (npm ci in $NPM_DIR)"
+    mkdir -p "$NPM_DIR"
+    cp "$HERE/queues/package.json" "$HERE/queues/package-lock.json" "$NPM_DIR/"
+    (cd "$NPM_DIR" && npm ci --no-audit --no-fund >&2) || die "npm ci failed in $NPM_DIR"
+fi
+
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do stop_server "$p"; done
+}
+trap cleanup EXIT
+
+# Starts a rowlock process on port 0 with ROWLOCK_NOTIFY=$1; appends it to PIDS, sets PORT.
+start_rowlock() {
+    ROWLOCK_NOTIFY=$1 ROWLOCK_PORT=0 ROWLOCK_LISTEN_ADDRESS=127.0.0.1 ROWLOCK_LOG_LEVEL=warn \
+        ROWLOCK_POLL_INTERVAL_MS=$POLL_INTERVAL_MS "$ROWLOCK_BIN" >/dev/null \
+        2>>"$LOGDIR/rowlock-notify-$1.log" &
+    PIDS+=("$!")
+    PORT=$(wait_port "$!") || die "rowlock did not start (see $LOGDIR)"
+}
+
+# Two processes with ROWLOCK_NOTIFY=$1: sets CLAIM_PORT, ENQ_PORT.
+start_pair() {
+    PIDS=()
+    start_rowlock "$1"
+    CLAIM_PORT=$PORT
+    start_rowlock "$1"
+    ENQ_PORT=$PORT
+}
+
+put_queue() {
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' -d '{}' \
+        "http://127.0.0.1:$1/queues/$2" || die "cannot create queue $2"
+}
+
+LOGDIR=$(mktemp -d /tmp/rowlock-latency.XXXXXX)
+log "rowlock $("$ROWLOCK_BIN" --version); logs in $LOGDIR"
+log "machine: $(nproc) cores; database: $(psql "$ROWLOCK_DATABASE_URL" -Atc 'SHOW server_version' 2>/dev/null || echo '?')"
+
+start_pair true
+Q=latency-$$
+put_queue "$ENQ_PORT" "$Q"
+log "latency, ROWLOCK_NOTIFY=true, POLL_INTERVAL_MS=$POLL_INTERVAL_MS, $JOBS jobs"
+MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT QUEUE=$Q \
+    JOBS=$JOBS node "$HERE/latency/latency.js" | sed 's/^/notify=on  /'
+for batch in 1 50; do
+    put_queue "$ENQ_PORT" "tput-$$-on-$batch"
+    MODE=throughput ENQ_URL=http://127.0.0.1:$ENQ_PORT QUEUE="tput-$$-on-$batch" BATCH=$batch \
+        SECONDS=$SECONDS_EACH CLIENTS=$CLIENTS node "$HERE/latency/latency.js" |
+        sed 's/^/notify=on  enqueue /'
+done
+cleanup
+
+start_pair false
+put_queue "$ENQ_PORT" "$Q-off"
+log "latency, ROWLOCK_NOTIFY=false (the re-check alone), $OFF_JOBS jobs"
+MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT \
+    QUEUE="$Q-off" JOBS=$OFF_JOBS node "$HERE/latency/latency.js" | sed 's/^/notify=off /'
+for batch in 1 50; do
+    put_queue "$ENQ_PORT" "tput-$$-off-$batch"
+    MODE=throughput ENQ_URL=http://127.0.0.1:$ENQ_PORT QUEUE="tput-$$-off-$batch" BATCH=$batch \
+        SECONDS=$SECONDS_EACH CLIENTS=$CLIENTS node "$HERE/latency/latency.js" |
+        sed 's/^/notify=off enqueue /'
+done
+cleanup
+PIDS=()
+
+if [ "$PEERS" = 1 ]; then
+    log "graphile-worker add_job-to-start latency, $JOBS jobs, same database"
+    NODE_PATH="$NPM_DIR/node_modules" MODE=graphile DATABASE_URL="$ROWLOCK_DATABASE_URL" JOBS=$JOBS \
+        node "$HERE/latency/latency.js"
+fi
