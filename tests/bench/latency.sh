@@ -10,7 +10,7 @@
 # Environment: ROWLOCK_BIN (default build/rowlock), JOBS (2000), OFF_JOBS (jobs for the latency
 # with ROWLOCK_NOTIFY=false, for reference: each waits for the re-check; default 20),
 # POLL_INTERVAL_MS (ROWLOCK_POLL_INTERVAL_MS of both processes, default 1000: rowlock's default),
-# SECONDS (of each throughput run, 5), CLIENTS (8), PEERS (1: run graphile-worker; 0: skip it),
+# TPUT_SECONDS (of each throughput run, 5), CLIENTS (8), PEERS (1: run graphile-worker; 0: skip it),
 # NPM_DIR (where graphile-worker is installed from tests/bench/queues' lock file, default
 # .rowlock/bench-queues-npm, shared with queues.sh). graphile-worker installs its schema
 # (graphile_worker) in the database; rowlock's queues are named latency-<pid>, tput-<pid>-*.
@@ -29,7 +29,7 @@ die() {
 readonly ROWLOCK_BIN="${ROWLOCK_BIN:-$ROOT/build/rowlock}"
 JOBS="${JOBS:-2000}" OFF_JOBS="${OFF_JOBS:-20}"
 POLL_INTERVAL_MS="${POLL_INTERVAL_MS:-1000}"
-SECONDS_EACH="${SECONDS:-5}" CLIENTS="${CLIENTS:-8}" PEERS="${PEERS:-1}"
+SECONDS_EACH="${TPUT_SECONDS:-5}" CLIENTS="${CLIENTS:-8}" PEERS="${PEERS:-1}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
 [ -n "${ROWLOCK_DATABASE_URL:-}" ] || die "ROWLOCK_DATABASE_URL is not set"
 [ -x "$ROWLOCK_BIN" ] || die "no rowlock binary at $ROWLOCK_BIN (build it, or set ROWLOCK_BIN)"
@@ -82,12 +82,6 @@ put_queue "$ENQ_PORT" "$Q"
 log "latency, ROWLOCK_NOTIFY=true, POLL_INTERVAL_MS=$POLL_INTERVAL_MS, $JOBS jobs"
 MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT QUEUE=$Q \
     JOBS=$JOBS node "$HERE/latency/latency.js" | sed 's/^/notify=on  /'
-for batch in 1 50; do
-    put_queue "$ENQ_PORT" "tput-$$-on-$batch"
-    MODE=throughput ENQ_URL=http://127.0.0.1:$ENQ_PORT QUEUE="tput-$$-on-$batch" BATCH=$batch \
-        SECONDS=$SECONDS_EACH CLIENTS=$CLIENTS node "$HERE/latency/latency.js" |
-        sed 's/^/notify=on  enqueue /'
-done
 cleanup
 
 start_pair false
@@ -95,11 +89,27 @@ put_queue "$ENQ_PORT" "$Q-off"
 log "latency, ROWLOCK_NOTIFY=false (the re-check alone), $OFF_JOBS jobs"
 MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT \
     QUEUE="$Q-off" JOBS=$OFF_JOBS node "$HERE/latency/latency.js" | sed 's/^/notify=off /'
-for batch in 1 50; do
-    put_queue "$ENQ_PORT" "tput-$$-off-$batch"
-    MODE=throughput ENQ_URL=http://127.0.0.1:$ENQ_PORT QUEUE="tput-$$-off-$batch" BATCH=$batch \
-        SECONDS=$SECONDS_EACH CLIENTS=$CLIENTS node "$HERE/latency/latency.js" |
-        sed 's/^/notify=off enqueue /'
+cleanup
+
+# Throughput: one process with notifications on, one with them off, on the same database, run
+# alternately (twice each) so that neither gets the younger, smaller tables.
+PIDS=()
+start_rowlock true
+ON_PORT=$PORT
+start_rowlock false
+OFF_PORT=$PORT
+log "enqueue throughput, $CLIENTS clients, ${SECONDS_EACH} s each, notifications on and off"
+for round in 1 2; do
+    for batch in 1 50; do
+        for mode in on off; do
+            port=$ON_PORT
+            [ "$mode" = on ] || port=$OFF_PORT
+            put_queue "$port" "tput-$$-$mode-$batch-$round"
+            MODE=throughput ENQ_URL=http://127.0.0.1:$port QUEUE="tput-$$-$mode-$batch-$round" \
+                BATCH=$batch SECONDS=$SECONDS_EACH CLIENTS=$CLIENTS \
+                node "$HERE/latency/latency.js" | sed "s/^/notify=$mode round=$round enqueue /"
+        done
+    done
 done
 cleanup
 PIDS=()
