@@ -1,7 +1,7 @@
 /* The LISTEN/NOTIFY connection of this process (see listener.h): a thread that holds one libpq
  * connection outside the pool, LISTENs on it, hands other processes' notifications to the
  * caller and sends this process's pending ones as one statement per batch. Names queued while
- * a batch is on the wire go out in the next one: that is the coalescing, without a timer. */
+ * a batch is on the wire, or within coalesce_ms of the last one, go out together in the next. */
 #include "db/listener.h"
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PENDING_MAX    256 /* distinct names waiting to be sent; more are dropped */
@@ -193,12 +194,24 @@ static void wait_kick(struct db_listener *l, int ms)
     }
 }
 
-/* Serves one live connection until it fails or stop is asked. */
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
+}
+
+/* Serves one live connection until it fails or stop is asked. A batch goes out at once when
+ * none went out in the last coalesce_ms, else when that much has passed: an idle process
+ * announces at once, a busy one at most 1000 / coalesce_ms times a second. */
 static void serve(struct db_listener *l)
 {
+    double last_sent = 0;
+    int pending = 0;
     while (!atomic_load(&l->stop)) {
+        double wait = pending ? last_sent + l->cfg.coalesce_ms - now_ms() : 1000;
         struct pollfd p[2] = {{PQsocket(l->pg), POLLIN, 0}, {l->efd, POLLIN, 0}};
-        if (poll(p, 2, 1000) < 0 && errno != EINTR)
+        if (poll(p, 2, wait > 0 ? (int)wait + 1 : 0) < 0 && errno != EINTR)
             return;
         if (p[0].revents != 0) {
             if (!PQconsumeInput(l->pg))
@@ -207,6 +220,11 @@ static void serve(struct db_listener *l)
         }
         if (p[1].revents != 0) {
             wait_kick(l, 0);
+            pending = 1;
+        }
+        if (pending && now_ms() >= last_sent + l->cfg.coalesce_ms) {
+            last_sent = now_ms();
+            pending = 0;
             if (send_pending(l) != 0)
                 return;
             deliver(l); /* what arrived while the batch was on the wire */

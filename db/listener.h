@@ -23,6 +23,8 @@ typedef void (*db_listener_notify_fn)(void *ctx, const char *payload);
 struct db_listener_config {
     const char *conninfo; /* libpq URI or key=value string */
     int connect_timeout_s;
+    /* least time between two batches of NOTIFYs (the first after a quiet spell goes at once) */
+    int coalesce_ms;
     db_listener_notify_fn on_notify;
     void *ctx;
     db_log_fn log; /* NULL: lines go to stderr as plain text */

@@ -88,6 +88,10 @@ static const struct cfg_key config_table[] = {
     {"notify", "ROWLOCK_NOTIFY", CFG_BOOL, "true", 0, 0, OFF(notify),
      "wake long-polls in other rowlock processes at once through LISTEN/NOTIFY (false: they see "
      "writes from other processes at their next re-check)"},
+    {"notify-coalesce-ms", "ROWLOCK_NOTIFY_COALESCE_MS", CFG_INT, "2", 0, 1000,
+     OFF(notify_coalesce_ms),
+     "least time between two batches of wake-up notifications: the first after a quiet spell goes "
+     "at once, the writes of the next ones are announced together"},
     {"notify-database-url", "ROWLOCK_NOTIFY_DATABASE_URL", CFG_STRING, "", 0, 0,
      OFF(notify_database_url),
      "connection string of the listening connection, when it must bypass a transaction-mode "

@@ -38,6 +38,7 @@ struct svc_config {
     long poll_interval_ms;
     bool notify;               /* cross-process wake-ups through LISTEN/NOTIFY */
     char *notify_database_url; /* "": database_url */
+    long notify_coalesce_ms;
     long max_wait_s;
     long janitor_interval_ms;
     long janitor_batch;

@@ -78,6 +78,7 @@ static struct db_listener *notify_start(const struct svc_config *cfg, struct svc
         cfg->notify_database_url[0] != '\0' ? cfg->notify_database_url : cfg->database_url;
     struct db_listener_config lc = {.conninfo = url,
                                     .connect_timeout_s = (int)cfg->db_connect_timeout_s,
+                                    .coalesce_ms = (int)cfg->notify_coalesce_ms,
                                     .on_notify = on_notify,
                                     .ctx = server,
                                     .log = db_log};

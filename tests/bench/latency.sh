@@ -3,7 +3,8 @@
 # the enqueuer on one rowlock process and a long-polling claimer on another (p50 / p99 / max over
 # JOBS jobs), beside graphile-worker's own add_job-to-start latency on the same database in the
 # same run; then enqueue throughput (one job per request, and batches of 50) with notifications
-# on and off. Reports; asserts nothing.
+# on and off; and the cost the design avoids: a pg_notify inside a writer's transaction
+# (pgbench, the same insert with and without it). Reports; asserts nothing.
 #
 #   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/latency.sh
 #
@@ -113,6 +114,28 @@ for round in 1 2; do
 done
 cleanup
 PIDS=()
+
+# Why the NOTIFY is sent after COMMIT on the listener's connection: the same one-row insert
+# transaction through pgbench (CLIENTS clients, TPUT_SECONDS each, twice), alone and with a
+# pg_notify inside it, as a writer's own NOTIFY would be. The NOTIFY takes a database-wide lock
+# at commit that committing writers queue behind.
+PGBENCH=$(pg_tool pgbench)
+if [ -n "$PGBENCH" ]; then
+    probe=latency_notify_probe_$$
+    psql -q "$ROWLOCK_DATABASE_URL" -c "CREATE TABLE $probe (id bigserial PRIMARY KEY, v int)"
+    printf 'BEGIN;\nINSERT INTO %s (v) VALUES (1);\nCOMMIT;\n' "$probe" >"$LOGDIR/plain.sql"
+    printf 'BEGIN;\nINSERT INTO %s (v) VALUES (1);\nSELECT pg_notify(%s, %s);\nCOMMIT;\n' \
+        "$probe" "'rowlock_wake'" "'queue:q' || :client_id" >"$LOGDIR/in-tx.sql"
+    log "insert transactions with and without a NOTIFY inside (pgbench, $CLIENTS clients)"
+    for round in 1 2; do
+        for script in plain in-tx; do
+            tps=$("$PGBENCH" -n -c "$CLIENTS" -j 2 -T "$SECONDS_EACH" -f "$LOGDIR/$script.sql" \
+                "$ROWLOCK_DATABASE_URL" 2>/dev/null | awk '/^tps/ { printf "%d", $3 }')
+            printf 'pgbench round=%s insert %-6s tps=%s\n' "$round" "$script" "$tps"
+        done
+    done
+    psql -q "$ROWLOCK_DATABASE_URL" -c "DROP TABLE $probe"
+fi
 
 if [ "$PEERS" = 1 ]; then
     log "graphile-worker add_job-to-start latency, $JOBS jobs, same database"
