@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/generated.h"
+#include "db/ledgers_internal.h"
 #include "db/tx.h"
 
 static const struct db_gen_table ledger_tables[] = {{'o', "objects_", ""},
@@ -46,14 +47,6 @@ static const struct db_stmt st_ledger_tables = {"ledger_tables",
                                                 "SELECT rowlock.ledger_create_tables($1)", 1};
 static const struct db_stmt st_ledger_counts = {"ledger_counts",
                                                 "SELECT * FROM rowlock.ledger_counts($1)", 1};
-static const struct db_stmt st_ledger_ids = {
-    "ledger_ids", "SELECT id, name, tombstone_retention_seconds FROM rowlock.ledgers ORDER BY id",
-    0};
-static const struct db_stmt st_ledger_horizon = {
-    "ledger_horizon",
-    "UPDATE rowlock.ledgers SET horizon = $2 WHERE id = $1 AND horizon < $2 RETURNING horizon", 2};
-static const struct db_stmt st_ledger_gauges = {
-    "ledger_gauges", "SELECT name, watermark, tombstones FROM rowlock.ledgers_gauges()", 0};
 static const struct db_stmt st_page_budget = {
     "ledger_page_budget", "SELECT set_config('rowlock.page_budget', $1, true)", 1};
 
@@ -157,34 +150,24 @@ static const char sql_events_read[] =
 static const char sql_events_fill[] =
     "INSERT INTO {e} (\"offset\", hole) SELECT g, true FROM generate_series($1::bigint, "
     "$2::bigint) g ON CONFLICT (\"offset\") DO NOTHING";
-/* Horizon candidate: the newest checkpoint older than the retention and within the watermark. */
-static const char sql_horizon[] =
-    "SELECT coalesce(max(sequence), 0) FROM {c} WHERE applied_at < now() - make_interval(secs => "
-    "$1::float8) AND sequence <= rowlock.ledger_watermark($2)";
-/* One ledger's gauges, for when the all-ledgers query fails: $1 the ledger's id. */
-static const char sql_gauge_one[] =
-    "SELECT rowlock.ledger_watermark($1), (SELECT count(*) FROM {o} WHERE deleted)";
-static const char sql_purge[] =
-    "DELETE FROM {o} WHERE object_id IN (SELECT object_id FROM {o} WHERE deleted "
-    "AND checkpoint <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";
 
 /* ---- helpers ---- */
 
-static void i64(char *buf, size_t size, int64_t v)
+void db_ledger_i64(char *buf, size_t size, int64_t v)
 {
     snprintf(buf, size, "%" PRId64, v);
 }
 
-static void copy(char *dst, size_t size, const char *src)
+void db_ledger_copy(char *dst, size_t size, const char *src)
 {
     size_t n = strnlen(src, size - 1);
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
 
-static enum db_status lquery(struct db_conn *c, int64_t ledger, const char *tag, const char *sql,
-                             int nparams, const char *const *params, PGresult **out,
-                             struct db_error *err)
+enum db_status db_ledger_query(struct db_conn *c, int64_t ledger, const char *tag, const char *sql,
+                               int nparams, const char *const *params, PGresult **out,
+                               struct db_error *err)
 {
     struct db_gen g = {'l', ledger, ledger_tables};
     return db_gen_query(c, &g, tag, sql, nparams, params, out, err);
@@ -196,10 +179,10 @@ static void resolved(PGresult *r, struct db_ledger *l, int *found)
     *found = 0;
     if (PQntuples(r) == 1) {
         l->id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        copy(l->name, sizeof(l->name), PQgetvalue(r, 0, 1));
+        db_ledger_copy(l->name, sizeof(l->name), PQgetvalue(r, 0, 1));
         l->tombstone_retention_seconds = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
         l->horizon = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
-        copy(l->created_at, sizeof(l->created_at), PQgetvalue(r, 0, 4));
+        db_ledger_copy(l->created_at, sizeof(l->created_at), PQgetvalue(r, 0, 4));
         *found = 1;
     }
     PQclear(r);
@@ -221,9 +204,9 @@ static void status_from_row(const PGresult *r, int i, struct db_ledger_status *s
 {
     memset(s, 0, sizeof(*s));
     s->executed = PQgetvalue(r, i, 1)[0] == 't';
-    copy(s->path, sizeof(s->path), PQgetvalue(r, i, 2));
+    db_ledger_copy(s->path, sizeof(s->path), PQgetvalue(r, i, 2));
     s->checkpoint = strtoll(PQgetvalue(r, i, 3), NULL, 10);
-    copy(s->executed_at, sizeof(s->executed_at), PQgetvalue(r, i, 4));
+    db_ledger_copy(s->executed_at, sizeof(s->executed_at), PQgetvalue(r, i, 4));
 }
 
 /* ---- effects: the same functions for both paths ---- */
@@ -315,7 +298,7 @@ static enum db_status run_flat(struct db_conn *c, int64_t ledger, const char *ta
         for (size_t k = 0; k < ncols; k++)
             params[k] = arr.arr[k];
         params[ncols] = extra;
-        st = lquery(c, ledger, tag, sql, (int)ncols + nextra, params, NULL, err);
+        st = db_ledger_query(c, ledger, tag, sql, (int)ncols + nextra, params, NULL, err);
     }
     db_arrays_free(&arr);
     return st;
@@ -400,9 +383,10 @@ static enum db_status lock_statuses(struct db_conn *c, int64_t ledger,
     }
     const char *params[] = {arr};
     PGresult *r = NULL;
-    enum db_status st = lquery(c, ledger, "status_create", sql_status_create, 1, params, NULL, err);
+    enum db_status st =
+        db_ledger_query(c, ledger, "status_create", sql_status_create, 1, params, NULL, err);
     if (st == DB_OK)
-        st = lquery(c, ledger, "status_lock", sql_status_lock, 1, params, &r, err);
+        st = db_ledger_query(c, ledger, "status_lock", sql_status_lock, 1, params, &r, err);
     free(arr);
     for (int row = 0; st == DB_OK && row < PQntuples(r); row++) {
         for (size_t i = 0; i < n; i++) {
@@ -432,7 +416,8 @@ static enum db_status mark_executed(struct db_conn *c, int64_t ledger,
     free(digests);
     const char *params[] = {arr, path, checkpoint};
     enum db_status st =
-        arr ? lquery(c, ledger, "status_mark", sql_status_mark, 3, params, NULL, err) : DB_ERR_HARD;
+        arr ? db_ledger_query(c, ledger, "status_mark", sql_status_mark, 3, params, NULL, err)
+            : DB_ERR_HARD;
     free(arr);
     return st;
 }
@@ -450,7 +435,7 @@ static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_erro
 {
     struct put_ledger *a = arg;
     char ret[24];
-    i64(ret, sizeof(ret), a->retention);
+    db_ledger_i64(ret, sizeof(ret), a->retention);
     const char *params[] = {a->name, ret};
     PGresult *r = NULL;
     enum db_status st = db_query(c, &st_ledger_insert, params, &r, err);
@@ -459,7 +444,7 @@ static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     int created = PQntuples(r) == 1;
     char id[24] = "";
     if (created)
-        copy(id, sizeof(id), PQgetvalue(r, 0, 0));
+        db_ledger_copy(id, sizeof(id), PQgetvalue(r, 0, 0));
     PQclear(r);
     if (created) {
         const char *idp[] = {id};
@@ -500,7 +485,7 @@ static enum db_status get_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK || !found)
         return st;
     char id[24];
-    i64(id, sizeof(id), a->out->id);
+    db_ledger_i64(id, sizeof(id), a->out->id);
     const char *params[] = {id};
     PGresult *r = NULL;
     st = db_query(c, &st_ledger_counts, params, &r, err);
@@ -569,7 +554,7 @@ static enum db_status check_tx(struct db_conn *c, void *arg, struct db_error *er
         return st;
     const char *dp[] = {a->tx->digest};
     PGresult *r = NULL;
-    st = lquery(c, l.id, "status_read", sql_status_read, 1, dp, &r, err);
+    st = db_ledger_query(c, l.id, "status_read", sql_status_read, 1, dp, &r, err);
     if (st != DB_OK)
         return st;
     if (PQntuples(r) == 1)
@@ -587,7 +572,7 @@ static enum db_status check_tx(struct db_conn *c, void *arg, struct db_error *er
     char *arr = db_text_array(ids, a->tx->ninputs);
     free(ids);
     const char *ip[] = {arr};
-    st = arr ? lquery(c, l.id, "inputs", sql_inputs, 1, ip, &r, err) : DB_ERR_HARD;
+    st = arr ? db_ledger_query(c, l.id, "inputs", sql_inputs, 1, ip, &r, err) : DB_ERR_HARD;
     free(arr);
     if (st != DB_OK)
         return st;
@@ -645,7 +630,7 @@ static enum db_status apply_tx(struct db_conn *c, void *arg, struct db_error *er
     const char *dp[] = {a->tx->digest};
     PGresult *r = NULL;
     if (st == DB_OK)
-        st = lquery(c, l.id, "status_read", sql_status_read, 1, dp, &r, err);
+        st = db_ledger_query(c, l.id, "status_read", sql_status_read, 1, dp, &r, err);
     if (st == DB_OK && PQntuples(r) == 1)
         status_from_row(r, 0, a->status);
     PQclear(r);
@@ -683,11 +668,11 @@ static enum db_status checkpoint_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK || !found)
         return st;
     char seq[24], count[24];
-    i64(seq, sizeof(seq), a->sequence);
+    db_ledger_i64(seq, sizeof(seq), a->sequence);
     snprintf(count, sizeof(count), "%zu", a->n);
     const char *sp[] = {seq, count};
     PGresult *r = NULL;
-    st = lquery(c, l.id, "checkpoint_seen", sql_checkpoint_seen, 1, sp, &r, err);
+    st = db_ledger_query(c, l.id, "checkpoint_seen", sql_checkpoint_seen, 1, sp, &r, err);
     if (st != DB_OK)
         return st;
     int seen = PQntuples(r) == 1;
@@ -722,7 +707,7 @@ static enum db_status checkpoint_tx(struct db_conn *c, void *arg, struct db_erro
     free(executed);
     free(execute);
     if (st == DB_OK)
-        st = lquery(c, l.id, "checkpoint_record", sql_checkpoint_record, 2, sp, &r, err);
+        st = db_ledger_query(c, l.id, "checkpoint_record", sql_checkpoint_record, 2, sp, &r, err);
     if (st != DB_OK)
         return st;
     /* a concurrent copy of this checkpoint won: everything here was a no-op */
@@ -765,7 +750,7 @@ static enum db_status lookup_tx(struct db_conn *c, void *arg, struct db_error *e
         return st;
     const char *params[] = {a->key};
     a->verdict = DB_L_OK;
-    return lquery(c, l.id, a->tag, a->sql, 1, params, &a->rows, err);
+    return db_ledger_query(c, l.id, a->tag, a->sql, 1, params, &a->rows, err);
 }
 
 enum db_status db_ledgers_tx_get(struct db_pool *pool, const char *name, const char *digest,
@@ -810,7 +795,7 @@ static enum db_status item_get(struct db_pool *pool, struct lookup *a, struct db
             out->deleted = PQgetvalue(r, 0, 1)[0] == 't';
             out->type = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
             out->data = PQgetisnull(r, 0, 3) ? NULL : strdup(PQgetvalue(r, 0, 3));
-            copy(out->updated_at, sizeof(out->updated_at), PQgetvalue(r, 0, 4));
+            db_ledger_copy(out->updated_at, sizeof(out->updated_at), PQgetvalue(r, 0, 4));
             if (out->deleted)
                 *verdict = DB_L_OBJECT_DELETED;
         }
@@ -856,7 +841,7 @@ static enum db_status events_tx(struct db_conn *c, void *arg, struct db_error *e
     a->verdict = DB_L_NOT_FOUND;
     /* the ledger and the page budget (for sql_events_read) in one round trip */
     char budget[24];
-    i64(budget, sizeof(budget), a->budget);
+    db_ledger_i64(budget, sizeof(budget), a->budget);
     const char *np[] = {a->name}, *bp[] = {budget};
     PGresult *r = NULL;
     const struct db_call calls[] = {{.st = &st_ledger_resolve, .params = np, .out = &r},
@@ -900,138 +885,5 @@ enum db_status db_ledgers_events(struct db_pool *pool, const char *name, int64_t
         *next = offset;
     }
     PQclear(a.rows);
-    return st;
-}
-
-struct janitor_ledger {
-    int64_t id;
-    const char *retention;
-    int batch;
-    int64_t horizon, purged;
-};
-
-static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    struct janitor_ledger *a = arg;
-    char id[24], batch[16], h[24];
-    i64(id, sizeof(id), a->id);
-    snprintf(batch, sizeof(batch), "%d", a->batch);
-    const char *hp[] = {a->retention, id};
-    PGresult *r = NULL;
-    a->purged = 0;
-    enum db_status st = lquery(c, a->id, "horizon", sql_horizon, 2, hp, &r, err);
-    if (st != DB_OK)
-        return st;
-    copy(h, sizeof(h), PQgetvalue(r, 0, 0));
-    PQclear(r);
-    /* record the horizon first: from here on, checkpoints at or below it are refused */
-    const char *up[] = {id, h};
-    st = db_query(c, &st_ledger_horizon, up, &r, err);
-    if (st != DB_OK)
-        return st;
-    PQclear(r);
-    a->horizon = strtoll(h, NULL, 10);
-    const char *pp[] = {h, batch};
-    st = lquery(c, a->id, "purge", sql_purge, 2, pp, &r, err);
-    if (st != DB_OK)
-        return st;
-    a->purged = strtoll(PQcmdTuples(r), NULL, 10);
-    PQclear(r);
-    return DB_OK;
-}
-
-/* A list of every ledger (st: st_ledger_ids or st_ledger_gauges). */
-struct ledger_list {
-    const struct db_stmt *st;
-    PGresult *rows;
-};
-
-static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    struct ledger_list *a = arg;
-    PQclear(a->rows);
-    a->rows = NULL;
-    return db_query(c, a->st, NULL, &a->rows, err);
-}
-
-/* Runs fn for one ledger in a transaction of its own; a failure always comes with a message. */
-static enum db_status run_one(struct db_pool *pool, db_workflow_fn fn, void *arg,
-                              struct db_error *err)
-{
-    memset(err, 0, sizeof(*err));
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, fn, arg, err);
-    if (st != DB_OK && err->message[0] == '\0')
-        db_error_set(err, "", "%s", db_status_name(st));
-    return st;
-}
-
-enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
-                                  void *ctx, struct db_error *err)
-{
-    struct ledger_list ids = {&st_ledger_ids, NULL};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
-    /* one ledger's failure (its data, a timeout) is its own: the others are still cleaned */
-    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
-        struct janitor_ledger a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10),
-                                   PQgetvalue(ids.rows, i, 2), batch, 0, 0};
-        struct db_error one_err;
-        enum db_status one = run_one(pool, janitor_ledger_tx, &a, &one_err);
-        if (each != NULL)
-            each(PQgetvalue(ids.rows, i, 1), a.horizon, a.purged, one == DB_OK ? NULL : &one_err,
-                 ctx);
-    }
-    PQclear(ids.rows);
-    return st;
-}
-
-struct gauge_one {
-    int64_t id;
-    PGresult *row;
-};
-
-static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    struct gauge_one *a = arg;
-    char id[24];
-    i64(id, sizeof(id), a->id);
-    const char *params[] = {id};
-    PQclear(a->row);
-    a->row = NULL;
-    return lquery(c, a->id, "gauge", sql_gauge_one, 1, params, &a->row, err);
-}
-
-/* The gauges of each ledger in a transaction of its own. */
-static enum db_status gauges_each(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
-                                  struct db_error *err)
-{
-    struct ledger_list ids = {&st_ledger_ids, NULL};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
-    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
-        struct gauge_one a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10), NULL};
-        struct db_error one_err;
-        enum db_status one = run_one(pool, gauge_one_tx, &a, &one_err);
-        if (one == DB_OK)
-            each(PQgetvalue(ids.rows, i, 1), strtoll(PQgetvalue(a.row, 0, 0), NULL, 10),
-                 strtoll(PQgetvalue(a.row, 0, 1), NULL, 10), NULL, ctx);
-        else
-            each(PQgetvalue(ids.rows, i, 1), 0, 0, &one_err, ctx);
-        PQclear(a.row);
-    }
-    PQclear(ids.rows);
-    return st;
-}
-
-enum db_status db_ledgers_gauges(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
-                                 struct db_error *err)
-{
-    struct ledger_list a = {&st_ledger_gauges, NULL};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
-    for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
-        each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
-             strtoll(PQgetvalue(a.rows, i, 2), NULL, 10), NULL, ctx);
-    PQclear(a.rows);
-    /* a ledger's own data failed the query (or made it too slow): one ledger at a time */
-    if (st == DB_ERR_HARD || st == DB_ERR_TIMEOUT)
-        st = gauges_each(pool, each, ctx, err);
     return st;
 }

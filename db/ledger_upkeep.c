@@ -1,0 +1,163 @@
+/* The upkeep of ledgers (see ledgers.h): the janitor's tombstone purge below a recorded horizon,
+ * and the gauges of /metrics, each ledger in a transaction of its own when one fails. The
+ * ingestion workflows are in ledgers.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/ledgers.h"
+#include "db/ledgers_internal.h"
+#include "db/tx.h"
+
+static const struct db_stmt st_ledger_ids = {
+    "ledger_ids", "SELECT id, name, tombstone_retention_seconds FROM rowlock.ledgers ORDER BY id",
+    0};
+static const struct db_stmt st_ledger_horizon = {
+    "ledger_horizon",
+    "UPDATE rowlock.ledgers SET horizon = $2 WHERE id = $1 AND horizon < $2 RETURNING horizon", 2};
+static const struct db_stmt st_ledger_gauges = {
+    "ledger_gauges", "SELECT name, watermark, tombstones FROM rowlock.ledgers_gauges()", 0};
+
+/* Horizon candidate: the newest checkpoint older than the retention and within the watermark. */
+static const char sql_horizon[] =
+    "SELECT coalesce(max(sequence), 0) FROM {c} WHERE applied_at < now() - make_interval(secs => "
+    "$1::float8) AND sequence <= rowlock.ledger_watermark($2)";
+/* One ledger's gauges, for when the all-ledgers query fails: $1 the ledger's id. */
+static const char sql_gauge_one[] =
+    "SELECT rowlock.ledger_watermark($1), (SELECT count(*) FROM {o} WHERE deleted)";
+static const char sql_purge[] =
+    "DELETE FROM {o} WHERE object_id IN (SELECT object_id FROM {o} WHERE deleted "
+    "AND checkpoint <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)";
+
+struct janitor_ledger {
+    int64_t id;
+    const char *retention;
+    int batch;
+    int64_t horizon, purged;
+};
+
+static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct janitor_ledger *a = arg;
+    char id[24], batch[16], h[24];
+    db_ledger_i64(id, sizeof(id), a->id);
+    snprintf(batch, sizeof(batch), "%d", a->batch);
+    const char *hp[] = {a->retention, id};
+    PGresult *r = NULL;
+    a->purged = 0;
+    enum db_status st = db_ledger_query(c, a->id, "horizon", sql_horizon, 2, hp, &r, err);
+    if (st != DB_OK)
+        return st;
+    db_ledger_copy(h, sizeof(h), PQgetvalue(r, 0, 0));
+    PQclear(r);
+    /* record the horizon first: from here on, checkpoints at or below it are refused */
+    const char *up[] = {id, h};
+    st = db_query(c, &st_ledger_horizon, up, &r, err);
+    if (st != DB_OK)
+        return st;
+    PQclear(r);
+    a->horizon = strtoll(h, NULL, 10);
+    const char *pp[] = {h, batch};
+    st = db_ledger_query(c, a->id, "purge", sql_purge, 2, pp, &r, err);
+    if (st != DB_OK)
+        return st;
+    a->purged = strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return DB_OK;
+}
+
+/* A list of every ledger (st: st_ledger_ids or st_ledger_gauges). */
+struct ledger_list {
+    const struct db_stmt *st;
+    PGresult *rows;
+};
+
+static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct ledger_list *a = arg;
+    PQclear(a->rows);
+    a->rows = NULL;
+    return db_query(c, a->st, NULL, &a->rows, err);
+}
+
+/* Runs fn for one ledger in a transaction of its own; a failure always comes with a message. */
+static enum db_status run_one(struct db_pool *pool, db_workflow_fn fn, void *arg,
+                              struct db_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, fn, arg, err);
+    if (st != DB_OK && err->message[0] == '\0')
+        db_error_set(err, "", "%s", db_status_name(st));
+    return st;
+}
+
+enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
+                                  void *ctx, struct db_error *err)
+{
+    struct ledger_list ids = {&st_ledger_ids, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
+    /* one ledger's failure (its data, a timeout) is its own: the others are still cleaned */
+    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
+        struct janitor_ledger a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10),
+                                   PQgetvalue(ids.rows, i, 2), batch, 0, 0};
+        struct db_error one_err;
+        enum db_status one = run_one(pool, janitor_ledger_tx, &a, &one_err);
+        if (each != NULL)
+            each(PQgetvalue(ids.rows, i, 1), a.horizon, a.purged, one == DB_OK ? NULL : &one_err,
+                 ctx);
+    }
+    PQclear(ids.rows);
+    return st;
+}
+
+struct gauge_one {
+    int64_t id;
+    PGresult *row;
+};
+
+static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct gauge_one *a = arg;
+    char id[24];
+    db_ledger_i64(id, sizeof(id), a->id);
+    const char *params[] = {id};
+    PQclear(a->row);
+    a->row = NULL;
+    return db_ledger_query(c, a->id, "gauge", sql_gauge_one, 1, params, &a->row, err);
+}
+
+/* The gauges of each ledger in a transaction of its own. */
+static enum db_status gauges_each(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
+                                  struct db_error *err)
+{
+    struct ledger_list ids = {&st_ledger_ids, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
+    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
+        struct gauge_one a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10), NULL};
+        struct db_error one_err;
+        enum db_status one = run_one(pool, gauge_one_tx, &a, &one_err);
+        if (one == DB_OK)
+            each(PQgetvalue(ids.rows, i, 1), strtoll(PQgetvalue(a.row, 0, 0), NULL, 10),
+                 strtoll(PQgetvalue(a.row, 0, 1), NULL, 10), NULL, ctx);
+        else
+            each(PQgetvalue(ids.rows, i, 1), 0, 0, &one_err, ctx);
+        PQclear(a.row);
+    }
+    PQclear(ids.rows);
+    return st;
+}
+
+enum db_status db_ledgers_gauges(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
+                                 struct db_error *err)
+{
+    struct ledger_list a = {&st_ledger_gauges, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
+    for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
+        each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
+             strtoll(PQgetvalue(a.rows, i, 2), NULL, 10), NULL, ctx);
+    PQclear(a.rows);
+    /* a ledger's own data failed the query (or made it too slow): one ledger at a time */
+    if (st == DB_ERR_HARD || st == DB_ERR_TIMEOUT)
+        st = gauges_each(pool, each, ctx, err);
+    return st;
+}
