@@ -28,6 +28,7 @@ struct db_listener {
     atomic_int stop;
     pthread_mutex_t mu; /* guards pending */
     char *pending[PENDING_MAX];
+    long counts[PENDING_MAX]; /* how many waiters each may wake; -1: every one */
     int npending;
     PGconn *pg; /* the thread's own */
     atomic_int up;
@@ -53,23 +54,17 @@ static void kick(struct db_listener *l)
     (void)n; /* a full counter already wakes the thread */
 }
 
-/* Takes every pending name (the caller frees them and the array). Returns how many. */
-static int take_pending(struct db_listener *l, char ***out)
+/* Takes every pending name and its count into names and counts (PENDING_MAX each; the caller
+ * frees the names). Returns how many. */
+static int take_pending(struct db_listener *l, char **names, long *counts)
 {
     pthread_mutex_lock(&l->mu);
     int n = l->npending;
-    char **names = n > 0 ? malloc((size_t)n * sizeof(*names)) : NULL;
-    if (names != NULL)
-        memcpy(names, l->pending, (size_t)n * sizeof(*names));
-    else
-        for (int i = 0; i < n; i++)
-            free(l->pending[i]);
-    if (names == NULL && n > 0)
-        atomic_fetch_add(&l->dropped, (uint64_t)n);
+    memcpy(names, l->pending, (size_t)n * sizeof(*names));
+    memcpy(counts, l->counts, (size_t)n * sizeof(*counts));
     l->npending = 0;
     pthread_mutex_unlock(&l->mu);
-    *out = names;
-    return names != NULL ? n : 0;
+    return n;
 }
 
 /* Opens the connection and LISTENs. Returns 0, or -1 with the connection closed. */
@@ -111,26 +106,37 @@ static int lst_connect(struct db_listener *l, int quiet)
     return -1;
 }
 
-/* Hands every notification libpq has read to on_notify, skipping this connection's own. */
+/* Hands every notification libpq has read to on_notify ("<count> <name>", count "*" for every
+ * waiter), skipping this connection's own and any other shape. */
 static void deliver(struct db_listener *l)
 {
     int self = PQbackendPID(l->pg);
     PGnotify *n;
     while ((n = PQnotifies(l->pg)) != NULL) {
-        if (n->be_pid != self && n->extra != NULL) {
+        char *end = NULL;
+        const char *name = strchr(n->extra, ' ');
+        long count = n->extra[0] == '*' ? -1 : strtol(n->extra, &end, 10);
+        int valid = name != NULL && name[1] != '\0' &&
+                    (count == -1 ? n->extra + 1 == name : end == name && count > 0);
+        if (n->be_pid != self && valid) {
             atomic_fetch_add(&l->received, 1);
-            l->cfg.on_notify(l->cfg.ctx, n->extra);
+            l->cfg.on_notify(l->cfg.ctx, name + 1, count);
         }
         PQfreemem(n);
     }
 }
 
-/* Appends name to b as an element of a text[] literal ("...", with " and \ escaped). */
-static void array_add(char *b, size_t *len, const char *name, int first)
+/* Appends "<count> <name>" to b as an element of a text[] literal ("...", with " and \
+ * escaped); b has room for it. */
+static void array_add(char *b, size_t *len, long count, const char *name, int first)
 {
     if (!first)
         b[(*len)++] = ',';
     b[(*len)++] = '"';
+    if (count < 0)
+        *len += (size_t)sprintf(b + *len, "* ");
+    else
+        *len += (size_t)sprintf(b + *len, "%ld ", count);
     for (const char *p = name; *p != '\0'; p++) {
         if (*p == '"' || *p == '\\')
             b[(*len)++] = '\\';
@@ -143,13 +149,14 @@ static void array_add(char *b, size_t *len, const char *name, int first)
  * or -1 when the connection failed. */
 static int send_pending(struct db_listener *l)
 {
-    char **names = NULL;
-    int n = take_pending(l, &names);
+    char *names[PENDING_MAX];
+    long counts[PENDING_MAX];
+    int n = take_pending(l, names, counts);
     if (n == 0)
         return 0;
     size_t cap = 3;
     for (int i = 0; i < n; i++)
-        cap += 2 * strlen(names[i]) + 3;
+        cap += 2 * strlen(names[i]) + 3 + 24; /* the count, a space */
     char *arr = malloc(cap);
     int rc = 0;
     if (arr == NULL) {
@@ -159,7 +166,7 @@ static int send_pending(struct db_listener *l)
     size_t len = 0;
     arr[len++] = '{';
     for (int i = 0; i < n; i++)
-        array_add(arr, &len, names[i], i == 0);
+        array_add(arr, &len, counts[i], names[i], i == 0);
     arr[len++] = '}';
     arr[len] = '\0';
     const char *params[] = {arr};
@@ -179,7 +186,6 @@ done:
     free(arr);
     for (int i = 0; i < n; i++)
         free(names[i]);
-    free(names);
     return rc;
 }
 
@@ -300,7 +306,7 @@ void db_listener_free(struct db_listener *l)
     free(l);
 }
 
-void db_listener_publish(struct db_listener *l, const char *payload)
+void db_listener_publish(struct db_listener *l, const char *payload, long count)
 {
     if (l == NULL)
         return;
@@ -309,12 +315,17 @@ void db_listener_publish(struct db_listener *l, const char *payload)
         return;
     }
     pthread_mutex_lock(&l->mu);
-    int queued = 0, full = l->npending >= PENDING_MAX;
-    for (int i = 0; i < l->npending && !queued; i++)
-        queued = strcmp(l->pending[i], payload) == 0;
+    int i = 0, full = l->npending >= PENDING_MAX;
+    while (i < l->npending && strcmp(l->pending[i], payload) != 0)
+        i++;
+    int queued = i < l->npending;
+    if (queued) /* coalesced: the waiters both writes may wake */
+        l->counts[i] = l->counts[i] < 0 || count < 0 ? -1 : l->counts[i] + count;
     char *copy = queued || full ? NULL : strdup(payload);
-    if (copy != NULL)
-        l->pending[l->npending++] = copy;
+    if (copy != NULL) {
+        l->pending[l->npending] = copy;
+        l->counts[l->npending++] = count < 0 ? -1 : count;
+    }
     pthread_mutex_unlock(&l->mu);
     if (copy != NULL)
         kick(l);

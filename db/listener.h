@@ -16,9 +16,9 @@
 /* longest resource name a notification carries (PostgreSQL's payload limit is 8000 bytes) */
 #define DB_LISTENER_MAX_PAYLOAD 1024
 
-/* Called on the listener's thread for each notification from another process (payload
- * borrowed). */
-typedef void (*db_listener_notify_fn)(void *ctx, const char *payload);
+/* Called on the listener's thread for each notification from another process: the resource
+ * name (borrowed) and how many of its waiters the writes behind it may wake (-1: every one). */
+typedef void (*db_listener_notify_fn)(void *ctx, const char *name, long count);
 
 struct db_listener_config {
     const char *conninfo; /* libpq URI or key=value string */
@@ -50,11 +50,12 @@ struct db_listener *db_listener_start(const struct db_listener_config *cfg);
 void db_listener_stop(struct db_listener *l);
 /* Stops it if needed and frees it: nothing may publish any more. NULL-safe. */
 void db_listener_free(struct db_listener *l);
-/* Queues payload (a resource name, copied) to be announced to the other processes, coalesced
- * with the same name queued before it was sent. Never blocks on the database; a name that
- * cannot be queued is counted as dropped (the other processes' re-check still finds the write).
- * NULL-safe. */
-void db_listener_publish(struct db_listener *l, const char *payload);
+/* Queues payload (a resource name, copied) to be announced to the other processes with count
+ * (how many waiters it may wake, -1: every one), coalesced with the same name queued before it
+ * was sent (the counts add up). Sent as "<count> <name>" ("*" for -1). Never blocks on the
+ * database; a name that cannot be queued is counted as dropped (the other processes' re-check
+ * still finds the write). NULL-safe. */
+void db_listener_publish(struct db_listener *l, const char *payload, long count);
 void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out);
 
 #endif

@@ -123,6 +123,9 @@ static void render_notify(struct svc_buf *b, struct svc_app *app)
          "LISTEN connections made: the first and every reconnect", (double)ls.connects},
         {"rowlock_notify_failures_total", "counter",
          "Failed LISTEN connection attempts and failed sends", (double)ls.failures},
+        {"rowlock_long_poll_wakes_total", "counter",
+         "Long-polls resumed by a write to what they wait on, through this process or another",
+         server ? (double)svc_server_woken(server) : 0},
         {"rowlock_long_poll_rechecks_total", "counter",
          "Long-polls resumed by their periodic re-check (ROWLOCK_POLL_INTERVAL_MS), the fallback "
          "for wake-ups",

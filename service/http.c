@@ -68,6 +68,7 @@ struct svc_server {
     _Atomic(svc_publish_fn) publish;
     void *_Atomic publish_ctx;
     atomic_ulong rechecks; /* waiters resumed by their periodic re-check */
+    atomic_ulong woken;    /* waiters resumed by a wake (svc_req_wake_n, svc_server_wake) */
 };
 
 /* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
@@ -467,7 +468,9 @@ void svc_server_wake(struct svc_server *s, const char *channel, long n)
     struct pick_n p = {channel, n};
     pthread_mutex_lock(&s->wait_mu);
     s->generation++;
+    long before = s->nwaiting;
     resume_where(s, pick_channel, &p);
+    atomic_fetch_add(&s->woken, (unsigned long)(before - s->nwaiting));
     pthread_mutex_unlock(&s->wait_mu);
 }
 
@@ -477,7 +480,7 @@ void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
     svc_server_wake(s, channel, n);
     svc_publish_fn publish = atomic_load(&s->publish);
     if (publish != NULL)
-        publish(atomic_load(&s->publish_ctx), channel);
+        publish(atomic_load(&s->publish_ctx), channel, n);
 }
 
 void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx)
@@ -489,6 +492,11 @@ void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx)
 unsigned long svc_server_rechecks(const struct svc_server *s)
 {
     return atomic_load(&((struct svc_server *)s)->rechecks);
+}
+
+unsigned long svc_server_woken(const struct svc_server *s)
+{
+    return atomic_load(&((struct svc_server *)s)->woken);
 }
 
 void svc_req_wake(struct svc_request *req, const char *channel)

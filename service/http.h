@@ -89,13 +89,16 @@ long svc_server_waiting(const struct svc_server *s);
 /* Wakes at most n (-1: every) request waiting on channel, from any thread (a notification from
  * another process); unlike svc_req_wake_n it announces nothing. */
 void svc_server_wake(struct svc_server *s, const char *channel, long n);
-/* Called by svc_req_wake and svc_req_wake_n with each channel they wake (after the write they
- * follow committed), from the thread of the request; it must not block. */
-typedef void (*svc_publish_fn)(void *ctx, const char *channel);
+/* Called by svc_req_wake and svc_req_wake_n with each channel they wake and their n (-1: every
+ * waiter), after the write they follow committed, from the thread of the request; it must not
+ * block. */
+typedef void (*svc_publish_fn)(void *ctx, const char *channel, long n);
 /* Sets (fn NULL: clears) the function that announces wakes to other processes. */
 void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx);
 /* Waiters resumed by their periodic re-check (not a wake, not their deadline) since the start:
  * how often long-polls fall back to polling. */
 unsigned long svc_server_rechecks(const struct svc_server *s);
+/* Waiters resumed by a wake of their channel, from this process or another, since the start. */
+unsigned long svc_server_woken(const struct svc_server *s);
 
 #endif

@@ -47,18 +47,18 @@ static void db_log(void *ctx, enum db_log_level level, const char *msg, const ch
 }
 
 /* The listener's notifications: wake this process's waiters of the resource named. */
-static void on_notify(void *ctx, const char *channel)
+static void on_notify(void *ctx, const char *channel, long count)
 {
-    svc_server_wake(ctx, channel, -1);
+    svc_server_wake(ctx, channel, count);
 }
 
 /* Wakes of resources (not of in-process gates) go to the other processes. */
-static void publish_wake(void *ctx, const char *channel)
+static void publish_wake(void *ctx, const char *channel, long n)
 {
     static const char *const shared[] = {"queue:", "topic:", "ledger:"};
     for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
         if (strncmp(channel, shared[i], strlen(shared[i])) == 0) {
-            db_listener_publish(ctx, channel);
+            db_listener_publish(ctx, channel, n);
             return;
         }
 }

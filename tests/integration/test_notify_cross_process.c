@@ -3,9 +3,10 @@
  * waiting on A answer within 200 ms of an enqueue or a produce through B. The control runs the
  * same claim on two processes started with ROWLOCK_NOTIFY=false and must wait for the re-check
  * (over a second); ROWLOCK_TEST_NOTIFY=false starts A and B that way too, and then the first two
- * cases fail. A listener whose backend is terminated reconnects (rowlock_notify_connects_total
- * counts it) and wakes again; a process whose listener cannot connect serves, says "degraded" in
- * /readyz and rowlock_notify_listener_up 0, and its long-polls fall back to the re-check. */
+ * cases fail. One job wakes one of three claimers on A, not all. A listener whose backend is
+ * terminated reconnects (rowlock_notify_connects_total counts it) and wakes again; a process whose
+ * listener cannot connect serves, says "degraded" in /readyz and rowlock_notify_listener_up 0, and
+ * its long-polls fall back to the re-check. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,6 +142,46 @@ static void log_read_on_a_is_woken_by_a_produce_on_b(void **state)
     assert_true(latency < PROMPT_S);
 }
 
+/* One job enqueued through B wakes one of the three claims waiting on A, not all of them (the
+ * notification carries the number of jobs, so a crowd of claimers is not stampeded); two more
+ * jobs wake the other two. */
+static void an_enqueue_wakes_as_many_claimers_as_jobs(void **state)
+{
+    json_decref(th_call(b.port, "PUT", "/queues/few", "{}", 201));
+    double waiting = th_metric(a.port, "rowlock_http_long_polls_waiting");
+    /* static: a failed assertion leaves the threads running, writing into these */
+    static struct long_poll p[3];
+    static pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = (struct long_poll){.port = a.port,
+                                  .method = "POST",
+                                  .path = "/queues/few/leases",
+                                  .body = "{\"owner\":\"w\",\"wait_seconds\":10}"};
+        pthread_create(&t[i], NULL, long_poll_main, &p[i]);
+    }
+    assert_true(await_metric(a.port, "rowlock_http_long_polls_waiting", waiting + 3, 5) >=
+                waiting + 3);
+    double woken = th_metric(a.port, "rowlock_long_poll_wakes_total");
+    double started = th_now();
+    json_decref(th_call(b.port, "POST", "/queues/few/jobs", "{\"payload\":1}", 201));
+    usleep(300000); /* far below the 2.5 s or more to the first re-check */
+    int answered = 0;
+    for (int i = 0; i < 3; i++)
+        answered += p[i].done_at > 0;
+    assert_int_equal(answered, 1);
+    assert_true(th_metric(a.port, "rowlock_long_poll_wakes_total") == woken + 1);
+    assert_true(th_metric(a.port, "rowlock_http_long_polls_waiting") == waiting + 2);
+    json_decref(th_call(b.port, "POST", "/queues/few/jobs",
+                        "{\"jobs\":[{\"payload\":2},{\"payload\":3}]}", 201));
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(p[i].r.status, 200);
+        assert_int_equal(json_array_size(json_object_get(p[i].r.json, "leases")), 1);
+        th_response_free(&p[i].r);
+    }
+    assert_true(th_now() - started < 1.0);
+}
+
 /* The control: without notifications only the re-check (2.5 s or more away) finds the job. */
 static void without_notify_the_claim_waits_for_the_recheck(void **state)
 {
@@ -198,6 +239,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_on_a_is_woken_by_an_enqueue_on_b),
         cmocka_unit_test(log_read_on_a_is_woken_by_a_produce_on_b),
+        cmocka_unit_test(an_enqueue_wakes_as_many_claimers_as_jobs),
         cmocka_unit_test(without_notify_the_claim_waits_for_the_recheck),
         cmocka_unit_test(a_terminated_listener_reconnects_and_wakes_again),
         cmocka_unit_test(an_unreachable_listener_degrades_but_never_strands),
