@@ -2,11 +2,12 @@
  * re-checking its long-polls only every 5 s. A claim (wait_seconds 10) and a log read (wait=10)
  * waiting on A answer within 200 ms of an enqueue or a produce through B. The control runs the
  * same claim on two processes started with ROWLOCK_NOTIFY=false and must wait for the re-check
- * (over a second); ROWLOCK_TEST_NOTIFY=false starts A and B that way too, and then the first two
- * cases fail. One job wakes one of three claimers on A, not all. A listener whose backend is
- * terminated reconnects (rowlock_notify_connects_total counts it) and wakes again; a process whose
- * listener cannot connect serves, says "degraded" in /readyz and rowlock_notify_listener_up 0, and
- * its long-polls fall back to the re-check. */
+ * (over a second); ROWLOCK_TEST_NOTIFY=false starts A and B that way too, and then the first three
+ * cases fail (a ledger transaction waiting on A for its input, written through B, is the third).
+ * One job wakes one of three claimers on A, not all. A listener whose backend is terminated
+ * reconnects (rowlock_notify_connects_total counts it) and wakes again; a process whose listener
+ * cannot connect serves, says "degraded" in /readyz and rowlock_notify_listener_up 0, and its
+ * long-polls fall back to the re-check. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,6 +71,7 @@ static const char *readyz_wake_ups(int port)
 
 struct long_poll {
     int port;
+    long want; /* the long-poll's status; 0: 200 */
     const char *method, *path, *body;
     struct th_response r;
     double done_at;
@@ -98,7 +100,7 @@ static double woken_after(struct long_poll *p, int writer_port, const char *meth
     json_decref(th_call(writer_port, method, path, body, 201));
     double written = th_now();
     pthread_join(t, NULL);
-    assert_int_equal(p->r.status, 200);
+    assert_int_equal(p->r.status, p->want ? p->want : 200);
     return p->done_at - written;
 }
 
@@ -138,6 +140,28 @@ static void log_read_on_a_is_woken_by_a_produce_on_b(void **state)
         woken_after(&p, b.port, "POST", "/topics/crosslog/messages", "{\"key\":\"k\",\"value\":1}");
     fprintf(stderr, "log read on A answered %.4f s after the produce on B\n", latency);
     assert_int_equal(json_array_size(json_object_get(p.r.json, "messages")), 1);
+    th_response_free(&p.r);
+    assert_true(latency < PROMPT_S);
+}
+
+/* A ledger transaction waiting on A for its input's version (wait_seconds) is applied at once
+ * when the transaction that writes that version commits through B. */
+static void ledger_wait_on_a_is_woken_by_a_transaction_on_b(void **state)
+{
+    json_decref(th_call(b.port, "PUT", "/ledgers/crossledger", "{}", 201));
+    struct long_poll p = {
+        .port = a.port,
+        .want = 201,
+        .method = "POST",
+        .path = "/ledgers/crossledger/transactions",
+        .body = "{\"digest\":\"waiter\",\"inputs\":[{\"object_id\":\"gate\",\"version\":1}],"
+                "\"writes\":[{\"object_id\":\"gate\",\"version\":2,\"type\":\"c\",\"data\":2}],"
+                "\"wait_seconds\":10}"};
+    double latency = woken_after(
+        &p, b.port, "POST", "/ledgers/crossledger/transactions",
+        "{\"digest\":\"gate\",\"writes\":[{\"object_id\":\"gate\",\"version\":1,\"type\":\"c\","
+        "\"data\":1}]}");
+    fprintf(stderr, "ledger transaction on A applied %.4f s after its input's on B\n", latency);
     th_response_free(&p.r);
     assert_true(latency < PROMPT_S);
 }
@@ -239,6 +263,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_on_a_is_woken_by_an_enqueue_on_b),
         cmocka_unit_test(log_read_on_a_is_woken_by_a_produce_on_b),
+        cmocka_unit_test(ledger_wait_on_a_is_woken_by_a_transaction_on_b),
         cmocka_unit_test(an_enqueue_wakes_as_many_claimers_as_jobs),
         cmocka_unit_test(without_notify_the_claim_waits_for_the_recheck),
         cmocka_unit_test(a_terminated_listener_reconnects_and_wakes_again),
