@@ -25,6 +25,7 @@
 #define PROMPT_S 0.2 /* the answer a wake gives, far below the 5 s re-check */
 
 static struct th_service a, b, off_a, off_b;
+static struct th_service deg; /* the degraded one: stopped by teardown too when its case fails */
 static char dburl[1024];
 
 static int setup(void **state)
@@ -47,6 +48,8 @@ static int teardown(void **state)
 {
     int r = th_service_stop(&a) | th_service_stop(&b);
     r |= th_service_stop(&off_a) | th_service_stop(&off_b);
+    if (deg.pid > 0)
+        th_service_stop(&deg);
     return r == 0 ? 0 : -1;
 }
 
@@ -237,25 +240,26 @@ static void an_unreachable_listener_degrades_but_never_strands(void **state)
 {
     const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=300",
                          "ROWLOCK_NOTIFY_DATABASE_URL=postgresql://127.0.0.1:1/none", NULL};
-    struct th_service c;
-    assert_int_equal(th_service_start(&c, dburl, env), 0);
-    assert_true(await_metric(c.port, "rowlock_notify_failures_total", 1, 10) >= 1);
-    assert_true(th_metric(c.port, "rowlock_notify_listener_up") == 0);
-    assert_true(th_metric(c.port, "rowlock_notify_enabled") == 1);
-    assert_string_equal(readyz_wake_ups(c.port), "degraded");
-    assert_true(th_service_logged(&c, "cross-process wake-ups degraded"));
+    assert_int_equal(th_service_start(&deg, dburl, env), 0);
+    assert_true(await_metric(deg.port, "rowlock_notify_failures_total", 1, 10) >= 1);
+    assert_true(th_metric(deg.port, "rowlock_notify_listener_up") == 0);
+    assert_true(th_metric(deg.port, "rowlock_notify_enabled") == 1);
+    assert_string_equal(readyz_wake_ups(deg.port), "degraded");
+    assert_true(th_service_logged(&deg, "cross-process wake-ups degraded"));
     /* it serves writes (their announcement is dropped, counted) and long-polls */
-    json_decref(th_call(c.port, "PUT", "/queues/degraded", "{}", 201));
-    json_decref(th_call(c.port, "POST", "/queues/degraded/jobs", "{\"payload\":1}", 201));
-    assert_true(th_metric(c.port, "rowlock_notify_dropped_total") >= 1);
-    json_t *got = th_call(c.port, "POST", "/queues/degraded/leases", "{\"owner\":\"w\"}", 200);
+    json_decref(th_call(deg.port, "PUT", "/queues/degraded", "{}", 201));
+    json_decref(th_call(deg.port, "POST", "/queues/degraded/jobs", "{\"payload\":1}", 201));
+    assert_true(th_metric(deg.port, "rowlock_notify_dropped_total") >= 1);
+    json_t *got = th_call(deg.port, "POST", "/queues/degraded/leases", "{\"owner\":\"w\"}", 200);
     assert_int_equal(json_array_size(json_object_get(got, "leases")), 1);
     json_decref(got);
     /* a write through another process reaches its waiter at the re-check: late, not lost */
-    double latency = claim_latency(&c, &b, "fallback");
+    double latency = claim_latency(&deg, &b, "fallback");
     assert_true(latency < 2.0);
-    assert_true(th_metric(c.port, "rowlock_long_poll_rechecks_total") >= 1);
-    assert_int_equal(th_service_stop(&c), 0);
+    assert_true(th_metric(deg.port, "rowlock_long_poll_rechecks_total") >= 1);
+    int stopped = th_service_stop(&deg);
+    deg.pid = 0;
+    assert_int_equal(stopped, 0);
 }
 
 int main(void)
