@@ -47,6 +47,12 @@ static void lst_log(struct db_listener *l, enum db_log_level level, const char *
         fprintf(stderr, "rowlock: %s%s%s\n", msg, detail ? ": " : "", detail ? detail : "");
 }
 
+static void lst_notice(void *arg, const PGresult *res)
+{
+    struct db_listener *l = arg;
+    db_log_notice(l->cfg.log, l->cfg.log_ctx, res);
+}
+
 static void kick(struct db_listener *l)
 {
     uint64_t one = 1;
@@ -88,8 +94,11 @@ static int lst_connect(struct db_listener *l, int quiet)
         DB_LISTENER_APP_NAME, NULL};
     l->pg = PQconnectdbParams(keys, vals, 1);
     PGresult *r = NULL;
-    if (l->pg != NULL && PQstatus(l->pg) == CONNECTION_OK)
+    if (l->pg != NULL && PQstatus(l->pg) == CONNECTION_OK) {
+        /* the server's notices (a "terminating connection", say) go to the log, not stderr */
+        PQsetNoticeReceiver(l->pg, lst_notice, l);
         r = PQexec(l->pg, "LISTEN " DB_LISTENER_CHANNEL);
+    }
     if (r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK) {
         PQclear(r);
         return 0;
@@ -213,7 +222,11 @@ static double now_ms(void)
 static void serve(struct db_listener *l)
 {
     double last_sent = 0;
-    int pending = 0;
+    /* names queued while the connection was down (their kicks were drained by the backoff) go
+     * out with the first batch */
+    pthread_mutex_lock(&l->mu);
+    int pending = l->npending > 0;
+    pthread_mutex_unlock(&l->mu);
     while (!atomic_load(&l->stop)) {
         double wait = pending ? last_sent + l->cfg.coalesce_ms - now_ms() : 1000;
         struct pollfd p[2] = {{PQsocket(l->pg), POLLIN, 0}, {l->efd, POLLIN, 0}};

@@ -42,13 +42,13 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Writes one line through the configured log function, or to stderr without one. fields: key,
- * value pairs ended by a NULL key (at most DB_LOG_FIELDS pairs). */
-static void pool_log(struct db_pool *p, enum db_log_level level, const char *msg,
-                     const char *const *fields)
+/* Writes one line through log, or to stderr without one. fields: key, value pairs ended by a
+ * NULL key (at most DB_LOG_FIELDS pairs). */
+static void log_to(db_log_fn log, void *ctx, enum db_log_level level, const char *msg,
+                   const char *const *fields)
 {
-    if (p->cfg.log != NULL) {
-        p->cfg.log(p->cfg.log_ctx, level, msg, fields);
+    if (log != NULL) {
+        log(ctx, level, msg, fields);
         return;
     }
     if (level == DB_LOG_DEBUG)
@@ -59,6 +59,12 @@ static void pool_log(struct db_pool *p, enum db_log_level level, const char *msg
         n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%s",
                       fields[i] + (fields[i][0] == '#'), fields[i + 1]);
     fprintf(stderr, "%s\n", line);
+}
+
+static void pool_log(struct db_pool *p, enum db_log_level level, const char *msg,
+                     const char *const *fields)
+{
+    log_to(p->cfg.log, p->cfg.log_ctx, level, msg, fields);
 }
 
 /* A message from libpq or the server, one line, without its trailing newline. */
@@ -75,9 +81,8 @@ static void trim_copy(char *out, size_t size, const char *msg)
 
 /* libpq's notice receiver: server notices and warnings (and errors that arrive on an idle
  * connection, such as "terminating connection") become log lines. */
-static void pool_notice(void *arg, const PGresult *res)
+void db_log_notice(db_log_fn log, void *ctx, const PGresult *res)
 {
-    struct db_pool *p = arg;
     const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -93,7 +98,13 @@ static void pool_notice(void *arg, const PGresult *res)
                             NULL};
     if (detail == NULL)
         fields[6] = NULL;
-    pool_log(p, level, "database notice", fields);
+    log_to(log, ctx, level, "database notice", fields);
+}
+
+static void pool_notice(void *arg, const PGresult *res)
+{
+    struct db_pool *p = arg;
+    db_log_notice(p->cfg.log, p->cfg.log_ctx, res);
 }
 
 static void *watchdog_main(void *arg);
@@ -398,8 +409,10 @@ static int watchdog_pass(struct db_pool *p)
         if (c->busy_since_ms == 0 || now - c->busy_since_ms < p->cfg.deadline_ms ||
             c->watch_fd < 0 || atomic_load(&c->cut))
             continue;
-        shutdown(c->watch_fd, SHUT_RDWR);
+        /* marked first: the worker woken by the shutdown must see a deadline cut, not a server
+         * that went away (which would flush the pool and run the attempt again) */
         atomic_store(&c->cut, 1);
+        shutdown(c->watch_fd, SHUT_RDWR);
         p->stats.deadlines++;
         cut++;
     }

@@ -21,6 +21,10 @@ enum db_log_level { DB_LOG_DEBUG, DB_LOG_INFO, DB_LOG_WARN, DB_LOG_ERROR };
 typedef void (*db_log_fn)(void *ctx, enum db_log_level level, const char *msg,
                           const char *const *fields);
 
+/* Logs a notice or error libpq received (a PGresult of a notice receiver) through log (or
+ * stderr without one): a "database notice" line with its severity, SQLSTATE and message. */
+void db_log_notice(db_log_fn log, void *ctx, const PGresult *res);
+
 struct db_pool_config {
     const char *conninfo; /* libpq URI or key=value string */
     int size;
