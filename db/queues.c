@@ -101,15 +101,16 @@ static const struct db_stmt st_job_history = {
 static const struct db_stmt st_job_list = {
     "job_list",
     "WITH RECURSIVE walk (k, id, bytes, over) AS ((SELECT 1, n.id, n.bytes, false FROM "
-    "(" LIST_NEXT("$2") ") n) UNION ALL (SELECT walk.k + 1, n.id, walk.bytes + n.bytes, "
-                        "  walk.bytes + n.bytes > $5::bigint FROM walk, LATERAL (" LIST_NEXT(
-                            "walk.id") ") n "
-                                       "  WHERE walk.k < $4 AND NOT walk.over)) "
-                                       "SELECT " JOB_COLUMNS
-                                       ", EXISTS (SELECT 1 FROM walk WHERE over) FROM walk "
-                                       "JOIN rowlock.jobs j ON j.id = walk.id JOIN "
-                                       "rowlock.job_bodies b ON b.job_id = j.id "
-                                       "WHERE NOT walk.over ORDER BY j.id",
+    "(" LIST_NEXT(
+        "$2") ") n) UNION ALL (SELECT walk.k + 1, n.id, walk.bytes + n.bytes, "
+              "  coalesce(walk.bytes + n.bytes > $5::bigint, false) FROM walk, LATERAL (" LIST_NEXT(
+                  "walk.id") ") n "
+                             "  WHERE walk.k < $4 AND NOT walk.over)) "
+                             "SELECT " JOB_COLUMNS
+                             ", EXISTS (SELECT 1 FROM walk WHERE over) FROM walk "
+                             "JOIN rowlock.jobs j ON j.id = walk.id JOIN "
+                             "rowlock.job_bodies b ON b.job_id = j.id "
+                             "WHERE NOT walk.over ORDER BY j.id",
     5};
 static const struct db_stmt st_job_retry = {
     "job_retry",

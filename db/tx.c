@@ -346,11 +346,17 @@ static enum db_status run_pipeline(struct db_conn *c, const struct db_call *call
     c->begin = NULL;
     int sent_begin = begin != NULL;
     size_t nbegin = 0;
-    if (PQenterPipelineMode(c->pg) != 1 || !send_pipeline(c, begin, &nbegin, calls, n, commit)) {
+    int entered = PQenterPipelineMode(c->pg) == 1;
+    if (!entered || !send_pipeline(c, begin, &nbegin, calls, n, commit)) {
         db_error_set(err, "08006", "cannot send: %s", PQerrorMessage(c->pg));
         c->broken = 1;
+        /* libpq may have flushed part of the pipeline before the send failed, and the server
+         * runs each command without waiting for the sync: with COMMIT in it, it may have run */
+        if (entered && commit)
+            return commit_unknown(c, err);
         if (c->lost == DB_LOST_NONE)
-            c->lost = sent_begin ? DB_LOST_NOTHING_RAN : DB_LOST_NOT_COMMITTED;
+            c->lost =
+                sent_begin && !db_conn_was_cut(c) ? DB_LOST_NOTHING_RAN : DB_LOST_NOT_COMMITTED;
         return DB_ERR_UNAVAILABLE;
     }
     struct pipe_fail f = {DB_OK, -1, 0};
