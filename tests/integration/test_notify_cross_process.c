@@ -9,6 +9,7 @@
  * cannot connect serves, says "degraded" in /readyz and rowlock_notify_listener_up 0, and its
  * long-polls fall back to the re-check. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,6 +79,7 @@ struct long_poll {
     const char *method, *path, *body;
     struct th_response r;
     double done_at;
+    atomic_int done; /* set after done_at: read while the thread may still run */
 };
 
 static void *long_poll_main(void *arg)
@@ -87,6 +89,7 @@ static void *long_poll_main(void *arg)
     th_http(p->port, p->method, p->path, p->body ? ct : NULL, p->body,
             p->body ? strlen(p->body) : 0, &p->r);
     p->done_at = th_now();
+    atomic_store(&p->done, 1);
     return NULL;
 }
 
@@ -194,7 +197,7 @@ static void an_enqueue_wakes_as_many_claimers_as_jobs(void **state)
     usleep(300000); /* far below the 2.5 s or more to the first re-check */
     int answered = 0;
     for (int i = 0; i < 3; i++)
-        answered += p[i].done_at > 0;
+        answered += atomic_load(&p[i].done);
     assert_int_equal(answered, 1);
     assert_true(th_metric(a.port, "rowlock_long_poll_wakes_total") == woken + 1);
     assert_true(th_metric(a.port, "rowlock_http_long_polls_waiting") == waiting + 2);
