@@ -53,8 +53,8 @@ static int64_t enqueue(const char *queue)
     return id;
 }
 
-/* Creates queue with a job finished an hour ago (past its retention); returns the job's id. */
-static int64_t finished_job(PGconn *pg, const char *queue)
+/* Creates queue (retention 60 s) with a job that has just finished; returns the job's id. */
+static int64_t finished_job(const char *queue)
 {
     char path[128], body[128];
     snprintf(path, sizeof(path), "/queues/%s", queue);
@@ -68,12 +68,17 @@ static int64_t finished_job(PGconn *pg, const char *queue)
     snprintf(path, sizeof(path), "/queues/%s/leases/%" PRId64 "/complete", queue, id);
     snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" PRId64 "}", fence);
     json_decref(th_call(svc.port, "POST", path, body, 200));
+    return id;
+}
+
+/* Makes a finished job due for purging (finished an hour ago, past its 60 s retention). */
+static void make_due(PGconn *pg, int64_t id)
+{
     char sql[160];
     snprintf(sql, sizeof(sql),
              "UPDATE rowlock.jobs SET finished_at = now() - interval '1 hour' WHERE id = %" PRId64,
              id);
     PQclear(th_sql(pg, sql));
-    return id;
 }
 
 static int job_exists(PGconn *pg, int64_t id)
@@ -119,13 +124,16 @@ static void janitor_of_other_queues_survives_one_that_fails(void **state)
 {
     (void)state;
     PGconn *pg = th_pg(dburl), *locker = th_pg(dburl);
-    int64_t stuck = finished_job(pg, "j1"), other = finished_job(pg, "j2");
+    int64_t stuck = finished_job("j1"), other = finished_job("j2");
     /* a long transaction holds the body of j1's job: its purge cannot delete it */
     char sql[160];
     PQclear(th_sql(locker, "BEGIN"));
     snprintf(sql, sizeof(sql),
              "SELECT 1 FROM rowlock.job_bodies WHERE job_id = %" PRId64 " FOR UPDATE", stuck);
     PQclear(th_sql(locker, sql));
+    /* due only now that the lock is held: a janitor pass before it would purge j1's job */
+    make_due(pg, stuck);
+    make_due(pg, other);
     double t0 = th_now();
     while (th_now() - t0 < 20 &&
            (job_exists(pg, other) ||
