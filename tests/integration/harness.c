@@ -574,3 +574,13 @@ void th_crowd_free(struct th_crowd *c)
     curl_slist_free_all(c->headers);
     free(c->w);
 }
+
+void th_pgctl(const char *action, int quiet)
+{
+    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
+    if (ctl == NULL || ctl[0] == '\0')
+        fail_msg("ROWLOCK_TEST_PGCTL is not set: run the suite with deploy/local.sh test");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "'%s' %s %s", ctl, action, quiet ? ">/dev/null 2>&1" : ">&2");
+    assert_int_equal(system(cmd), 0);
+}

@@ -117,6 +117,10 @@ int th_raise_fd_limit(unsigned long want);
 /* The value of one series of /metrics ("name" or "name{labels}"), or -1 when absent. */
 double th_metric(int port, const char *series);
 
+/* Runs $ROWLOCK_TEST_PGCTL with action (stop, start, status) on the test cluster and asserts it
+ * succeeded; its output goes to stderr, or nowhere when quiet (a test reading its own stderr). */
+void th_pgctl(const char *action, int quiet);
+
 /* One numeric input of a route for th_bounds_check. */
 struct th_bound {
     const char *method;

@@ -19,16 +19,6 @@
 
 static char dburl[1024];
 
-static void pgctl(const char *action)
-{
-    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
-    if (ctl == NULL || ctl[0] == '\0')
-        fail_msg("ROWLOCK_TEST_PGCTL is not set: run the suite with deploy/local.sh test");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' %s >&2", ctl, action);
-    assert_int_equal(system(cmd), 0);
-}
-
 static int setup(void **state)
 {
     return th_db_create("restart", dburl, sizeof(dburl));
@@ -68,14 +58,14 @@ static void readyz_follows_the_database_down_and_up(void **state)
     for (int i = 0; i < 8; i++)
         assert_int_equal(status_of(svc.port, "/readyz", code, sizeof(code), &retry), 200);
 
-    pgctl("stop");
+    th_pgctl("stop", 0);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(status_of(svc.port, "/readyz", code, sizeof(code), &retry), 503);
         assert_string_equal(code, "database_unavailable");
         assert_true(retry >= 1);
         assert_int_equal(status_of(svc.port, "/healthz", code, sizeof(code), &retry), 200);
     }
-    pgctl("start");
+    th_pgctl("start", 0);
     long s = 0;
     for (int i = 0; i < 300 && s != 200; i++) {
         s = status_of(svc.port, "/readyz", code, sizeof(code), &retry);
@@ -95,13 +85,13 @@ static void *start_database_later(void *arg)
     struct th_service *svc = arg;
     for (int i = 0; i < 1000 && !th_service_logged(svc, "waiting for the database"); i++)
         usleep(10000);
-    pgctl("start");
+    th_pgctl("start", 0);
     return NULL;
 }
 
 static void startup_waits_for_the_database(void **state)
 {
-    pgctl("stop");
+    th_pgctl("stop", 0);
     struct th_service svc;
     const char *env[] = {"ROWLOCK_DB_STARTUP_WAIT_S=60", NULL};
     assert_int_equal(th_service_spawn(&svc, dburl, env), 0);
@@ -119,13 +109,13 @@ static void startup_waits_for_the_database(void **state)
 
 static void startup_gives_up_after_the_wait(void **state)
 {
-    pgctl("stop");
+    th_pgctl("stop", 0);
     struct th_service svc;
     const char *env[] = {"ROWLOCK_DB_STARTUP_WAIT_S=2", NULL};
     assert_int_equal(th_service_start(&svc, dburl, env), -1);
     assert_int_equal(svc.exit_code, 1);
     assert_true(th_service_logged(&svc, "database did not become reachable"));
-    pgctl("start");
+    th_pgctl("start", 0);
 }
 
 int main(void)

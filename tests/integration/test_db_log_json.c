@@ -26,16 +26,6 @@ static char dburl[1024];
 static char logpath[] = "/tmp/rowlock_log_json_XXXXXX";
 static int saved_stderr = -1;
 
-static void pgctl(const char *action)
-{
-    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
-    if (ctl == NULL || ctl[0] == '\0')
-        fail_msg("ROWLOCK_TEST_PGCTL is not set: run the suite with deploy/local.sh test");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' %s >/dev/null 2>&1", ctl, action);
-    assert_int_equal(system(cmd), 0);
-}
-
 /* Points our stderr (where the harness copies the service's log) at a file. */
 static void capture_begin(void)
 {
@@ -132,8 +122,8 @@ static void log_is_json_through_restarts(void **state)
     crash_restart();
     warm(svc.port);
     warm(svc.port);
-    pgctl("stop");
-    pgctl("start");
+    th_pgctl("stop", 1);
+    th_pgctl("start", 1);
     warm(svc.port);
     warm(svc.port);
     assert_int_equal(th_service_stop(&svc), 0);

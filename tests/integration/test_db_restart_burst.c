@@ -25,16 +25,6 @@ static char dburl[1024];
 static struct th_service svc;
 static int running; /* svc has started and not been stopped */
 
-static void pgctl(const char *action)
-{
-    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
-    if (ctl == NULL || ctl[0] == '\0')
-        fail_msg("ROWLOCK_TEST_PGCTL is not set: run the suite with deploy/local.sh test");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' %s >&2", ctl, action);
-    assert_int_equal(system(cmd), 0);
-}
-
 static int setup(void **state)
 {
     return th_db_create("restartburst", dburl, sizeof(dburl));
@@ -91,8 +81,8 @@ static void burst_after_restart_gets_no_503(void **state)
     fprintf(stderr, "pooled connections open before the restart: %g\n", opened);
     assert_true(opened >= 4); /* enough warm connections for the restart to break */
 
-    pgctl("stop");
-    pgctl("start");
+    th_pgctl("stop", 0);
+    th_pgctl("start", 0);
     sleep(2);
     int unavailable = burst(svc.port, &ok);
     fprintf(stderr, "after the restart: %d of %d answered 503, %d succeeded\n", unavailable, BURST,
