@@ -152,6 +152,21 @@ static const char *type_name(enum cfg_type t)
     }
 }
 
+/* Stores the index of value among the n words into field (a long). Returns 0, or -1 after
+ * writing why to err (name and source say which setting). */
+static int config_word(char *field, const char *value, const char *const *words, long n,
+                       const char *expected, const char *name, const char *source, FILE *err)
+{
+    for (long i = 0; i < n; i++) {
+        if (strcmp(value, words[i]) == 0) {
+            *(long *)field = i;
+            return 0;
+        }
+    }
+    fprintf(err, "rowlock: invalid %s %s=\"%s\": expected %s\n", source, name, value, expected);
+    return -1;
+}
+
 /* Stores value into the field of key k. Returns 0, or -1 after writing why to err. */
 static int config_set(struct svc_config *cfg, const struct cfg_key *k, const char *value,
                       const char *source, FILE *err)
@@ -193,25 +208,12 @@ static int config_set(struct svc_config *cfg, const struct cfg_key *k, const cha
                 source[0] == 'f' ? k->flag : k->env, value);
         return -1;
     case CFG_LEVEL:
-        for (long i = 0; i <= SVC_LOG_ERROR; i++) {
-            if (strcmp(value, level_names[i]) == 0) {
-                *(long *)field = i;
-                return 0;
-            }
-        }
-        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected debug, info, warn or error\n", source,
-                source[0] == 'f' ? k->flag : k->env, value);
-        return -1;
+        return config_word(field, value, level_names, SVC_LOG_ERROR + 1,
+                           "debug, info, warn or error", source[0] == 'f' ? k->flag : k->env,
+                           source, err);
     case CFG_MIGRATE:
-        for (long i = 0; i <= SVC_MIGRATE_OFF; i++) {
-            if (strcmp(value, migrate_names[i]) == 0) {
-                *(long *)field = i;
-                return 0;
-            }
-        }
-        fprintf(err, "rowlock: invalid %s %s=\"%s\": expected auto, check or off\n", source,
-                source[0] == 'f' ? k->flag : k->env, value);
-        return -1;
+        return config_word(field, value, migrate_names, SVC_MIGRATE_OFF + 1, "auto, check or off",
+                           source[0] == 'f' ? k->flag : k->env, source, err);
     }
     return -1;
 }
