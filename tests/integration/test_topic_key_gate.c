@@ -42,8 +42,11 @@ static void *sample(void *arg)
     struct sampler *s = arg;
     PGconn *c = th_pg(dburl);
     while (!atomic_load(&s->stop)) {
+        /* waits on another transaction's row lock; not the relation-extension locks that
+         * concurrent inserts into the log take now and then */
         PGresult *r = th_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                                "current_database() AND wait_event_type = 'Lock'");
+                                "current_database() AND wait_event_type = 'Lock' AND "
+                                "wait_event IN ('transactionid', 'tuple')");
         int n = atoi(PQgetvalue(r, 0, 0));
         PQclear(r);
         if (n > s->most)
