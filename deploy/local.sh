@@ -88,6 +88,10 @@ readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libpq-de
     libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format)
 # The fuzz targets of tests/fuzz need clang and libFuzzer.
 readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev)
+# What the tests drive besides rowlock: a load balancer in front of several processes (haproxy),
+# the dashboard's browser tests (chromium, headless) and the failover test's standby
+# (pg_basebackup comes with postgresql).
+readonly TEST_PACKAGES=(haproxy chromium)
 
 # build DIR [cmake -D options...]
 build() {
@@ -534,7 +538,7 @@ check_deploy() {
 cmd_test() {
     local quick=0
     [ "${1:-}" = --quick ] && quick=1
-    local pkgs=("${BASE_PACKAGES[@]}")
+    local pkgs=("${BASE_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
     command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
     command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
     [ "$quick" -eq 1 ] || pkgs+=("${FUZZ_PACKAGES[@]}")
