@@ -204,6 +204,51 @@ static void log_connected(struct db_pool *p, struct db_conn *c)
     c->connected_before = 1;
 }
 
+/* Why the server of pg takes no writes ("in_hot_standby": a standby,
+ * "default_transaction_read_only": a primary set read-only), from what it reported (PostgreSQL 14
+ * and later report both at connect and on every change; older servers are asked). NULL when it
+ * takes writes. */
+static const char *read_only_reason(PGconn *pg)
+{
+    static const char *const params[] = {"in_hot_standby", "default_transaction_read_only"};
+    int reported = 0;
+    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+        const char *v = PQparameterStatus(pg, params[i]);
+        reported |= v != NULL;
+        if (v != NULL && strcmp(v, "on") == 0)
+            return params[i];
+    }
+    if (reported)
+        return NULL;
+    PGresult *res = PQexec(pg, "SHOW transaction_read_only");
+    int ro = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+             strcmp(PQgetvalue(res, 0, 0), "on") == 0;
+    PQclear(res);
+    return ro ? "transaction_read_only" : NULL;
+}
+
+/* A connection to a server that takes no writes (a standby, a demoted primary, a primary set
+ * read-only) is never lent: counted, logged once until a connection succeeds, and refused as
+ * DB_ERR_UNAVAILABLE (a 503, so a client sends again; the next connect may reach the new
+ * primary). */
+static enum db_status refuse_read_only(struct db_pool *p, struct db_conn *c, struct db_error *err)
+{
+    const char *why = read_only_reason(c->pg);
+    if (why == NULL)
+        return DB_OK;
+    db_error_set(err, "25006",
+                 "the database server %s port %s is read-only (%s is on): connection closed",
+                 PQhost(c->pg), PQport(c->pg), why);
+    pthread_mutex_lock(&p->mu);
+    p->stats.read_only++;
+    pthread_mutex_unlock(&p->mu);
+    if (!atomic_exchange(&p->unreachable, 1)) {
+        const char *fields[] = {"detail", err->message, "setting", why, NULL};
+        pool_log(p, DB_LOG_WARN, "database server is read-only", fields);
+    }
+    return DB_ERR_UNAVAILABLE;
+}
+
 /* Opens c's connection and sets its session parameters. Our TCP settings come before the
  * connection string, so that it may override them (later entries win). */
 static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct db_error *err)
@@ -214,17 +259,15 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
     snprintf(interval, sizeof(interval), "%d", DB_KEEPALIVES_INTERVAL_S);
     snprintf(count, sizeof(count), "%d", DB_KEEPALIVES_COUNT);
     snprintf(user_timeout, sizeof(user_timeout), "%d", DB_TCP_USER_TIMEOUT_MS);
-    const char *keys[] = {"application_name",
-                          "keepalives",
-                          "keepalives_idle",
-                          "keepalives_interval",
-                          "keepalives_count",
-                          "tcp_user_timeout",
-                          "dbname",
-                          "connect_timeout",
-                          NULL};
-    const char *vals[] = {"rowlock",    "1",         idle,    interval, count,
-                          user_timeout, p->conninfo, timeout, NULL};
+    /* target_session_attrs: a connection string naming several hosts (or one name that a
+     * failover moves) reaches the writable one; a string may ask for another value */
+    const char *keys[] = {"application_name",     "keepalives",
+                          "keepalives_idle",      "keepalives_interval",
+                          "keepalives_count",     "tcp_user_timeout",
+                          "target_session_attrs", "dbname",
+                          "connect_timeout",      NULL};
+    const char *vals[] = {"rowlock",    "1",          idle,        interval, count,
+                          user_timeout, "read-write", p->conninfo, timeout,  NULL};
     c->generation = atomic_load(&p->generation);
     c->pg = PQconnectdbParams(keys, vals, 1);
     if (c->pg != NULL)
@@ -248,6 +291,8 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
              "SET statement_timeout = %d; SET lock_timeout = %d; SET TIME ZONE 'UTC'",
              p->cfg.statement_timeout_ms, p->cfg.statement_timeout_ms);
     enum db_status st = db_exec(c, set, err);
+    if (st == DB_OK)
+        st = refuse_read_only(p, c, err);
     if (st != DB_OK) {
         db_conn_close(c);
         return st == DB_ERR_HARD ? DB_ERR_UNAVAILABLE : st;
@@ -264,6 +309,13 @@ static int idle_conn_stale(struct db_pool *p, struct db_conn *c)
 {
     if (PQstatus(c->pg) != CONNECTION_OK || c->generation != atomic_load(&p->generation))
         return 1;
+    if (PQparameterStatus(c->pg, "in_hot_standby") != NULL && read_only_reason(c->pg) != NULL) {
+        /* the server reported it became read-only (default_transaction_read_only set) */
+        pthread_mutex_lock(&p->mu);
+        p->stats.read_only++;
+        pthread_mutex_unlock(&p->mu);
+        return 1;
+    }
     struct pollfd pfd = {.fd = PQsocket(c->pg), .events = POLLIN};
     if (poll(&pfd, 1, 0) == 0)
         return 0;

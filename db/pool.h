@@ -1,6 +1,9 @@
 /* The PostgreSQL connection pool: a fixed number of slots, acquired with a bounded wait,
  * connected lazily and reconnected after a connection breaks, with statement_timeout set on
- * every connection. An idle connection is checked before it is lent; a connection lent for
+ * every connection. A connection to a server that takes no writes (a standby, a demoted or
+ * read-only primary) is closed, never lent; target_session_attrs defaults to read-write, so a
+ * connection string naming several hosts reaches the writable one. An idle connection is
+ * checked before it is lent; a connection lent for
  * longer than the deadline has its socket shut down by a watchdog thread. Transactions belong to
  * tx.c; what is logged goes through the caller's log function (db/ writes no output). */
 #ifndef DB_POOL_H
@@ -91,6 +94,7 @@ struct db_pool_stats {
     uint64_t stale;     /* idle connections found closed by the server at acquire */
     uint64_t flushes;   /* pool flushes after a connection-level failure */
     uint64_t deadlines; /* connections cut by the watchdog */
+    uint64_t read_only; /* connections closed because their server takes no writes */
 };
 void db_pool_get_stats(struct db_pool *pool, struct db_pool_stats *out);
 

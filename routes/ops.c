@@ -90,6 +90,10 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
         {"rowlock_db_deadline_cuts_total", "counter",
          "Connections closed because a request passed ROWLOCK_DB_DEADLINE_MS in the database",
          (double)ps.deadlines},
+        {"rowlock_db_pool_read_only_total", "counter",
+         "Connections closed because their server takes no writes (a standby, a demoted or "
+         "read-only primary)",
+         (double)ps.read_only},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
