@@ -14,6 +14,7 @@
 
 extern const char db_schema_sql[];
 extern const char db_migration_007[];
+extern const char db_migration_008[];
 
 struct migration {
     int number;
@@ -39,6 +40,8 @@ struct migration {
 static const struct migration migrations[] = {
     {6, "baseline", 6, db_schema_sql},      /* the first release: db/schema/0*.sql */
     {7, "migrations", 6, db_migration_007}, /* expand: rowlock.migrations */
+    /* expand: rowlock.topic_consumers, topics.retention_ignores_consumers */
+    {8, "topic_consumers", 6, db_migration_008},
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -133,6 +133,7 @@ void db_topic_from_row(const PGresult *r, int row, int col, struct db_topic *t)
     t->default_schema_version = atoi(PQgetvalue(r, row, col + 4));
     snprintf(t->created_at, sizeof(t->created_at), "%s", PQgetvalue(r, row, col + 5));
     snprintf(t->updated_at, sizeof(t->updated_at), "%s", PQgetvalue(r, row, col + 6));
+    t->retention_ignores_consumers = PQgetvalue(r, row, col + 7)[0] == 't';
 }
 
 /* Fills out from a resolve result r (cleared here); *found 0 when it has no row. */

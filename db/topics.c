@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "db/generated.h"
+#include "db/topic_consumers.h"
 #include "db/tx.h"
 
 /* ---- statements on the catalogue ---- */
@@ -19,15 +20,16 @@
 static const struct db_stmt st_insert_topic = {
     "topic_insert",
     "INSERT INTO rowlock.topics (name, headless_ttl_seconds, retention_seconds, "
-    "default_schema_version) VALUES ($1, $2, nullif($3::integer, 0), $4) "
+    "default_schema_version, retention_ignores_consumers) "
+    "VALUES ($1, $2, nullif($3::integer, 0), $4, $5) "
     "ON CONFLICT (name) DO NOTHING RETURNING " TOPIC_COLUMNS,
-    4};
+    5};
 static const struct db_stmt st_update_topic = {
     "topic_update",
     "UPDATE rowlock.topics SET headless_ttl_seconds = $2, retention_seconds = "
-    "nullif($3::integer, 0), default_schema_version = $4, updated_at = now() WHERE name = $1 "
-    "RETURNING " TOPIC_COLUMNS,
-    4};
+    "nullif($3::integer, 0), default_schema_version = $4, retention_ignores_consumers = $5, "
+    "updated_at = now() WHERE name = $1 RETURNING " TOPIC_COLUMNS,
+    5};
 static const struct db_stmt st_create_tables = {"topic_create_tables",
                                                 "SELECT rowlock.topic_create_tables($1)", 1};
 static const struct db_stmt st_delete_topic = {
@@ -104,14 +106,23 @@ static const char sql_janitor[] =
     "  ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
     "AND head_id IS NULL";
 /* Retention: superseded messages older than the retention lose their payload and become holes
- * (readers skip them; offsets stay dense). The current head of a key is never touched. */
+ * (readers skip them; offsets stay dense). The current head of a key is never touched, nor a
+ * message after the lowest offset a consumer of topic $3 committed ($3 NULL: the topic ignores
+ * consumers). */
 static const char sql_retention[] =
     "UPDATE {m} SET hole = true, key = NULL, value = NULL, producer = NULL, sequence = NULL, "
     "schema_version = NULL, rank = NULL WHERE \"offset\" IN ("
     "  SELECT m.\"offset\" FROM {m} m WHERE NOT m.hole "
     "  AND m.created_at < now() - make_interval(secs => $1::double precision) "
     "  AND m.\"offset\" IS DISTINCT FROM (SELECT head_id FROM {h} h WHERE h.key = m.key) "
+    "  AND ($3::bigint IS NULL OR m.\"offset\" <= coalesce((SELECT min(c.\"offset\") "
+    "    FROM rowlock.topic_consumers c WHERE c.topic_id = $3), 9223372036854775807)) "
     "  ORDER BY m.\"offset\" LIMIT $2 FOR UPDATE SKIP LOCKED)";
+/* Before retention: the topic row shared with consumer creation (which locks it), so that the
+ * retention statement after it sees every consumer that exists; and the topic's setting. */
+static const struct db_stmt st_retention_lock = {
+    "topic_retention_lock",
+    "SELECT retention_ignores_consumers FROM rowlock.topics WHERE id = $1 FOR SHARE", 1};
 
 static int is_missing_table(const struct db_error *err)
 {
@@ -150,7 +161,7 @@ static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error
     i64(ttl, sizeof(ttl), a->cfg->headless_ttl_seconds);
     i64(ret, sizeof(ret), a->cfg->retention_seconds);
     snprintf(sv, sizeof(sv), "%d", a->cfg->default_schema_version);
-    const char *params[] = {a->name, ttl, ret, sv};
+    const char *params[] = {a->name, ttl, ret, sv, a->cfg->retention_ignores_consumers ? "t" : "f"};
     PGresult *r = NULL;
     enum db_status st = db_query(c, &st_insert_topic, params, &r, err);
     if (st != DB_OK)
@@ -261,7 +272,7 @@ enum db_status db_topics_list(struct db_pool *pool, const char *after, int limit
         struct db_topic t;
         struct db_topic_stats s;
         db_topic_from_row(a.rows, i, 0, &t);
-        stats_from_row(a.rows, i, 7, &s);
+        stats_from_row(a.rows, i, TOPIC_NCOLUMNS, &s);
         each(&t, &s, ctx);
     }
     PQclear(a.rows);
@@ -486,6 +497,7 @@ enum db_status db_topics_head_write(struct db_pool *pool, struct db_head_write *
 
 struct read_log {
     const char *topic;
+    const char *consumer; /* NULL: read after `after` */
     int64_t after;
     int limit;
     size_t budget;
@@ -506,6 +518,12 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
     enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
+    if (a->consumer != NULL) {
+        a->verdict = DB_TOPIC_CONSUMER_NOT_FOUND;
+        st = db_consumer_offset(c, t.id, a->consumer, &a->after, &found, err);
+        if (st != DB_OK || !found)
+            return st;
+    }
     a->verdict = DB_TOPIC_OK;
     struct db_gen g = {'t', t.id, db_topic_tables};
     return topic_gone(db_gen_read_log(c, &g, sql_log_read, sql_log_fill, a->after, a->limit,
@@ -513,16 +531,13 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
                       err, &a->verdict);
 }
 
-enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
-                                  size_t budget, db_log_each each, void *ctx, int64_t *next,
-                                  enum db_topic_verdict *verdict, struct db_error *err)
+static enum db_status read_log(struct db_pool *pool, struct read_log *a, db_log_each each,
+                               void *ctx, int64_t *next, struct db_error *err)
 {
-    struct read_log a = {topic, after, limit, budget, NULL, 0, DB_TOPIC_NOT_FOUND};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, read_log_tx, &a, err);
-    *verdict = a.verdict;
-    *next = after;
-    for (int i = 0; st == DB_OK && i < a.usable; i++) {
-        const PGresult *r = a.rows;
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, read_log_tx, a, err);
+    *next = a->after;
+    for (int i = 0; st == DB_OK && i < a->usable; i++) {
+        const PGresult *r = a->rows;
         int64_t offset = strtoll(PQgetvalue(r, i, 0), NULL, 10);
         if (PQgetvalue(r, i, 1)[0] != 't') { /* else a hole: nothing was committed there */
             struct db_log_message m = {
@@ -540,8 +555,31 @@ enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64
         }
         *next = offset;
     }
-    PQclear(a.rows);
+    PQclear(a->rows);
     return st == DB_ABORTED ? DB_OK : st;
+}
+
+enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
+                                  size_t budget, db_log_each each, void *ctx, int64_t *next,
+                                  enum db_topic_verdict *verdict, struct db_error *err)
+{
+    struct read_log a = {topic, NULL, after, limit, budget, NULL, 0, DB_TOPIC_NOT_FOUND};
+    enum db_status st = read_log(pool, &a, each, ctx, next, err);
+    *verdict = a.verdict;
+    return st;
+}
+
+enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *topic,
+                                           const char *consumer, int limit, size_t budget,
+                                           db_log_each each, void *ctx, int64_t *after,
+                                           int64_t *next, enum db_topic_verdict *verdict,
+                                           struct db_error *err)
+{
+    struct read_log a = {topic, consumer, 0, limit, budget, NULL, 0, DB_TOPIC_NOT_FOUND};
+    enum db_status st = read_log(pool, &a, each, ctx, next, err);
+    *verdict = a.verdict;
+    *after = a.after;
+    return st;
 }
 
 struct list_keys {
@@ -696,8 +734,21 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
     PQclear(r);
     if (a->retention <= 0)
         return DB_OK;
+    char id[24];
+    i64(id, sizeof(id), a->id);
+    const char *idp[] = {id};
+    st = db_query(c, &st_retention_lock, idp, &r, err);
+    if (st != DB_OK)
+        return st;
+    int ignores = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+    if (PQntuples(r) == 0) { /* deleted meanwhile */
+        PQclear(r);
+        return DB_OK;
+    }
+    PQclear(r);
     i64(ttl, sizeof(ttl), a->retention);
-    st = db_topic_query(c, a->id, "retention", sql_retention, 2, params, &r, err);
+    const char *rparams[] = {ttl, batch, ignores ? NULL : id};
+    st = db_topic_query(c, a->id, "retention", sql_retention, 3, rparams, &r, err);
     if (st != DB_OK)
         return st;
     a->compacted = strtoll(PQcmdTuples(r), NULL, 10);

@@ -24,6 +24,7 @@ struct db_topic {
     int64_t headless_ttl_seconds;
     int64_t retention_seconds; /* 0: keep the whole log */
     int default_schema_version;
+    int retention_ignores_consumers; /* compaction may pass consumers' committed offsets */
     char created_at[40], updated_at[40];
 };
 
@@ -102,12 +103,14 @@ enum db_topic_verdict {
     DB_TOPIC_PRODUCER_NOT_FOUND,
     DB_TOPIC_PRECONDITION_FAILED,
     DB_TOPIC_UNCHANGED,
+    DB_TOPIC_CONSUMER_NOT_FOUND, /* a log read named a consumer the topic does not have */
 };
 
 struct db_topic_config {
     int64_t headless_ttl_seconds;
     int64_t retention_seconds; /* 0: none */
     int default_schema_version;
+    int retention_ignores_consumers;
 };
 
 struct db_topic_stats {
@@ -180,6 +183,13 @@ typedef int (*db_log_each)(const struct db_log_message *m, void *ctx);
 enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64_t after, int limit,
                                   size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err);
+/* The same read after the committed offset of consumer (read in the same transaction; *after is
+ * set to it, and *next starts there). Verdict CONSUMER_NOT_FOUND when the topic has none. */
+enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *topic,
+                                           const char *consumer, int limit, size_t budget,
+                                           db_log_each each, void *ctx, int64_t *after,
+                                           int64_t *next, enum db_topic_verdict *verdict,
+                                           struct db_error *err);
 
 struct db_key_entry {
     const char *key, *value, *updated_at;
@@ -209,9 +219,11 @@ enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each,
 
 /* Janitor pass: for every topic, deletes headless rows older than its TTL (at most batch per
  * topic, through the partial index, skipping rows locked by anyone: FOR UPDATE SKIP LOCKED), and
- * compacts superseded messages older than the topic's retention into holes. One transaction per
- * topic; safe in many processes at once. each gets the counts of every topic cleaned, failed
- * every topic that could not be (the pass goes on). DB_OK when the topics could be listed. */
+ * compacts superseded messages older than the topic's retention into holes, never past the
+ * lowest offset a consumer committed (unless the topic's retention_ignores_consumers). One
+ * transaction per topic; safe in many processes at once. each gets the counts of every topic
+ * cleaned, failed every topic that could not be (the pass goes on). DB_OK when the topics could be
+ * listed. */
 typedef void (*db_janitor_each)(const char *topic, int64_t headless_deleted, int64_t compacted,
                                 void *ctx);
 enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,

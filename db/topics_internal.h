@@ -11,7 +11,9 @@
 #define TOPIC_COLUMNS                                                                              \
     "id, name, headless_ttl_seconds, coalesce(retention_seconds, 0), default_schema_version, "     \
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "                \
-    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "                \
+    "retention_ignores_consumers"
+#define TOPIC_NCOLUMNS 8
 
 /* A topic's generated tables: {m} messages_<id>, {h} compaction_head_<id>, {s} the offsets. */
 extern const struct db_gen_table db_topic_tables[];

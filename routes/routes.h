@@ -45,6 +45,15 @@ enum svc_outcome route_head_delete(struct svc_request *req);
 void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app);
 void route_topics_janitor_pass(void *app);
 
+/* Handlers of routes/topic_consumers.c and its lag metrics (rendered with the topics'). */
+void route_topic_consumers_init(void);
+enum svc_outcome route_consumer_put(struct svc_request *req);
+enum svc_outcome route_consumer_get(struct svc_request *req);
+enum svc_outcome route_consumers_list(struct svc_request *req);
+enum svc_outcome route_consumer_delete(struct svc_request *req);
+enum svc_outcome route_consumer_commit(struct svc_request *req);
+void route_topic_consumers_render_metrics(struct svc_buf *b, struct svc_app *app);
+
 /* Handlers of routes/queues.c, its metrics and its janitor pass. */
 void route_queues_init(void);
 enum svc_outcome route_queue_put(struct svc_request *req);

@@ -58,6 +58,7 @@ static void metrics_init(void)
 void route_topics_init(void)
 {
     pthread_once(&metrics_once, metrics_init);
+    route_topic_consumers_init();
 }
 
 static void count_effects(const char *topic, const struct db_message_out *out, size_t n)
@@ -119,9 +120,33 @@ static int producer_query(struct svc_request *req, const char **producer, enum s
     return 0;
 }
 
+/* Optional ?consumer= of a log read (NULL when absent), which `after` may not go with. Returns
+ * 0, or -1 after replying 400. */
+static int consumer_query(struct svc_request *req, const char **consumer, enum svc_outcome *out)
+{
+    char why[160];
+    *consumer = svc_req_query(req, "consumer");
+    if (*consumer != NULL && !svc_valid_name(*consumer, why, sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "consumer name: %s", why);
+        return -1;
+    }
+    if (*consumer != NULL && svc_req_query(req, "after") != NULL) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                                 "give after or consumer, not both: a consumer's read starts "
+                                 "after its committed offset");
+        return -1;
+    }
+    return 0;
+}
+
 static enum svc_outcome topic_problem(struct svc_request *req, enum db_topic_verdict v,
                                       const char *topic, const char *producer)
 {
+    if (v == DB_TOPIC_CONSUMER_NOT_FOUND) /* producer names the consumer of a log read */
+        return svc_reply_problem(req, SVC_P_CONSUMER_NOT_FOUND,
+                                 "topic %s has no consumer %s (create it with PUT "
+                                 "/topics/%s/consumers/%s)",
+                                 topic, producer, topic, producer);
     if (v == DB_TOPIC_PRODUCER_NOT_FOUND)
         return svc_reply_problem(req, SVC_P_PRODUCER_NOT_FOUND,
                                  "topic %s has no producer %s (register it with PUT "
@@ -173,12 +198,12 @@ static int etag_listed(const char *field, int64_t offset, int weak)
 
 static json_t *topic_json(const struct db_topic *t, const struct db_topic_stats *s)
 {
-    json_t *j =
-        json_pack("{s:s, s:I, s:o, s:i, s:s, s:s}", "name", t->name, "headless_ttl_seconds",
-                  (json_int_t)t->headless_ttl_seconds, "retention_seconds",
-                  t->retention_seconds > 0 ? json_integer(t->retention_seconds) : json_null(),
-                  "default_schema_version", t->default_schema_version, "created_at", t->created_at,
-                  "updated_at", t->updated_at);
+    json_t *j = json_pack(
+        "{s:s, s:I, s:o, s:b, s:i, s:s, s:s}", "name", t->name, "headless_ttl_seconds",
+        (json_int_t)t->headless_ttl_seconds, "retention_seconds",
+        t->retention_seconds > 0 ? json_integer(t->retention_seconds) : json_null(),
+        "retention_ignores_consumers", t->retention_ignores_consumers, "default_schema_version",
+        t->default_schema_version, "created_at", t->created_at, "updated_at", t->updated_at);
     if (j != NULL && s != NULL)
         json_object_set_new(j, "counts",
                             json_pack("{s:I, s:I, s:I, s:f}", "messages", (json_int_t)s->messages,
@@ -197,9 +222,14 @@ enum svc_outcome route_topic_put(struct svc_request *req)
         return out;
     json_t *body = svc_req_json(req);
     static const char *const allowed[] = {"headless_ttl_seconds", "retention_seconds",
-                                          "default_schema_version", NULL};
+                                          "default_schema_version", "retention_ignores_consumers",
+                                          NULL};
     long long ttl, retention, sv;
     char why[160] = "the body must be a JSON object";
+    json_t *ignores = json_object_get(body, "retention_ignores_consumers");
+    if (ignores != NULL && !json_is_boolean(ignores))
+        return svc_reply_problem(req, SVC_P_INVALID_CONFIG,
+                                 "\"retention_ignores_consumers\" must be true or false");
     if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
         !route_int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0,
                           &ttl, why, sizeof(why)) ||
@@ -208,7 +238,7 @@ enum svc_outcome route_topic_put(struct svc_request *req)
         !route_int_member(body, "default_schema_version", 1, 2147483647, 1, 0, &sv, why,
                           sizeof(why)))
         return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
-    struct db_topic_config cfg = {ttl, retention, (int)sv};
+    struct db_topic_config cfg = {ttl, retention, (int)sv, json_is_true(ignores)};
     struct db_topic t;
     enum db_topic_verdict v;
     struct db_error err;
@@ -516,22 +546,30 @@ enum svc_outcome route_messages_read(struct svc_request *req)
     if (topic == NULL)
         return out;
     long long after, limit, wait;
+    const char *consumer = NULL;
     /* after + 1 is the first offset read: it must stay a bigint */
     if (route_int_query(req, "after", 0, DB_TOPIC_OFFSET_MAX - 1, 0, &after, &out) != 0 ||
         route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
-        route_int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0)
+        route_int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0 ||
+        consumer_query(req, &consumer, &out) != 0)
         return out;
     unsigned gen = svc_wake_generation(req);
     struct svc_jpage page;
     svc_jpage_begin(&page, "messages", response_budget(req));
-    int64_t next = after;
+    int64_t next = after, from = after;
     enum db_topic_verdict v;
     struct db_error err;
-    enum db_status st = db_topics_read_log(app->pool, topic, after, (int)limit, page.budget,
-                                           log_one, &page, &next, &v, &err);
+    enum db_status st =
+        consumer == NULL
+            ? db_topics_read_log(app->pool, topic, after, (int)limit, page.budget, log_one, &page,
+                                 &next, &v, &err)
+            : db_topics_read_consumer_log(app->pool, topic, consumer, (int)limit, page.budget,
+                                          log_one, &page, &from, &next, &v, &err);
+    after = from;
     if (st != DB_OK || v != DB_TOPIC_OK) {
         svc_jpage_free(&page);
-        return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
+        return st != DB_OK ? route_db_problem(req, st, &err)
+                           : topic_problem(req, v, topic, consumer);
     }
     /* nothing new yet: wait (no thread, no connection held) until a produce or the deadline */
     double deadline = svc_now() - svc_req_age(req) + (double)wait;
@@ -847,6 +885,7 @@ void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
                        "rowlock_topic_metrics_failures_total)");
     svc_metrics_sample(b, "rowlock_topic_metrics_up", NULL, st == DB_OK ? 1 : 0);
     svc_buf_free(&rows);
+    route_topic_consumers_render_metrics(b, app);
 }
 
 static void janitor_one(const char *topic, int64_t deleted, int64_t compacted, void *ctx)

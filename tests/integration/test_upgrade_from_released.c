@@ -6,8 +6,10 @@
  * and a horizon. This build then migrates it (--migrate-only): every row of every table is
  * unchanged and every migration is recorded once, in order. Then this build serves it: the lease
  * taken before is completed with its fence, the follower continues from its `next`, a
- * checkpoint replay applies nothing twice. Last, the previous release still starts on the
- * migrated database and serves it (the expand rule), and this build finds it current after. */
+ * checkpoint replay applies nothing twice, and a consumer cursor (migration 8) is created on the
+ * old topic, read from and committed. Last, the previous release still starts on the migrated
+ * database and serves it (the expand rule): deleting a topic there takes its consumers along.
+ * This build finds it current after. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -175,27 +177,74 @@ static void fill_ledgers(int port, struct filled *f)
     fail_msg("the previous release's janitor recorded no horizon on ledger h within 10 s");
 }
 
-/* Every row of every table of the rowlock schemas but rowlock.migrations, as text. */
-static char *snapshot(PGconn *c)
+/* The tables of the rowlock schemas but rowlock.migrations, each with its columns: the shape
+ * the snapshots compare (taken before the upgrade, so that what migrations add is left out and
+ * checked on its own). */
+static json_t *shape(PGconn *c)
 {
-    PGresult *tables = th_sql(c, "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) "
-                                 "FROM pg_tables WHERE schemaname LIKE 'rowlock%' "
-                                 "AND tablename <> 'migrations' ORDER BY 1");
+    return th_sql_rows(
+        c, "SELECT quote_ident(t.schemaname) || '.' || quote_ident(t.tablename), "
+           "string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_tables t "
+           "JOIN pg_attribute a ON a.attrelid = (quote_ident(t.schemaname) || '.' || "
+           "quote_ident(t.tablename))::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+           "WHERE t.schemaname LIKE 'rowlock%' AND t.tablename <> 'migrations' "
+           "GROUP BY 1 ORDER BY 1");
+}
+
+/* Every row of every table of shape (its columns only), as text. */
+static char *snapshot(PGconn *c, json_t *tables)
+{
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
-    for (int i = 0; i < PQntuples(tables); i++) {
-        char sql[512];
+    size_t i;
+    json_t *t;
+    json_array_foreach(tables, i, t)
+    {
+        const char *name = json_string_value(json_array_get(t, 0));
+        char sql[4096];
         snprintf(sql, sizeof(sql),
-                 "SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') FROM %s x",
-                 PQgetvalue(tables, i, 0));
+                 "SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') FROM "
+                 "(SELECT %s FROM %s) x",
+                 json_string_value(json_array_get(t, 1)), name);
         PGresult *rows = th_sql(c, sql);
-        fprintf(f, "%s: %s\n", PQgetvalue(tables, i, 0), PQgetvalue(rows, 0, 0));
+        fprintf(f, "%s: %s\n", name, PQgetvalue(rows, 0, 0));
         PQclear(rows);
     }
     fclose(f);
-    PQclear(tables);
     return out;
+}
+
+/* What migration 8 added to a filled database: a default on every topic, no consumers. */
+static void check_migration_8_added(PGconn *c)
+{
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topics "
+                                "WHERE retention_ignores_consumers"),
+                     0);
+    assert_true(tsf_int(c, "SELECT count(*) FROM rowlock.topics") > 0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topic_consumers"), 0);
+}
+
+/* A consumer cursor on the topic the previous release filled: created at the beginning, it
+ * reads the old log from its start, commits, and reads on from there. */
+static void check_consumer_after(int port, const struct filled *f)
+{
+    json_t *c =
+        th_call(port, "PUT", "/topics/t/consumers/old-log", "{\"start\":\"beginning\"}", 201);
+    assert_int_equal(int_at(c, "offset"), 0);
+    assert_int_equal(int_at(c, "lag_messages"), f->log_next + 1); /* and d, produced since */
+    json_decref(c);
+    json_t *page = th_get_json(port, "/topics/t/messages?consumer=old-log&limit=100");
+    assert_int_equal(json_array_size(json_object_get(page, "messages")), 6);
+    json_int_t next = int_at(page, "next");
+    json_decref(page);
+    char body[128];
+    snprintf(body, sizeof(body), "{\"offset\":%" JSON_INTEGER_FORMAT ",\"expect\":0}", next);
+    c = th_call(port, "POST", "/topics/t/consumers/old-log/commit", body, 200);
+    assert_int_equal(int_at(c, "lag_messages"), 0);
+    json_decref(c);
+    json_decref(th_call(port, "PUT", "/topics/t2", "{}", 201));
+    json_decref(th_call(port, "PUT", "/topics/t2/consumers/c", "{}", 201));
 }
 
 static void check_queue_after(int port, const struct filled *f)
@@ -277,20 +326,24 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
     PGconn *c = th_pg(url);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_tables WHERE tablename = 'migrations'"),
                      0); /* really a database of the release before migrations */
-    char *before = snapshot(c);
+    json_t *tables = shape(c);
+    char *before = snapshot(c, tables);
     assert_int_equal(th_service_start(&svc, url, migrate_only), -1);
     assert_int_equal(svc.exit_code, 0);
     assert_true(th_service_logged(&svc, "database from the release before migrations adopted"));
     tsf_assert_all_recorded(c);
-    char *after = snapshot(c);
+    char *after = snapshot(c, tables);
     assert_string_equal(before, after);
     free(before);
     free(after);
+    json_decref(tables);
+    check_migration_8_added(c);
 
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     assert_true(th_service_logged(&svc, "schema current"));
     check_queue_after(svc.port, &f);
     check_topic_and_ledger_after(svc.port, &f);
+    check_consumer_after(svc.port, &f);
     assert_int_equal(th_service_stop(&svc), 0);
 
     /* rolling upgrade: the previous release still starts on the migrated database and serves */
@@ -300,6 +353,8 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
     json_decref(
         th_call(svc.port, "POST", "/topics/t/messages", "{\"key\":\"e\",\"value\":1}", 201));
     json_decref(th_call(svc.port, "POST", "/queues/q/jobs", "{\"payload\":{\"n\":3}}", 201));
+    json_decref(th_call(svc.port, "DELETE", "/topics/t2", NULL, 200)); /* its consumer goes too */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topic_consumers"), 1);
     assert_int_equal(th_service_stop(&svc), 0);
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     assert_true(th_service_logged(&svc, "schema current"));
