@@ -78,20 +78,35 @@ static int lst_connect(struct db_listener *l, int quiet)
 {
     char timeout[16];
     snprintf(timeout, sizeof(timeout), "%d", l->cfg.connect_timeout_s);
-    const char *keys[] = {"application_name", "keepalives",
-                          "keepalives_idle",  "keepalives_interval",
-                          "keepalives_count", "tcp_user_timeout",
-                          "dbname",           "connect_timeout",
-                          "application_name", NULL};
+    /* target_session_attrs as the pool's (pool.c): LISTEN and NOTIFY need the primary */
+    const char *keys[] = {"application_name",
+                          "keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "target_session_attrs",
+                          "dbname",
+                          "connect_timeout",
+                          "application_name",
+                          NULL};
     char idle[16], interval[16], count[16], user_timeout[16];
     snprintf(idle, sizeof(idle), "%d", DB_KEEPALIVES_IDLE_S);
     snprintf(interval, sizeof(interval), "%d", DB_KEEPALIVES_INTERVAL_S);
     snprintf(count, sizeof(count), "%d", DB_KEEPALIVES_COUNT);
     snprintf(user_timeout, sizeof(user_timeout), "%d", DB_TCP_USER_TIMEOUT_MS);
     /* the application name comes last as well: ours wins over the connection string's */
-    const char *vals[] = {
-        DB_LISTENER_APP_NAME, "1", idle, interval, count, user_timeout, l->conninfo, timeout,
-        DB_LISTENER_APP_NAME, NULL};
+    const char *vals[] = {DB_LISTENER_APP_NAME,
+                          "1",
+                          idle,
+                          interval,
+                          count,
+                          user_timeout,
+                          "read-write",
+                          l->conninfo,
+                          timeout,
+                          DB_LISTENER_APP_NAME,
+                          NULL};
     l->pg = PQconnectdbParams(keys, vals, 1);
     PGresult *r = NULL;
     if (l->pg != NULL && PQstatus(l->pg) == CONNECTION_OK) {

@@ -167,12 +167,12 @@ static long until_not_503(int port, const char *method, const char *path, const 
 /* ---------------------------------------------------------------------------------------------
  * The read-only defences */
 
-static void start_side(const char *hosts, const char *extra)
+static void start_side(const char *hosts, const char *extra, int notify)
 {
     char ci[1200];
     conninfo(ci, sizeof(ci), hosts, dbname, extra);
-    const char *env[] = {"ROWLOCK_MIGRATE=off", "ROWLOCK_POOL_SIZE=2", "ROWLOCK_NOTIFY=false",
-                         NULL};
+    const char *env[] = {"ROWLOCK_MIGRATE=off", "ROWLOCK_POOL_SIZE=2",
+                         notify ? "ROWLOCK_NOTIFY=true" : "ROWLOCK_NOTIFY=false", NULL};
     assert_int_equal(th_service_start(&side, ci, env), 0);
     side_up = 1;
 }
@@ -187,18 +187,20 @@ static void stop_side(void)
  * replay may trail the flush the primary waited for). */
 static void await_on_standby(long id)
 {
-    PGconn *c = connect_to(ssock, dbname);
-    char sql[128];
+    char ci[1200], sql[128];
+    conninfo(ci, sizeof(ci), ssock, dbname, "");
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.jobs WHERE id = %ld", id);
     int seen = 0;
     for (int i = 0; i < 500 && !seen; i++) {
-        PGresult *r = PQexec(c, sql); /* fails until the schema itself is replayed */
+        /* the database, then its schema, then the row: each fails until it is replayed */
+        PGconn *c = PQconnectdb(ci);
+        PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
         seen = PQresultStatus(r) == PGRES_TUPLES_OK && atoi(PQgetvalue(r, 0, 0)) == 1;
         PQclear(r);
+        PQfinish(c);
         if (!seen)
             usleep(10000);
     }
-    PQfinish(c);
     assert_true(seen);
 }
 
@@ -209,7 +211,7 @@ static void await_on_standby(long id)
 static void standby_alone_answers_503(long probe_id)
 {
     await_on_standby(probe_id);
-    start_side(ssock, "target_session_attrs=any");
+    start_side(ssock, "target_session_attrs=any", 0);
     char path[96], code[64];
     snprintf(path, sizeof(path), "/queues/fq/jobs/%ld", probe_id);
     long got = request(side.port, "GET", path, NULL, code, sizeof(code), NULL);
@@ -227,13 +229,22 @@ static void standby_alone_answers_503(long probe_id)
     stop_side();
 }
 
-/* Both hosts, the standby first, no target_session_attrs: the pool's default (read-write) makes
- * libpq pass the standby by and write to the primary. */
+/* Both hosts, the standby first, no target_session_attrs: the default (read-write) of the pool
+ * and of the LISTEN connection makes libpq pass the standby by: writes go to the primary, and
+ * cross-process wake-ups work (LISTEN fails on a standby). */
 static void standby_first_writes_to_primary(void)
 {
     char hosts[1100];
     snprintf(hosts, sizeof(hosts), "%s,%s", ssock, psock);
-    start_side(hosts, "");
+    start_side(hosts, "", 1);
+    double up = 0;
+    for (int i = 0; i < 100 && up != 1; i++) {
+        up = th_metric(side.port, "rowlock_notify_listener_up");
+        if (up != 1)
+            usleep(30000);
+    }
+    fprintf(stderr, "standby listed first: rowlock_notify_listener_up %.0f\n", up);
+    assert_true(up == 1);
     char code[64];
     long got = request(side.port, "POST", "/queues/fq/jobs",
                        "{\"payload\": {}, \"dedupe_key\": \"sf\"}", code, sizeof(code), NULL);
