@@ -93,4 +93,10 @@ enum svc_outcome route_readyz(struct svc_request *req);
 enum svc_outcome route_metrics(struct svc_request *req);
 enum svc_outcome route_openapi(struct svc_request *req);
 
+/* Handlers of routes/ui.c: the dashboard's embedded files and the token's scopes. */
+enum svc_outcome route_ui_page(struct svc_request *req);
+enum svc_outcome route_ui_script(struct svc_request *req);
+enum svc_outcome route_ui_style(struct svc_request *req);
+enum svc_outcome route_whoami(struct svc_request *req);
+
 #endif

@@ -767,8 +767,9 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
         return 1;
     }
     const struct svc_route *route = &s->routes[req->match.route];
-    if (s->auth != NULL && !(route->scope == SVC_SCOPE_OPS && cfg->open_ops)) {
-        static const char *const scope_names[] = {"read", "read", "write", "work", "admin"};
+    if (s->auth != NULL && route->scope != SVC_SCOPE_PUBLIC &&
+        !(route->scope == SVC_SCOPE_OPS && cfg->open_ops)) {
+        static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
         enum svc_auth_result ar = svc_auth_check(
             s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION), route->scope);
         if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {

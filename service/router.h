@@ -24,6 +24,7 @@ enum svc_scope {
     SVC_SCOPE_WRITE,
     SVC_SCOPE_WORK,
     SVC_SCOPE_ADMIN,
+    SVC_SCOPE_PUBLIC, /* never needs a token: the dashboard's static files, /whoami */
 };
 
 /* Request body a route takes. */
