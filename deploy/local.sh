@@ -534,6 +534,33 @@ install_deploy_checkers() {
     printf '%s\n' "$dir/node_modules"
 }
 
+# The dashboard's browser tests (tests/browser/): playwright-core drives Debian's chromium
+# headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above.
+readonly BROWSER_NODE_PACKAGES=(playwright-core@1.65.1 axe-core@4.14.1)
+install_browser_checkers() {
+    local dir=$STATE/node-browser want have=""
+    want=$(printf '%s\n' "${BROWSER_NODE_PACKAGES[@]}")
+    [ -f "$dir/installed" ] && have=$(cat "$dir/installed")
+    if [ "$have" != "$want" ] || [ ! -d "$dir/node_modules/playwright-core" ]; then
+        log "test: npm install ${BROWSER_NODE_PACKAGES[*]} into .rowlock/node-browser"
+        mkdir -p "$dir"
+        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            "${BROWSER_NODE_PACKAGES[@]}" >&2 || return 1
+        printf '%s\n' "$want" >"$dir/installed"
+    fi
+    printf '%s\n' "$dir/node_modules"
+}
+
+# The dashboard in a real browser against build/rowlock (screenshots in .rowlock/logs/ui/).
+check_browser() {
+    local modules
+    log "test: tests/browser/ui.test.mjs (the dashboard in headless chromium)"
+    command -v chromium >/dev/null 2>&1 || { warn "chromium not found (Debian package chromium)"; return 1; }
+    modules=$(install_browser_checkers) || return 1
+    ROWLOCK_BROWSER_NODE_MODULES=$modules ROWLOCK_BINARY=$ROOT/build/rowlock \
+        ROWLOCK_TEST_CHROMIUM=$(command -v chromium) node "$ROOT/tests/browser/ui.test.mjs"
+}
+
 # Checks the operator files in deploy/: promtool on the rules and their tests, then
 # deploy/check-deploy.mjs (runbook for every alert, PrometheusRule in step with the rules, every
 # Kubernetes manifest against its schema); `kubectl kustomize` renders too when kubectl exists.
@@ -614,6 +641,8 @@ cmd_test() {
     fi
     rc=0 && check_deploy || rc=$?
     record "deploy (promtool, runbooks, Kubernetes manifests)" "$rc"
+    rc=0 && check_browser || rc=$?
+    record "browser (tests/browser: the dashboard in headless chromium)" "$rc"
     rc=0 && run_suite build || rc=$?
     record "release (build/)" "$rc"
     rc=0 && run_suite build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \

@@ -1,0 +1,347 @@
+// Browser tests of the dashboard (/ui): a real rowlock (the built binary) on a database of its
+// own, with a tokens file (an admin token and a read-only one), driven through Debian's chromium
+// headless by playwright-core; axe-core checks accessibility. Resources are made through the JSON
+// API, and each check compares what the page shows with what the API answers.
+//
+// Run alone:  node tests/browser/ui.test.mjs   (deploy/local.sh test runs it too)
+// Environment: ROWLOCK_TEST_ADMIN_URL (required: a PostgreSQL URL allowed to create databases),
+// ROWLOCK_BINARY (default build/rowlock), ROWLOCK_BROWSER_NODE_MODULES (default
+// .rowlock/node-browser/node_modules), ROWLOCK_TEST_CHROMIUM (default /usr/bin/chromium).
+// Screenshots of every view go to .rowlock/logs/ui/ (with the service's log).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BINARY = process.env.ROWLOCK_BINARY || path.join(ROOT, 'build/rowlock');
+const MODULES = process.env.ROWLOCK_BROWSER_NODE_MODULES || path.join(ROOT, '.rowlock/node-browser/node_modules');
+const CHROMIUM = process.env.ROWLOCK_TEST_CHROMIUM || '/usr/bin/chromium';
+const SHOTS = path.join(ROOT, '.rowlock/logs/ui');
+const ADMIN = 'ui-test-admin-token-5f2c9a1e';
+const READER = 'ui-test-read-token-7b3d0e4f';
+const DB = 'rowlock_t_ui_browser';
+
+const require = createRequire(path.join(MODULES, 'noop.js'));
+const { chromium } = require('playwright-core');
+const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+let service;
+let base;
+let browser;
+const pageErrors = [];
+
+// ---- the service ----
+
+function databaseUrl() {
+  const admin = process.env.ROWLOCK_TEST_ADMIN_URL;
+  if (!admin) throw new Error('ROWLOCK_TEST_ADMIN_URL is not set: run with deploy/local.sh test or source its environment');
+  execFileSync('psql', [admin, '-qX', '-v', 'ON_ERROR_STOP=1', '-c', 'SET client_min_messages = warning',
+    '-c', `DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`, '-c', `CREATE DATABASE ${DB}`], { stdio: 'inherit' });
+  if (/^postgres(ql)?:\/\//.test(admin)) {
+    const u = new URL(admin);
+    u.pathname = `/${DB}`;
+    return u.toString();
+  }
+  return `${admin} dbname=${DB}`;
+}
+
+function startService() {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const tokens = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rowlock-ui-')), 'tokens');
+  fs.writeFileSync(tokens, `# browser test\n${ADMIN} admin\n${READER} read\n`, { mode: 0o600 });
+  const log = fs.createWriteStream(path.join(SHOTS, 'rowlock.log'));
+  const child = spawn(BINARY, [], {
+    env: {
+      ...process.env, ROWLOCK_DATABASE_URL: databaseUrl(), ROWLOCK_PORT: '0', ROWLOCK_LISTEN_ADDRESS: '127.0.0.1',
+      ROWLOCK_DB_STARTUP_WAIT_S: '20', ROWLOCK_TOKENS_FILE: tokens, ROWLOCK_JANITOR_INTERVAL_MS: '300',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error('rowlock did not log "listening" within 30 s')), 30000);
+    child.on('exit', (code) => reject(new Error(`rowlock exited with ${code}; see ${SHOTS}/rowlock.log`)));
+    child.stderr.on('data', (chunk) => {
+      log.write(chunk);
+      buf += chunk;
+      const m = /"msg":"listening".*?"port":(\d+)/.exec(buf);
+      if (m) { clearTimeout(timer); buf = ''; resolve({ child, port: Number(m[1]) }); }
+    });
+  });
+}
+
+async function api(method, p, body, { token = ADMIN, headers = {} } = {}) {
+  const res = await fetch(base + p, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}), ...headers },
+    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
+}
+
+async function ok(method, p, body) {
+  const r = await api(method, p, body);
+  assert.ok(r.status < 300, `${method} ${p}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+// Polls fn until it returns a truthy value (returned) or the time runs out.
+async function until(fn, what, ms = 15000) {
+  const end = Date.now() + ms;
+  let last;
+  for (;;) {
+    try { last = await fn(); if (last) return last; } catch (e) { last = e.message; }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+// ---- the browser ----
+
+async function openPage(token, width = 1280) {
+  const context = await browser.newContext({ viewport: { width, height: 900 } });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => {
+    // an API answer of 4xx is logged by the browser as a failed load: that is not a page error
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) pageErrors.push(m.text());
+  });
+  await page.goto(`${base}/ui`);
+  await page.getByLabel('Bearer token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('main[data-view="overview"]').waitFor();
+  return page;
+}
+
+async function go(page, hash, view) {
+  await page.evaluate((h) => { location.hash = h; }, hash);
+  await page.locator(`main[data-view="${view}"]`).waitFor();
+}
+
+const text = (loc) => loc.innerText().then((t) => t.trim());
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+async function axe(page, name) {
+  await page.evaluate(AXE);
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), [],
+    `axe-core: serious or critical violations on ${name}`);
+}
+
+before(async () => {
+  ({ child: service, port: base } = await startService());
+  base = `http://127.0.0.1:${base}`;
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+});
+
+after(async () => {
+  await browser?.close();
+  service?.kill('SIGTERM');
+  assert.deepEqual(pageErrors, [], 'the page logged errors (a Content-Security-Policy violation, an exception)');
+});
+
+// ---- the tests ----
+
+test('the page and its files are served without a token, with CSP, nosniff and an ETag', async () => {
+  for (const [p, type] of [['/ui', 'text/html'], ['/ui/app.js', 'text/javascript'], ['/ui/app.css', 'text/css']]) {
+    const res = await fetch(base + p);
+    assert.equal(res.status, 200, p);
+    assert.match(res.headers.get('content-type'), new RegExp(`^${type}`));
+    assert.match(res.headers.get('content-security-policy'), /default-src 'none'; script-src 'self'; style-src 'self'/);
+    assert.doesNotMatch(res.headers.get('content-security-policy'), /unsafe/);
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    const etag = res.headers.get('etag');
+    assert.match(etag, /^"[0-9a-f]{16}"$/);
+    const again = await fetch(base + p, { headers: { 'If-None-Match': etag } });
+    assert.equal(again.status, 304, `${p} with If-None-Match`);
+  }
+  const html = await (await fetch(`${base}/ui`)).text();
+  assert.doesNotMatch(html, /<script>|<style|style="|\son[a-z]+="/i, 'no inline script, style or handler');
+  assert.equal((await fetch(`${base}/queues`)).status, 401, 'the data still needs a token');
+  assert.deepEqual((await api('GET', '/whoami', undefined, { token: READER })).body, { open: false, scopes: ['read'] });
+  assert.equal((await api('GET', '/whoami', undefined, { token: 'not-a-token-at-all-x' })).status, 401);
+});
+
+test('overview counts match the API', async () => {
+  await ok('PUT', '/queues/mail', { max_attempts: 1, lease_seconds: 30 });
+  for (let i = 0; i < 5; i++) await ok('POST', '/queues/mail/jobs', { payload: { n: i } });
+  const claim = await ok('POST', '/queues/mail/leases', { owner: 'w', max_jobs: 2 });
+  await ok('POST', `/queues/mail/leases/${claim.leases[0].job_id}/complete`, { owner: 'w', fence: claim.leases[0].fence });
+  await ok('PUT', '/topics/carts', { headless_ttl_seconds: 3600 });
+  await ok('POST', '/topics/carts/messages', { messages: [{ key: 'cart-1', value: { items: 1 } }, { key: 'cart-2', value: { items: 2 } }] });
+  await ok('PUT', '/ledgers/main', { tombstone_retention_seconds: 86400 });
+  await ok('POST', '/ledgers/main/transactions', { digest: 'tx-1', writes: [{ object_id: 'coin-1', version: 1, type: 'Coin', data: { value: 10 } }], events: [{ type: 'Minted', data: { coin: 'coin-1' } }] });
+
+  const page = await openPage(ADMIN);
+  const q = (await ok('GET', '/queues/mail')).counts;
+  const row = page.locator('tr[data-queue="mail"] td');
+  await until(async () => (await text(row.nth(0))) === String(q.pending), 'the pending count of mail');
+  assert.deepEqual(await Promise.all([0, 1, 2, 3].map((i) => text(row.nth(i)))),
+    [q.pending, q.processing, q.succeeded, q.failed].map(String));
+  const t = (await ok('GET', '/topics/carts')).counts;
+  const trow = page.locator('tr[data-topic="carts"] td');
+  assert.deepEqual(await Promise.all([0, 1].map((i) => text(trow.nth(i)))), [t.messages, t.heads].map(String));
+  const l = await ok('GET', '/ledgers/main');
+  const lrow = page.locator('tr[data-ledger="main"] td');
+  await until(async () => (await text(lrow.nth(0))) === String(l.watermark), 'the ledger row');
+  assert.deepEqual(await Promise.all([2, 4, 5].map((i) => text(lrow.nth(i)))),
+    [l.counts.objects, l.counts.transactions, l.counts.events].map(String));
+  assert.equal(await text(page.locator('[data-testid="health-db"] dd')), 'reachable');
+  await until(async () => /\/s$/.test(await text(page.locator('[data-testid="health-rps"] dd'))), 'a request rate');
+  await shot(page, 'overview');
+  await axe(page, 'overview');
+
+  await go(page, '#/queues/mail', 'queues');
+  await until(async () => (await text(page.locator('[data-testid="count-succeeded"] dd'))) === String(q.succeeded), 'queue counts');
+  assert.equal(await text(page.locator('[data-testid="count-pending"] dd')), String(q.pending));
+  assert.equal(await page.locator('tr[data-job]').count(), 5, 'every job listed');
+  await page.getByRole('link', { name: 'succeeded', exact: true }).click();
+  await until(async () => (await page.locator('tr[data-job]').count()) === 1, 'the succeeded filter');
+  await until(async () => await page.locator('.chart polyline.s-claims').getAttribute('points'), 'a throughput line');
+  await shot(page, 'queue');
+  await axe(page, 'queue');
+  await go(page, '#/queues', 'queues');
+  await shot(page, 'queues');
+  await go(page, '#/ledgers', 'ledgers');
+  await page.locator('tr[data-ledger="main"]').waitFor();
+  await shot(page, 'ledgers');
+  await go(page, '#/ledgers/main', 'ledgers');
+  await page.getByLabel('Object id').fill('coin-1');
+  await page.getByRole('button', { name: 'Look up' }).click();
+  await until(async () => (await page.locator('main').innerText()).includes('"value": 10'), 'the object');
+  await ok('POST', '/ledgers/main/transactions', { digest: 'tx-2', events: [{ type: 'Burnt', data: { coin: 'coin-1' } }] });
+  await until(async () => (await page.locator('main').innerText()).includes('Burnt'), 'a new event, live');
+  await shot(page, 'ledger');
+  await axe(page, 'ledger');
+  await page.setViewportSize({ width: 375, height: 800 });
+  await go(page, '#/', 'overview');
+  await shot(page, 'overview-phone');
+  await axe(page, 'overview at phone width');
+  await page.context().close();
+});
+
+test('a job page shows the attempt history of a fenced takeover', async () => {
+  await ok('PUT', '/queues/takeover', { max_attempts: 5, lease_seconds: 1 });
+  const { id } = await ok('POST', '/queues/takeover/jobs', { payload: { to: 'ada' } });
+  const first = await ok('POST', '/queues/takeover/leases', { owner: 'worker-1', max_jobs: 1 });
+  assert.equal(first.leases[0].fence, 1);
+  await new Promise((r) => setTimeout(r, 1300)); // the 1 s lease runs out
+  const second = await ok('POST', '/queues/takeover/leases', { owner: 'worker-2', max_jobs: 1 });
+  assert.equal(second.leases[0].fence, 2);
+  const stale = await api('POST', `/queues/takeover/leases/${id}/complete`, { owner: 'worker-1', fence: 1 });
+  assert.equal(stale.status, 409);
+  await ok('PATCH', `/queues/takeover/leases/${id}`, { owner: 'worker-2', fence: 2, progress: { step: 3 } });
+
+  const page = await openPage(ADMIN);
+  await go(page, `#/queues/takeover/jobs/${id}`, 'queues');
+  const job = await ok('GET', `/queues/takeover/jobs/${id}`);
+  assert.equal(job.history.length, 2);
+  const items = page.locator('.timeline li');
+  await until(async () => (await items.count()) === 2, 'two attempts');
+  for (let i = 0; i < 2; i++) {
+    const a = job.history[i];
+    const t = await text(items.nth(i));
+    assert.match(t, new RegExp(`Attempt ${a.attempt} · fence ${a.fence} · owner ${a.owner}`));
+    assert.match(t, new RegExp(a.outcome || 'running'));
+  }
+  assert.match(await page.locator('main').innerText(), /"step": 3/);
+  await shot(page, 'job');
+  await axe(page, 'job');
+  await page.context().close();
+});
+
+test('the headless count rises after no-op PATCHes on new keys and falls after the janitor', async () => {
+  await ok('PUT', '/topics/fresh', { headless_ttl_seconds: 4 });
+  const page = await openPage(ADMIN);
+  await go(page, '#/topics/fresh', 'topics');
+  const cell = page.locator('[data-testid="headless-rows"] dd');
+  await until(async () => (await text(cell)) === '0', 'no headless rows at first');
+  for (const key of ['new-1', 'new-2', 'new-3']) {
+    // If-Match on a key without a head: 412, nothing written, but the key's row was locked
+    const r = await api('PATCH', `/topics/fresh/keys/${key}/head`, '{"a":1}', { headers: { 'Content-Type': 'application/merge-patch+json', 'If-Match': '"1"' } });
+    assert.equal(r.status, 412);
+  }
+  assert.equal((await ok('GET', '/topics/fresh')).counts.headless_rows, 3);
+  await until(async () => (await text(cell)) === '3', 'three headless rows on the page');
+  await shot(page, 'topic-headless');
+  await until(async () => (await text(cell)) === '0', 'the janitor deleting them (TTL 4 s)', 20000);
+  assert.equal((await ok('GET', '/topics/fresh')).counts.headless_rows, 0);
+  await page.context().close();
+});
+
+test('the log tail shows a message produced after the page opened, and keys search by prefix', async () => {
+  const page = await openPage(ADMIN);
+  await go(page, '#/topics/carts', 'topics');
+  await page.locator('#log-tail li').first().waitFor();
+  const produced = await ok('POST', '/topics/carts/messages', { key: 'cart-77', value: { note: 'after the page opened' } });
+  const offset = produced.offset ?? produced.messages?.[0]?.offset;
+  await until(async () => (await page.locator(`#log-tail li[data-offset="${offset}"]`).count()) === 1, 'the new message in the tail');
+  assert.match(await text(page.locator(`#log-tail li[data-offset="${offset}"]`)), /cart-77.*after the page opened/);
+  await ok('POST', '/topics/carts/messages', { messages: [{ key: 'user-1', value: {} }, { key: 'user-2', value: {} }] });
+  await page.getByLabel('Key prefix').fill('cart-');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await until(async () => (await page.locator('tr[data-key^="cart-"]').count()) === 3 &&
+    (await page.locator('tr[data-key^="user-"]').count()) === 0, 'the cart- keys only');
+  await shot(page, 'topic');
+  await axe(page, 'topic');
+  await go(page, '#/topics/carts/keys/cart-77', 'topics');
+  await until(async () => (await page.locator('main').innerText()).includes('after the page opened'), 'the head value');
+  await shot(page, 'head');
+  await go(page, '#/topics', 'topics');
+  await shot(page, 'topics');
+  await page.context().close();
+});
+
+async function failedJob(queue) {
+  await ok('PUT', `/queues/${queue}`, { max_attempts: 1, lease_seconds: 30 });
+  const { id } = await ok('POST', `/queues/${queue}/jobs`, { payload: { to: 'bob' } });
+  const c = await ok('POST', `/queues/${queue}/leases`, { owner: 'w', max_jobs: 1 });
+  await ok('POST', `/queues/${queue}/leases/${id}/fail`, { owner: 'w', fence: c.leases[0].fence, error: { reason: 'smtp down' } });
+  assert.equal((await ok('GET', `/queues/${queue}/jobs/${id}`)).state, 'failed');
+  return id;
+}
+
+test('a failed job is retried from the page, after a confirmation', async () => {
+  const id = await failedJob('retry');
+  const page = await openPage(ADMIN);
+  await go(page, `#/queues/retry/jobs/${id}`, 'queues');
+  const button = page.getByRole('button', { name: 'Retry job' });
+  await button.click();
+  await page.getByRole('dialog').waitFor();
+  await page.getByRole('button', { name: 'Keep it as it is' }).click(); // declined: nothing happens
+  assert.equal((await ok('GET', `/queues/retry/jobs/${id}`)).state, 'failed');
+  await button.click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await ok('GET', `/queues/retry/jobs/${id}`)).state === 'pending', 'the job pending again');
+  await until(async () => (await button.count()) === 0, 'the Retry button gone');
+  await page.getByRole('button', { name: 'Cancel job' }).waitFor(); // a pending job may be cancelled
+  await page.getByRole('button', { name: 'Cancel job' }).click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await ok('GET', `/queues/retry/jobs/${id}`)).last_error?.cancelled === true, 'the job cancelled');
+  await page.context().close();
+});
+
+test('a read-only token sees no action buttons', async () => {
+  const failed = await failedJob('readonly');
+  const { id: pending } = await ok('POST', '/queues/readonly/jobs', { payload: {} });
+  const page = await openPage(READER);
+  assert.match(await text(page.locator('#session')), /Scopes: read/);
+  for (const id of [failed, pending]) {
+    await go(page, `#/queues/readonly/jobs/${id}`, 'queues');
+    await page.locator('.timeline, main p.hint').first().waitFor();
+    await until(async () => (await text(page.locator('main h1'))).includes(`#${id}`), `job ${id}`);
+    assert.equal(await page.locator('[data-action="retry"], [data-action="cancel"]').count(), 0);
+  }
+  await shot(page, 'job-read-only');
+  await page.context().close();
+});
