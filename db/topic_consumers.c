@@ -182,6 +182,10 @@ static enum db_status create_consumer(struct db_conn *c, struct consumer_call *a
     const char *params[] = {id, a->name, off};
     PGresult *r = NULL;
     st = db_query(c, &st_insert, params, &r, err);
+    if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23503") == 0) {
+        a->verdict = DB_CONSUMER_TOPIC_NOT_FOUND; /* the topic was deleted meanwhile */
+        return DB_ABORTED;
+    }
     if (st != DB_OK)
         return st;
     *created = PQntuples(r) == 1; /* else another put created it meanwhile */
@@ -282,8 +286,9 @@ enum db_status db_consumers_delete(struct db_pool *pool, const char *topic, cons
     return run(pool, delete_tx, &a, verdict, err);
 }
 
-/* The commit's decision on the locked offset cur; 0 to go on and move, else the refusal (with
- * *out holding the consumer as it is). */
+/* The commit: the consumer's row locked, its offset compared with expect and with the offset
+ * asked for, which must be readable; then moved. A refusal writes nothing and reads the consumer
+ * as it is into *out. */
 static enum db_status commit_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;

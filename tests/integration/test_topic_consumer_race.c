@@ -129,9 +129,9 @@ static void *watcher_main(void *arg)
     return NULL;
 }
 
-static void one_commit_wins_each_round(void **state)
+/* The race topic: one message per commit the rounds can make at most. */
+static void fill_race_topic(void)
 {
-    (void)state;
     json_decref(th_call(svc.port, "PUT", "/topics/race", "{}", 201));
     char body[96];
     for (int i = 0; i < ROUNDS * THREADS; i += 100) {
@@ -144,6 +144,37 @@ static void one_commit_wins_each_round(void **state)
         strcat(batch, "]}");
         json_decref(th_call(svc.port, "POST", "/topics/race/messages", batch, 201));
     }
+}
+
+/* A round's answers: exactly one 200, the others 409 naming the winner's offset, which the
+ * consumer then has. Sets s->base for the next round. 1 when so. */
+static int round_ok(struct round_state *s, int round)
+{
+    int winners = 0, conflicts = 0;
+    json_int_t won = -1;
+    for (int i = 0; i < THREADS; i++) {
+        winners += s->status[i] == 200;
+        conflicts += s->status[i] == 409;
+        if (s->status[i] == 200)
+            won = s->at[i];
+    }
+    for (int i = 0; i < THREADS; i++) /* every loser was told the winner's offset */
+        if (s->status[i] == 409 && s->at[i] != won)
+            conflicts = -1;
+    json_int_t now = read_offset("race", "shared");
+    int ok = winners == 1 && conflicts == THREADS - 1 && now == won;
+    if (!ok)
+        print_error("round %d from %" JSON_INTEGER_FORMAT ": %d winners, %d conflicts, "
+                    "offset %" JSON_INTEGER_FORMAT " (won %" JSON_INTEGER_FORMAT ")\n",
+                    round, s->base, winners, conflicts, now, won);
+    s->base = now; /* the next round commits from where this one left it */
+    return ok;
+}
+
+static void one_commit_wins_each_round(void **state)
+{
+    (void)state;
+    fill_race_topic();
     json_decref(th_call(svc.port, "PUT", "/topics/race/consumers/shared",
                         "{\"start\":\"beginning\"}", 201));
     struct round_state s;
@@ -161,26 +192,7 @@ static void one_commit_wins_each_round(void **state)
     for (int round = 0; round < ROUNDS; round++) {
         pthread_barrier_wait(&s.start); /* all commit from s.base at once */
         pthread_barrier_wait(&s.done);
-        int winners = 0, conflicts = 0;
-        json_int_t won = -1;
-        for (int i = 0; i < THREADS; i++) {
-            winners += s.status[i] == 200;
-            conflicts += s.status[i] == 409;
-            if (s.status[i] == 200)
-                won = s.at[i];
-        }
-        /* every loser was told the winner's offset */
-        for (int i = 0; i < THREADS; i++)
-            if (s.status[i] == 409 && s.at[i] != won)
-                conflicts = -1;
-        json_int_t now = read_offset("race", "shared");
-        if (winners != 1 || conflicts != THREADS - 1 || now != won) {
-            print_error("round %d from %" JSON_INTEGER_FORMAT ": %d winners, %d conflicts, "
-                        "offset %" JSON_INTEGER_FORMAT " (won %" JSON_INTEGER_FORMAT ")\n",
-                        round, s.base, winners, conflicts, now, won);
-            bad_rounds++;
-        }
-        s.base = now; /* the next round commits from where this one left it */
+        bad_rounds += !round_ok(&s, round);
     }
     atomic_store(&s.stop, 1);
     for (int i = 0; i < THREADS; i++)

@@ -97,6 +97,23 @@ static json_t *refused(const char *method, const char *path, const char *const *
     return j;
 }
 
+/* The consumers of t (c-begin, c-end, c-off), two to a page. */
+static void list_is_paged(void)
+{
+    json_t *page = th_get_json(svc.port, "/topics/t/consumers?limit=2");
+    json_t *items = json_object_get(page, "consumers");
+    assert_int_equal(json_array_size(items), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "consumer")),
+                        "c-end");
+    assert_int_equal(int_at(json_array_get(items, 0), "lag_messages"), 3);
+    assert_string_equal(json_string_value(json_object_get(page, "next")), "c-end");
+    json_decref(page);
+    page = th_get_json(svc.port, "/topics/t/consumers?limit=2&after=c-end");
+    assert_int_equal(json_array_size(json_object_get(page, "consumers")), 1);
+    assert_true(json_is_null(json_object_get(page, "next")));
+    json_decref(page);
+}
+
 static void create_get_list_delete(void **state)
 {
     (void)state;
@@ -133,19 +150,7 @@ static void create_get_list_delete(void **state)
     assert_int_equal(th_header(&r, "ETag", etag, sizeof(etag)), 0);
     assert_string_equal(etag, "\"2\"");
     th_response_free(&r);
-    /* the list, paged */
-    json_t *page = th_get_json(svc.port, "/topics/t/consumers?limit=2");
-    json_t *items = json_object_get(page, "consumers");
-    assert_int_equal(json_array_size(items), 2);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "consumer")),
-                        "c-end");
-    assert_int_equal(int_at(json_array_get(items, 0), "lag_messages"), 3);
-    assert_string_equal(json_string_value(json_object_get(page, "next")), "c-end");
-    json_decref(page);
-    page = th_get_json(svc.port, "/topics/t/consumers?limit=2&after=c-end");
-    assert_int_equal(json_array_size(json_object_get(page, "consumers")), 1);
-    assert_true(json_is_null(json_object_get(page, "next")));
-    json_decref(page);
+    list_is_paged();
     /* delete */
     json_decref(consumer_call("DELETE", "t", "c-off", "", NULL, 204));
     json_decref(refused("GET", "/topics/t/consumers/c-off", NULL, NULL, 404, "consumer_not_found"));
@@ -154,7 +159,7 @@ static void create_get_list_delete(void **state)
     /* the topic's DELETE takes its consumers along; a new topic of the name has none */
     json_decref(th_call(svc.port, "DELETE", "/topics/t", NULL, 200));
     put_topic("t", "{}");
-    page = th_get_json(svc.port, "/topics/t/consumers");
+    json_t *page = th_get_json(svc.port, "/topics/t/consumers");
     assert_int_equal(json_array_size(json_object_get(page, "consumers")), 0);
     json_decref(page);
     PGconn *pg = th_pg(dburl);
