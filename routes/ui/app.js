@@ -303,7 +303,7 @@ function topicsTable(topics) {
     topics.map((t) => h('tr', { 'data-key': t.name, 'data-topic': t.name, class: t.counts?.headless_oldest_age_seconds > t.headless_ttl_seconds ? 'over' : null },
       h('th', { scope: 'row' }, link(tHref(t.name), t.name)),
       td(fmtNum(t.counts?.messages), 1), td(fmtNum(t.counts?.heads), 1),
-      td(fmtNum(t.counts?.headless_rows), 1), td(fmtAge(t.counts?.headless_oldest_age_seconds), 1),
+      td(fmtNum(t.counts?.headless_rows), 1), td(t.counts?.headless_rows ? fmtAge(t.counts.headless_oldest_age_seconds) : '–', 1),
       td(fmtAge(t.headless_ttl_seconds), 1))));
 }
 
@@ -508,7 +508,7 @@ const topicView = {
       cards('Topic numbers', [
         ['Messages', fmtNum(c.messages), 'messages'], ['Heads', fmtNum(c.heads), 'heads'],
         ['Headless rows', fmtNum(c.headless_rows), 'headless-rows'],
-        ['Oldest headless', h('span', { class: over ? 'state state-bad' : null }, fmtAge(c.headless_oldest_age_seconds)), 'headless-oldest'],
+        ['Oldest headless', h('span', { class: over ? 'state state-bad' : null }, c.headless_rows ? fmtAge(c.headless_oldest_age_seconds) : '–'), 'headless-oldest'],
         ['Headless TTL', fmtAge(t.headless_ttl_seconds), 'headless-ttl'],
         ['Retention', t.retention_seconds ? fmtAge(t.retention_seconds) : 'keep all', 'retention'],
       ]),
@@ -748,6 +748,9 @@ window.addEventListener('hashchange', () => { if (session.scopes.length) refresh
     refresh();
   } catch (e) {
     if (e.status === 401) showLogin(session.token ? 'The saved token is no longer accepted.' : '');
-    else setStatus(`Cannot reach the service: ${e.message}`);
+    else {
+      setStatus(`Cannot reach the service: ${e.message}`);
+      setTimeout(start, 5000);
+    }
   }
 }());
