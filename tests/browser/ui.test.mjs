@@ -59,6 +59,7 @@ function startService() {
     env: {
       ...process.env, ROWLOCK_DATABASE_URL: databaseUrl(), ROWLOCK_PORT: '0', ROWLOCK_LISTEN_ADDRESS: '127.0.0.1',
       ROWLOCK_DB_STARTUP_WAIT_S: '20', ROWLOCK_TOKENS_FILE: tokens, ROWLOCK_JANITOR_INTERVAL_MS: '300',
+      ROWLOCK_OPEN_OPS: 'false', // the page still loads; /metrics and /readyz then take the token too
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -152,7 +153,7 @@ after(async () => {
 
 // ---- the tests ----
 
-test('the page and its files are served without a token, with CSP, nosniff and an ETag', async () => {
+test('the page and its files are served without a token (even with ROWLOCK_OPEN_OPS=false), with CSP, nosniff and an ETag', async () => {
   for (const [p, type] of [['/ui', 'text/html'], ['/ui/app.js', 'text/javascript'], ['/ui/app.css', 'text/css']]) {
     const res = await fetch(base + p);
     assert.equal(res.status, 200, p);
@@ -168,6 +169,7 @@ test('the page and its files are served without a token, with CSP, nosniff and a
   const html = await (await fetch(`${base}/ui`)).text();
   assert.doesNotMatch(html, /<script>|<style|style="|\son[a-z]+="/i, 'no inline script, style or handler');
   assert.equal((await fetch(`${base}/queues`)).status, 401, 'the data still needs a token');
+  assert.equal((await fetch(`${base}/metrics`)).status, 401, 'ROWLOCK_OPEN_OPS=false closes /metrics, not /ui');
   assert.deepEqual((await api('GET', '/whoami', undefined, { token: READER })).body, { open: false, scopes: ['read'] });
   assert.equal((await api('GET', '/whoami', undefined, { token: 'not-a-token-at-all-x' })).status, 401);
 });
