@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ int mp_haproxy_start(pid_t *pid)
         snprintf(env[i], sizeof(env[i]), "ROWLOCK_SERVER_%d=127.0.0.1:%d", i, mp_ports[i]);
     *pid = fork();
     if (*pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* not left behind by a test killed on its timeout */
         FILE *log = freopen("many_processes_haproxy.log", "w", stdout);
         (void)log;
         for (int i = 0; i < MP_TARGETS; i++)

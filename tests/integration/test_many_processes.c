@@ -81,19 +81,24 @@ static int start_proc(int i, int port)
     return th_service_start_binary(&procs[i], binary, dburl, env);
 }
 
+static int teardown(void **state);
+
+/* Starts A, B, C and haproxy; on a failure stops what did start (cmocka runs no teardown after a
+ * failed group setup). */
 static int setup(void **state)
 {
     binary = getenv("ROWLOCK_TEST_MANY_BINARY");
     if (binary == NULL || binary[0] == '\0')
         binary = ROWLOCK_BINARY;
-    if (th_db_create("many_processes", dburl, sizeof(dburl)) != 0)
-        return -1;
-    for (int i = 0; i < NPROC; i++) {
-        if (start_proc(i, 0) != 0)
-            return -1;
+    int ok = th_db_create("many_processes", dburl, sizeof(dburl)) == 0;
+    for (int i = 0; ok && i < NPROC; i++) {
+        ok = start_proc(i, 0) == 0;
         mp_ports[i + 1] = procs[i].port;
     }
-    return mp_haproxy_start(&haproxy_pid) > 0 ? 0 : -1;
+    ok = ok && mp_haproxy_start(&haproxy_pid) > 0;
+    if (!ok)
+        teardown(state);
+    return ok ? 0 : -1;
 }
 
 static int teardown(void **state)
