@@ -1,0 +1,364 @@
+/* `rowlock-cli work QUEUE -- COMMAND`: options, signals and the claim loop. The loop long-polls
+ * claims of up to the free slots and starts one thread per job (job.c); SIGTERM stops claiming,
+ * running jobs get --grace seconds, then they are killed and handed back (in job.c), and batched
+ * completions are flushed (settle.c) before exit.
+ *
+ * Threads rather than one poll() loop: each job's life (spawn, heartbeat on a clock, settle) is
+ * straight-line code with blocking libcurl calls, and a slow heartbeat or settlement of one job
+ * never delays another's; children are started with posix_spawn (safe in a threaded process). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/work.h"
+
+#define CLAIM_WAIT_MAX 10 /* seconds a claim long-polls: also the longest SIGTERM waits for one */
+
+volatile int work_stop;
+volatile int work_kill_now;
+static _Atomic long long stop_at_ms;
+
+double work_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+long long work_stop_at_ms(void)
+{
+    return atomic_load(&stop_at_ms);
+}
+
+static void on_signal(int sig)
+{
+    struct timespec ts;
+    if (work_stop)
+        work_kill_now = 1; /* a second signal: no grace left */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long zero = 0;
+    atomic_compare_exchange_strong(&stop_at_ms, &zero, ms ? ms : 1);
+    work_stop = 1;
+}
+
+static void work_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rowlock-cli work QUEUE [options] -- COMMAND [ARGS...]\n\n"
+            "Claims jobs of QUEUE and runs COMMAND once per job: the payload (JSON and a newline)\n"
+            "on its stdin, ROWLOCK_JOB_ID, ROWLOCK_JOB_ATTEMPT, ROWLOCK_JOB_FENCE and\n"
+            "ROWLOCK_QUEUE in its environment. Exit 0 completes the job with its stdout as the\n"
+            "result (JSON, else a string); any other end fails it with the exit status and the\n"
+            "tail of stderr (retried while attempts are left). The lease is heartbeaten every\n"
+            "third of its length; when a heartbeat is refused (the lease was lost) the command's\n"
+            "process group is killed. SIGTERM/SIGINT stop claiming, let running commands finish\n"
+            "for --grace seconds, then kill them and hand their jobs back; a second signal ends\n"
+            "the grace at once.\n\n"
+            "  --concurrency N   commands running at once (default 1)\n"
+            "  --lease S         lease seconds (default: the queue's lease_seconds)\n"
+            "  --max-jobs N      stop after claiming N jobs (default: no limit)\n"
+            "  --idle-exit S     exit after S seconds with nothing to do (default: never)\n"
+            "  --timeout S       kill a command after S seconds and fail its job (default: none)\n"
+            "  --grace S         seconds running commands get after SIGTERM (default 30)\n"
+            "  --progress-fd FD  the command's file descriptor FD (3 or above) is a pipe: each\n"
+            "                    line written there (JSON, else a string) is sent as the job's\n"
+            "                    progress with the next heartbeat\n"
+            "  --owner ID        the worker's owner id (default: host:pid)\n"
+            "  --verbose         a line on stderr for every failed command\n");
+}
+
+/* Parses work's options into wc. Returns 0, or an exit code (-1: --help printed). */
+static int work_options(int argc, char **argv, struct work_conf *wc)
+{
+    static const struct option opts[] = {{"concurrency", required_argument, NULL, 'c'},
+                                         {"lease", required_argument, NULL, 'l'},
+                                         {"max-jobs", required_argument, NULL, 'm'},
+                                         {"idle-exit", required_argument, NULL, 'i'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         {"progress-fd", required_argument, NULL, 'p'},
+                                         {"owner", required_argument, NULL, 'o'},
+                                         {"verbose", no_argument, NULL, 'v'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    long long v = 0;
+    int c;
+    if (argc > 1 && argv[1][0] != '-') { /* QUEUE comes first: parse the options after it */
+        wc->queue = argv[1];
+        argv++;
+        argc--;
+    }
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        const char *name = c == 'h' || c == 'v' || c == 'o' || c == '?' ? "" : optarg;
+        int bad = 0;
+        switch (c) {
+        case 'c':
+            bad = cli_parse_long("--concurrency", name, 1, 1000, &v);
+            wc->concurrency = (int)v;
+            break;
+        case 'l':
+            bad = cli_parse_long("--lease", name, 1, 604800, &v);
+            wc->lease_s = (long)v;
+            break;
+        case 'm':
+            bad = cli_parse_long("--max-jobs", name, 1, (long long)1 << 62, &wc->max_jobs);
+            break;
+        case 'i':
+            bad = cli_parse_long("--idle-exit", name, 1, 1 << 30, &v);
+            wc->idle_exit_s = (long)v;
+            break;
+        case 't':
+            bad = cli_parse_long("--timeout", name, 1, 1 << 30, &v);
+            wc->timeout_s = (long)v;
+            break;
+        case 'g':
+            bad = cli_parse_long("--grace", name, 0, 1 << 30, &v);
+            wc->grace_s = (long)v;
+            break;
+        case 'p':
+            bad = cli_parse_long("--progress-fd", name, 3, 1000, &v);
+            wc->progress_fd = (int)v;
+            break;
+        case 'o':
+            snprintf(wc->owner, sizeof(wc->owner), "%s", optarg);
+            break;
+        case 'v':
+            wc->verbose = 1;
+            break;
+        case 'h':
+            work_usage(stdout);
+            return -1;
+        default:
+            work_usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+        if (bad)
+            return CLI_EXIT_USAGE;
+    }
+    if (!wc->queue && optind < argc && strcmp(argv[optind], "--") != 0)
+        wc->queue = argv[optind++];
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (!wc->queue || optind >= argc) {
+        cli_errorf("usage: work QUEUE [options] -- COMMAND [ARGS...]");
+        return CLI_EXIT_USAGE;
+    }
+    wc->command = argv + optind;
+    return 0;
+}
+
+/* Reads the queue's lease_seconds when --lease was not given (and checks the queue exists).
+ * Returns 0 or an exit code (printed). */
+static int work_lease(struct work_conf *wc, struct cli_http *http)
+{
+    char path[512];
+    struct cli_reply rep;
+    snprintf(path, sizeof(path), "/queues/%s", wc->queue_esc);
+    int rc = cli_http_call(http, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 30, &rep);
+    if (rc == 0 && rep.status == 200) {
+        json_int_t l = json_integer_value(json_object_get(rep.json, "lease_seconds"));
+        if (!wc->lease_s)
+            wc->lease_s = l > 0 ? (long)l : 30;
+    } else {
+        rc = cli_reply_exit(&rep);
+    }
+    cli_reply_clear(&rep);
+    return rc;
+}
+
+/* Starts a thread for each lease of a claim's answer; hands the leases back when stopping. */
+static void work_start_jobs(struct work_conf *wc, struct work_state *ws, struct cli_http *http,
+                            json_t *leases, double lease_from)
+{
+    size_t i;
+    json_t *l;
+    json_array_foreach(leases, i, l)
+    {
+        long long id = json_integer_value(json_object_get(l, "job_id"));
+        long long fence = json_integer_value(json_object_get(l, "fence"));
+        struct job *j = work_stop ? NULL : calloc(1, sizeof(*j));
+        if (!j) {
+            job_handback(wc, http, id, fence);
+            continue;
+        }
+        *j = (struct job){wc,
+                          ws,
+                          id,
+                          fence,
+                          json_integer_value(json_object_get(l, "attempt")),
+                          json_incref(json_object_get(l, "payload")),
+                          lease_from};
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_mutex_lock(&ws->mu);
+        ws->running++;
+        ws->claimed++;
+        pthread_mutex_unlock(&ws->mu);
+        if (pthread_create(&t, &attr, job_thread, j) != 0) {
+            job_handback(wc, http, id, fence);
+            json_decref(j->payload);
+            free(j);
+            pthread_mutex_lock(&ws->mu);
+            ws->running--;
+            pthread_mutex_unlock(&ws->mu);
+        }
+        pthread_attr_destroy(&attr);
+    }
+}
+
+/* One claim of up to want jobs, waiting up to wait_s. Returns 0 (jobs started, maybe none),
+ * a fatal exit code (printed), or -1 (the service is unavailable; try again). */
+static int work_claim(struct work_conf *wc, struct work_state *ws, struct cli_http *http,
+                      long long want, long wait_s, int *got)
+{
+    char path[512];
+    struct cli_reply rep;
+    json_t *body =
+        json_pack("{s:s, s:I, s:i, s:i}", "owner", wc->owner, "max_jobs", (json_int_t)want,
+                  "wait_seconds", (int)wait_s, "lease_seconds", (int)wc->lease_s);
+    snprintf(path, sizeof(path), "/queues/%s/leases", wc->queue_esc);
+    double sent = work_now();
+    int rc = cli_http_call(http, "POST", path, body, 0, wait_s + 30, &rep);
+    json_decref(body);
+    *got = 0;
+    if (rc == 0 && rep.status == 200) {
+        json_t *leases = json_object_get(rep.json, "leases");
+        *got = (int)json_array_size(leases);
+        work_start_jobs(wc, ws, http, leases, sent);
+    } else if (rc != 0 || rep.status == 503 || rep.status >= 500) {
+        cli_errorf("work: claim: %s%s%s", rep.code, rep.code[0] ? ": " : "", rep.detail);
+        rc = -1;
+    } else {
+        rc = cli_reply_exit(&rep);
+    }
+    cli_reply_clear(&rep);
+    return rc;
+}
+
+/* Waits until a slot is free or the worker stops; returns the free slots (0 when stopping). */
+static int work_free_slots(const struct work_conf *wc, struct work_state *ws)
+{
+    pthread_mutex_lock(&ws->mu);
+    while (ws->running >= wc->concurrency && !work_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&ws->cv, &ws->mu, &ts);
+    }
+    int free_slots = work_stop ? 0 : wc->concurrency - ws->running;
+    pthread_mutex_unlock(&ws->mu);
+    return free_slots;
+}
+
+/* The claim loop, until SIGTERM, --max-jobs, --idle-exit or a fatal answer. */
+static int work_loop(struct work_conf *wc, struct work_state *ws, struct cli_http *http)
+{
+    double idle_since = work_now();
+    for (;;) {
+        int slots = work_free_slots(wc, ws);
+        if (slots == 0)
+            return 0;
+        pthread_mutex_lock(&ws->mu);
+        long long want = slots, left = wc->max_jobs ? wc->max_jobs - ws->claimed : want;
+        int running = ws->running;
+        pthread_mutex_unlock(&ws->mu);
+        if (left <= 0)
+            return 0;
+        want = want < left ? want : left;
+        if (running)
+            idle_since = work_now();
+        long wait_s = CLAIM_WAIT_MAX;
+        if (wc->idle_exit_s) {
+            double rest = (double)wc->idle_exit_s - (work_now() - idle_since);
+            if (rest <= 0 && !running)
+                return 0;
+            wait_s = rest < wait_s ? (rest < 0 ? 0 : (long)rest + 1) : wait_s;
+            if (running) /* a job may end meanwhile: come back soon to count idle time right */
+                wait_s = 1;
+        }
+        int got = 0, rc = work_claim(wc, ws, http, want, wait_s, &got);
+        if (rc > 0)
+            return rc;
+        if (rc < 0 && !work_stop)
+            sleep(1);
+        if (got)
+            idle_since = work_now();
+    }
+}
+
+/* After the loop: waits for every job thread (they watch the grace themselves), then flushes
+ * the batched completions. */
+static void work_drain(struct work_state *ws)
+{
+    pthread_mutex_lock(&ws->mu);
+    while (ws->running > 0)
+        pthread_cond_wait(&ws->cv, &ws->mu);
+    pthread_mutex_unlock(&ws->mu);
+    settler_stop(ws->settler);
+    ws->settler = NULL;
+}
+
+static void work_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+}
+
+int cli_cmd_work(const struct cli_conf *conf, int argc, char **argv)
+{
+    struct work_conf wc = {.conf = conf, .concurrency = 1, .grace_s = 30, .progress_fd = -1};
+    struct work_state ws = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    struct cli_http *http = NULL;
+    int result = work_options(argc, argv, &wc);
+    if (result != 0) {
+        result = result < 0 ? 0 : result;
+        goto done;
+    }
+    if (!wc.owner[0]) {
+        char host[64] = "host";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(wc.owner, sizeof(wc.owner), "%s:%ld", host, (long)getpid());
+    }
+    http = cli_http_new(conf);
+    wc.queue_esc = http ? cli_http_escape(http, wc.queue) : NULL;
+    if (!wc.queue_esc) {
+        result = CLI_EXIT_OTHER;
+        goto done;
+    }
+    work_signals();
+    cli_http_set_abort(http, &work_stop);
+    if ((result = work_lease(&wc, http)) != 0)
+        goto done;
+    ws.settler = settler_start(&wc, &ws);
+    if (!ws.settler) {
+        result = CLI_EXIT_OTHER;
+        goto done;
+    }
+    result = work_loop(&wc, &ws, http);
+    work_drain(&ws);
+    cli_errorf("work: %lld claimed, %lld succeeded, %lld failed, %lld lost, %lld handed back, "
+               "%lld refused",
+               ws.claimed, ws.succeeded, ws.failed, ws.lost, ws.handed_back, ws.refused);
+done:
+    free(wc.queue_esc);
+    cli_http_free(http);
+    return result;
+}
