@@ -63,6 +63,16 @@ char *cli_http_escape(struct cli_http *h, const char *s)
     return copy;
 }
 
+char *cli_escape(const char *s)
+{
+    CURL *c = curl_easy_init();
+    char *e = c ? curl_easy_escape(c, s, 0) : NULL;
+    char *copy = e ? strdup(e) : NULL;
+    curl_free(e);
+    curl_easy_cleanup(c);
+    return copy;
+}
+
 void cli_reply_clear(struct cli_reply *r)
 {
     json_decref(r->json);

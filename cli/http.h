@@ -48,6 +48,9 @@ int cli_status_exit(long status);
  * allocation failure. */
 char *cli_http_escape(struct cli_http *h, const char *s);
 
+/* The same without a client. */
+char *cli_escape(const char *s);
+
 /* Stop flag polled during retry sleeps (work's SIGTERM): when it becomes non-zero a retry loop
  * gives up at once with CLI_EXIT_UNAVAILABLE. NULL: none. */
 void cli_http_set_abort(struct cli_http *h, const volatile int *flag);

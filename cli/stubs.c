@@ -5,6 +5,7 @@
         cli_errorf("not yet");                                                                     \
         return 1;                                                                                  \
     }
-STUB(cli_cmd_enqueue)
-STUB(cli_cmd_jobs) STUB(cli_cmd_job) STUB(cli_cmd_retry) STUB(cli_cmd_cancel) STUB(cli_cmd_produce)
-    STUB(cli_cmd_tail) STUB(cli_cmd_head) STUB(cli_cmd_ledger)
+STUB(cli_cmd_produce)
+STUB(cli_cmd_tail)
+STUB(cli_cmd_head)
+STUB(cli_cmd_ledger)

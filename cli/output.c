@@ -1,0 +1,93 @@
+/* rowlock-cli's output: JSON lines, indented JSON and tables on stdout, progress on stderr.
+ * The commands decide what to print; this file only decides how. */
+#include "cli/output.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CELL_MAX 48
+
+void out_json(const struct cli_conf *conf, const json_t *v)
+{
+    size_t flags = JSON_ENCODE_ANY | (conf->out_tty ? JSON_INDENT(2) : JSON_COMPACT);
+    char *text = json_dumps(v, flags);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    fflush(stdout);
+}
+
+void out_line(const json_t *v)
+{
+    char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    fflush(stdout);
+}
+
+/* The cell text of a member (a new string). */
+static char *cell_text(const json_t *v)
+{
+    char *text;
+    if (!v || json_is_null(v))
+        text = strdup("-");
+    else if (json_is_string(v))
+        text = strdup(json_string_value(v));
+    else
+        text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (text && strlen(text) > CELL_MAX)
+        strcpy(text + CELL_MAX - 3, "...");
+    for (char *p = text; p && *p; p++)
+        if (*p == '\n' || *p == '\t' || *p == '\r')
+            *p = ' ';
+    return text;
+}
+
+void out_table(const json_t *rows, const char *const *columns)
+{
+    size_t ncol = 0, width[32] = {0}, i;
+    const json_t *row;
+    while (columns[ncol] && ncol < 32) {
+        width[ncol] = strlen(columns[ncol]);
+        ncol++;
+    }
+    json_array_foreach(rows, i, row)
+    {
+        for (size_t c = 0; c < ncol; c++) {
+            char *t = cell_text(json_object_get(row, columns[c]));
+            if (t && strlen(t) > width[c])
+                width[c] = strlen(t);
+            free(t);
+        }
+    }
+    for (size_t c = 0; c < ncol; c++)
+        printf("%-*s%s", (int)width[c], columns[c], c + 1 < ncol ? "  " : "\n");
+    json_array_foreach(rows, i, row)
+    {
+        for (size_t c = 0; c < ncol; c++) {
+            char *t = cell_text(json_object_get(row, columns[c]));
+            printf("%-*s%s", (int)width[c], t ? t : "", c + 1 < ncol ? "  " : "\n");
+            free(t);
+        }
+    }
+    fflush(stdout);
+}
+
+void out_progress(const struct cli_conf *conf, const char *label, long long done, long long total,
+                  int final)
+{
+    if (!conf->err_tty)
+        return;
+    if (total > 0) {
+        int bar = (int)(done * 30 / total);
+        fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", label, bar,
+                "==============================", 30 - bar, "", done, total);
+    } else {
+        fprintf(stderr, "\r%s %lld", label, done);
+    }
+    if (final)
+        fputc('\n', stderr);
+    fflush(stderr);
+}

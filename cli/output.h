@@ -1,0 +1,26 @@
+/* rowlock-cli's output: JSON (one compact line when stdout is not a terminal, indented on one),
+ * tables on a terminal, progress on stderr. Knows nothing of HTTP. */
+#ifndef CLI_OUTPUT_H
+#define CLI_OUTPUT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "cli/cli.h"
+
+/* Prints v (borrowed) on stdout: indented on a terminal, one compact line otherwise. */
+void out_json(const struct cli_conf *conf, const json_t *v);
+/* Prints v (borrowed) as one compact line on stdout and flushes (NDJSON streams). */
+void out_line(const json_t *v);
+
+/* A table of rows (array of objects, borrowed) with these columns (NULL-terminated names of
+ * members; nested values shown as compact JSON, long cells cut with "..." since a table is
+ * for reading, the JSON output for keeping). */
+void out_table(const json_t *rows, const char *const *columns);
+
+/* "\r<label> <done>[/<total>]" on stderr when it is a terminal (total < 0: unknown); final
+ * prints the newline. */
+void out_progress(const struct cli_conf *conf, const char *label, long long done, long long total,
+                  int final);
+
+#endif

@@ -1,0 +1,272 @@
+/* rowlock-cli's queue commands besides work: enqueue (arguments or NDJSON stdin, batched),
+ * jobs (every page, a table on a terminal), job (with its attempt history), retry and cancel. */
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/http.h"
+#include "cli/ndjson.h"
+#include "cli/output.h"
+
+struct enqueue_counts {
+    long long created, duplicates;
+    int whole_jobs; /* --jobs: each line is a whole job object, not a payload */
+};
+
+static json_t *enqueue_item(json_t *value, long long line, void *arg, char *why, size_t whysize)
+{
+    const struct enqueue_counts *c = arg;
+    if (!c->whole_jobs)
+        return json_pack("{s:O}", "payload", value);
+    if (!json_is_object(value) || !json_object_get(value, "payload")) {
+        snprintf(why, whysize, "with --jobs each line is a job object with a \"payload\"");
+        return NULL;
+    }
+    return json_incref(value);
+}
+
+static void enqueue_answer(const json_t *answer, void *arg)
+{
+    struct enqueue_counts *c = arg;
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(answer, "jobs"), i, j)
+    {
+        if (json_is_true(json_object_get(j, "duplicate")))
+            c->duplicates++;
+        else
+            c->created++;
+    }
+}
+
+static void enqueue_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rowlock-cli enqueue QUEUE [--jobs] [--batch N] [--skip-bad] [JSON...]\n\n"
+            "Enqueues each JSON argument as a job's payload or, without arguments, each line\n"
+            "of NDJSON on stdin, in batches of --batch (default 500, at most 1000) jobs per\n"
+            "request. --jobs: each line is a whole job ({\"payload\": ..., \"dedupe_key\",\n"
+            "\"priority\", \"delay_seconds\", \"run_at\", \"max_attempts\"}). A line that is not\n"
+            "JSON is reported by its number and nothing after it is sent (the lines before\n"
+            "it are), unless --skip-bad. Prints {\"created\",\"duplicates\",\"lines\"}; a\n"
+            "progress count on a terminal.\n");
+}
+
+int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)
+{
+    static const struct option opts[] = {{"jobs", no_argument, NULL, 'j'},
+                                         {"batch", required_argument, NULL, 'b'},
+                                         {"skip-bad", no_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    struct enqueue_counts counts = {0};
+    struct ndjson_batch b = {.conf = conf,
+                             .array_key = "jobs",
+                             .max_items = 500,
+                             .label = "enqueued",
+                             .item = enqueue_item,
+                             .answer = enqueue_answer,
+                             .arg = &counts};
+    long long v;
+    char path[1024];
+    int c, rc = CLI_EXIT_USAGE;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'j')
+            counts.whole_jobs = 1;
+        else if (c == 's')
+            b.skip_bad = 1;
+        else if (c == 'b' && cli_parse_long("--batch", optarg, 1, 1000, &v) == 0)
+            b.max_items = (size_t)v;
+        else {
+            enqueue_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? 0 : CLI_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        enqueue_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    b.http = cli_http_new(conf);
+    char *q = cli_http_escape(b.http, argv[optind]);
+    snprintf(path, sizeof(path), "/queues/%s/jobs", q);
+    b.path = path;
+    if (optind + 1 < argc)
+        rc = ndjson_run_args(&b, argc - optind - 1, argv + optind + 1);
+    else
+        rc = ndjson_run_file(&b, stdin);
+    json_t *summary =
+        json_pack("{s:I, s:I, s:I}", "created", (json_int_t)counts.created, "duplicates",
+                  (json_int_t)counts.duplicates, "lines", (json_int_t)b.lines);
+    if (b.bad)
+        json_object_set_new(summary, "bad_lines", json_integer(b.bad));
+    out_json(conf, summary);
+    json_decref(summary);
+    free(q);
+    cli_http_free(b.http);
+    return rc;
+}
+
+/* GETs path and prints the answer as JSON; returns the exit code. */
+static int get_and_print(const struct cli_conf *conf, const char *method, const char *path)
+{
+    struct cli_http *h = cli_http_new(conf);
+    struct cli_reply rep;
+    int flags = strcmp(method, "POST") == 0 ? 0 : CLI_HTTP_IDEMPOTENT;
+    int rc = cli_http_call(h, method, path, NULL, flags, 60, &rep);
+    rc = cli_reply_exit(&rep);
+    if (rc == 0)
+        out_json(conf, rep.json);
+    cli_reply_clear(&rep);
+    cli_http_free(h);
+    return rc;
+}
+
+/* Parses "QUEUE ID" (after options) into an escaped path prefix "/queues/Q/jobs/ID". */
+static int queue_job_path(int argc, char **argv, const char *usage, char *path, size_t size)
+{
+    long long id;
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: rowlock-cli %s\n", usage);
+        return -1;
+    }
+    if (argc != 3 || cli_parse_long("ID", argv[2], 1, INT64_MAX, &id) != 0) {
+        cli_errorf("usage: %s", usage);
+        return CLI_EXIT_USAGE;
+    }
+    char *q = cli_escape(argv[1]);
+    snprintf(path, size, "/queues/%s/jobs/%lld", q ? q : "", id);
+    free(q);
+    return 0;
+}
+
+static const char *const job_columns[] = {"id",           "state",      "attempts",
+                                          "max_attempts", "owner",      "updated_at",
+                                          "payload",      "last_error", NULL};
+
+static void jobs_usage(FILE *f)
+{
+    fprintf(f, "usage: rowlock-cli jobs QUEUE [--state pending|processing|succeeded|failed] "
+               "[--limit N]\n\nLists the queue's jobs in id order, every page (or the first N "
+               "jobs): NDJSON,\nor a table on a terminal.\n");
+}
+
+/* Reads pages of jobs after *after into rows; *after becomes the next page's or -1 at the end. */
+static int jobs_page(struct cli_http *h, const char *q, const char *state, long long *after,
+                     long long want, json_t *rows, const struct cli_conf *conf)
+{
+    char path[1024];
+    struct cli_reply rep;
+    snprintf(path, sizeof(path), "/queues/%s/jobs?limit=%lld&after=%lld%s%s", q,
+             want < 1000 ? want : 1000, *after, state ? "&state=" : "", state ? state : "");
+    cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
+    int rc = cli_reply_exit(&rep);
+    if (rc == 0) {
+        size_t i;
+        json_t *j;
+        json_array_foreach(json_object_get(rep.json, "jobs"), i, j)
+        {
+            json_array_append(rows, j);
+            if (!conf->out_tty)
+                out_line(j);
+        }
+        json_t *next = json_object_get(rep.json, "next");
+        *after = json_is_integer(next) ? json_integer_value(next) : -1;
+    }
+    cli_reply_clear(&rep);
+    return rc;
+}
+
+int cli_cmd_jobs(const struct cli_conf *conf, int argc, char **argv)
+{
+    static const struct option opts[] = {{"state", required_argument, NULL, 's'},
+                                         {"limit", required_argument, NULL, 'l'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *state = NULL;
+    long long limit = 0, after = 0;
+    int c, rc = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 's')
+            state = optarg;
+        else if (c != 'l' || cli_parse_long("--limit", optarg, 1, INT64_MAX, &limit) != 0) {
+            jobs_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? 0 : CLI_EXIT_USAGE;
+        }
+    }
+    if (optind + 1 != argc) {
+        jobs_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    struct cli_http *h = cli_http_new(conf);
+    char *q = cli_escape(argv[optind]), *st = state ? cli_escape(state) : NULL;
+    json_t *rows = json_array();
+    long long left = limit ? limit : INT64_MAX;
+    while (rc == 0 && after >= 0 && left > 0) {
+        size_t before = json_array_size(rows);
+        rc = jobs_page(h, q, st, &after, left, rows, conf);
+        left -= (long long)(json_array_size(rows) - before);
+        if (!conf->out_tty)
+            json_array_clear(rows);
+    }
+    if (conf->out_tty && rc == 0)
+        out_table(rows, job_columns);
+    json_decref(rows);
+    free(q);
+    free(st);
+    cli_http_free(h);
+    return rc;
+}
+
+static const char *const attempt_columns[] = {"attempt",  "fence",   "owner", "claimed_at",
+                                              "ended_at", "outcome", NULL};
+
+int cli_cmd_job(const struct cli_conf *conf, int argc, char **argv)
+{
+    char path[1024];
+    struct cli_reply rep;
+    int rc = queue_job_path(argc, argv,
+                            "job QUEUE ID: the job and its attempt history (JSON; on "
+                            "a terminal with the history as a table)",
+                            path, sizeof(path));
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    struct cli_http *h = cli_http_new(conf);
+    cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
+    rc = cli_reply_exit(&rep);
+    if (rc == 0 && conf->out_tty) {
+        json_t *history = json_incref(json_object_get(rep.json, "history"));
+        json_object_del(rep.json, "history");
+        out_json(conf, rep.json);
+        printf("\nhistory:\n");
+        out_table(history, attempt_columns);
+        json_decref(history);
+    } else if (rc == 0) {
+        out_json(conf, rep.json);
+    }
+    cli_reply_clear(&rep);
+    cli_http_free(h);
+    return rc;
+}
+
+int cli_cmd_retry(const struct cli_conf *conf, int argc, char **argv)
+{
+    char path[1024];
+    int rc = queue_job_path(argc, argv, "retry QUEUE ID: a finished job back to pending", path,
+                            sizeof(path) - 8);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    strcat(path, "/retry");
+    return get_and_print(conf, "POST", path);
+}
+
+int cli_cmd_cancel(const struct cli_conf *conf, int argc, char **argv)
+{
+    char path[1024];
+    int rc = queue_job_path(argc, argv, "cancel QUEUE ID: fail a pending or running job now", path,
+                            sizeof(path));
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    return get_and_print(conf, "DELETE", path);
+}
