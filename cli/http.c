@@ -16,6 +16,7 @@ struct cli_http {
     const struct cli_conf *conf;
     CURL *curl;
     const volatile int *abort;
+    char extra[512];
 };
 
 struct body_buf {
@@ -48,6 +49,11 @@ void cli_http_free(struct cli_http *h)
         return;
     curl_easy_cleanup(h->curl);
     free(h);
+}
+
+void cli_http_header(struct cli_http *h, const char *line)
+{
+    snprintf(h->extra, sizeof(h->extra), "%s", line ? line : "");
 }
 
 void cli_http_set_abort(struct cli_http *h, const volatile int *flag)
@@ -159,6 +165,8 @@ static CURLcode http_once(struct cli_http *h, const char *method, const char *pa
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", h->conf->token);
         hdrs = curl_slist_append(hdrs, auth);
     }
+    if (h->extra[0])
+        hdrs = curl_slist_append(hdrs, h->extra);
     if (body) {
         hdrs = curl_slist_append(hdrs, strcmp(method, "PATCH") == 0 && strstr(path, "/head")
                                            ? "Content-Type: application/merge-patch+json"

@@ -48,6 +48,9 @@ int cli_status_exit(long status);
  * allocation failure. */
 char *cli_http_escape(struct cli_http *h, const char *s);
 
+/* One more request header ("Name: value", copied) on every later call of h; NULL: none. */
+void cli_http_header(struct cli_http *h, const char *line);
+
 /* The same without a client. */
 char *cli_escape(const char *s);
 
