@@ -32,8 +32,9 @@ static int batch_flush(struct ndjson_batch *b, struct pending *p)
         b->sent += (long long)n;
     } else {
         rc = cli_reply_exit(&rep);
-        cli_errorf("the batch of lines %lld to %lld was not sent; %lld lines before it were",
-                   b->lines - (long long)n + 1, b->lines, b->sent);
+        if (n > 1 || b->sent > 0)
+            cli_errorf("the batch of lines %lld to %lld was not sent; %lld lines before it were",
+                       b->lines - (long long)n + 1, b->lines, b->sent);
     }
     cli_reply_clear(&rep);
     json_array_clear(p->items);
