@@ -66,6 +66,16 @@ static const struct db_stmt st_enqueue = {
     "  ins.id IS NOT NULL FROM input LEFT JOIN ins ON ins.id = input.id ORDER BY input.i",
     7};
 
+/* The job holding a dedupe key that the enqueue above found taken but could not see: a
+ * transaction still running held the key, so the INSERT waited for it to commit, and the
+ * statement's snapshot (taken before that commit) does not show its job. A new statement
+ * does. */
+static const struct db_stmt st_enqueue_dedupe_id = {
+    "jobs_enqueue_dedupe_id",
+    "SELECT id FROM rowlock.jobs WHERE queue_id = $1 AND dedupe_key = $2 "
+    "ORDER BY state IN ('pending', 'processing') DESC, id DESC LIMIT 1",
+    2};
+
 #define JOB_COLUMNS                                                                                \
     "j.id, j.state, j.priority, j.attempts, j.max_attempts, j.fence, j.owner, "                    \
     "coalesce(" TS("j.lease_expires_at") ", ''), " TS("j.run_at") ", " TS("j.created_at") ", " TS( \
@@ -440,6 +450,25 @@ struct enqueue {
     enum db_queue_verdict verdict;
 };
 
+/* Reads the id of the job holding key (st_enqueue_dedupe_id) into *id. The enqueue has
+ * committed by now (its COMMIT went with it): a failure here leaves the outcome of the other
+ * jobs of the batch unknown to the client. */
+static enum db_status dedupe_id(struct db_conn *c, int64_t queue, const char *key, int64_t *id,
+                                struct db_error *err)
+{
+    char qid[24];
+    snprintf(qid, sizeof(qid), "%" PRId64, queue);
+    const char *params[] = {qid, key};
+    PGresult *r = NULL;
+    enum db_status st = db_query(c, &st_enqueue_dedupe_id, params, &r, err);
+    if (st != DB_OK)
+        return DB_ERR_OUTCOME_UNKNOWN;
+    if (PQntuples(r) == 1)
+        *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return DB_OK;
+}
+
 static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct enqueue *a = arg;
@@ -461,10 +490,12 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
         a->out[i].id = strtoll(PQgetvalue(r, i, 1), NULL, 10);
         a->out[i].verdict = PQgetvalue(r, i, 2)[0] == 't' ? DB_Q_CREATED : DB_Q_DUPLICATE;
+        if (st == DB_OK && PQgetisnull(r, i, 1) && a->jobs[i].dedupe_key != NULL)
+            st = dedupe_id(c, q.id, a->jobs[i].dedupe_key, &a->out[i].id, err);
     }
     PQclear(r);
     a->verdict = DB_Q_OK;
-    return DB_OK;
+    return st;
 }
 
 enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,

@@ -337,7 +337,8 @@ struct client {
     char unexpected[256]; /* the first unexpected answer */
 };
 
-static struct client clients[CLIENTS];
+/* clients[CLIENTS] is the racer: one job, enqueued during the stall past the deadline */
+static struct client clients[CLIENTS + 1];
 static atomic_int load_stop;
 static _Atomic double promoted_at; /* 0 until the standby is promoted */
 
@@ -443,6 +444,21 @@ static void *client_main(void *arg)
     return NULL;
 }
 
+/* The racer: one job enqueued while every commit waits for the standby. The deadline cuts it
+ * (outcome_unknown; it did commit), and its repeat, sent while the first still waits, waits on
+ * the first's dedupe key, to answer 200 duplicate with the job's id once the standby catches up.
+ */
+static void *racer_main(void *arg)
+{
+    struct client *cl = arg;
+    struct op *o = &cl->ops[0];
+    o->kind = OP_JOB;
+    o->n = 1;
+    atomic_store(&cl->nops, 1);
+    op_run(cl, o);
+    return NULL;
+}
+
 static int begun_total(void)
 {
     int n = 0;
@@ -475,7 +491,7 @@ static int check_jobs(PGconn *c)
 {
     int bad = 0, njobs = 0;
     char sql[256];
-    for (int t = 0; t < CLIENTS; t++) {
+    for (int t = 0; t <= CLIENTS; t++) { /* the racer's job too */
         struct client *cl = &clients[t];
         for (int i = 0; i < cl->nops; i++) {
             struct op *o = &cl->ops[i];
@@ -644,22 +660,27 @@ static void fencing_holds(long id)
     assert_int_equal(stale, 409);
 }
 
-/* Stops the primary's WAL sender (SIGSTOP, by pid): from then on every COMMIT waits for the
- * standby's acknowledgement, committed on the primary alone. Returns how many backends wait so
- * after STALL_S, or -1 when there was no WAL sender to stop. */
-#define STALL_S 0.5
-static int stall_replication(void)
+/* Sends sig (SIGSTOP, SIGCONT) to the primary's WAL sender, by pid. While it is stopped, every
+ * COMMIT waits for the standby's acknowledgement, committed on the primary alone. 0, or -1 when
+ * there is no WAL sender. */
+static int walsender_signal(int sig)
+{
+    static int pid;
+    if (pid == 0) {
+        PGconn *c = connect_to(psock, "postgres");
+        PGresult *r = th_sql(c, "SELECT pid FROM pg_stat_replication");
+        pid = PQntuples(r) == 1 ? atoi(PQgetvalue(r, 0, 0)) : -1;
+        PQclear(r);
+        PQfinish(c);
+    }
+    return pid > 0 && kill(pid, sig) == 0 ? 0 : -1;
+}
+
+/* Backends of the primary whose COMMIT waits for the standby. */
+static int syncrep_waiting(void)
 {
     PGconn *c = connect_to(psock, "postgres");
-    PGresult *r = th_sql(c, "SELECT pid FROM pg_stat_replication");
-    int pid = PQntuples(r) == 1 ? atoi(PQgetvalue(r, 0, 0)) : 0;
-    PQclear(r);
-    if (pid <= 0 || kill(pid, SIGSTOP) != 0) {
-        PQfinish(c);
-        return -1;
-    }
-    usleep((useconds_t)(STALL_S * 1e6));
-    r = th_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+    PGresult *r = th_sql(c, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
     int waiting = atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
     PQfinish(c);
@@ -668,12 +689,13 @@ static int stall_replication(void)
 
 struct failover_times {
     double killed_at, promote_began, promoted_at;
+    int cut;     /* commits waiting for the standby when the deadline had passed */
     int stalled; /* commits waiting for the standby when the primary was killed */
 };
 
-/* Kills the primary under the load (while its commits wait for the standby) and promotes the
- * standby; returns when every client has made OPS_AFTER acknowledged writes since, or the bound
- * passed. */
+/* Under the load: stalls the standby past the deadline and lets it catch up; then kills the
+ * primary while its commits wait for the standby again, and promotes the standby. Returns when
+ * every client has made OPS_AFTER acknowledged writes since, or the bound passed. */
 static void fail_over_under_load(struct failover_times *ft)
 {
     for (int t = 0; t < CLIENTS; t++) {
@@ -683,9 +705,25 @@ static void fail_over_under_load(struct failover_times *ft)
     double t0 = th_now();
     while (th_now() - t0 < 2.0 || (begun_total() < 40 && th_now() - t0 < 20.0))
         usleep(50000);
-    ft->stalled = stall_replication();
-    fprintf(stderr, "load: %d writes begun before the kill; %d commits wait for the standby\n",
-            begun_total(), ft->stalled);
+    /* the standby stalls past the deadline, then catches up: the writes cut by the deadline
+     * answer outcome_unknown, and they did commit (their retries answer duplicate or replay) */
+    int stopped = walsender_signal(SIGSTOP) == 0;
+    struct client *racer = &clients[CLIENTS];
+    racer->id = CLIENTS;
+    usleep(50000);
+    pthread_create(&racer->thread, NULL, racer_main, racer);
+    usleep((DEADLINE_MS + 700) * 1000);
+    ft->cut = syncrep_waiting();
+    int resumed = walsender_signal(SIGCONT) == 0;
+    usleep(500000);
+    /* the standby stalls again, and the primary dies: these commits are lost with it */
+    stopped = stopped && resumed && walsender_signal(SIGSTOP) == 0;
+    usleep(500000);
+    ft->stalled = stopped ? syncrep_waiting() : -1;
+    fprintf(stderr,
+            "load: %d writes begun before the kill; %d commits waited for the standby past the "
+            "deadline, %d wait when the primary is killed\n",
+            begun_total(), ft->cut, ft->stalled);
     ft->killed_at = th_now();
     int killed = pair_run("kill-primary") == 0;
     ft->promote_began = th_now();
@@ -695,10 +733,11 @@ static void fail_over_under_load(struct failover_times *ft)
     while (promoted && !all_acked_after(OPS_AFTER) && th_now() - t0 < LOAD_BOUND_S)
         usleep(50000);
     atomic_store(&load_stop, 1);
-    for (int t = 0; t < CLIENTS; t++)
+    for (int t = 0; t <= CLIENTS; t++)
         pthread_join(clients[t].thread, NULL);
     assert_true(killed);
     assert_true(promoted);
+    assert_true(ft->cut >= 1);
     assert_true(ft->stalled >= 1);
 }
 
@@ -758,12 +797,18 @@ static void failover_loses_no_acknowledged_write(void **state)
             ops, after, ft.promote_began - ft.killed_at, ft.promoted_at - ft.promote_began,
             first_2xx, first_2xx - (ft.promoted_at - ft.promote_began), unknown, unknown_repeat,
             unavailable, unexpected);
+    struct op *race = &clients[CLIENTS].ops[0];
+    fprintf(stderr, "racer: %d answers outcome_unknown, then %s (duplicate %d) naming job %ld\n",
+            race->unknown, race->acked ? "2xx" : "none", race->repeat, race->result);
+    assert_true(race->acked && race->unknown >= 1 && race->repeat);
     assert_int_equal(gave_up, 0);
     assert_int_equal(unexpected, 0);
     assert_int_equal(no_ra, 0);
     assert_true(all_acked_after(OPS_AFTER));
     assert_true(first_2xx < 20.0);
-    assert_true(unknown >= 1); /* the commits that waited for the standby */
+    /* the commits cut by the deadline had committed; of those cut by the kill, the ones whose
+     * WAL the standby had flushed before its acknowledgement was lost had too */
+    assert_true(unknown_repeat >= 1);
 
     /* on the promoted server: every acknowledged write, once */
     PGconn *c = connect_to(ssock, dbname);
