@@ -40,6 +40,7 @@
 # executed transactions (by path), events, displays and checkpoints must equal what the 2xx
 # answers (and pgbench's processed transactions) account for, exactly.
 #
+# PIN=1: PostgreSQL on CPU 0, everything else on CPU 1 (as in queues.sh; tests/bench/lib.sh).
 # Environment: ROWLOCK_DATABASE_URL (required), DURATION (seconds per run, default 10), CLIENTS
 # (concurrent clients of both, default 4), ROUNDS (each operation is measured ROUNDS times,
 # alternating rowlock and pgbench; the best round of each is reported; default 3), WARMUP
@@ -158,6 +159,7 @@ drop_ledgers() {
 
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 on_exit() {
+    pin_restore
     [ -z "${WATCH_PID:-}" ] || kill -TERM "$WATCH_PID" 2>/dev/null || true
     stop_server "$ROWLOCK_PID"
     ROWLOCK_PID=""
@@ -168,6 +170,8 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# PIN=1: PostgreSQL on CPU 0, this script and what it starts from here on on CPU 1 (lib.sh)
+[ "${PIN:-0}" = 0 ] || pin_postgres "$PSQL" "$DB_URL"
 
 fail_server() {
     printf 'ledgers.sh: error: rowlock did not start or does not answer; the end of %s:\n' \

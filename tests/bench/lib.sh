@@ -115,3 +115,72 @@ bind() {
     done
     printf '%s' "$text"
 }
+
+# PIN=1: the way a deployment runs, PostgreSQL on a core of its own. pin_postgres PSQL URL pins
+# the cluster's postmaster (so every backend it starts from now on) and its running children to
+# CPU PIN_PG_CPU (default 0), and this script (so rowlock, the workers, pgbench, node and every
+# other program it starts from now on) to CPU PIN_REST_CPU (default 1), with taskset; the
+# cluster's previous masks are put back by pin_restore (call it from the EXIT trap). It needs
+# the postmaster's pid (its data directory readable here) and the right to set its affinity
+# (root or the same user). On a cluster others use, pinning it slows them too: use a cluster of
+# the bench's own. PIN_PM gets the postmaster's pid.
+PIN_PM="" PIN_SAVED=()
+pin_postgres() {
+    local psql=$1 url=$2 dir pid mask
+    local pg_cpu=${PIN_PG_CPU:-0} rest_cpu=${PIN_REST_CPU:-1}
+    command -v taskset >/dev/null 2>&1 || die "PIN=1 needs taskset (apt-get install util-linux)"
+    [ "$(nproc --all)" -ge 2 ] || die "PIN=1 needs 2 CPUs"
+    dir=$("$psql" -X -At -d "$url" -c 'SHOW data_directory') || die "PIN=1: cannot ask the cluster"
+    [ -r "$dir/postmaster.pid" ] || die "PIN=1: $dir/postmaster.pid is not readable here"
+    PIN_PM=$(head -n 1 "$dir/postmaster.pid")
+    for pid in "$PIN_PM" $(pgrep -P "$PIN_PM"); do
+        mask=$(taskset -p "$pid" 2>/dev/null | sed 's/.*: //') || continue
+        PIN_SAVED+=("$pid:$mask")
+        taskset -a -p -c "$pg_cpu" "$pid" >/dev/null 2>&1 ||
+            die "PIN=1: cannot set the affinity of PostgreSQL's process $pid"
+    done
+    taskset -p -c "$rest_cpu" $$ >/dev/null || die "PIN=1: cannot pin this script"
+    log "PIN=1: PostgreSQL (postmaster $PIN_PM) on CPU $pg_cpu, everything else on CPU $rest_cpu"
+}
+pin_restore() {
+    local s
+    for s in "${PIN_SAVED[@]}"; do
+        taskset -a -p "${s#*:}" "${s%%:*}" >/dev/null 2>&1 || true
+    done
+    # backends started while pinned inherited the pin: give the ones still running theirs back
+    if [ -n "$PIN_PM" ] && [ "${#PIN_SAVED[@]}" -gt 0 ]; then
+        for s in $(pgrep -P "$PIN_PM"); do
+            taskset -a -p "${PIN_SAVED[0]#*:}" "$s" >/dev/null 2>&1 || true
+        done
+    fi
+    PIN_SAVED=()
+}
+
+# wal_snapshot PSQL URL: the cluster's current WAL position (pg_current_wal_lsn) as a byte count.
+wal_position() { "$1" -X -At -d "$2" -c "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"; }
+
+# wal_records PGDATA FROM TO: what the cluster wrote between two WAL positions (byte counts),
+# from pg_waldump --stats=record, as key=value: wal (bytes), fpi (bytes of full-page images),
+# heap_ins (heap tuples inserted: INSERT records, MULTI_INSERT records counted as one each),
+# heap_upd (non-HOT updates), heap_hot (HOT updates), heap_del, heap_lock (row locks written),
+# idx_ins (B-tree leaf entries inserted), prune (heap pages pruned or vacuumed). Cluster-wide:
+# everything any database of the cluster did meanwhile. Nothing when pg_waldump or pg_wal is
+# not readable here.
+wal_records() {
+    local dump
+    dump=$(pg_tool pg_waldump) || return 0
+    [ -r "$1/pg_wal" ] || return 0
+    "$dump" --stats=record -p "$1/pg_wal" \
+        -s "$(printf '%X/%X' $(($2 >> 32)) $(($2 & 0xFFFFFFFF)))" \
+        -e "$(printf '%X/%X' $(($3 >> 32)) $(($3 & 0xFFFFFFFF)))" 2>/dev/null | awk -v w=$(($3 - $2)) '
+        $1 ~ /^Heap\/INSERT/ || $1 == "Heap2/MULTI_INSERT" { ins += $2 }
+        $1 ~ /^Heap\/UPDATE/ { upd += $2 }
+        $1 ~ /^Heap\/HOT_UPDATE/ { hot += $2 }
+        $1 == "Heap/DELETE" { del += $2 }
+        $1 == "Heap/LOCK" || $1 == "Heap2/LOCK_UPDATED" { lock += $2 }
+        $1 ~ /^Btree\/INSERT_(LEAF|POST)/ { idx += $2 }
+        $1 ~ /^Heap2\/(PRUNE|VACUUM)/ { prune += $2 }
+        $1 == "Total" { fpi = $5 }
+        END { printf "wal=%d fpi=%d heap_ins=%d heap_upd=%d heap_hot=%d heap_del=%d heap_lock=%d idx_ins=%d prune=%d\n",
+            w, fpi, ins, upd, hot, del, lock, idx, prune }'
+}

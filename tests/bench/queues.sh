@@ -52,6 +52,21 @@
 # cache mode rowlock sets on its pooled connections (the "SET plan_cache_mode = ..." of
 # db/pool.c, read at every run; PGBENCH_PGOPTIONS overrides), so they run the same plans.
 #
+# Measuring it the way it runs in production (issue 14): PIN=1 puts PostgreSQL (its postmaster,
+# so every backend) on CPU 0 and everything else (rowlock, the workers, pgbench, node) on CPU 1
+# with taskset (tests/bench/lib.sh pin_postgres; the cluster's masks are put back at exit), so
+# the database is the bottleneck of every system, as on a deployment with a database server of
+# its own. Use a cluster nobody else uses: pinning a shared one slows its other users, and the
+# WAL figures below are the whole cluster's. PIN=0 (the default) leaves the cores shared.
+# Each timed run lasts at least MIN_S (default 10) seconds: every system first runs once off the
+# record with JOBS jobs, and its rounds then get as many jobs as its rate gives in MIN_S, and a
+# fifth more (a round that still ends sooner is marked, and the next gets more). MIN_S=0: every
+# run JOBS jobs. Beside jobs/s (best and median of the rounds) each system's report gives what
+# the database did a job: PostgreSQL CPU (the postmaster and all its children, from /proc), WAL
+# bytes (pg_current_wal_lsn difference) and, from pg_waldump --stats over the same span, heap
+# tuples inserted, updated (non-HOT, HOT), deleted and row locks written, and B-tree entries
+# inserted.
+#
 # Targets, for rowlock batch-BATCH (printed PASS or BELOW): >= 0.6 of the pgbench ceiling,
 # >= graphile-worker, >= 2x pg-boss.
 #
@@ -63,7 +78,9 @@
 # JOBS rows state 'completed', none with retry_count > 0.
 #
 # Environment: ROWLOCK_DATABASE_URL (required; rowlock's database: the bench creates its queues
-# there, each deleted once measured), JOBS (default 20000), WORKERS (rowlock worker threads,
+# there, each deleted once measured), JOBS (default 20000; with MIN_S
+# the calibration run's), MIN_S, PIN (above), PIN_PG_CPU and PIN_REST_CPU (PIN=1's CPUs, default
+# 0 and 1), WORKERS (rowlock worker threads,
 # default 16), BATCH (default 50), LARGE_WORKERS, LARGE_BATCH (above), ENQUEUE_BATCH (jobs per
 # enqueue request, default 1000), THREADS (ROWLOCK_THREADS, default 8), POOL
 # (ROWLOCK_POOL_SIZE, default 16), CLIENTS (pgbench clients, default WORKERS), COMBINE_CLIENTS
@@ -89,7 +106,10 @@ readonly ROOT
 . "$ROOT/tests/bench/lib.sh"
 readonly HERE="$ROOT/tests/bench/queues"
 readonly BUILD="${BUILD_DIR:-$ROOT/build}"
-readonly JOBS="${JOBS:-20000}"
+readonly BASE_JOBS="${JOBS:-20000}"
+JOBS=$BASE_JOBS # the run's job count: BASE_JOBS, or what MIN_S asks of the system (below)
+readonly MIN_S="${MIN_S:-10}"
+readonly PIN="${PIN:-0}"
 readonly WORKERS="${WORKERS:-16}"
 readonly BATCH="${BATCH:-50}"
 readonly ENQUEUE_BATCH="${ENQUEUE_BATCH:-1000}"
@@ -124,10 +144,12 @@ die() {
     exit 1
 }
 
-for v in JOBS WORKERS BATCH ENQUEUE_BATCH THREADS POOL CLIENTS GW_CONCURRENCY GW_LOCAL_QUEUE \
+for v in BASE_JOBS WORKERS BATCH ENQUEUE_BATCH THREADS POOL CLIENTS GW_CONCURRENCY GW_LOCAL_QUEUE \
     PGBOSS_WORKERS PGBOSS_BATCH LARGE_WORKERS LARGE_BATCH TIMEOUT_S ROUNDS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
 done
+[[ $MIN_S =~ ^[0-9]+$ ]] || die "MIN_S is whole seconds (0: every run JOBS jobs)"
+case $PIN in 0 | 1) ;; *) die "PIN is 0 or 1" ;; esac
 [[ $GW_COMPLETE_DELAY =~ ^(-1|[0-9]+)$ ]] || die "GW_COMPLETE_DELAY is -1 or milliseconds"
 { [ "$BATCH" -le 1000 ] && [ "$ENQUEUE_BATCH" -le 1000 ] && [ "$LARGE_BATCH" -le 1000 ]; } ||
     die "BATCH, LARGE_BATCH and ENQUEUE_BATCH are at most 1000 (rowlock's batch limit)"
@@ -412,12 +434,16 @@ on_exit() {
     stop_server "$ROWLOCK_PID"
     ROWLOCK_PID=""
     drop_data
+    pin_restore
     # At level info the log grows by every request's access line: not kept unless asked for.
     [ "$KEEP_LOGS" = 1 ] || rm -rf "$WORK"
 }
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# PIN=1: PostgreSQL on CPU 0, this script and all it starts from here on (rowlock, the workers,
+# pgbench, node) on CPU 1 (tests/bench/lib.sh).
+[ "$PIN" = 0 ] || pin_postgres "$PSQL" "$DB_URL"
 
 fail_server() {
     printf 'queues.sh: error: rowlock did not start or does not answer; the end of %s:\n' \
@@ -535,15 +561,19 @@ readonly CLK_TCK
 # readable: the postmaster's own and its reaped children's (fields 14-17 of its stat), plus its
 # live children's (backends, pgbench's and the peers' included): clock ticks, "" otherwise.
 PG_PM=""
+pg_dir=""
 if pg_dir=$(sql 'SHOW data_directory' 2>/dev/null) && [ -r "$pg_dir/postmaster.pid" ]; then
     PG_PM=$(head -n 1 "$pg_dir/postmaster.pid")
     [[ $PG_PM =~ ^[0-9]+$ ]] && [ -r "/proc/$PG_PM/stat" ] || PG_PM=""
 fi
-readonly PG_PM
-# A script, as the Node.js peers run it too (PG_TICKS_CMD), around their timed part.
+readonly PG_PM pg_dir
+# A script, as the Node.js peers run it too (PG_TICKS_CMD), around their timed part. It also
+# appends the cluster's WAL position (a byte count) to $WORK/wal.pos, for wal_records.
 cat >"$WORK/pg_ticks" <<EOF
 #!/usr/bin/env bash
 # prints PostgreSQL's CPU clock ticks (see tests/bench/queues.sh), nothing when unknown
+$(printf '%q' "$PSQL") -X -At -d $(printf '%q' "$DB_URL") \
+    -c "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn" >>$(printf '%q' "$WORK/wal.pos") || true
 [ -n "$PG_PM" ] || exit 0
 cat /proc/[0-9]*/stat 2>/dev/null | awk -v pm="$PG_PM" '
     { pid = \$1; sub(/^.*\\) /, "") }
@@ -553,6 +583,15 @@ cat /proc/[0-9]*/stat 2>/dev/null | awk -v pm="$PG_PM" '
 EOF
 chmod +x "$WORK/pg_ticks"
 pg_ticks() { "$WORK/pg_ticks"; }
+# wal_of: what the cluster wrote between the first and the last position in $WORK/wal.pos (the
+# run's two pg_ticks calls), as wal_records prints it (tests/bench/lib.sh); the file is emptied.
+wal_of() {
+    local a b
+    a=$(head -n 1 "$WORK/wal.pos" 2>/dev/null) b=$(tail -n 1 "$WORK/wal.pos" 2>/dev/null)
+    : >"$WORK/wal.pos"
+    { [[ $a =~ ^[0-9]+$ ]] && [[ $b =~ ^[0-9]+$ ]] && [ -n "$pg_dir" ]; } || return 0
+    wal_records "$pg_dir" "$a" "$b"
+}
 # us_per_job SECONDS: microseconds a job.
 us_per_job() { awk -v c="$1" -v n="$JOBS" 'BEGIN { printf "%.0f", c / n * 1e6 }'; }
 # per_job TICKS_BEFORE TICKS_AFTER: microseconds of CPU a job, or "-".
@@ -582,7 +621,7 @@ access_stats() {
         END { flush() }'
 }
 
-declare -A RES ENQ CHECK OK DETAIL PGC CLI SRV
+declare -A RES ENQ CHECK OK DETAIL PGC CLI SRV SECS WAL
 
 # run_rowlock SYSTEM MAX_JOBS WORKERS
 run_rowlock() {
@@ -595,10 +634,12 @@ run_rowlock() {
     m0=$(metrics_snapshot)
     c0=$(cpu_ticks "$ROWLOCK_PID") || alive
     mt0=$(machine_ticks)
+    : >"$WORK/wal.pos"
     p0=$(pg_ticks)
     out=$("$WORKER_BIN" work "$BASE" "$QUEUE" "$JOBS" "$workers" "$max" "$TIMEOUT_S") || rc=$?
     p1=$(pg_ticks)
     c1=$(cpu_ticks "$ROWLOCK_PID") || alive
+    WAL[$system]=$(wal_of)
     mt1=$(machine_ticks)
     m1=$(metrics_snapshot)
     alive
@@ -609,6 +650,7 @@ run_rowlock() {
     DETAIL[$system]=$(access_stats "$QUEUE")
     done_queue
     RES[$system]=$(kv jobs_per_s "$out")
+    SECS[$system]=$(kv seconds "$out")
     ENQ[$system]=$(awk -v s="$enq" -v n="$JOBS" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
     PGC[$system]=$(per_job "$p0" "$p1")
     SRV[$system]=$(per_job "$c0" "$c1")
@@ -684,6 +726,7 @@ run_pgbench() {
     per=$(((JOBS + max * k * clients - 1) / (max * k * clients) + 2))
     log "$system: pgbench -M prepared -c$clients -j$PGBENCH_JOBS -t$per (max $max x $k, queue" \
         "$QUEUE)${options:+, PGOPTIONS=$options}"
+    : >"$WORK/wal.pos"
     p0=$(pg_ticks)
     # pgbench's own CPU time: the subshell's `times`, whose last line is its children's
     out=$(
@@ -695,6 +738,7 @@ run_pgbench() {
         times
     ) || rc=$?
     p1=$(pg_ticks)
+    WAL[$system]=$(wal_of)
     cpu=""
     if [ "$rc" = 0 ]; then
         cpu=$(tail -n 1 <<<"$out" | awk '{
@@ -722,6 +766,7 @@ run_pgbench() {
     # elapsed: transactions / tps (pgbench's time without the connections' setup)
     RES[$system]=$(awk -v t="$txs" -v tps="$tps" -v s="$(kv succeeded "$chk")" 'BEGIN {
         e = tps > 0 ? t / tps : 0; printf "%.1f", (e > 0 ? s / e : 0) }')
+    SECS[$system]=$(awk -v t="$txs" -v tps="$tps" 'BEGIN { printf "%.3f", (tps > 0 ? t / tps : 0) }')
     ENQ[$system]=$(awk -v s="$enq" -v n="$JOBS" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
     PGC[$system]=$(per_job "$p0" "$p1")
     CLI[$system]=$(us_per_job "$cpu")
@@ -753,6 +798,7 @@ run_peer() {
     sql "CREATE DATABASE \"$PEERS_DB\"" >/dev/null || die "cannot create the database $PEERS_DB"
     PEERS_CREATED=1
     log "$system: $JOBS jobs ($*), database $PEERS_DB"
+    : >"$WORK/wal.pos"
     # the peer prints pg_ticks before and after its timed part: it runs that command
     out=$(env NODE_PATH="$NPM_DIR/node_modules" DATABASE_URL="$PEERS_URL" JOBS="$JOBS" \
         TIMEOUT_S="$TIMEOUT_S" PG_TICKS_CMD="$WORK/pg_ticks" "$@" node "$HERE/$script" \
@@ -763,7 +809,9 @@ run_peer() {
         die "$system: tests/bench/queues/$script printed nothing (exit $rc)"
     fi
     [ "$rc" = 0 ] || log "$system: the run reports a failure (exit $rc): $out"
+    WAL[$system]=$(wal_of)
     RES[$system]=$(kv jobs_per_s "$out")
+    SECS[$system]=$(kv seconds "$out")
     ENQ[$system]=$(awk -v s="$(kv enqueue_seconds "$out")" -v n="$JOBS" 'BEGIN {
         printf "%.0f", (s > 0 ? n / s : 0) }')
     p0=$(kv pg_ticks_before "$out") p1=$(kv pg_ticks_after "$out")
@@ -816,15 +864,36 @@ keep_best() {
         BEST_RES[$system]=${RES[$system]} BEST_ENQ[$system]=${ENQ[$system]}
         BEST_CHECK[$system]=${CHECK[$system]} BEST_DETAIL[$system]=${DETAIL[$system]}
         BEST_PGC[$system]=${PGC[$system]:-} BEST_CLI[$system]=${CLI[$system]:-}
-        BEST_SRV[$system]=${SRV[$system]:-}
+        BEST_SRV[$system]=${SRV[$system]:-} BEST_WAL[$system]=${WAL[$system]:-}
+        BEST_JOBS[$system]=$JOBS BEST_SECS[$system]=${SECS[$system]:-0}
+    fi
+    PGC_OF[$system]+="${PGC_OF[$system]:+ }${PGC[$system]:--}"
+    # a run shorter than MIN_S is marked, and the next round of the system gets more jobs
+    if awk -v t="${SECS[$system]:-0}" -v m="$MIN_S" 'BEGIN { exit !(t < m) }'; then
+        SHORT[$system]+=" $r"
+        scale_jobs "$system"
     fi
 }
-declare -A BEST_RES BEST_ENQ BEST_CHECK BEST_DETAIL BEST_PGC BEST_CLI BEST_SRV
+declare -A BEST_RES BEST_ENQ BEST_CHECK BEST_DETAIL BEST_PGC BEST_CLI BEST_SRV BEST_WAL BEST_JOBS
+declare -A BEST_SECS PGC_OF SHORT JOBS_OF
 
-for ((round = 1; round <= ROUNDS; round++)); do
-[ "$ROUNDS" = 1 ] || log "round $round of $ROUNDS"
-for system in $ALL_SYSTEMS; do
-    want "$system" || continue
+# scale_jobs SYSTEM: after a run of SYSTEM shorter than MIN_S, its job count for the next runs:
+# enough for MIN_S at the rate just measured, and a fifth more (rounded up to a thousand).
+scale_jobs() {
+    JOBS_OF[$1]=$(awk -v r="${RES[$1]:-0}" -v m="$MIN_S" -v j="$JOBS" 'BEGIN {
+        n = r * m * 1.2; n = int((n + 999) / 1000) * 1000; if (n < j) n = j; print n }')
+}
+
+# median LIST: the median of numbers separated by ", " or spaces ("-" when none).
+median() {
+    tr ',' ' ' <<<"$1" | tr -s ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '
+        { v[++n] = $1 } END { if (n == 0) print "-"; else if (n % 2) print v[(n + 1) / 2];
+        else printf "%.0f\n", (v[n / 2] + v[n / 2 + 1]) / 2 }'
+}
+
+# run_system SYSTEM: one run of SYSTEM with JOBS jobs.
+run_system() {
+    local system=$1
     case $system in
     rowlock-1) run_rowlock "$system" 1 "$WORKERS" ;;
     rowlock-batch) run_rowlock "$system" "$BATCH" "$WORKERS" ;;
@@ -846,6 +915,28 @@ for system in $ALL_SYSTEMS; do
             BATCH="$PGBOSS_BATCH"
         ;;
     esac
+}
+
+# MIN_S > 0: each system first runs once off the record with BASE_JOBS jobs (a calibration, and
+# its warm-up), which sets its job count for the timed rounds to last MIN_S.
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    JOBS_OF[$system]=$BASE_JOBS
+    [ "$MIN_S" -gt 0 ] || continue
+    JOBS=$BASE_JOBS round=0
+    log "$system: calibration run ($JOBS jobs, off the record)"
+    run_system "$system"
+    [ "${OK[$system]}" = OK ] || die "$system: the calibration run failed"
+    scale_jobs "$system"
+    log "$system: ${JOBS_OF[$system]} jobs a timed run (${RES[$system]} jobs/s calibrating)"
+done
+
+for ((round = 1; round <= ROUNDS; round++)); do
+[ "$ROUNDS" = 1 ] || log "round $round of $ROUNDS"
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    JOBS=${JOBS_OF[$system]}
+    run_system "$system"
     keep_best "$system" "$round"
 done
 done
@@ -862,6 +953,7 @@ LOG_WARN=$(grep -cE '"level":"(warn|error)"' "$ROWLOCK_LOG" || true)
 
 ceiling=${BEST_RES[pgbench-batch]:-}
 echo
+[ "$MIN_S" = 0 ] || JOBS="at least ${MIN_S}s of"
 printf 'leased queues: %s no-op jobs a system, enqueued first (rowlock: %s a request over HTTP;\n' \
     "$JOBS" "$ENQUEUE_BATCH"
 printf 'graphile-worker: addJobs, pg-boss: insert; 1000 a call), then processed against the\n'
@@ -872,9 +964,15 @@ printf 'pgbench -M prepared -c%s -j%s' "$CLIENTS" "$PGBENCH_JOBS"
 [ -z "$PGBENCH_PGOPTIONS" ] ||
     printf ', PGOPTIONS="%s" (as rowlock sets its pool)' "$PGBENCH_PGOPTIONS"
 printf '.\n'
-printf 'PostgreSQL %s (%s), %s cores shared by everything\n' "$(sql 'SHOW server_version')" \
+printf 'PostgreSQL %s (%s), ' "$(sql 'SHOW server_version')" \
     "$(sql "SELECT 'fsync=' || current_setting('fsync') || ', synchronous_commit=' ||
-        current_setting('synchronous_commit')")" "$(nproc)"
+        current_setting('synchronous_commit')")"
+if [ "$PIN" = 1 ]; then
+    printf 'PIN=1: PostgreSQL on CPU %s, everything else on CPU %s\n' "${PIN_PG_CPU:-0}" \
+        "${PIN_REST_CPU:-1}"
+else
+    printf '%s cores shared by everything\n' "$(nproc --all)"
+fi
 printf '%-34s %8s %9s %22s %10s  %s\n' "" "" "" "CPU us/job: Postgres," "" ""
 printf '%-34s %8s %9s %22s %10s  %s\n' system "jobs/s" "/ceiling" "client, rowlock" "enqueue/s" \
     "done once"
@@ -890,6 +988,33 @@ for system in $ALL_SYSTEMS; do
             (c > 0 ? sprintf("%.3f", r / c) : "-"), pg, cl, sv, e, ok,
             (rounds > 1 ? "  (rounds: " all ")" : "") }'
 done
+
+echo
+echo "what the database did a job (the best round; PG us/job also as the median of the rounds):"
+printf '%-34s %8s %8s %7s %7s %7s %6s %6s %6s %6s %6s %6s %6s  %s\n' system "jobs/s" median "PG us" \
+    "median" "WAL B" "FPI B" "h.ins" "h.upd" "h.hot" "h.del" "h.lock" "idx" "jobs, s"
+for system in $ALL_SYSTEMS; do
+    want "$system" || continue
+    w=${BEST_WAL[$system]:-}
+    awk -v n="${NAME[$system]}" -v r="${BEST_RES[$system]}" -v med="$(median "${ROUNDS_OF[$system]}")" \
+        -v pg="${BEST_PGC[$system]:--}" -v pgm="$(median "${PGC_OF[$system]}")" -v w="$w" \
+        -v j="${BEST_JOBS[$system]}" -v t="${BEST_SECS[$system]}" \
+        -v short="${SHORT[$system]:+ (<${MIN_S}s: round${SHORT[$system]})}" 'BEGIN {
+        split(w, f, " "); for (i in f) { split(f[i], kv, "="); v[kv[1]] = kv[2] }
+        printf "%-34s %8.0f %8s %7s %7s ", n, r, med, pg, pgm
+        if (w == "") printf "%7s %6s %6s %6s %6s %6s %6s %6s", "-", "-", "-", "-", "-", "-", "-", "-"
+        else printf "%7.0f %6.0f %6.2f %6.2f %6.2f %6.2f %6.2f %6.2f", v["wal"] / j, v["fpi"] / j,
+            v["heap_ins"] / j, v["heap_upd"] / j, v["heap_hot"] / j, v["heap_del"] / j,
+            v["heap_lock"] / j, v["idx_ins"] / j
+        printf " %d, %.1f%s\n", j, t, short }'
+done
+echo "PG us: CPU time of the PostgreSQL cluster (postmaster and all its children: backends,"
+echo "autovacuum, checkpointer, WAL writer; /proc) over the timed part, a job. WAL B: bytes of WAL"
+echo "written (pg_current_wal_lsn difference), FPI B: of it, full-page images. h.* and idx: WAL"
+echo "records a job (pg_waldump --stats=record over the same span): heap tuples inserted, updated"
+echo "in a new place (non-HOT: a new entry in every index), updated in place (HOT), deleted, row"
+echo "locks written (FOR UPDATE marks the tuple: a WAL record and a dirtied page), and B-tree leaf"
+echo "entries inserted. All cluster-wide: run the bench on a cluster nobody else uses."
 
 echo
 echo "targets (rowlock, batch-$BATCH):"

@@ -32,6 +32,7 @@
 # them, handler latency from rowlock's access log beside wrk's), rowlock's pool and transaction
 # counters from /metrics, and its log's size.
 #
+# PIN=1: PostgreSQL on CPU 0, everything else on CPU 1 (as in queues.sh; tests/bench/lib.sh).
 # Environment: ROWLOCK_DATABASE_URL (required; its schema must be the build's), DURATION (seconds
 # a run, default 10), THREADS (ROWLOCK_THREADS, default 8), POOL (ROWLOCK_POOL_SIZE, default 16),
 # CLIENTS (pgbench clients, default 16), CONNECTIONS (wrk connections, default CLIENTS),
@@ -305,6 +306,7 @@ drop_topics() {
 
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 on_exit() {
+    pin_restore
     stop_server "$ROWLOCK_PID"
     ROWLOCK_PID=""
     drop_topics
@@ -314,6 +316,8 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# PIN=1: PostgreSQL on CPU 0, this script and what it starts from here on on CPU 1 (lib.sh)
+[ "${PIN:-0}" = 0 ] || pin_postgres "$PSQL" "$DB_URL"
 
 fail_server() {
     printf 'topics.sh: error: rowlock did not start or does not answer; the end of %s:\n' \
