@@ -58,11 +58,12 @@
 #define CLAIM_WAS                                                                                  \
     "j.id, j.state AS was, j.fence AS was_fence, j.attempt_no, j.attempt_owner, "                  \
     "j.attempt_claimed_at, j.attempt_ended_at, j.attempt_outcome"
-/* The claim's update returns the claimed row and carries what it superseded (cand, CLAIM_WAS). */
+/* The claim's update returns the claimed row and carries what it superseded (cand, CLAIM_WAS)
+ * and the payload's text, read once by CLAIM_FIT. */
 #define CLAIM_RETURNING                                                                            \
     "j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was, cand.was_fence, "        \
     "cand.attempt_no, cand.attempt_owner, cand.attempt_claimed_at, cand.attempt_ended_at, "        \
-    "cand.attempt_outcome"
+    "cand.attempt_outcome, cand.fit_payload"
 /* The superseded attempt moves to the history (as lease_expired when it never ended). */
 #define CLAIM_SUPERSEDED                                                                           \
     "superseded AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner, claimed_at, " \
@@ -73,19 +74,20 @@
  * reclaimed, lease expiry, payload. */
 #define CLAIMED                                                                                    \
     "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(                            \
-        "w.lease_expires_at") ", (SELECT b.payload::text FROM rowlock.job_bodies b WHERE "         \
-                              "b.job_id = w.id)"
+        "w.lease_expires_at") ", "                                                                 \
+                              "w.fit_payload"
 
 /* A claim's answer carries each job's payload: of the rows locked (rows, in claim order within
  * each partition, one per claim), cand keeps those whose payloads' JSON text fits in budget
  * bytes, the first always (a payload larger than the budget is claimed alone). The rest are
  * left as they were: still claimable, by this claimer's next claim or anyone's. One window over
- * at most max_jobs locked rows; budget NULL keeps them all. */
+ * at most max_jobs locked rows; budget NULL keeps them all. Each payload is read and turned into
+ * text once, here (fit_payload), and handed on to the answer. */
 #define CLAIM_FIT(rows, partition, order, budget)                                                  \
-    "cand AS (SELECT * FROM (SELECT " rows ".*, " budget "::bigint AS fit_budget, "                \
-    "sum(octet_length(b.payload::text)) OVER fit AS fit_bytes, row_number() OVER fit AS fit_k "    \
-    "FROM " rows " JOIN rowlock.job_bodies b ON b.job_id = " rows ".id WINDOW fit AS "             \
-    "(" partition " ORDER BY " order ")) s "                                                       \
+    "cand AS (SELECT * FROM (SELECT " rows ".*, sum(octet_length(" rows ".fit_payload)) OVER fit " \
+    "AS fit_bytes, row_number() OVER fit AS fit_k FROM (SELECT " rows ".*, " budget "::bigint AS " \
+    "fit_budget, b.payload::text AS fit_payload FROM " rows " JOIN rowlock.job_bodies b ON "       \
+    "b.job_id = " rows ".id) " rows " WINDOW fit AS (" partition " ORDER BY " order ")) s "        \
     "WHERE s.fit_k = 1 OR s.fit_budget IS NULL OR s.fit_bytes <= s.fit_budget)"
 
 /* Statements that join a few rows (a claim's candidates, a batch's items) to rowlock.jobs say

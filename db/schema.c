@@ -15,6 +15,7 @@
 extern const char db_schema_sql[];
 extern const char db_migration_007[];
 extern const char db_migration_008[];
+extern const char db_migration_009[];
 
 struct migration {
     int number;
@@ -42,6 +43,8 @@ static const struct migration migrations[] = {
     {7, "migrations", 6, db_migration_007}, /* expand: rowlock.migrations */
     /* expand: rowlock.topic_consumers, topics.retention_ignores_consumers */
     {8, "topic_consumers", 6, db_migration_008},
+    /* expand: rowlock.jobs fillfactor 50 (a storage parameter) */
+    {9, "jobs_fillfactor", 6, db_migration_009},
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

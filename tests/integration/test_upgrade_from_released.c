@@ -7,9 +7,9 @@
  * unchanged and every migration is recorded once, in order. Then this build serves it: the lease
  * taken before is completed with its fence, the follower continues from its `next`, a
  * checkpoint replay applies nothing twice, and a consumer cursor (migration 8) is created on the
- * old topic, read from and committed. Last, the previous release still starts on the migrated
- * database and serves it (the expand rule): deleting a topic there takes its consumers along.
- * This build finds it current after. */
+ * old topic, read from and committed; rowlock.jobs has migration 9's fillfactor. Last, the previous
+ * release still starts on the migrated database and serves it (the expand rule): deleting a topic
+ * there takes its consumers along. This build finds it current after. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -225,6 +225,17 @@ static void check_migration_8_added(PGconn *c)
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topic_consumers"), 0);
 }
 
+/* What migration 9 changed on a filled database: rowlock.jobs leaves half of each new page free
+ * (its rows, compared by the snapshots, are untouched). */
+static void check_migration_9_added(PGconn *c)
+{
+    assert_int_equal(tsf_int(c,
+                             "SELECT count(*) FROM pg_class WHERE oid = 'rowlock.jobs'::regclass "
+                             "AND 'fillfactor=50' = ANY (reloptions)"),
+                     1);
+    assert_true(tsf_int(c, "SELECT count(*) FROM rowlock.jobs") > 0);
+}
+
 /* A consumer cursor on the topic the previous release filled: created at the beginning, it
  * reads the old log from its start, commits, and reads on from there. */
 static void check_consumer_after(int port, const struct filled *f)
@@ -338,6 +349,7 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
     free(after);
     json_decref(tables);
     check_migration_8_added(c);
+    check_migration_9_added(c);
 
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     assert_true(th_service_logged(&svc, "schema current"));
