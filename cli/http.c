@@ -15,7 +15,7 @@
 struct cli_http {
     const struct cli_conf *conf;
     CURL *curl;
-    const volatile int *abort;
+    const atomic_int *abort;
     char extra[512];
 };
 
@@ -56,7 +56,7 @@ void cli_http_header(struct cli_http *h, const char *line)
     snprintf(h->extra, sizeof(h->extra), "%s", line ? line : "");
 }
 
-void cli_http_set_abort(struct cli_http *h, const volatile int *flag)
+void cli_http_set_abort(struct cli_http *h, const atomic_int *flag)
 {
     h->abort = flag;
 }

@@ -5,6 +5,7 @@
 #define CLI_HTTP_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 
 #include "cli/cli.h"
 
@@ -56,6 +57,6 @@ char *cli_escape(const char *s);
 
 /* Stop flag polled during retry sleeps (work's SIGTERM): when it becomes non-zero a retry loop
  * gives up at once with CLI_EXIT_UNAVAILABLE. NULL: none. */
-void cli_http_set_abort(struct cli_http *h, const volatile int *flag);
+void cli_http_set_abort(struct cli_http *h, const atomic_int *flag);
 
 #endif

@@ -19,8 +19,8 @@
 
 #define CLAIM_WAIT_MAX 10 /* seconds a claim long-polls: also the longest SIGTERM waits for one */
 
-volatile int work_stop;
-volatile int work_kill_now;
+atomic_int work_stop;
+atomic_int work_kill_now;
 static _Atomic long long stop_at_ms;
 
 double work_now(void)

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "cli/cli.h"
 #include "cli/http.h"
@@ -39,8 +40,8 @@ struct work_state {
 
 /* Set from the signal handler: non-zero once SIGTERM/SIGINT arrived (stop claiming); the
  * monotonic millisecond of that moment; non-zero after a second signal (no grace left). */
-extern volatile int work_stop;
-extern volatile int work_kill_now;
+extern atomic_int work_stop;
+extern atomic_int work_kill_now;
 long long work_stop_at_ms(void);
 /* Monotonic seconds. */
 double work_now(void);
