@@ -3,8 +3,11 @@
  * rowlock pointed at both with a multi-host connection string (target_session_attrs=read-write)
  * and a 2 s deadline. Client threads write what can be repeated safely (jobs with dedupe keys,
  * messages of a named producer with sequences, ledger checkpoints), each write sent again after
- * every non-2xx answer until one is 2xx. In the middle the primary is killed (SIGKILL, its
- * postmaster and every backend) and the standby promoted. Checked on the promoted server: every
+ * every non-2xx answer until one is 2xx. In the middle the standby stalls past the deadline
+ * (its WAL sender stopped) and catches up, so that writes answered outcome_unknown did commit (a
+ * racer thread sends one enqueue twice across it); then it stalls again and the primary is
+ * killed (SIGKILL, its postmaster and every backend) with commits waiting for it, and the
+ * standby is promoted. Checked on the promoted server: every
  * acknowledged write is there, exactly once (one job per dedupe key with the id the answer gave,
  * each producer's sequences once and in order at the offsets answered, every checkpoint, one set
  * of events per transaction); a write answered 503 outcome_unknown landed once after its retry;
