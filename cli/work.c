@@ -192,7 +192,7 @@ static void work_start_jobs(struct work_conf *wc, struct work_state *ws, struct 
                           id,
                           fence,
                           json_integer_value(json_object_get(l, "attempt")),
-                          json_incref(json_object_get(l, "payload")),
+                          json_deep_copy(json_object_get(l, "payload")),
                           lease_from};
         pthread_t t;
         pthread_attr_t attr;
