@@ -644,6 +644,7 @@ async function act(el) {
 }
 
 document.addEventListener('click', (ev) => {
+  if (ev.target.closest('[data-skip]')) { ev.preventDefault(); $('main').focus(); return; }
   const el = ev.target.closest('[data-action]');
   if (el) { ev.preventDefault(); act(el); }
 });

@@ -207,6 +207,19 @@ test('overview counts match the API', async () => {
   await until(async () => /\/s$/.test(await text(page.locator('[data-testid="health-rps"] dd'))), 'a request rate');
   await shot(page, 'overview');
   await axe(page, 'overview');
+  // the keyboard alone: the skip link moves focus to the content, a nav link opens its view;
+  // a reload keeps the token (session storage) and starts with nothing focused
+  await go(page, '#/queues', 'queues');
+  await page.reload();
+  await page.locator('main[data-view="queues"] tr[data-queue="mail"]').waitFor();
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Skip to content');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'main');
+  assert.equal(await page.evaluate(() => location.hash), '#/queues', 'the skip link leaves the view as it is');
+  await page.getByRole('link', { name: 'Topics', exact: true }).focus();
+  await page.keyboard.press('Enter');
+  await page.locator('main[data-view="topics"] tr[data-topic="carts"]').waitFor();
 
   await go(page, '#/queues/mail', 'queues');
   await until(async () => (await text(page.locator('[data-testid="count-succeeded"] dd'))) === String(q.succeeded), 'queue counts');
@@ -323,9 +336,16 @@ test('a failed job is retried from the page, after a confirmation', async () => 
   const page = await openPage(ADMIN);
   await go(page, `#/queues/retry/jobs/${id}`, 'queues');
   const button = page.getByRole('button', { name: 'Retry job' });
-  await button.click();
+  // by keyboard: Enter opens the confirmation with the harmless choice focused, Escape declines
+  await button.focus();
+  await page.keyboard.press('Enter');
   await page.getByRole('dialog').waitFor();
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Keep it as it is');
+  await page.keyboard.press('Escape');
+  await page.getByRole('dialog').waitFor({ state: 'hidden' });
+  await button.click();
   await page.getByRole('button', { name: 'Keep it as it is' }).click(); // declined: nothing happens
+  await new Promise((r) => setTimeout(r, 500));
   assert.equal((await ok('GET', `/queues/retry/jobs/${id}`)).state, 'failed');
   await button.click();
   await page.locator('#confirm-yes').click();
