@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# tests/bench/resources.sh: what the number of resources costs (issue 17). One run measures, on
+# a database of its own, every figure with 1 topic, ledger and queue and again with TOPICS
+# topics, LEDGERS ledgers and QUEUES queues (created through the API), each beside its
+# single-resource twin:
+#   PUT time       mean ms per PUT of the first and of the last tenth created (flat or growing)
+#   relations      relations in the rowlock schema (tables, indexes, sequences)
+#   throughput     produce x1, PATCH of a new key, enqueue, claim (max_jobs 1): requests/s with
+#                  every request on the same resource, then on a random one of N (wrk,
+#                  tests/bench/resources/load.lua), each run after a warm-up of the same length
+#   backend memory private memory (Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup) of
+#                  each rowlock backend after the single-resource runs and after the random ones
+#                  (max and sum over the backends); needs to read the server's /proc (root or
+#                  the postgres user, same host)
+#   idle xact/s    transactions per second committed in the database (pg_stat_database
+#                  xact_commit) while two rowlock processes are idle (janitors, nothing else)
+#   /metrics       scrape time (best of 3) and size
+#
+#   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/resources.sh
+#
+# Environment: ROWLOCK_DATABASE_URL (a database to connect to: the bench creates database
+# BENCH_DB, default rowlock_resources_bench, next to it and drops it at exit unless KEEP=1),
+# TOPICS (default 10000), LEDGERS (default 1000), QUEUES (default 1000), DURATION (seconds of a
+# throughput run, default 10), WARMUP (default DURATION), IDLE_S (seconds of the idle sample,
+# default 20), CONNECTIONS (wrk connections, default 4), POOL (ROWLOCK_POOL_SIZE, default 16),
+# OPS (default "produce patch enqueue claim"), BUILD_DIR (default build), ROWLOCK_* settings
+# pass through to both processes (e.g. ROWLOCK_DB_STATEMENT_CACHE, ROWLOCK_JANITOR_INTERVAL_MS).
+# For a short run while developing: TOPICS=300 LEDGERS=30 QUEUES=30 DURATION=2 IDLE_S=6.
+# Benchmarks report, they do not assert: exit 0 whatever the figures.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+readonly ROOT
+# shellcheck source=lib.sh
+. "$ROOT/tests/bench/lib.sh"
+readonly HERE="$ROOT/tests/bench/resources"
+readonly BUILD="${BUILD_DIR:-$ROOT/build}"
+readonly TOPICS="${TOPICS:-10000}" LEDGERS="${LEDGERS:-1000}" QUEUES="${QUEUES:-1000}"
+readonly DURATION="${DURATION:-10}"
+readonly WARMUP="${WARMUP:-$DURATION}"
+readonly IDLE_S="${IDLE_S:-20}"
+readonly CONNECTIONS="${CONNECTIONS:-4}"
+readonly POOL="${POOL:-16}"
+readonly OPS="${OPS:-produce patch enqueue claim}"
+readonly BENCH_DB="${BENCH_DB:-rowlock_resources_bench}"
+readonly KEEP="${KEEP:-0}"
+
+log() { printf '==> %s\n' "$*" >&2 || true; }
+die() {
+    printf 'resources.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+
+for v in TOPICS LEDGERS QUEUES DURATION WARMUP IDLE_S CONNECTIONS POOL; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
+done
+[[ $BENCH_DB =~ ^[a-z_][a-z0-9_]*$ ]] || die "BENCH_DB must be a plain lower-case name"
+[ -n "${ROWLOCK_DATABASE_URL:-}" ] || die "ROWLOCK_DATABASE_URL is required"
+[ -x "$BUILD/rowlock" ] || die "no $BUILD/rowlock: build first (or set BUILD_DIR)"
+command -v wrk >/dev/null || apt_install wrk || die "wrk is missing"
+command -v python3 >/dev/null || die "python3 is missing"
+ensure_pg_tools psql
+PSQL=$(pg_tool psql)
+readonly PSQL
+
+# The bench's database: ROWLOCK_DATABASE_URL with its database name replaced.
+BENCH_URL=$(sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$BENCH_DB#" <<<"$ROWLOCK_DATABASE_URL")
+readonly BENCH_URL
+WORK=$(mktemp -d)
+PID_A="" PID_B=""
+cleanup() {
+    stop_server "$PID_A"
+    stop_server "$PID_B"
+    if [ "$KEEP" != 1 ]; then
+        "$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "DROP DATABASE IF EXISTS $BENCH_DB" \
+            >/dev/null 2>&1 || true
+        rm -rf "$WORK"
+    else
+        log "kept database $BENCH_DB and $WORK"
+    fi
+}
+trap cleanup EXIT
+
+sql() { "$PSQL" -X -At -v ON_ERROR_STOP=1 -d "$BENCH_URL" -c "$1"; }
+
+"$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "DROP DATABASE IF EXISTS $BENCH_DB" >/dev/null
+"$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "CREATE DATABASE $BENCH_DB" >/dev/null ||
+    die "cannot create database $BENCH_DB"
+
+# start NAME: a rowlock process on the bench database, on a port the kernel picks.
+start() {
+    ROWLOCK_DATABASE_URL="$BENCH_URL" ROWLOCK_PORT=0 ROWLOCK_LISTEN_ADDRESS=127.0.0.1 \
+        ROWLOCK_POOL_SIZE="$POOL" ROWLOCK_LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-warn}" \
+        "$BUILD/rowlock" >"$WORK/$1.log" 2>&1 &
+    echo $!
+}
+PID_A=$(start a)
+PORT_A=$(wait_port "$PID_A") || die "rowlock did not start: $(tail -n 5 "$WORK/a.log")"
+PID_B=$(start b)
+wait_port "$PID_B" >/dev/null || die "the second rowlock did not start"
+readonly URL="http://127.0.0.1:$PORT_A"
+
+# create KIND PREFIX FROM TO: PUTs, one JSON line of timings
+create() { python3 "$HERE/create.py" "$PORT_A" "$@"; }
+field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+
+relations() { sql "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'rowlock'"; }
+
+# Transactions per second committed in the bench database over IDLE_S seconds, nothing sent.
+idle_xacts() {
+    local q="SELECT xact_commit FROM pg_stat_database WHERE datname = '$BENCH_DB'" a b
+    sleep 1
+    sql "SELECT pg_stat_clear_snapshot()" >/dev/null
+    a=$(sql "$q")
+    sleep "$IDLE_S"
+    b=$(sql "$q")
+    # the sampling's own transactions (this query twice) are taken off
+    awk -v a="$a" -v b="$b" -v s="$IDLE_S" 'BEGIN { printf "%.1f", (b - a - 2) / s }'
+}
+
+# /metrics: best time of 3 in ms, and size in bytes
+scrape() {
+    local best="" t size
+    for _ in 1 2 3; do
+        read -r t size < <(curl -s -o /dev/null -w '%{time_total} %{size_download}\n' "$URL/metrics")
+        best=$(awk -v a="$best" -v b="$t" 'BEGIN { if (a == "" || b < a) print b; else print a }')
+    done
+    awk -v t="$best" -v s="$size" 'BEGIN { printf "%.0f ms, %.0f KB", t * 1000, s / 1024 }'
+}
+
+# Private memory of every rowlock backend of the bench database, MiB: "max X, sum Y (n)".
+backend_memory() {
+    local pid kb max=0 sum=0 n=0
+    for pid in $(sql "SELECT pid FROM pg_stat_activity WHERE datname = '$BENCH_DB' AND application_name = 'rowlock' AND backend_type = 'client backend'"); do
+        kb=$(awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s + 0 }' \
+            /proc/"$pid"/smaps_rollup 2>/dev/null) || continue
+        [ "$kb" -gt 0 ] || continue
+        n=$((n + 1)) sum=$((sum + kb))
+        [ "$kb" -gt "$max" ] && max=$kb
+    done
+    [ "$n" -gt 0 ] || { printf 'unreadable'; return; }
+    awk -v m="$max" -v s="$sum" -v n="$n" 'BEGIN { printf "max %.1f MiB, sum %.0f MiB (%d backends)", m / 1024, s / 1024, n }'
+}
+
+# rate OP N: requests/s of OP over random resources of N (N 1: one resource), after a warm-up
+rate() {
+    local op=$1 n=$2 prefix out non2xx
+    case $op in produce | patch) prefix=rb-t ;; *) prefix=rb-q ;; esac
+    wrk -t 2 -c "$CONNECTIONS" -d "${WARMUP}s" -s "$HERE/load.lua" "$URL" -- "$op" "$prefix" "$n" \
+        >/dev/null
+    out=$(wrk -t 2 -c "$CONNECTIONS" -d "${DURATION}s" -s "$HERE/load.lua" "$URL" -- "$op" "$prefix" "$n")
+    non2xx=$(awk '/^NON2XX/ { print $2 }' <<<"$out")
+    [ "${non2xx:-0}" -eq 0 ] || log "$op over $n: $non2xx answers were not 2xx"
+    awk '/^Requests\/sec:/ { printf "%.0f", $2 }' <<<"$out"
+}
+
+declare -A ONE MANY
+log "1 topic, 1 ledger, 1 queue"
+for k in topics:rb-t ledgers:rb-l queues:rb-q; do
+    create "${k%%:*}" "${k#*:}" 1 1 >/dev/null
+done
+ONE[relations]=$(relations)
+ONE[metrics]=$(scrape)
+log "idle transactions, two processes, ${IDLE_S}s"
+ONE[idle]=$(idle_xacts)
+
+log "creating $TOPICS topics, $LEDGERS ledgers, $QUEUES queues"
+for k in topics:rb-t:$TOPICS ledgers:rb-l:$LEDGERS queues:rb-q:$QUEUES; do
+    IFS=: read -r kind prefix n <<<"$k"
+    r=$(create "$kind" "$prefix" 2 "$n")
+    ONE[put_$kind]="$(field "$r" first_ms) ms"
+    MANY[put_$kind]="$(field "$r" last_ms) ms"
+    log "$kind: $r"
+done
+MANY[relations]=$(relations)
+MANY[metrics]=$(scrape)
+log "idle transactions, two processes, ${IDLE_S}s"
+MANY[idle]=$(idle_xacts)
+
+log "throughput: ${WARMUP}s warm-up + ${DURATION}s each, $CONNECTIONS connections"
+for op in $OPS; do
+    ONE[$op]=$(rate "$op" 1)
+    log "$op on one resource: ${ONE[$op]}/s"
+done
+ONE[memory]=$(backend_memory)
+for op in $OPS; do
+    case $op in produce | patch) n=$TOPICS ;; *) n=$QUEUES ;; esac
+    MANY[$op]=$(rate "$op" "$n")
+    log "$op on a random one of $n: ${MANY[$op]}/s"
+done
+MANY[memory]=$(backend_memory)
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf " (%.2fx)", b / a }'; }
+printf '\n| what | 1 topic, ledger, queue | %s topics, %s ledgers, %s queues |\n|---|---|---|\n' \
+    "$TOPICS" "$LEDGERS" "$QUEUES"
+printf '| relations in the rowlock schema | %s | %s |\n' "${ONE[relations]}" "${MANY[relations]}"
+for kind in topics ledgers queues; do
+    printf '| PUT /%s/{name} (first / last tenth) | %s | %s |\n' "$kind" "${ONE[put_$kind]}" "${MANY[put_$kind]}"
+done
+for op in $OPS; do
+    printf '| %s /s (one resource / a random one) | %s | %s%s |\n' "$op" "${ONE[$op]}" \
+        "${MANY[$op]}" "$(ratio "${ONE[$op]}" "${MANY[$op]}")"
+done
+printf '| backend private memory (after the runs) | %s | %s |\n' "${ONE[memory]}" "${MANY[memory]}"
+printf '| idle transactions/s, two processes | %s | %s |\n' "${ONE[idle]}" "${MANY[idle]}"
+printf '| /metrics scrape | %s | %s |\n' "${ONE[metrics]}" "${MANY[metrics]}"
