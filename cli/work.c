@@ -73,6 +73,43 @@ static void work_usage(FILE *f)
             "  --verbose         a line on stderr for every failed command\n");
 }
 
+/* One numeric option of work into wc. 0, or -1 (printed). */
+static int work_number(int c, const char *arg, struct work_conf *wc)
+{
+    long long v = 0;
+    int bad = 0;
+    switch (c) {
+    case 'c':
+        bad = cli_parse_long("--concurrency", arg, 1, 1000, &v);
+        wc->concurrency = (int)v;
+        break;
+    case 'l':
+        bad = cli_parse_long("--lease", arg, 1, 604800, &v);
+        wc->lease_s = (long)v;
+        break;
+    case 'm':
+        bad = cli_parse_long("--max-jobs", arg, 1, (long long)1 << 62, &wc->max_jobs);
+        break;
+    case 'i':
+        bad = cli_parse_long("--idle-exit", arg, 1, 1 << 30, &v);
+        wc->idle_exit_s = (long)v;
+        break;
+    case 't':
+        bad = cli_parse_long("--timeout", arg, 1, 1 << 30, &v);
+        wc->timeout_s = (long)v;
+        break;
+    case 'g':
+        bad = cli_parse_long("--grace", arg, 0, 1 << 30, &v);
+        wc->grace_s = (long)v;
+        break;
+    default: /* 'p' */
+        bad = cli_parse_long("--progress-fd", arg, 3, 1000, &v);
+        wc->progress_fd = (int)v;
+        break;
+    }
+    return bad;
+}
+
 /* Parses work's options into wc. Returns 0, or an exit code (-1: --help printed). */
 static int work_options(int argc, char **argv, struct work_conf *wc)
 {
@@ -87,59 +124,26 @@ static int work_options(int argc, char **argv, struct work_conf *wc)
                                          {"verbose", no_argument, NULL, 'v'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    long long v = 0;
     int c;
+    opterr = 0;                          /* getopt would name QUEUE as the program */
     if (argc > 1 && argv[1][0] != '-') { /* QUEUE comes first: parse the options after it */
         wc->queue = argv[1];
         argv++;
         argc--;
     }
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        const char *name = c == 'h' || c == 'v' || c == 'o' || c == '?' ? "" : optarg;
-        int bad = 0;
-        switch (c) {
-        case 'c':
-            bad = cli_parse_long("--concurrency", name, 1, 1000, &v);
-            wc->concurrency = (int)v;
-            break;
-        case 'l':
-            bad = cli_parse_long("--lease", name, 1, 604800, &v);
-            wc->lease_s = (long)v;
-            break;
-        case 'm':
-            bad = cli_parse_long("--max-jobs", name, 1, (long long)1 << 62, &wc->max_jobs);
-            break;
-        case 'i':
-            bad = cli_parse_long("--idle-exit", name, 1, 1 << 30, &v);
-            wc->idle_exit_s = (long)v;
-            break;
-        case 't':
-            bad = cli_parse_long("--timeout", name, 1, 1 << 30, &v);
-            wc->timeout_s = (long)v;
-            break;
-        case 'g':
-            bad = cli_parse_long("--grace", name, 0, 1 << 30, &v);
-            wc->grace_s = (long)v;
-            break;
-        case 'p':
-            bad = cli_parse_long("--progress-fd", name, 3, 1000, &v);
-            wc->progress_fd = (int)v;
-            break;
-        case 'o':
+        if (c == 'o') {
             snprintf(wc->owner, sizeof(wc->owner), "%s", optarg);
-            break;
-        case 'v':
+        } else if (c == 'v') {
             wc->verbose = 1;
-            break;
-        case 'h':
-            work_usage(stdout);
-            return -1;
-        default:
-            work_usage(stderr);
+        } else if (c == 'h' || !strchr("clmitgp", c)) {
+            if (c != 'h')
+                cli_errorf("usage: bad option '%s'", argv[optind - 1]);
+            work_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? -1 : CLI_EXIT_USAGE;
+        } else if (work_number(c, optarg, wc) != 0) {
             return CLI_EXIT_USAGE;
         }
-        if (bad)
-            return CLI_EXIT_USAGE;
     }
     if (!wc->queue && optind < argc && strcmp(argv[optind], "--") != 0)
         wc->queue = argv[optind++];
