@@ -5,7 +5,8 @@
  * back (no lease left processing); the worker is restarted, the hanging job is claimed again and
  * cancelled by the operator, and its command must be gone within one heartbeat interval of the
  * refused heartbeat. At the end every job succeeded exactly once (the command's own log) with the
- * attempts expected, or failed with its attempts accounted. */
+ * attempts expected, or failed with its attempts accounted. And a command whose heartbeats go
+ * unanswered (the service stopped) is killed once its lease has run out. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,6 +34,7 @@ static struct th_service svc;
 static char dburl[1024];
 static char dir[256];
 static long long ids[JOBS];
+static pid_t running[4]; /* workers and commands a failed test may leave behind */
 
 static const char script[] =
     "p=$(cat)\n"
@@ -54,14 +56,17 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     char cmd[512];
+    for (int i = 0; i < 4; i++)
+        if (running[i] > 0 && kill(running[i], SIGKILL) == 0)
+            waitpid(running[i], NULL, WNOHANG);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         return -1;
     return th_service_stop(&svc);
 }
 
-/* Starts rowlock-cli work with the given extra options; its stderr goes to dir/<log>. */
-static pid_t worker_start(const char *log, const char *extra)
+/* Starts rowlock-cli work on queue with the given extra option; its stderr goes to dir/<log>. */
+static pid_t worker_start_on(const char *queue, const char *log, const char *extra)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -74,11 +79,16 @@ static pid_t worker_start(const char *log, const char *extra)
         setenv("D", dir, 1);
         if (!freopen(path, "w", stderr) || !freopen("/dev/null", "w", stdout))
             _exit(99);
-        execl(ROWLOCK_CLI_BINARY, "rowlock-cli", "work", "w", "--concurrency", "8", "--lease", "3",
-              "--grace", "2", extra, "--", "sh", "-c", script, (char *)NULL);
+        execl(ROWLOCK_CLI_BINARY, "rowlock-cli", "work", queue, "--concurrency", "8", "--lease",
+              "3", "--grace", "2", extra, "--", "sh", "-c", script, (char *)NULL);
         _exit(98);
     }
     return pid;
+}
+
+static pid_t worker_start(const char *log, const char *extra)
+{
+    return worker_start_on("w", log, extra);
 }
 
 /* Copies the worker's log (dir/<log>) to stderr. */
@@ -240,6 +250,7 @@ static void work_sigterm_restart_cancel(void **state)
     enqueue_all();
     /* first worker: SIGTERM once 300 jobs are done, with the hanging and the long job running */
     pid_t w1 = worker_start("worker1.log", "--verbose");
+    running[2] = w1;
     pid_t hang1 = hang_pid();
     assert_true(hang1 > 0);
     for (int i = 0; i < 3000 && done_count(0) < 300; i++)
@@ -260,6 +271,7 @@ static void work_sigterm_restart_cancel(void **state)
     snprintf(path, sizeof(path), "%s/hang.pid", dir);
     unlink(path);
     pid_t w2 = worker_start("worker2.log", "--idle-exit=3");
+    running[3] = w2;
     pid_t hang2 = hang_pid();
     assert_true(hang2 > 0);
     snprintf(path, sizeof(path), "/queues/w/jobs/%lld", ids[HANG_I]);
@@ -272,6 +284,7 @@ static void work_sigterm_restart_cancel(void **state)
     /* the refused heartbeat comes at most a heartbeat interval (lease/3) after the cancel */
     assert_true(gone < LEASE_S / 3.0 + 0.5);
     rc = worker_wait(w2, 60);
+    running[2] = running[3] = 0;
     worker_log("worker2.log");
     assert_int_equal(rc, 0);
 
@@ -282,10 +295,44 @@ static void work_sigterm_restart_cancel(void **state)
     assert_int_equal(processing_count(), 0);
 }
 
+/* The service stops answering (SIGSTOP) while a command runs: no heartbeat gets through, and
+ * the worker kills the command once the lease it last extended has run out, within one
+ * heartbeat interval (one second's heartbeat timeout) of that. */
+static void lease_runs_out_while_service_stopped(void **state)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/hang.pid", dir);
+    unlink(path);
+    json_decref(th_call(svc.port, "PUT", "/queues/s", "{\"lease_seconds\": 3}", 201));
+    json_decref(th_call(svc.port, "POST", "/queues/s/jobs", "{\"payload\": \"hang\"}", 201));
+    pid_t w = worker_start_on("s", "worker3.log", "--grace=0");
+    running[0] = w;
+    pid_t hang = hang_pid();
+    running[1] = hang;
+    assert_true(hang > 0);
+    usleep(200000);
+    th_service_signal(&svc, SIGSTOP);
+    double stopped = th_now();
+    while (kill(hang, 0) == 0 && th_now() - stopped < 15)
+        usleep(10000);
+    double gone = th_now() - stopped;
+    th_service_signal(&svc, SIGCONT);
+    fprintf(stderr, "command gone %.2f s after the service stopped answering\n", gone);
+    /* the last extended lease ends at most LEASE_S after the stop; one interval more at most */
+    assert_true(gone < LEASE_S + LEASE_S / 3.0 + 0.5);
+    assert_true(gone > 1.0); /* it was the lease running out, not something else */
+    kill(w, SIGTERM);
+    int rc = worker_wait(w, 20);
+    worker_log("worker3.log");
+    running[0] = running[1] = 0;
+    assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(work_sigterm_restart_cancel),
+        cmocka_unit_test(lease_runs_out_while_service_stopped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
