@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "db/pool.h"
+#include "db/stmt_cache.h"
 
 /* How the last round trip of a transaction lost its connection (db/tx.c). */
 enum db_lost {
@@ -25,10 +26,8 @@ struct db_conn {
     long long busy_since_ms; /* monotonic ms when c was lent; 0 when free */
     atomic_int cut;          /* the watchdog shut c's socket down */
     int connected_before;    /* c has been connected once (a later connect is a reconnect) */
-    const struct db_stmt **prepared; /* statements already prepared on this connection */
-    size_t nprepared, capprepared;
-    char **dyn_names; /* names of dynamic statements prepared on this connection */
-    size_t ndyn, capdyn;
+    struct db_stmt_cache *stmts; /* statements prepared on this connection (db/stmt_cache.h) */
+    unsigned stmt_stamp;         /* the statement batch in progress (db_query_pipeline) */
     /* the transaction in progress (db/tx.c) */
     const char *const *begin; /* its BEGIN commands, until they go out with a statement */
     int commit_next;          /* send COMMIT with the next statement */
@@ -38,6 +37,8 @@ struct db_conn {
 
 /* Closes the libpq connection of c and forgets its prepared statements. */
 void db_conn_close(struct db_conn *c);
+/* Counts a prepared statement of c DEALLOCATEd to make room for another. */
+void db_conn_statement_evicted(struct db_conn *c);
 /* Classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);
 

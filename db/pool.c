@@ -27,8 +27,9 @@ struct db_pool {
     int nfree;
     struct db_pool_stats stats;
     atomic_int connected;
-    atomic_uint generation; /* bumped by a flush; older idle connections are closed */
-    atomic_int unreachable; /* the last connect attempt failed (logged once until one succeeds) */
+    atomic_uint generation;  /* bumped by a flush; older idle connections are closed */
+    atomic_int unreachable;  /* the last connect attempt failed (logged once until one succeeds) */
+    atomic_ullong evictions; /* prepared statements DEALLOCATEd to make room (db/stmt_cache.h) */
     /* the watchdog */
     pthread_t watchdog;
     int watching, stopping;
@@ -126,6 +127,20 @@ struct db_pool *db_pool_create(const struct db_pool_config *cfg)
         return NULL;
     }
     p->cfg.conninfo = p->conninfo;
+    if (p->cfg.statement_cache <= 0)
+        p->cfg.statement_cache = DB_STATEMENT_CACHE_DEFAULT;
+    int caches_ok = 1;
+    for (int i = 0; i < cfg->size; i++)
+        caches_ok &= (p->conns[i].stmts = db_stmt_cache_new(p->cfg.statement_cache)) != NULL;
+    if (!caches_ok) {
+        for (int i = 0; i < cfg->size; i++)
+            db_stmt_cache_free(p->conns[i].stmts);
+        free(p->conninfo);
+        free(p->conns);
+        free(p->free_stack);
+        free(p);
+        return NULL;
+    }
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -159,10 +174,8 @@ void db_conn_close(struct db_conn *c)
     c->pg = NULL;
     c->broken = 0;
     atomic_store(&c->cut, 0);
-    c->nprepared = 0;
-    for (size_t i = 0; i < c->ndyn; i++)
-        free(c->dyn_names[i]);
-    c->ndyn = 0;
+    if (c->stmts != NULL)
+        db_stmt_cache_clear(c->stmts);
 }
 
 void db_pool_destroy(struct db_pool *p)
@@ -178,8 +191,7 @@ void db_pool_destroy(struct db_pool *p)
     }
     for (int i = 0; i < p->cfg.size; i++) {
         db_conn_close(&p->conns[i]);
-        free(p->conns[i].prepared);
-        free(p->conns[i].dyn_names);
+        db_stmt_cache_free(p->conns[i].stmts);
     }
     pthread_cond_destroy(&p->stop_cv);
     pthread_cond_destroy(&p->cv);
@@ -449,6 +461,16 @@ PGconn *db_conn_pg(struct db_conn *c)
     return c->pg;
 }
 
+void db_conn_statement_evicted(struct db_conn *c)
+{
+    atomic_fetch_add(&c->pool->evictions, 1);
+}
+
+int db_conn_statements(struct db_conn *c)
+{
+    return db_stmt_cache_count(c->stmts);
+}
+
 /* Shuts down the socket of every connection lent for longer than the deadline, under the pool's
  * mutex (so the connection cannot be released and closed meanwhile). The blocked libpq call then
  * reads end-of-file and fails; nothing is cancelled on the server. Returns how many it cut. */
@@ -505,5 +527,7 @@ void db_pool_get_stats(struct db_pool *p, struct db_pool_stats *out)
     pthread_mutex_lock(&p->mu);
     *out = p->stats;
     out->connected = atomic_load(&p->connected);
+    out->statement_evictions = atomic_load(&p->evictions);
+    out->statement_cache = p->cfg.statement_cache;
     pthread_mutex_unlock(&p->mu);
 }

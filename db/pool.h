@@ -37,6 +37,10 @@ struct db_pool_config {
     /* longest time a connection may stay lent (a request's time in the database) before the
      * watchdog shuts its socket down; 0: no deadline, no watchdog */
     int deadline_ms;
+    /* prepared statements a connection keeps at most (the least recently used is DEALLOCATEd
+     * to make room): bounds each backend's plan memory whatever the number of resources; 0:
+     * DB_STATEMENT_CACHE_DEFAULT; at least DB_STMT_CACHE_MIN */
+    int statement_cache;
     db_log_fn log; /* NULL: lines go to stderr as plain text */
     void *log_ctx;
 };
@@ -49,6 +53,8 @@ struct db_pool_config {
 #define DB_KEEPALIVES_INTERVAL_S 5
 #define DB_KEEPALIVES_COUNT      3
 #define DB_TCP_USER_TIMEOUT_MS   10000
+
+#define DB_STATEMENT_CACHE_DEFAULT 256
 
 struct db_pool;
 
@@ -81,6 +87,8 @@ int db_conn_was_cut(struct db_conn *c);
 int db_pool_deadline_ms(struct db_pool *pool);
 /* The libpq handle, for workflows that need it (escaping identifiers). Borrowed. */
 PGconn *db_conn_pg(struct db_conn *c);
+/* Prepared statements connection c holds now. */
+int db_conn_statements(struct db_conn *c);
 
 struct db_pool_stats {
     int size;
@@ -91,10 +99,12 @@ struct db_pool_stats {
     uint64_t timeouts; /* acquires that gave up */
     uint64_t connects; /* successful connection opens (first and re-) */
     uint64_t connect_failures;
-    uint64_t stale;     /* idle connections found closed by the server at acquire */
-    uint64_t flushes;   /* pool flushes after a connection-level failure */
-    uint64_t deadlines; /* connections cut by the watchdog */
-    uint64_t read_only; /* connections closed because their server takes no writes */
+    uint64_t stale;               /* idle connections found closed by the server at acquire */
+    uint64_t flushes;             /* pool flushes after a connection-level failure */
+    uint64_t deadlines;           /* connections cut by the watchdog */
+    uint64_t read_only;           /* connections closed because their server takes no writes */
+    uint64_t statement_evictions; /* prepared statements DEALLOCATEd to make room */
+    int statement_cache;          /* prepared statements a connection keeps at most */
 };
 void db_pool_get_stats(struct db_pool *pool, struct db_pool_stats *out);
 

@@ -167,69 +167,44 @@ enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err)
     return st;
 }
 
-/* Prepares st on c unless it already is. */
-static enum db_status ensure_prepared(struct db_conn *c, const struct db_stmt *st,
+/* Prepares statement name on c unless it already is (sql, or build(ctx) when sql is NULL): the
+ * connection's cache holds at most its capacity, and the least recently used statement that this
+ * pipeline does not use is DEALLOCATEd to make room. */
+static enum db_status ensure_prepared(struct db_conn *c, const char *name, const char *sql,
+                                      db_sql_builder build, const void *ctx, int nparams,
                                       struct db_error *err)
 {
-    for (size_t i = 0; i < c->nprepared; i++)
-        if (c->prepared[i] == st)
-            return DB_OK;
-    if (c->nprepared == c->capprepared) {
-        size_t cap = c->capprepared ? c->capprepared * 2 : 16;
-        const struct db_stmt **grown = realloc(c->prepared, cap * sizeof(*grown));
-        if (grown == NULL) {
-            db_error_set(err, "", "out of memory");
+    if (db_stmt_cache_hit(c->stmts, name, c->stmt_stamp))
+        return DB_OK;
+    char text[8192], victim[128];
+    if (sql == NULL) {
+        if (build(text, sizeof(text), ctx) != 0) {
+            db_error_set(err, "", "cannot build statement %s", name);
             return DB_ERR_HARD;
         }
-        c->prepared = grown;
-        c->capprepared = cap;
+        sql = text;
     }
-    PGresult *res = PQprepare(c->pg, st->name, st->sql, st->nparams, NULL);
-    enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
-    PQclear(res);
-    if (s == DB_OK)
-        c->prepared[c->nprepared++] = st;
-    return s;
-}
-
-static int dyn_prepared(struct db_conn *c, const char *name)
-{
-    for (size_t i = 0; i < c->ndyn; i++)
-        if (strcmp(c->dyn_names[i], name) == 0)
-            return 1;
-    return 0;
-}
-
-/* Prepares the dynamic statement name (its SQL from build) on c unless it already is. */
-static enum db_status ensure_dyn_prepared(struct db_conn *c, const char *name, db_sql_builder build,
-                                          const void *ctx, int nparams, struct db_error *err)
-{
-    if (dyn_prepared(c, name))
-        return DB_OK;
-    char sql[8192];
-    char *copy = strdup(name);
-    if (c->ndyn == c->capdyn) {
-        size_t cap = c->capdyn ? c->capdyn * 2 : 32;
-        char **grown = realloc(c->dyn_names, cap * sizeof(*grown));
-        if (grown != NULL) {
-            c->dyn_names = grown;
-            c->capdyn = cap;
+    if (db_stmt_cache_evict(c->stmts, c->stmt_stamp, victim, sizeof(victim))) {
+        char dealloc[160];
+        snprintf(dealloc, sizeof(dealloc), "DEALLOCATE \"%s\"", victim);
+        PGresult *res = PQexec(c->pg, dealloc);
+        enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
+        PQclear(res);
+        db_conn_statement_evicted(c);
+        if (s != DB_OK) {
+            c->broken = 1; /* the server may still hold it: this connection is not reused */
+            return s;
         }
-    }
-    if (copy == NULL || c->ndyn == c->capdyn || build(sql, sizeof(sql), ctx) != 0) {
-        free(copy);
-        db_error_set(err, "", "cannot build statement %s", name);
-        return DB_ERR_HARD;
     }
     PGresult *res = PQprepare(c->pg, name, sql, nparams, NULL);
     enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
     PQclear(res);
-    if (s != DB_OK) {
-        free(copy);
-        return s;
+    if (s == DB_OK && db_stmt_cache_add(c->stmts, name, c->stmt_stamp) != 0) {
+        c->broken = 1; /* prepared but not recorded */
+        db_error_set(err, "", "out of memory");
+        return DB_ERR_HARD;
     }
-    c->dyn_names[c->ndyn++] = copy;
-    return DB_OK;
+    return s;
 }
 
 static const char *call_name(const struct db_call *call)
@@ -400,13 +375,16 @@ static enum db_status run_pipeline(struct db_conn *c, const struct db_call *call
 enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls, size_t n,
                                  struct db_error *err)
 {
+    if (++c->stmt_stamp == 0) /* 0 is no batch's */
+        c->stmt_stamp = 1;
     for (size_t i = 0; i < n; i++) {
         if (calls[i].out != NULL)
             *calls[i].out = NULL;
-        enum db_status s = calls[i].st != NULL
-                               ? ensure_prepared(c, calls[i].st, err)
-                               : ensure_dyn_prepared(c, calls[i].name, calls[i].build, calls[i].ctx,
-                                                     calls[i].nparams, err);
+        const struct db_stmt *st = calls[i].st;
+        enum db_status s = st != NULL
+                               ? ensure_prepared(c, st->name, st->sql, NULL, NULL, st->nparams, err)
+                               : ensure_prepared(c, calls[i].name, NULL, calls[i].build,
+                                                 calls[i].ctx, calls[i].nparams, err);
         if (s != DB_OK)
             return s;
     }

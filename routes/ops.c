@@ -94,6 +94,12 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
          "Connections closed because their server takes no writes (a standby, a demoted or "
          "read-only primary)",
          (double)ps.read_only},
+        {"rowlock_db_statement_cache_size", "gauge",
+         "ROWLOCK_DB_STATEMENT_CACHE: prepared statements a connection keeps at most",
+         ps.statement_cache},
+        {"rowlock_db_statement_evictions_total", "counter",
+         "Prepared statements deallocated to make room for another (a connection's cache full)",
+         (double)ps.statement_evictions},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);

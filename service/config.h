@@ -20,6 +20,7 @@ struct svc_config {
     long pool_size;
     long pool_acquire_timeout_ms;
     long statement_timeout_ms;
+    long db_statement_cache;
     long db_deadline_ms; /* 0 in the table: statement_timeout_ms + 1000 after loading */
     long db_connect_timeout_s;
     long db_startup_wait_s;

@@ -313,6 +313,7 @@ int main(int argc, char **argv)
         .statement_timeout_ms = (int)cfg.statement_timeout_ms,
         .connect_timeout_s = (int)cfg.db_connect_timeout_s,
         .deadline_ms = (int)cfg.db_deadline_ms,
+        .statement_cache = (int)cfg.db_statement_cache,
         .log = db_log,
     };
     pool = db_pool_create(&pc);

@@ -1,0 +1,164 @@
+/* The per-connection prepared-statement cache (issue 17): a connection used for more distinct
+ * statements than ROWLOCK_DB_STATEMENT_CACHE (a resource's statements are named by its id, so
+ * thousands of topics are thousands of statements) holds at most that many on the server, as
+ * pg_prepared_statements of its own session says; an evicted statement is prepared again when it
+ * comes back; a pipeline whose statements are all new works at the edge of a full cache; and a
+ * failing statement leaves the cache in step with the server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "db/tx.h"
+#include "harness.h"
+
+#define CACHE 16
+
+static char dburl[1024];
+static struct db_pool *pool;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_db_create("stmtcache", dburl, sizeof(dburl)) != 0)
+        return -1;
+    struct db_pool_config pc = {.conninfo = dburl,
+                                .size = 1, /* every statement goes through one connection */
+                                .acquire_timeout_ms = 1000,
+                                .statement_timeout_ms = 5000,
+                                .connect_timeout_s = 5,
+                                .statement_cache = CACHE};
+    pool = db_pool_create(&pc);
+    return pool ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    db_pool_destroy(pool);
+    return 0;
+}
+
+/* "SELECT <n>": a distinct statement per resource, like a topic's. */
+static int build_select(char *buf, size_t size, const void *ctx)
+{
+    int n = snprintf(buf, size, "SELECT %d", *(const int *)ctx);
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+static int run_named(struct db_conn *c, int n)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "r%d_probe", n);
+    PGresult *r = NULL;
+    struct db_error err;
+    enum db_status st = db_query_dyn(c, name, build_select, &n, 0, NULL, &r, &err);
+    int v = st == DB_OK ? atoi(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    return v;
+}
+
+/* What the server holds for this session. */
+static int server_prepared(struct db_conn *c)
+{
+    PGresult *r = PQexec(db_conn_pg(c), "SELECT count(*) FROM pg_prepared_statements");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return n;
+}
+
+static struct db_conn *acquire(void)
+{
+    struct db_conn *c = NULL;
+    struct db_error err;
+    assert_int_equal(db_pool_acquire(pool, &c, &err), DB_OK);
+    return c;
+}
+
+static void bounded_by_the_setting(void **state)
+{
+    (void)state;
+    struct db_pool_stats before, after;
+    db_pool_get_stats(pool, &before);
+    for (int n = 1; n <= 10 * CACHE; n++) {
+        struct db_conn *c = acquire();
+        assert_int_equal(run_named(c, n), n);
+        int held = server_prepared(c);
+        if (held > CACHE || held != db_conn_statements(c))
+            fail_msg("after %d distinct statements the server holds %d prepared (cache %d, "
+                     "recorded %d)",
+                     n, held, CACHE, db_conn_statements(c));
+        db_pool_release(c);
+    }
+    db_pool_get_stats(pool, &after);
+    assert_int_equal(after.statement_cache, CACHE);
+    assert_true(after.statement_evictions - before.statement_evictions >= 9 * CACHE);
+    /* the oldest were evicted: they come back prepared anew, and still answer */
+    struct db_conn *c = acquire();
+    for (int n = 1; n <= 3 * CACHE; n++)
+        assert_int_equal(run_named(c, n), n);
+    assert_true(server_prepared(c) <= CACHE);
+    db_pool_release(c);
+}
+
+/* Pipelines of new statements at a full cache: each one's statements stay until it has run. */
+static void pipelines_at_the_edge(void **state)
+{
+    (void)state;
+    struct db_conn *c = acquire();
+    for (int round = 0; round < 3 * CACHE; round++) {
+        int v[4];
+        char names[4][32];
+        PGresult *r[4] = {NULL};
+        struct db_call calls[4];
+        for (int i = 0; i < 4; i++) {
+            v[i] = 1000 + round * 4 + i;
+            snprintf(names[i], sizeof(names[i]), "p%d_probe", v[i]);
+            calls[i] = (struct db_call){
+                .name = names[i], .build = build_select, .ctx = &v[i], .nparams = 0, .out = &r[i]};
+        }
+        struct db_error err;
+        assert_int_equal(db_query_pipeline(c, calls, 4, &err), DB_OK);
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(atoi(PQgetvalue(r[i], 0, 0)), v[i]);
+            PQclear(r[i]);
+        }
+    }
+    assert_true(server_prepared(c) <= CACHE);
+    assert_int_equal(server_prepared(c), db_conn_statements(c));
+    db_pool_release(c);
+}
+
+static int build_bad(char *buf, size_t size, const void *ctx)
+{
+    (void)ctx;
+    snprintf(buf, size, "SELECT * FROM no_such_table");
+    return 0;
+}
+
+/* A statement the server refuses to prepare is not recorded: the cache and the server agree. */
+static void refused_statement_not_recorded(void **state)
+{
+    (void)state;
+    struct db_conn *c = acquire();
+    struct db_error err;
+    assert_int_equal(db_query_dyn(c, "bad_probe", build_bad, NULL, 0, NULL, NULL, &err),
+                     DB_ERR_HARD);
+    assert_int_equal(server_prepared(c), db_conn_statements(c));
+    db_pool_release(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bounded_by_the_setting),
+        cmocka_unit_test(pipelines_at_the_edge),
+        cmocka_unit_test(refused_statement_not_recorded),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
