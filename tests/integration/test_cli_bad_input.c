@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -139,7 +140,8 @@ static void bad_token_shows_its_code(void **state)
 
 /* A stand-in service answering every request 503 with Retry-After: 1. */
 struct fake {
-    int fd, port, requests;
+    int fd, port;
+    atomic_int requests; /* counted by the serving thread, read by the test */
 };
 
 static void *fake_serve(void *arg)
