@@ -372,3 +372,21 @@ test('a read-only token sees no action buttons', async () => {
   await shot(page, 'job-read-only');
   await page.context().close();
 });
+
+test('the jobs list pages through a queue, 25 at a time, and back', async () => {
+  await ok('PUT', '/queues/many', { max_attempts: 3 });
+  await ok('POST', '/queues/many/jobs', { jobs: Array.from({ length: 30 }, (_, i) => ({ payload: { i } })) });
+  const ids = (await ok('GET', '/queues/many/jobs?limit=100')).jobs.map((j) => String(j.id));
+  assert.equal(ids.length, 30);
+  const page = await openPage(READER);
+  await go(page, '#/queues/many', 'queues');
+  const rows = page.locator('tr[data-job]');
+  await until(async () => (await rows.count()) === 25, 'a first page of 25');
+  assert.equal(await rows.first().getAttribute('data-job'), ids[0]);
+  await page.getByRole('link', { name: 'Next page' }).click();
+  await until(async () => (await rows.count()) === 5 && (await rows.first().getAttribute('data-job')) === ids[25], 'the last 5');
+  assert.equal(await page.getByRole('link', { name: 'Next page' }).count(), 0);
+  await page.getByRole('link', { name: 'Previous page' }).click();
+  await until(async () => (await rows.count()) === 25 && (await rows.first().getAttribute('data-job')) === ids[0], 'the first page again');
+  await page.context().close();
+});
