@@ -353,6 +353,7 @@ static void job_watch(const struct job *j, struct run *r, struct cli_http *http)
     double started = work_now();
     r->lease_until = j->lease_from + (double)j->wc->lease_s;
     r->next_hb = started + (double)j->wc->lease_s / 3.0;
+    int nap = 1; /* with every pipe closed: waits for the exit, 1 ms doubling up to 50 */
     for (;;) {
         double now = work_now();
         if (r->reaped && (!pipes_open(r) || now - r->reaped_at > 0.1))
@@ -362,10 +363,12 @@ static void job_watch(const struct job *j, struct run *r, struct cli_http *http)
             ms = 50;
         if (ms < 1 || r->reaped)
             ms = 1;
-        if (pipes_open(r) || r->fd[0] >= 0)
+        if (pipes_open(r) || r->fd[0] >= 0) {
             run_pump(r, ms);
-        else
-            poll(NULL, 0, ms < 2 ? ms : 2);
+        } else {
+            poll(NULL, 0, ms < nap ? ms : nap);
+            nap = nap * 2 > 50 ? 50 : nap * 2;
+        }
         if (!r->reaped && waitpid(r->pid, &r->status, WNOHANG) == r->pid) {
             r->reaped = 1;
             r->reaped_at = work_now();
