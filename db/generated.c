@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "db/pool.h"
+#include "db/tx.h"
 
 /* The quoted, schema-qualified name of placeholder letter, into out. 0, or -1 unknown. */
 static int table_name(const struct db_gen_tpl *t, char letter, char *out, size_t size)
@@ -83,6 +84,25 @@ enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
     for (size_t i = 0; i < n; i++)
         db_gen_call_make(c, g, &calls[i], &slots[i], &q[i]);
     return db_query_pipeline(c, q, n, err);
+}
+
+struct upkeep_retry {
+    const struct db_stmt *st;
+    const char *id;
+};
+
+static enum db_status upkeep_retry_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    const struct upkeep_retry *a = arg;
+    const char *params[] = {a->id};
+    return db_query(c, a->st, params, NULL, err);
+}
+
+void db_upkeep_retry(struct db_pool *pool, const struct db_stmt *st, const char *id)
+{
+    struct upkeep_retry a = {st, id};
+    struct db_error err;
+    db_tx_run(pool, DB_READ_COMMITTED, upkeep_retry_tx, &a, &err);
 }
 
 int db_gen_missing(const struct db_error *err)

@@ -9,6 +9,8 @@
 
 #include "db/db.h"
 
+struct db_pool;
+
 /* One placeholder: {letter} becomes rowlock."<prefix><id><suffix>". */
 struct db_gen_table {
     char letter;
@@ -54,6 +56,16 @@ void db_gen_call_make(struct db_conn *c, const struct db_gen *g, const struct db
  * db_query_pipeline). */
 enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
                                const struct db_gen_call *calls, size_t n, struct db_error *err);
+
+/* The janitor's claim of resources whose upkeep is due (rowlock.topic_upkeep, ledger_upkeep):
+ * at most DB_UPKEEP_CLAIM a round, their due time moved DB_UPKEEP_LEASE_S seconds on while this
+ * process works on them. */
+#define DB_UPKEEP_CLAIM   1000
+#define DB_UPKEEP_LEASE_S 60
+
+/* Runs st ($1 the resource's id) in a transaction of its own, its outcome ignored: a failed
+ * upkeep made due again (when that fails too, the claim's lease runs out instead). */
+void db_upkeep_retry(struct db_pool *pool, const struct db_stmt *st, const char *id);
 
 /* True when err says a table is missing (its resource was deleted meanwhile). */
 int db_gen_missing(const struct db_error *err);

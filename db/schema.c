@@ -16,6 +16,7 @@ extern const char db_schema_sql[];
 extern const char db_migration_007[];
 extern const char db_migration_008[];
 extern const char db_migration_009[];
+extern const char db_migration_010[];
 
 struct migration {
     int number;
@@ -45,6 +46,8 @@ static const struct migration migrations[] = {
     {8, "topic_consumers", 6, db_migration_008},
     /* expand: rowlock.jobs fillfactor 50 (a storage parameter) */
     {9, "jobs_fillfactor", 6, db_migration_009},
+    /* expand: rowlock.topic_upkeep, rowlock.ledger_upkeep and their triggers */
+    {10, "resource_upkeep", 6, db_migration_010},
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -105,6 +105,16 @@ static const char sql_janitor[] =
     "  AND updated_at < now() - make_interval(secs => $1::double precision) "
     "  ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
     "AND head_id IS NULL";
+/* When topic $4's upkeep is next due: at once ($3, a batch was full), else when its oldest
+ * headless row passes the TTL $1 (a headless row made later expires later: now plus the TTL),
+ * or, with a retention $2, after that retention (at most an hour): a message superseded from now
+ * on may be compacted once it is older than the retention, which this bounds how late. */
+static const char sql_next_due[] =
+    "UPDATE rowlock.topic_upkeep SET due_at = CASE WHEN $3::boolean THEN now() ELSE least("
+    "  coalesce((SELECT min(updated_at) FROM {h} WHERE head_id IS NULL), now()) "
+    "    + make_interval(secs => $1::float8), "
+    "  CASE WHEN $2::integer > 0 THEN now() + make_interval(secs => least($2::integer, 3600)) "
+    "  END) END WHERE topic_id = $4";
 /* Retention: superseded messages older than the retention lose their payload and become holes
  * (readers skip them; offsets stay dense). The current head of a key is never touched, nor a
  * message after the lowest offset a consumer of topic $3 committed ($3 NULL: the topic ignores
@@ -123,6 +133,21 @@ static const char sql_retention[] =
 static const struct db_stmt st_retention_lock = {
     "topic_retention_lock",
     "SELECT retention_ignores_consumers FROM rowlock.topics WHERE id = $1 FOR SHARE", 1};
+
+/* Claims up to $1 topics whose upkeep is due, moving their due time $2 seconds on (so that other
+ * processes skip them, and a process that dies in the middle leaves them due again then). */
+static const struct db_stmt st_topics_due = {
+    "topics_due",
+    "UPDATE rowlock.topic_upkeep u SET due_at = now() + make_interval(secs => $2::float8) "
+    "FROM rowlock.topics t WHERE t.id = u.topic_id AND u.topic_id IN ("
+    "  SELECT topic_id FROM rowlock.topic_upkeep WHERE due_at <= now() ORDER BY due_at "
+    "  LIMIT $1 FOR UPDATE SKIP LOCKED) "
+    "RETURNING t.id, t.name, t.headless_ttl_seconds, coalesce(t.retention_seconds, 0)",
+    2};
+
+/* A topic whose upkeep failed is due again at once (the next pass tries it again). */
+static const struct db_stmt st_topic_retry = {
+    "topic_upkeep_retry", "UPDATE rowlock.topic_upkeep SET due_at = now() WHERE topic_id = $1", 1};
 
 static int is_missing_table(const struct db_error *err)
 {
@@ -732,35 +757,54 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         return st;
     a->deleted = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
-    if (a->retention <= 0)
-        return DB_OK;
     char id[24];
     i64(id, sizeof(id), a->id);
-    const char *idp[] = {id};
-    st = db_query(c, &st_retention_lock, idp, &r, err);
-    if (st != DB_OK)
-        return st;
-    int ignores = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
-    if (PQntuples(r) == 0) { /* deleted meanwhile */
+    if (a->retention > 0) {
+        const char *idp[] = {id};
+        st = db_query(c, &st_retention_lock, idp, &r, err);
+        if (st != DB_OK)
+            return st;
+        int ignores = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+        int gone = PQntuples(r) == 0;
         PQclear(r);
-        return DB_OK;
+        if (gone) /* deleted meanwhile */
+            return DB_OK;
+        char ret[24];
+        i64(ret, sizeof(ret), a->retention);
+        const char *rparams[] = {ret, batch, ignores ? NULL : id};
+        st = db_topic_query(c, a->id, "retention", sql_retention, 3, rparams, &r, err);
+        if (st != DB_OK)
+            return st;
+        a->compacted = strtoll(PQcmdTuples(r), NULL, 10);
+        PQclear(r);
     }
-    PQclear(r);
-    i64(ttl, sizeof(ttl), a->retention);
-    const char *rparams[] = {ttl, batch, ignores ? NULL : id};
-    st = db_topic_query(c, a->id, "retention", sql_retention, 3, rparams, &r, err);
-    if (st != DB_OK)
-        return st;
-    a->compacted = strtoll(PQcmdTuples(r), NULL, 10);
-    PQclear(r);
-    return DB_OK;
+    char ret[24];
+    i64(ret, sizeof(ret), a->retention);
+    const char *full = a->deleted >= a->batch || a->compacted >= a->batch ? "true" : "false";
+    const char *dparams[] = {ttl, ret, full, id};
+    return db_topic_query(c, a->id, "next_due", sql_next_due, 4, dparams, NULL, err);
 }
 
-enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
-                                 db_topic_failed failed, void *ctx, struct db_error *err)
+static enum db_status topics_due_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    PGresult **rows = arg;
+    PQclear(*rows);
+    *rows = NULL;
+    char limit[16], lease[16];
+    snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
+    snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
+    const char *params[] = {limit, lease};
+    return db_query(c, &st_topics_due, params, rows, err);
+}
+
+/* One claim of due topics and their upkeep; *claimed how many. */
+static enum db_status janitor_round(struct db_pool *pool, int batch, db_janitor_each each,
+                                    db_topic_failed failed, void *ctx, int *claimed,
+                                    struct db_error *err)
 {
     PGresult *rows = NULL;
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topic_ids_tx, &rows, err);
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topics_due_tx, &rows, err);
+    *claimed = st == DB_OK ? PQntuples(rows) : 0;
     /* one short transaction per topic: a slow topic never holds up the others' locks, and a
      * failing one never stops the others' cleaning */
     for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
@@ -775,8 +819,21 @@ enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_eac
         if (one == DB_OK)
             each(PQgetvalue(rows, i, 1), a.deleted, a.compacted, ctx);
         else if (!(one == DB_ERR_HARD && is_missing_table(&one_err))) /* not deleted meanwhile */
+        {
             failed(PQgetvalue(rows, i, 1), one, &one_err, ctx);
+            db_upkeep_retry(pool, &st_topic_retry, PQgetvalue(rows, i, 0));
+        }
     }
     PQclear(rows);
+    return st;
+}
+
+enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
+                                 db_topic_failed failed, void *ctx, struct db_error *err)
+{
+    enum db_status st = DB_OK;
+    int claimed = DB_UPKEEP_CLAIM;
+    for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
+        st = janitor_round(pool, batch, each, failed, ctx, &claimed, err);
     return st;
 }

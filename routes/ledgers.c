@@ -21,7 +21,7 @@
 #define OPTIMISTIC_LOCK_TIMEOUT_MS  1000
 
 static struct svc_counter_vec *m_applied, *m_skipped, *m_waits, *m_superseded, *m_purged,
-    *m_gauge_failures, *m_janitor_failures;
+    *m_gauge_failures, *m_janitor_failures, *m_janitor_visits;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -47,6 +47,11 @@ static void metrics_init(void)
                                              "Janitor passes that failed for a ledger (the other "
                                              "ledgers are still cleaned)",
                                              "ledger");
+    m_janitor_visits = svc_counter_vec_new(
+        "rowlock_ledger_janitor_visits_total",
+        "Ledgers this process's janitor worked on, by outcome: only ledgers whose upkeep was due "
+        "(rowlock.ledger_upkeep), claimed so that no other process does the same",
+        "outcome");
 }
 
 void route_ledgers_init(void)
@@ -702,6 +707,7 @@ void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
 static void janitor_one(const char *ledger, int64_t horizon, int64_t purged,
                         const struct db_error *failed, void *ctx)
 {
+    svc_counter_vec_add(m_janitor_visits, failed != NULL ? "failed" : "ok", 1);
     if (failed != NULL) {
         svc_counter_vec_add(m_janitor_failures, ledger, 1);
         svc_log(SVC_LOG_WARN, "ledger janitor failed", "ledger", ledger, "sqlstate",

@@ -21,7 +21,8 @@
 #define DEFAULT_HEADLESS_TTL 3600
 
 static struct svc_counter_vec *m_produced, *m_advanced, *m_rejected, *m_duplicates,
-    *m_janitor_deleted, *m_compacted, *m_gate_waits, *m_metrics_failures, *m_janitor_failures;
+    *m_janitor_deleted, *m_compacted, *m_gate_waits, *m_metrics_failures, *m_janitor_failures,
+    *m_janitor_visits;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -48,6 +49,11 @@ static void metrics_init(void)
     m_janitor_failures = svc_counter_vec_new(
         "rowlock_topic_janitor_failures_total",
         "Janitor passes that failed on this topic (the other topics were cleaned)", "topic");
+    m_janitor_visits = svc_counter_vec_new(
+        "rowlock_topic_janitor_visits_total",
+        "Topics this process's janitor worked on, by outcome: only topics whose upkeep was due "
+        "(rowlock.topic_upkeep), claimed so that no other process does the same",
+        "outcome");
     m_gate_waits =
         svc_counter_vec_new("rowlock_topic_head_write_gate_waits_total",
                             "Head writes that queued in the process behind others of the same key "
@@ -891,6 +897,7 @@ void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
 static void janitor_one(const char *topic, int64_t deleted, int64_t compacted, void *ctx)
 {
     (void)ctx;
+    svc_counter_vec_add(m_janitor_visits, "ok", 1);
     if (deleted > 0)
         svc_counter_vec_add(m_janitor_deleted, topic, (uint64_t)deleted);
     if (compacted > 0)
@@ -901,6 +908,7 @@ static void janitor_failed(const char *topic, enum db_status st, const struct db
                            void *ctx)
 {
     (void)ctx;
+    svc_counter_vec_add(m_janitor_visits, "failed", 1);
     svc_counter_vec_add(m_janitor_failures, topic, 1);
     svc_log(SVC_LOG_WARN, "topic janitor failed on a topic", "topic", topic, "status",
             db_status_name(st), "sqlstate", err->sqlstate, "detail", err->message, NULL);
