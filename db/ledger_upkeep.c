@@ -31,13 +31,13 @@ static const struct db_stmt st_ledger_retry = {
     "ledger_upkeep_retry", "UPDATE rowlock.ledger_upkeep SET due_at = now() WHERE ledger_id = $1",
     1};
 static const struct db_stmt st_ledger_ids = {
-    "ledger_ids", "SELECT id, name, tombstone_retention_seconds FROM rowlock.ledgers ORDER BY id",
-    0};
+    "ledger_ids",
+    "SELECT id, name, tombstone_retention_seconds FROM rowlock.ledgers ORDER BY name LIMIT $1", 1};
 static const struct db_stmt st_ledger_horizon = {
     "ledger_horizon",
     "UPDATE rowlock.ledgers SET horizon = $2 WHERE id = $1 AND horizon < $2 RETURNING horizon", 2};
 static const struct db_stmt st_ledger_gauges = {
-    "ledger_gauges", "SELECT name, watermark, tombstones FROM rowlock.ledgers_gauges()", 0};
+    "ledger_gauges", "SELECT name, watermark, tombstones FROM rowlock.ledgers_gauges($1)", 1};
 
 /* Horizon candidate: the newest checkpoint older than the retention and within the watermark. */
 static const char sql_horizon[] =
@@ -92,6 +92,7 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
 struct ledger_list {
     const struct db_stmt *st;
     PGresult *rows;
+    char limit[16]; /* $1: ledgers at most */
 };
 
 static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -99,7 +100,8 @@ static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err
     struct ledger_list *a = arg;
     PQclear(a->rows);
     a->rows = NULL;
-    return db_query(c, a->st, NULL, &a->rows, err);
+    const char *params[] = {a->limit};
+    return db_query(c, a->st, params, &a->rows, err);
 }
 
 /* Runs fn for one ledger in a transaction of its own; a failure always comes with a message. */
@@ -129,7 +131,7 @@ static enum db_status due_tx(struct db_conn *c, void *arg, struct db_error *err)
 static enum db_status janitor_round(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                     void *ctx, int *claimed, struct db_error *err)
 {
-    struct ledger_list ids = {&st_ledgers_due, NULL};
+    struct ledger_list ids = {&st_ledgers_due, NULL, {0}};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, due_tx, &ids, err);
     *claimed = st == DB_OK ? PQntuples(ids.rows) : 0;
     /* one ledger's failure (its data, a timeout) is its own: the others are still cleaned */
@@ -175,10 +177,11 @@ static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error
 }
 
 /* The gauges of each ledger in a transaction of its own. */
-static enum db_status gauges_each(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
-                                  struct db_error *err)
+static enum db_status gauges_each(struct db_pool *pool, const char *limit,
+                                  db_ledger_gauge_each each, void *ctx, struct db_error *err)
 {
-    struct ledger_list ids = {&st_ledger_ids, NULL};
+    struct ledger_list ids = {&st_ledger_ids, NULL, {0}};
+    snprintf(ids.limit, sizeof(ids.limit), "%s", limit);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
     for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
         struct gauge_one a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10), NULL};
@@ -195,10 +198,11 @@ static enum db_status gauges_each(struct db_pool *pool, db_ledger_gauge_each eac
     return st;
 }
 
-enum db_status db_ledgers_gauges(struct db_pool *pool, db_ledger_gauge_each each, void *ctx,
-                                 struct db_error *err)
+enum db_status db_ledgers_gauges(struct db_pool *pool, int limit, db_ledger_gauge_each each,
+                                 void *ctx, struct db_error *err)
 {
-    struct ledger_list a = {&st_ledger_gauges, NULL};
+    struct ledger_list a = {&st_ledger_gauges, NULL, {0}};
+    snprintf(a.limit, sizeof(a.limit), "%d", limit);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
         each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
@@ -206,6 +210,6 @@ enum db_status db_ledgers_gauges(struct db_pool *pool, db_ledger_gauge_each each
     PQclear(a.rows);
     /* a ledger's own data failed the query (or made it too slow): one ledger at a time */
     if (st == DB_ERR_HARD || st == DB_ERR_TIMEOUT)
-        st = gauges_each(pool, each, ctx, err);
+        st = gauges_each(pool, a.limit, each, ctx, err);
     return st;
 }

@@ -52,13 +52,13 @@ static const struct db_stmt st_producer_put = {
 static const struct db_stmt st_headless = {
     "topics_headless",
     "SELECT h.name, h.headless_rows, h.headless_oldest_age_seconds, t.headless_ttl_seconds "
-    "FROM rowlock.topics_headless($1) h JOIN rowlock.topics t ON t.name = h.name",
-    1};
+    "FROM rowlock.topics_headless($1, $2) h JOIN rowlock.topics t ON t.name = h.name",
+    2};
 static const struct db_stmt st_topic_ids = {
     "topics_ids",
     "SELECT id, name, headless_ttl_seconds, coalesce(retention_seconds, 0) FROM rowlock.topics "
-    "ORDER BY name",
-    0};
+    "ORDER BY name LIMIT $1",
+    1};
 
 /* The log after $1, at most $2 rows, stopped at the page budget: a row comes only while the
  * bytes of the values up to it (as text, as sent) stay within the budget, and the first always
@@ -664,6 +664,7 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
 
 struct headless {
     PGresult *rows;
+    char limit[16]; /* topics at most */
 };
 
 static enum db_status headless_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -671,7 +672,7 @@ static enum db_status headless_tx(struct db_conn *c, void *arg, struct db_error 
     struct headless *a = arg;
     char cap[16];
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
-    const char *params[] = {cap};
+    const char *params[] = {cap, a->limit};
     PQclear(a->rows);
     a->rows = NULL;
     return db_query(c, &st_headless, params, &a->rows, err);
@@ -695,19 +696,22 @@ static enum db_status headless_topic_tx(struct db_conn *c, void *arg, struct db_
 
 static enum db_status topic_ids_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
-    PGresult **rows = arg;
-    PQclear(*rows);
-    *rows = NULL;
-    return db_query(c, &st_topic_ids, NULL, rows, err);
+    struct headless *a = arg;
+    PQclear(a->rows);
+    a->rows = NULL;
+    const char *params[] = {a->limit};
+    return db_query(c, &st_topic_ids, params, &a->rows, err);
 }
 
 /* The gauges topic by topic, one transaction each: what the one-statement form cannot give
  * when one topic fails. */
-static enum db_status headless_each_topic(struct db_pool *pool, db_headless_each each,
-                                          db_topic_failed failed, void *ctx, struct db_error *err)
+static enum db_status headless_each_topic(struct db_pool *pool, struct headless *list,
+                                          db_headless_each each, db_topic_failed failed, void *ctx,
+                                          struct db_error *err)
 {
-    PGresult *rows = NULL;
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topic_ids_tx, &rows, err);
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topic_ids_tx, list, err);
+    PGresult *rows = list->rows;
+    list->rows = NULL;
     for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
         struct headless_topic a = {strtoll(PQgetvalue(rows, i, 0), NULL, 10), NULL};
         struct db_error one_err;
@@ -723,17 +727,19 @@ static enum db_status headless_each_topic(struct db_pool *pool, db_headless_each
     return st;
 }
 
-enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each,
+enum db_status db_topics_headless(struct db_pool *pool, int limit, db_headless_each each,
                                   db_topic_failed failed, void *ctx, struct db_error *err)
 {
-    struct headless a = {NULL};
+    struct headless a = {NULL, {0}};
+    snprintf(a.limit, sizeof(a.limit), "%d", limit);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, headless_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
         each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
              atof(PQgetvalue(a.rows, i, 2)), strtoll(PQgetvalue(a.rows, i, 3), NULL, 10), ctx);
     PQclear(a.rows);
+    a.rows = NULL;
     if (st == DB_ERR_HARD) /* one topic may have failed the whole statement */
-        st = headless_each_topic(pool, each, failed, ctx, err);
+        st = headless_each_topic(pool, &a, each, failed, ctx, err);
     return st;
 }
 

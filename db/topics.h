@@ -209,12 +209,12 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
 typedef void (*db_topic_failed)(const char *topic, enum db_status st, const struct db_error *err,
                                 void *ctx);
 
-/* Headless counts of every topic, for metrics: each per topic read (with the topic's headless
- * TTL, the age the janitor lets a headless row reach), failed per topic that could not be (a
- * topic deleted meanwhile is neither). DB_OK when the topics could be listed. */
+/* Headless counts of the first limit topics by name, for metrics: each per topic read (with the
+ * topic's headless TTL, the age the janitor lets a headless row reach), failed per topic that could
+ * not be (a topic deleted meanwhile is neither). DB_OK when the topics could be listed. */
 typedef void (*db_headless_each)(const char *topic, int64_t rows, double oldest_age_s,
                                  int64_t ttl_s, void *ctx);
-enum db_status db_topics_headless(struct db_pool *pool, db_headless_each each,
+enum db_status db_topics_headless(struct db_pool *pool, int limit, db_headless_each each,
                                   db_topic_failed failed, void *ctx, struct db_error *err);
 
 /* Janitor pass: for every topic, deletes headless rows older than its TTL (at most batch per

@@ -687,7 +687,8 @@ void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
     svc_buf_init(&ts, 16 * 1024 * 1024);
     struct gauge_lines g = {&wm, &ts};
     struct db_error err;
-    enum db_status st = db_ledgers_gauges(app->pool, gauge_one, &g, &err);
+    enum db_status st =
+        db_ledgers_gauges(app->pool, (int)app->config->metrics_max_resources, gauge_one, &g, &err);
     svc_metrics_family(b, "rowlock_ledger_watermark", "gauge",
                        "Highest checkpoint below which every checkpoint is recorded");
     if (st == DB_OK && wm.data)

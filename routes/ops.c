@@ -9,6 +9,7 @@
 #include "db/pool.h"
 #include "db/schema.h"
 #include "db/tx.h"
+#include "db/upkeep.h"
 #include "routes/routes.h"
 #include "service/app.h"
 #include "service/metrics.h"
@@ -165,6 +166,43 @@ static void render_tx(struct svc_buf *b)
     svc_metrics_sample(b, "rowlock_db_transaction_failures_total", NULL, (double)ts.failures);
 }
 
+/* Totals of every topic and ledger, whatever their number (one statement), and how many have no
+ * series of their own (past ROWLOCK_METRICS_MAX_RESOURCES). */
+static void render_resources(struct svc_buf *b, struct svc_app *app)
+{
+    struct db_resources_summary s;
+    struct db_error err;
+    int ok = db_resources_summary(app->pool, &s, &err) == DB_OK;
+    double limit = (double)app->config->metrics_max_resources;
+    struct {
+        const char *name, *help;
+        double value;
+    } rows[] = {
+        {"rowlock_topics", "Topics", (double)s.topics},
+        {"rowlock_ledgers", "Ledgers", (double)s.ledgers},
+        {"rowlock_topic_metrics_omitted",
+         "Topics without per-topic gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES, "
+         "the first by name are given)",
+         s.topics > limit ? (double)s.topics - limit : 0},
+        {"rowlock_ledger_metrics_omitted",
+         "Ledgers without per-ledger gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
+         s.ledgers > limit ? (double)s.ledgers - limit : 0},
+        {"rowlock_topic_upkeep_due_seconds",
+         "How long the topic whose janitor work is most overdue has waited (0: none due; "
+         "more than a few janitor intervals: the janitors do not keep up)",
+         s.topic_due_s},
+        {"rowlock_ledger_upkeep_due_seconds",
+         "How long the ledger whose janitor work is most overdue has waited (0: none due)",
+         s.ledger_due_s},
+    };
+    if (!ok) /* the database is unreachable: the families are left out, as their values are */
+        return;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        svc_metrics_family(b, rows[i].name, "gauge", rows[i].help);
+        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
+    }
+}
+
 enum svc_outcome route_metrics(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
@@ -174,6 +212,7 @@ enum svc_outcome route_metrics(struct svc_request *req)
     render_pool(&b, app->pool);
     render_tx(&b);
     render_notify(&b, app);
+    render_resources(&b, app);
     route_topics_render_metrics(&b, app);
     route_queues_render_metrics(&b, app);
     route_ledgers_render_metrics(&b, app);

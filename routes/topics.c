@@ -861,7 +861,8 @@ void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
     struct svc_buf rows;
     svc_buf_init(&rows, 16 * 1024 * 1024);
     struct db_error err;
-    enum db_status st = db_topics_headless(app->pool, headless_one, metrics_failed, &rows, &err);
+    enum db_status st = db_topics_headless(app->pool, (int)app->config->metrics_max_resources,
+                                           headless_one, metrics_failed, &rows, &err);
     /* samples of the families are interleaved per topic; Prometheus text format wants each
      * family's samples together under its header, so split them */
     static const struct {

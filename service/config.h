@@ -41,6 +41,7 @@ struct svc_config {
     char *notify_database_url; /* "": database_url */
     long notify_coalesce_ms;
     long max_wait_s;
+    long metrics_max_resources;
     long janitor_interval_ms;
     long janitor_batch;
     long key_writers;

@@ -5,7 +5,8 @@
 -- made due at once when the setting that times the upkeep changes, and deleted with the resource.
 -- The janitor claims due rows with FOR UPDATE SKIP LOCKED and moves due_at forward past the
 -- claim, then sets it to when the resource's upkeep is next due (db/topics.c, db/ledger_upkeep.c).
--- Expand only: two tables, functions and triggers the previous release ignores; serves_from stays 6.
+-- Expand only: two tables, functions and triggers the previous release ignores (and the bounded
+-- forms of the metrics functions at the end); serves_from stays 6.
 CREATE TABLE rowlock.topic_upkeep (
     topic_id bigint      PRIMARY KEY REFERENCES rowlock.topics (id) ON DELETE CASCADE,
     due_at   timestamptz NOT NULL DEFAULT now()
@@ -47,3 +48,46 @@ CREATE TRIGGER ledger_upkeep_update AFTER UPDATE OF tombstone_retention_seconds 
     FOR EACH ROW WHEN (OLD.tombstone_retention_seconds IS DISTINCT FROM
                        NEW.tombstone_retention_seconds)
     EXECUTE FUNCTION rowlock.ledger_upkeep_due();
+
+-- The per-resource gauges of /metrics for at most lim resources (the first by name), so that a
+-- scrape costs the same however many there are (ROWLOCK_METRICS_MAX_RESOURCES): the bounded
+-- forms of rowlock.topics_headless(cap) and rowlock.ledgers_gauges(), which stay for the
+-- previous release.
+CREATE FUNCTION rowlock.topics_headless(cap integer, lim integer)
+RETURNS TABLE (name text, headless_rows bigint, headless_oldest_age_seconds double precision)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    t record;
+BEGIN
+    FOR t IN SELECT id, topics.name AS tname FROM rowlock.topics ORDER BY topics.name LIMIT lim
+    LOOP
+        name := t.tname;
+        BEGIN
+            EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM rowlock.%I
+                            WHERE head_id IS NULL LIMIT %s) s',
+                           'compaction_head_' || t.id, cap) INTO headless_rows;
+            EXECUTE format('SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0)
+                            FROM rowlock.%I WHERE head_id IS NULL', 'compaction_head_' || t.id)
+                INTO headless_oldest_age_seconds;
+        EXCEPTION WHEN undefined_table THEN
+            CONTINUE; -- dropped by a concurrent DELETE
+        END;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+CREATE FUNCTION rowlock.ledgers_gauges(lim integer)
+RETURNS TABLE (name text, watermark bigint, tombstones bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    l record;
+BEGIN
+    FOR l IN SELECT id, ledgers.name AS lname FROM rowlock.ledgers ORDER BY ledgers.name LIMIT lim
+    LOOP
+        name := l.lname;
+        watermark := rowlock.ledger_watermark(l.id);
+        EXECUTE format('SELECT count(*) FROM rowlock.%I WHERE deleted', 'objects_' || l.id)
+            INTO tombstones;
+        RETURN NEXT;
+    END LOOP;
+END $$;

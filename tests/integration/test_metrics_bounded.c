@@ -1,0 +1,95 @@
+/* /metrics stays bounded however many topics and ledgers there are (issue 17): with
+ * ROWLOCK_METRICS_MAX_RESOURCES=5, 8 topics and 7 ledgers give per-resource gauges for the first 5
+ * of each by name, never more, while the totals (rowlock_topics, rowlock_ledgers), how many were
+ * left out (rowlock_topic_metrics_omitted, rowlock_ledger_metrics_omitted) and the janitor's
+ * overdue gauges cover them all. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static struct th_service svc;
+static char dburl[1024];
+
+/* Series of family name (lines "name{...") in a scrape, and whether label value want is one. */
+static int series(const char *text, const char *name, const char *want, int *found)
+{
+    size_t n = strlen(name);
+    int count = 0;
+    *found = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (strncmp(line, name, n) == 0 && line[n] == '{') {
+            count++;
+            const char *q = strstr(line, want);
+            if (q != NULL && (end == NULL || q < end))
+                *found = 1;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return count;
+}
+
+static void per_resource_series_bounded_totals_complete(void **state)
+{
+    (void)state;
+    char path[64];
+    for (int i = 1; i <= 8; i++) {
+        snprintf(path, sizeof(path), "/topics/t%d", i);
+        json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+    }
+    for (int i = 1; i <= 7; i++) {
+        snprintf(path, sizeof(path), "/ledgers/l%d", i);
+        json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+    }
+    struct th_response r;
+    assert_int_equal(th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    int found = 0;
+    assert_int_equal(series(r.body, "rowlock_topic_headless_rows", "\"t1\"", &found), 5);
+    assert_true(found); /* the first by name */
+    assert_int_equal(series(r.body, "rowlock_topic_headless_rows", "\"t8\"", &found), 5);
+    assert_false(found);
+    assert_int_equal(series(r.body, "rowlock_topic_headless_ttl_seconds", "\"t5\"", &found), 5);
+    assert_true(found);
+    assert_int_equal(series(r.body, "rowlock_ledger_watermark", "\"l1\"", &found), 5);
+    assert_true(found);
+    assert_int_equal(series(r.body, "rowlock_ledger_tombstones", "\"l6\"", &found), 5);
+    assert_false(found);
+    th_response_free(&r);
+    assert_true(th_metric(svc.port, "rowlock_topics") == 8);
+    assert_true(th_metric(svc.port, "rowlock_ledgers") == 7);
+    assert_true(th_metric(svc.port, "rowlock_topic_metrics_omitted") == 3);
+    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_omitted") == 2);
+    assert_true(th_metric(svc.port, "rowlock_topic_upkeep_due_seconds") >= 0);
+    assert_true(th_metric(svc.port, "rowlock_ledger_upkeep_due_seconds") >= 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"ROWLOCK_METRICS_MAX_RESOURCES=5", NULL};
+    if (th_db_create("metrics_bounded", dburl, sizeof(dburl)) != 0)
+        return -1;
+    return th_service_start(&svc, dburl, env);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return th_service_stop(&svc) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(per_resource_series_bounded_totals_complete),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
