@@ -176,6 +176,7 @@ void db_conn_close(struct db_conn *c)
     atomic_store(&c->cut, 0);
     if (c->stmts != NULL)
         db_stmt_cache_clear(c->stmts);
+    c->stmt_evictions = 0;
 }
 
 void db_pool_destroy(struct db_pool *p)
@@ -409,8 +410,15 @@ void db_pool_release(struct db_conn *c)
     pthread_mutex_lock(&p->mu); /* from here the watchdog leaves c alone */
     c->busy_since_ms = 0;
     pthread_mutex_unlock(&p->mu);
-    if (c->pg != NULL && (c->broken || atomic_load(&c->cut) || PQstatus(c->pg) != CONNECTION_OK ||
-                          PQtransactionStatus(c->pg) != PQTRANS_IDLE))
+    int retire = c->stmt_evictions >= DB_STMT_RETIRE_FACTOR * p->cfg.statement_cache;
+    if (c->pg != NULL && retire) {
+        pthread_mutex_lock(&p->mu);
+        p->stats.retired++;
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (c->pg != NULL &&
+        (retire || c->broken || atomic_load(&c->cut) || PQstatus(c->pg) != CONNECTION_OK ||
+         PQtransactionStatus(c->pg) != PQTRANS_IDLE))
         db_conn_close(c);
     pthread_mutex_lock(&p->mu);
     p->free_stack[p->nfree++] = (int)(c - p->conns);
@@ -464,6 +472,7 @@ PGconn *db_conn_pg(struct db_conn *c)
 void db_conn_statement_evicted(struct db_conn *c)
 {
     atomic_fetch_add(&c->pool->evictions, 1);
+    c->stmt_evictions++;
 }
 
 int db_conn_statements(struct db_conn *c)

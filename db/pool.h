@@ -54,7 +54,7 @@ struct db_pool_config {
 #define DB_KEEPALIVES_COUNT      3
 #define DB_TCP_USER_TIMEOUT_MS   10000
 
-#define DB_STATEMENT_CACHE_DEFAULT 256
+#define DB_STATEMENT_CACHE_DEFAULT 128
 
 struct db_pool;
 
@@ -104,7 +104,8 @@ struct db_pool_stats {
     uint64_t deadlines;           /* connections cut by the watchdog */
     uint64_t read_only;           /* connections closed because their server takes no writes */
     uint64_t statement_evictions; /* prepared statements DEALLOCATEd to make room */
-    int statement_cache;          /* prepared statements a connection keeps at most */
+    uint64_t retired; /* connections closed after DB_STMT_RETIRE_FACTOR x the cache's evictions */
+    int statement_cache; /* prepared statements a connection keeps at most */
 };
 void db_pool_get_stats(struct db_pool *pool, struct db_pool_stats *out);
 

@@ -101,6 +101,10 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
         {"rowlock_db_statement_evictions_total", "counter",
          "Prepared statements deallocated to make room for another (a connection's cache full)",
          (double)ps.statement_evictions},
+        {"rowlock_db_statement_cache_retired_total", "counter",
+         "Connections reopened after deallocating twice ROWLOCK_DB_STATEMENT_CACHE statements "
+         "(a backend keeps the catalog entries of every table it touched: many topics' tables)",
+         (double)ps.retired},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
