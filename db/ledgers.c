@@ -500,6 +500,44 @@ static enum db_status get_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     return DB_OK;
 }
 
+static const struct db_stmt st_ledger_delete = {
+    "ledger_delete", "DELETE FROM rowlock.ledgers WHERE name = $1 RETURNING id", 1};
+static const struct db_stmt st_ledger_drop = {"ledger_drop_tables",
+                                              "SELECT rowlock.ledger_drop_tables($1)", 1};
+
+struct delete_ledger {
+    const char *name;
+    enum db_ledger_verdict verdict;
+};
+
+static enum db_status delete_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct delete_ledger *a = arg;
+    const char *params[] = {a->name};
+    PGresult *r = NULL;
+    a->verdict = DB_L_NOT_FOUND;
+    enum db_status st = db_query(c, &st_ledger_delete, params, &r, err);
+    if (st != DB_OK || PQntuples(r) == 0) {
+        PQclear(r);
+        return st;
+    }
+    const char *idp[] = {PQgetvalue(r, 0, 0)};
+    /* DROP waits for every transaction that already touched the tables */
+    st = db_query(c, &st_ledger_drop, idp, NULL, err);
+    PQclear(r);
+    a->verdict = DB_L_OK;
+    return st;
+}
+
+enum db_status db_ledgers_delete(struct db_pool *pool, const char *name,
+                                 enum db_ledger_verdict *verdict, struct db_error *err)
+{
+    struct delete_ledger a = {name, DB_L_NOT_FOUND};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, delete_ledger_tx, &a, err);
+    *verdict = a.verdict;
+    return st;
+}
+
 enum db_status db_ledgers_get(struct db_pool *pool, const char *name, struct db_ledger *out,
                               struct db_ledger_counts *counts, enum db_ledger_verdict *verdict,
                               struct db_error *err)

@@ -92,6 +92,9 @@ struct db_ledger_status {
 enum db_status db_ledgers_put(struct db_pool *pool, const char *name, int64_t retention_seconds,
                               struct db_ledger *out, enum db_ledger_verdict *verdict,
                               struct db_error *err);
+/* Deletes the ledger and drops its tables in one transaction (DB_L_NOT_FOUND: no such ledger). */
+enum db_status db_ledgers_delete(struct db_pool *pool, const char *name,
+                                 enum db_ledger_verdict *verdict, struct db_error *err);
 enum db_status db_ledgers_get(struct db_pool *pool, const char *name, struct db_ledger *out,
                               struct db_ledger_counts *counts, enum db_ledger_verdict *verdict,
                               struct db_error *err);

@@ -357,6 +357,23 @@ enum svc_outcome route_ledger_get(struct svc_request *req)
     return svc_reply_json(req, 200, ledger_json(&l, &c));
 }
 
+enum svc_outcome route_ledger_delete(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = ledger_param(req, &out);
+    if (name == NULL)
+        return out;
+    enum db_ledger_verdict v;
+    struct db_error err;
+    enum db_status st = db_ledgers_delete(app->pool, name, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_L_OK)
+        return verdict_problem(req, name, v, name);
+    return svc_reply_json(req, 200, json_pack("{s:s, s:b}", "name", name, "deleted", 1));
+}
+
 /* Optimistic ingestion: check the dependencies (waiting for them when asked), then apply. */
 enum svc_outcome route_ledger_submit(struct svc_request *req)
 {

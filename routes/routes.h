@@ -85,6 +85,7 @@ enum svc_outcome route_ledger_object_get(struct svc_request *req);
 enum svc_outcome route_ledger_display_get(struct svc_request *req);
 enum svc_outcome route_ledger_events(struct svc_request *req);
 void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app);
+enum svc_outcome route_ledger_delete(struct svc_request *req);
 void route_ledgers_janitor_pass(void *app);
 
 /* Handlers of routes/ops.c. */

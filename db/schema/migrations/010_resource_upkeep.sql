@@ -91,3 +91,16 @@ BEGIN
         RETURN NEXT;
     END LOOP;
 END $$;
+
+-- Drops a ledger's generated tables (DELETE /ledgers/{ledger}, after its catalogue row; its
+-- upkeep row goes with that row).
+CREATE FUNCTION rowlock.ledger_drop_tables(ledger bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['objects_', 'displays_', 'transactions_', 'events_', 'checkpoints_']
+    LOOP
+        EXECUTE format('DROP TABLE IF EXISTS rowlock.%I', t || ledger);
+    END LOOP;
+END $$;
