@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# tests/bench/resources_layout.sh: the storage layouts of issue 17 compared on the produce of a
+# compacted topic (insert the message with an offset from the topic's sequence, upsert the key's
+# head), in SQL alone under pgbench, every request on one topic and then on a random one of N:
+#   per-topic   today's layout: tables m_<t> and h_<t> per topic, statements naming them. A
+#               connection that keeps a prepared statement per topic is what rowlock does with a
+#               warm cache (pertopic-prepared: N x 2 statements per backend, run through a
+#               function whose plans PL/pgSQL caches per table name); one that cannot keep them
+#               plans every statement (pertopic-planned: EXECUTE, the cache-miss path).
+#   shared      one table of messages and one of heads keyed by topic id, one prepared statement
+#               for every topic; the offsets still come from a sequence per topic (nextval on its
+#               name), which keeps the gap-safe log reads as they are.
+#   partitioned the shared tables partitioned by list of topic id, a partition per topic.
+# Each layout's two statements run inside one PL/pgSQL function call (one round trip, as
+# rowlock's pipelines are), so that the layouts differ in nothing else.
+# Reported: transactions/s of each, and the private memory of pgbench's backends after the run.
+#
+#   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/resources_layout.sh
+#
+# Environment: ROWLOCK_DATABASE_URL (a database to connect to; the bench creates BENCH_DB,
+# default rowlock_layout_bench, beside it and drops it at exit), N (topics, default 1000),
+# DURATION (seconds a run, default 5), CLIENTS (default 4). Reports; asserts nothing.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+# shellcheck source=lib.sh
+. "$ROOT/tests/bench/lib.sh"
+readonly N="${N:-1000}" DURATION="${DURATION:-5}" CLIENTS="${CLIENTS:-4}"
+readonly BENCH_DB="${BENCH_DB:-rowlock_layout_bench}"
+log() { printf '==> %s\n' "$*" >&2 || true; }
+die() {
+    printf 'resources_layout.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+[ -n "${ROWLOCK_DATABASE_URL:-}" ] || die "ROWLOCK_DATABASE_URL is required"
+ensure_pg_tools psql pgbench
+PSQL=$(pg_tool psql) PGBENCH=$(pg_tool pgbench)
+URL=$(sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$BENCH_DB#" <<<"$ROWLOCK_DATABASE_URL")
+WORK=$(mktemp -d)
+cleanup() {
+    "$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "DROP DATABASE IF EXISTS $BENCH_DB" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+[ "${DEBUG:-0}" = 1 ] && set -x
+"$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "DROP DATABASE IF EXISTS $BENCH_DB" >/dev/null 2>&1
+"$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "CREATE DATABASE $BENCH_DB" >/dev/null
+
+log "creating $N topics in both layouts"
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$URL" >/dev/null <<SQL
+CREATE TABLE shared_m (topic_id int, "offset" bigint, key text, value jsonb,
+    created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic_id, "offset"));
+CREATE TABLE shared_h (topic_id int, key text, head_id bigint,
+    updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic_id, key)) WITH (fillfactor = 80);
+DO \$\$ BEGIN FOR t IN 1..$N LOOP
+    EXECUTE format('CREATE TABLE m_%s ("offset" bigint PRIMARY KEY, key text, value jsonb,
+        created_at timestamptz NOT NULL DEFAULT now())', t);
+    EXECUTE format('CREATE TABLE h_%s (key text PRIMARY KEY, head_id bigint,
+        updated_at timestamptz NOT NULL DEFAULT now()) WITH (fillfactor = 80)', t);
+    EXECUTE format('CREATE SEQUENCE s_%s', t);
+END LOOP; END \$\$;
+-- the shared layout: the same two statements, one plan for every topic
+CREATE FUNCTION produce_shared(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
+DECLARE o bigint;
+BEGIN
+    INSERT INTO shared_m (topic_id, "offset", key, value)
+        VALUES (t, nextval(('s_' || t)::regclass), k, '{"n":1}') RETURNING "offset" INTO o;
+    INSERT INTO shared_h (topic_id, key, head_id) VALUES (t, k, o)
+        ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
+END \$f\$;
+-- partitioning: the shared tables' shape, a list partition of each per topic
+CREATE TABLE part_m (topic_id int, "offset" bigint, key text, value jsonb,
+    created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic_id, "offset"))
+    PARTITION BY LIST (topic_id);
+CREATE TABLE part_h (topic_id int, key text, head_id bigint,
+    updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (topic_id, key))
+    PARTITION BY LIST (topic_id);
+DO \$\$ BEGIN FOR t IN 1..$N LOOP
+    EXECUTE format('CREATE TABLE part_m_%s PARTITION OF part_m FOR VALUES IN (%s)', t, t);
+    EXECUTE format('CREATE TABLE part_h_%s PARTITION OF part_h FOR VALUES IN (%s)', t, t);
+END LOOP; END \$\$;
+CREATE FUNCTION produce_partitioned(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
+DECLARE o bigint;
+BEGIN
+    INSERT INTO part_m (topic_id, "offset", key, value)
+        VALUES (t, nextval(('s_' || t)::regclass), k, '{"n":1}') RETURNING "offset" INTO o;
+    INSERT INTO part_h (topic_id, key, head_id) VALUES (t, k, o)
+        ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
+END \$f\$;
+-- the planned path: every statement parsed and planned at each call
+CREATE FUNCTION produce_planned(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
+DECLARE o bigint;
+BEGIN
+    EXECUTE format('INSERT INTO m_%s ("offset", key, value) VALUES (nextval(''s_%s''), \$1, ''{"n":1}'') RETURNING "offset"', t, t) INTO o USING k;
+    EXECUTE format('INSERT INTO h_%s (key, head_id) VALUES (\$1, \$2) ON CONFLICT (key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now()', t) USING k, o;
+END \$f\$;
+SQL
+# the prepared path: a function per topic, whose statements PL/pgSQL prepares once per backend
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$URL" >/dev/null <<SQL
+DO \$\$ BEGIN FOR t IN 1..$N LOOP
+    EXECUTE format(\$f\$CREATE FUNCTION produce_%s(k text) RETURNS void LANGUAGE plpgsql AS \$b\$
+    DECLARE o bigint;
+    BEGIN
+        INSERT INTO m_%s ("offset", key, value) VALUES (nextval('s_%s'), k, '{"n":1}') RETURNING "offset" INTO o;
+        INSERT INTO h_%s (key, head_id) VALUES (k, o) ON CONFLICT (key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
+    END \$b\$
+    \$f\$, t, t, t, t);
+END LOOP; END \$\$;
+CREATE FUNCTION produce_prepared(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
+BEGIN EXECUTE format('SELECT produce_%s(\$1)', t) USING k; END \$f\$;
+SQL
+
+for layout in shared partitioned; do
+    printf '\\set t random(1, :n)\n\\set r random(1, 1000000000)\nSELECT produce_%s(:t, %s);\n' \
+        "$layout" "'k' || :r" >"$WORK/$layout.sql"
+done
+printf '\\set t random(1, :n)\n\\set r random(1, 1000000000)\nSELECT produce_planned(:t, %s);\n' "'k' || :r" >"$WORK/planned.sql"
+printf '\\set t random(1, :n)\n\\set r random(1, 1000000000)\nSELECT produce_prepared(:t, %s);\n' "'k' || :r" >"$WORK/prepared.sql"
+
+# run LAYOUT NTOPICS: "tps memory"
+run() {
+    local out pids kb max=0
+    "$PGBENCH" -n -M prepared -c "$CLIENTS" -j 2 -T "$DURATION" -D n="$2" -f "$WORK/$1.sql" "$URL" \
+        >"$WORK/out" 2>&1 &
+    local bench=$!
+    sleep "$((DURATION - 1))"
+    pids=$("$PSQL" -X -At -d "$URL" -c "SELECT pid FROM pg_stat_activity WHERE datname = '$BENCH_DB' AND application_name = 'pgbench'")
+    for p in $pids; do
+        kb=$(awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s + 0 }' /proc/"$p"/smaps_rollup 2>/dev/null || echo 0)
+        [ "$kb" -gt "$max" ] && max=$kb
+    done
+    wait "$bench" || die "pgbench failed: $(tail -n 3 "$WORK/out")"
+    out=$(awk '/^tps/ { printf "%.0f", $3 }' "$WORK/out")
+    printf '%s %.1f\n' "$out" "$(awk -v k="$max" 'BEGIN { print k / 1024 }')"
+}
+
+printf '\n| layout | 1 topic: tx/s, backend MiB | random of %s: tx/s, backend MiB | ratio |\n|---|---|---|---|\n' "$N"
+for layout in shared partitioned prepared planned; do
+    read -r one mem1 < <(run "$layout" 1)
+    read -r many memn < <(run "$layout" "$N")
+    printf '| %s | %s, %s | %s, %s | %s |\n' "$layout" "$one" "$mem1" "$many" "$memn" \
+        "$(awk -v a="$one" -v b="$many" 'BEGIN { if (a > 0) printf "%.2fx", b / a }')"
+done
