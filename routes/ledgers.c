@@ -57,6 +57,12 @@ static void metrics_init(void)
 void route_ledgers_init(void)
 {
     pthread_once(&metrics_once, metrics_init);
+    /* one series per ledger, up to ROWLOCK_METRICS_MAX_RESOURCES (then ledger="_other") */
+    struct svc_counter_vec *per_ledger[] = {m_applied,         m_skipped, m_waits,
+                                            m_superseded,      m_purged,  m_gauge_failures,
+                                            m_janitor_failures};
+    for (size_t i = 0; i < sizeof(per_ledger) / sizeof(per_ledger[0]); i++)
+        svc_counter_vec_bound(per_ledger[i]);
 }
 
 static void count2(struct svc_counter_vec *v, const char *ledger, const char *label, uint64_t n)

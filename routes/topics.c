@@ -64,6 +64,12 @@ static void metrics_init(void)
 void route_topics_init(void)
 {
     pthread_once(&metrics_once, metrics_init);
+    /* one series per topic, up to ROWLOCK_METRICS_MAX_RESOURCES topics (then topic="_other") */
+    struct svc_counter_vec *per_topic[] = {m_produced,         m_advanced,         m_rejected,
+                                           m_duplicates,       m_janitor_deleted,  m_compacted,
+                                           m_metrics_failures, m_janitor_failures, m_gate_waits};
+    for (size_t i = 0; i < sizeof(per_topic) / sizeof(per_topic[0]); i++)
+        svc_counter_vec_bound(per_topic[i]);
     route_topic_consumers_init();
 }
 

@@ -333,6 +333,7 @@ int main(int argc, char **argv)
                           .auth = auth,
                           .started_at = time(NULL),
                           .head_gate = head_gate};
+    svc_metrics_set_series_limit(cfg.metrics_max_resources);
     if (svc_metrics_init(routes_table, routes_count) != 0)
         goto done;
     route_topics_init();

@@ -36,6 +36,7 @@ struct svc_counter_vec {
     pthread_mutex_t mu;
     struct vec_entry *entries;
     size_t n, cap;
+    int bounded;
     struct svc_counter_vec *next;
 };
 
@@ -96,14 +97,41 @@ struct svc_counter_vec *svc_counter_vec_new(const char *name, const char *help, 
     return v;
 }
 
+static atomic_long series_limit = 100;
+
+void svc_metrics_set_series_limit(long limit)
+{
+    atomic_store(&series_limit, limit);
+}
+
+void svc_counter_vec_bound(struct svc_counter_vec *v)
+{
+    if (v != NULL)
+        v->bounded = 1;
+}
+
+static size_t vec_find(const struct svc_counter_vec *v, const char *label_value)
+{
+    size_t i = 0;
+    while (i < v->n && strcmp(v->entries[i].value, label_value) != 0)
+        i++;
+    return i;
+}
+
 void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uint64_t n)
 {
     if (v == NULL)
         return;
     pthread_mutex_lock(&v->mu);
-    size_t i = 0;
-    while (i < v->n && strcmp(v->entries[i].value, label_value) != 0)
-        i++;
+    size_t i = vec_find(v, label_value);
+    char other[256];
+    /* a bounded vec at its limit (one series kept for the others): the first label is the rest */
+    if (i == v->n && v->bounded && (long)v->n >= atomic_load(&series_limit)) {
+        snprintf(other, sizeof(other), "%s%s", SVC_METRICS_OTHER,
+                 label_value + strcspn(label_value, "\x1f"));
+        label_value = other;
+        i = vec_find(v, label_value);
+    }
     if (i == v->n) {
         char *copy = strdup(label_value);
         if (v->n == v->cap) {

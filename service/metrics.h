@@ -26,6 +26,13 @@ int svc_metrics_render_http(struct svc_buf *b);
 struct svc_counter_vec;
 struct svc_counter_vec *svc_counter_vec_new(const char *name, const char *help, const char *label);
 void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uint64_t n);
+/* Bounds v: past svc_metrics_set_series_limit distinct label values, a new one is counted under
+ * SVC_METRICS_OTHER in place of its first label (the others kept), so that counters labelled by a
+ * topic or ledger stay a bounded set however many there are. Call before adding. */
+#define SVC_METRICS_OTHER "_other"
+void svc_counter_vec_bound(struct svc_counter_vec *v);
+/* The series a bounded vec keeps (ROWLOCK_METRICS_MAX_RESOURCES); 100 until set. */
+void svc_metrics_set_series_limit(long limit);
 /* Appends every family made with svc_counter_vec_new. */
 int svc_metrics_render_vecs(struct svc_buf *b);
 

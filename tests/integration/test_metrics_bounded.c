@@ -2,7 +2,8 @@
  * ROWLOCK_METRICS_MAX_RESOURCES=5, 8 topics and 7 ledgers give per-resource gauges for the first 5
  * of each by name, never more, while the totals (rowlock_topics, rowlock_ledgers), how many were
  * left out (rowlock_topic_metrics_omitted, rowlock_ledger_metrics_omitted) and the janitor's
- * overdue gauges cover them all. */
+ * overdue gauges cover them all. Per-topic counters keep a series for the first 5 topics counted
+ * and count the others under topic="_other". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +44,8 @@ static void per_resource_series_bounded_totals_complete(void **state)
     for (int i = 1; i <= 8; i++) {
         snprintf(path, sizeof(path), "/topics/t%d", i);
         json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+        snprintf(path, sizeof(path), "/topics/t%d/messages", i);
+        json_decref(th_call(svc.port, "POST", path, "{\"key\":\"k\",\"value\":1}", 201));
     }
     for (int i = 1; i <= 7; i++) {
         snprintf(path, sizeof(path), "/ledgers/l%d", i);
@@ -62,8 +65,15 @@ static void per_resource_series_bounded_totals_complete(void **state)
     assert_true(found);
     assert_int_equal(series(r.body, "rowlock_ledger_tombstones", "\"l6\"", &found), 5);
     assert_false(found);
+    /* per-topic counters: the first 5 topics counted, each by name, the others together */
+    assert_int_equal(series(r.body, "rowlock_topic_messages_produced_total", "\"_other\"", &found),
+                     6);
+    assert_true(found);
     th_response_free(&r);
     assert_true(th_metric(svc.port, "rowlock_topics") == 8);
+    assert_true(th_metric(svc.port, "rowlock_topic_messages_produced_total{topic=\"_other\"}") ==
+                3);
+    assert_true(th_metric(svc.port, "rowlock_topic_messages_produced_total{topic=\"t1\"}") == 1);
     assert_true(th_metric(svc.port, "rowlock_ledgers") == 7);
     assert_true(th_metric(svc.port, "rowlock_topic_metrics_omitted") == 3);
     assert_true(th_metric(svc.port, "rowlock_ledger_metrics_omitted") == 2);
