@@ -482,11 +482,12 @@ static void job_run(struct job *j, struct cli_http *http)
     free(text);
     r->in_len = r->in ? strlen(r->in) : 0;
     if (job_spawn(j, r, why, sizeof(why)) != 0) {
-        cli_errorf("work: job %lld: %s", j->id, why);
-        json_t *body = json_pack("{s:s, s:I, s:{s:s}, s:b}", "owner", j->wc->owner, "fence",
-                                 (json_int_t)j->fence, "error", "spawn", why, "retry", 1);
-        count(j->ws, lease_write(j->wc, http, j->id, "fail", body) == 200 ? &j->ws->failed
-                                                                          : &j->ws->refused);
+        /* COMMAND cannot run at all: the worker is misconfigured, not the job broken, so the
+         * job goes back with its attempt refunded and the worker stops */
+        cli_errorf("work: %s; handing job %lld back and stopping", why, j->id);
+        job_handback(j->wc, http, j->id, j->fence);
+        count(j->ws, &j->ws->handed_back);
+        work_fail(CLI_EXIT_USAGE);
     } else {
         if (!r->in_len)
             fd_close(&r->fd[0]);

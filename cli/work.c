@@ -35,6 +35,16 @@ long long work_stop_at_ms(void)
     return atomic_load(&stop_at_ms);
 }
 
+static atomic_int fail_code;
+static void on_signal(int sig);
+
+void work_fail(int code)
+{
+    int zero = 0;
+    atomic_compare_exchange_strong(&fail_code, &zero, code);
+    on_signal(0);
+}
+
 static void on_signal(int sig)
 {
     struct timespec ts;
@@ -358,6 +368,8 @@ int cli_cmd_work(const struct cli_conf *conf, int argc, char **argv)
     }
     result = work_loop(&wc, &ws, http);
     work_drain(&ws);
+    if (atomic_load(&fail_code))
+        result = atomic_load(&fail_code);
     cli_errorf("work: %lld claimed, %lld succeeded, %lld failed, %lld lost, %lld handed back, "
                "%lld refused",
                ws.claimed, ws.succeeded, ws.failed, ws.lost, ws.handed_back, ws.refused);

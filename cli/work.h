@@ -43,6 +43,8 @@ struct work_state {
 extern atomic_int work_stop;
 extern atomic_int work_kill_now;
 long long work_stop_at_ms(void);
+/* Stops the worker as SIGTERM does, and makes it exit with code (the first one given). */
+void work_fail(int code);
 /* Monotonic seconds. */
 double work_now(void);
 

@@ -2,7 +2,8 @@
  * problem code on one line; a bad token exits 1 with `unauthorized`, a token without the scope
  * with `forbidden`; a service answering 503 is retried, honouring Retry-After, then exit 5, and
  * so is a port where nothing listens; a malformed NDJSON line is reported by its number, the
- * lines before it are sent and nothing after it (all but it with --skip-bad). */
+ * lines before it are sent and nothing after it (all but it with --skip-bad); a worker whose
+ * COMMAND cannot run exits 2 and hands its job back. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -242,6 +243,25 @@ static void malformed_line_stops_there(void **state)
     th_response_free(&r);
 }
 
+/* A COMMAND that cannot run is the worker's fault, not the job's: exit 2, the job handed back
+ * with its attempt refunded. */
+static void missing_command_hands_back(void **state)
+{
+    char err[4096], env[256];
+    const char *hdrs[] = {"Authorization: Bearer " ADMIN_TOKEN, NULL};
+    struct th_response r;
+    snprintf(env, sizeof(env), "ROWLOCK_TOKEN_FILE=%s", token_file);
+    admin_put("/queues/mc");
+    assert_int_equal(cli(env, NULL, "enqueue mc '{\"n\":1}'", err, sizeof(err)), 0);
+    assert_int_equal(cli(env, NULL, "work mc -- /nonexistent/command", err, sizeof(err)), 2);
+    assert_non_null(strstr(err, "cannot run /nonexistent/command"));
+    assert_int_equal(th_http(svc.port, "GET", "/queues/mc/jobs", hdrs, NULL, 0, &r), 0);
+    json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
+    assert_string_equal(json_string_value(json_object_get(job, "state")), "pending");
+    assert_int_equal(json_integer_value(json_object_get(job, "attempts")), 0);
+    th_response_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +269,7 @@ int main(void)
         cmocka_unit_test(bad_token_shows_its_code),
         cmocka_unit_test(service_down_retries_then_exit_5),
         cmocka_unit_test(malformed_line_stops_there),
+        cmocka_unit_test(missing_command_hands_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
