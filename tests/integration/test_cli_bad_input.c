@@ -253,7 +253,8 @@ static void missing_command_hands_back(void **state)
     snprintf(env, sizeof(env), "ROWLOCK_TOKEN_FILE=%s", token_file);
     admin_put("/queues/mc");
     assert_int_equal(cli(env, NULL, "enqueue mc '{\"n\":1}'", err, sizeof(err)), 0);
-    assert_int_equal(cli(env, NULL, "work mc -- /nonexistent/command", err, sizeof(err)), 2);
+    assert_int_equal(
+        cli(env, NULL, "work mc --idle-exit 3 -- /nonexistent/command", err, sizeof(err)), 2);
     assert_non_null(strstr(err, "cannot run /nonexistent/command"));
     assert_int_equal(th_http(svc.port, "GET", "/queues/mc/jobs", hdrs, NULL, 0, &r), 0);
     json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
