@@ -121,9 +121,11 @@ static size_t batch_take(struct settler *s, struct item *out, int *stop)
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
     size_t n = s->n < BATCH_MAX ? s->n : BATCH_MAX;
-    memcpy(out, s->items, n * sizeof(*out));
-    memmove(s->items, s->items + n, (s->n - n) * sizeof(*out));
-    s->n -= n;
+    if (n) { /* (items is NULL until the first completion) */
+        memcpy(out, s->items, n * sizeof(*out));
+        memmove(s->items, s->items + n, (s->n - n) * sizeof(*out));
+        s->n -= n;
+    }
     pthread_mutex_unlock(&s->mu);
     return n;
 }
