@@ -142,7 +142,7 @@ static void reply_problem(struct cli_reply *r)
 
 /* One attempt. Returns the CURLcode; r->status 0 when no answer. */
 static CURLcode http_once(struct cli_http *h, const char *method, const char *path,
-                          const char *body, long timeout_s, struct cli_reply *r,
+                          const char *body, double timeout_s, struct cli_reply *r,
                           struct header_info *hi)
 {
     char url[4096];
@@ -156,7 +156,7 @@ static CURLcode http_once(struct cli_http *h, const char *method, const char *pa
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000.0));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
@@ -218,7 +218,7 @@ static void backoff_sleep(const struct cli_http *h, double seconds)
 }
 
 int cli_http_call(struct cli_http *h, const char *method, const char *path, const json_t *body,
-                  int flags, long timeout_s, struct cli_reply *r)
+                  int flags, double timeout_s, struct cli_reply *r)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     double delay = 0.25;

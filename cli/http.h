@@ -33,11 +33,11 @@ struct cli_http *cli_http_new(const struct cli_conf *conf);
 void cli_http_free(struct cli_http *h);
 
 /* Sends method path (already percent-encoded where needed) with body (borrowed JSON, NULL: none)
- * and fills r (release with cli_reply_clear). timeout_s bounds one attempt. Returns 0 when an
- * answer other than a retryable 503 came, whatever its status, or CLI_EXIT_UNAVAILABLE when
+ * and fills r (release with cli_reply_clear). timeout_s (seconds) bounds one attempt. Returns 0
+ * when an answer other than a retryable 503 came, whatever its status, or CLI_EXIT_UNAVAILABLE when
  * every retry failed (r->detail says why). */
 int cli_http_call(struct cli_http *h, const char *method, const char *path, const json_t *body,
-                  int flags, long timeout_s, struct cli_reply *r);
+                  int flags, double timeout_s, struct cli_reply *r);
 void cli_reply_clear(struct cli_reply *r);
 
 /* The exit code of an answer (0 for 2xx); prints "rowlock-cli: <code>: <detail>" for others. */

@@ -282,7 +282,11 @@ static int job_heartbeat(const struct job *j, struct run *r, struct cli_http *ht
 {
     char path[512];
     struct cli_reply rep;
-    long to = j->wc->lease_s / 3 > 1 ? j->wc->lease_s / 3 : 1;
+    /* an answer is awaited a third of the lease, and never past the lease's end: the command
+     * must not outlive it while a heartbeat hangs */
+    double to = (double)j->wc->lease_s / 3.0, left = r->lease_until - work_now();
+    to = left < to ? left : to;
+    to = to < 0.1 ? 0.1 : to;
     json_t *body = json_pack("{s:s, s:I, s:I}", "owner", j->wc->owner, "fence",
                              (json_int_t)j->fence, "lease_seconds", (json_int_t)j->wc->lease_s);
     if (r->progress) {

@@ -281,8 +281,9 @@ static void work_sigterm_restart_cancel(void **state)
         usleep(10000);
     double gone = th_now() - cancelled;
     fprintf(stderr, "hanging command gone %.2f s after the cancel\n", gone);
-    /* the refused heartbeat comes at most a heartbeat interval (lease/3) after the cancel */
-    assert_true(gone < LEASE_S / 3.0 + 0.5);
+    /* the refused heartbeat comes at most a heartbeat interval (lease/3) after the cancel; the
+     * rest is slack for a loaded machine, still well inside the lease */
+    assert_true(gone < LEASE_S / 3.0 + 1.0);
     rc = worker_wait(w2, 60);
     running[2] = running[3] = 0;
     worker_log("worker2.log");
@@ -296,8 +297,8 @@ static void work_sigterm_restart_cancel(void **state)
 }
 
 /* The service stops answering (SIGSTOP) while a command runs: no heartbeat gets through, and
- * the worker kills the command once the lease it last extended has run out, within one
- * heartbeat interval (one second's heartbeat timeout) of that. */
+ * the worker kills the command once the lease it last extended has run out (a hanging
+ * heartbeat waits no longer than that). */
 static void lease_runs_out_while_service_stopped(void **state)
 {
     char path[512];
@@ -318,8 +319,9 @@ static void lease_runs_out_while_service_stopped(void **state)
     double gone = th_now() - stopped;
     th_service_signal(&svc, SIGCONT);
     fprintf(stderr, "command gone %.2f s after the service stopped answering\n", gone);
-    /* the last extended lease ends at most LEASE_S after the stop; one interval more at most */
-    assert_true(gone < LEASE_S + LEASE_S / 3.0 + 0.5);
+    /* the last extended lease ends at most LEASE_S after the stop: gone within a heartbeat
+     * interval (lease/3) of that, a loaded machine included (it takes about 3.0 s) */
+    assert_true(gone < LEASE_S + LEASE_S / 3.0);
     assert_true(gone > 1.0); /* it was the lease running out, not something else */
     kill(w, SIGTERM);
     int rc = worker_wait(w, 20);
