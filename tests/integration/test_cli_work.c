@@ -26,7 +26,7 @@
 #define JOBS      1000
 #define LEASE_S   3
 #define HANG_I    0 /* priority 10: claimed first */
-#define LONG_I    1 /* priority 5: sleeps past the grace */
+#define LONG_I    1 /* priority 5: its first run sleeps until killed after the grace */
 #define FAIL_ALL  97
 #define FAIL_ONCE 31
 
@@ -39,7 +39,7 @@ static pid_t running[4]; /* workers and commands a failed test may leave behind 
 static const char script[] =
     "p=$(cat)\n"
     "case \"$p\" in *'\"hang\"'*) echo $$ > \"$D/hang.pid\"; exec sleep 300;; esac\n"
-    "case \"$p\" in *'\"long\"'*) sleep 6;; esac\n"
+    "case \"$p\" in *'\"long\"'*) [ -e \"$D/long\" ] || { : > \"$D/long\"; sleep 60; };; esac\n"
     "case \"$p\" in *'\"fail\":\"all\"'*) echo \"boom $ROWLOCK_JOB_ID\" >&2; exit 7;; esac\n"
     "case \"$p\" in *'\"fail\":\"once\"'*) [ \"$ROWLOCK_JOB_ATTEMPT\" = 1 ] && exit 1;; esac\n"
     "echo \"$ROWLOCK_JOB_ID\" >> \"$D/done.log\"\n"
