@@ -39,6 +39,9 @@ static pid_t running[4]; /* workers and commands a failed test may leave behind 
 static const char script[] =
     "p=$(cat)\n"
     "case \"$p\" in *'\"hang\"'*) echo $$ > \"$D/hang.pid\"; exec sleep 300;; esac\n"
+    "case \"$p\" in *'\"hangp\"'*) echo '{\"step\":1}' >&3; echo $$ > \"$D/hang.pid\"; exec sleep "
+    "300;;"
+    " esac\n"
     "case \"$p\" in *'\"long\"'*) [ -e \"$D/long\" ] || { : > \"$D/long\"; sleep 60; };; esac\n"
     "case \"$p\" in *'\"fail\":\"all\"'*) echo \"boom $ROWLOCK_JOB_ID\" >&2; exit 7;; esac\n"
     "case \"$p\" in *'\"fail\":\"once\"'*) [ \"$ROWLOCK_JOB_ATTEMPT\" = 1 ] && exit 1;; esac\n"
@@ -296,7 +299,8 @@ static void work_sigterm_restart_cancel(void **state)
     assert_int_equal(processing_count(), 0);
 }
 
-/* The service stops answering (SIGSTOP) while a command runs: no heartbeat gets through, and
+/* A command's progress line (--progress-fd) reaches the job with a heartbeat. Then the service
+ * stops answering (SIGSTOP) while the command runs: no heartbeat gets through, and
  * the worker kills the command once the lease it last extended has run out (a hanging
  * heartbeat waits no longer than that). */
 static void lease_runs_out_while_service_stopped(void **state)
@@ -305,13 +309,26 @@ static void lease_runs_out_while_service_stopped(void **state)
     snprintf(path, sizeof(path), "%s/hang.pid", dir);
     unlink(path);
     json_decref(th_call(svc.port, "PUT", "/queues/s", "{\"lease_seconds\": 3}", 201));
-    json_decref(th_call(svc.port, "POST", "/queues/s/jobs", "{\"payload\": \"hang\"}", 201));
-    pid_t w = worker_start_on("s", "worker3.log", "--grace=0");
+    json_t *job = th_call(svc.port, "POST", "/queues/s/jobs", "{\"payload\": \"hangp\"}", 201);
+    snprintf(path, sizeof(path), "/queues/s/jobs/%lld",
+             (long long)json_integer_value(json_object_get(job, "id")));
+    json_decref(job);
+    pid_t w = worker_start_on("s", "worker3.log", "--progress-fd=3");
     running[0] = w;
     pid_t hang = hang_pid();
     running[1] = hang;
     assert_true(hang > 0);
-    usleep(200000);
+    /* the line the command wrote to fd 3 arrives with the first heartbeat (a second in) */
+    json_t *progress = NULL;
+    for (int i = 0; i < 300 && !json_is_object(progress); i++) {
+        usleep(10000);
+        job = th_get_json(svc.port, path);
+        json_decref(progress);
+        progress = json_incref(json_object_get(job, "progress"));
+        json_decref(job);
+    }
+    assert_int_equal(json_integer_value(json_object_get(progress, "step")), 1);
+    json_decref(progress);
     th_service_signal(&svc, SIGSTOP);
     double stopped = th_now();
     while (kill(hang, 0) == 0 && th_now() - stopped < 15)
