@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/output.h"
 
@@ -39,7 +40,7 @@ static int batch_flush(struct ndjson_batch *b, struct pending *p)
     cli_reply_clear(&rep);
     json_array_clear(p->items);
     p->bytes = 0;
-    out_progress(b->conf, b->label, b->sent, -1, 0);
+    out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1, 0);
     return rc;
 }
 
@@ -94,7 +95,7 @@ static int batch_end(struct ndjson_batch *b, struct pending *p, int rc)
         b->lines = line;
         rc = frc ? frc : rc;
     }
-    out_progress(b->conf, b->label, b->sent, -1, 1);
+    out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1, 1);
     if (bad_line && rc == -1) {
         cli_errorf("stopped at line %lld: the %lld items before it were sent, nothing after it "
                    "(--skip-bad skips bad lines)",
@@ -112,8 +113,12 @@ int ndjson_run_file(struct ndjson_batch *b, FILE *f)
     size_t cap = 0;
     ssize_t len;
     int rc = 0;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
+        b->size = (long long)st.st_size; /* a file: the bar shows how much of it is done */
     while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
         b->lines++;
+        b->bytes += len;
         rc = batch_line(b, &p, line, (size_t)len);
     }
     free(line);

@@ -27,6 +27,7 @@ struct ndjson_batch {
     void (*answer)(const json_t *answer, void *arg);
     void *arg;
     long long lines, sent, bad; /* read, sent in answered batches, skipped */
+    long long bytes, size;      /* read so far; the input's size when it is a file, else 0 */
 };
 
 /* Sends every line of f. Returns an exit code (printed when not 0). */

@@ -75,15 +75,16 @@ void out_table(const json_t *rows, const char *const *columns)
     fflush(stdout);
 }
 
-void out_progress(const struct cli_conf *conf, const char *label, long long done, long long total,
+void out_progress(const struct cli_conf *conf, const char *label, long long done, double fraction,
                   int final)
 {
     if (!conf->err_tty)
         return;
-    if (total > 0) {
-        int bar = (int)(done * 30 / total);
-        fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", label, bar,
-                "==============================", 30 - bar, "", done, total);
+    if (fraction >= 0) {
+        int bar = (int)((fraction > 1 ? 1 : fraction) * 30);
+        fprintf(stderr, "\r%s [%.*s%*s] %lld (%d%%)", label, bar,
+                "==============================", 30 - bar, "", done,
+                (int)((fraction > 1 ? 1 : fraction) * 100));
     } else {
         fprintf(stderr, "\r%s %lld", label, done);
     }

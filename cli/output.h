@@ -18,9 +18,9 @@ void out_line(const json_t *v);
  * for reading, the JSON output for keeping). */
 void out_table(const json_t *rows, const char *const *columns);
 
-/* "\r<label> <done>[/<total>]" on stderr when it is a terminal (total < 0: unknown); final
- * prints the newline. */
-void out_progress(const struct cli_conf *conf, const char *label, long long done, long long total,
+/* "\r<label> [====    ] <done> (<pct>%)" on stderr when it is a terminal; fraction is how much
+ * of the input is done, from 0 to 1 (< 0: unknown, no bar); final prints the newline. */
+void out_progress(const struct cli_conf *conf, const char *label, long long done, double fraction,
                   int final);
 
 #endif
