@@ -126,7 +126,9 @@ settle() {
 idle_xacts() {
     local q="SELECT xact_commit FROM pg_stat_database WHERE datname = '$BENCH_DB'" a b
     settle
-    sleep 1
+    # an idle backend reports its counts to pg_stat_database up to 10 s late (PostgreSQL's
+    # PGSTAT_IDLE_INTERVAL): the first upkeep's transactions must not land in the sample
+    sleep 11
     sql "SELECT pg_stat_clear_snapshot()" >/dev/null
     a=$(sql "$q")
     sleep "$IDLE_S"
