@@ -3,7 +3,8 @@
  * sharing one consumer at once. Every produced message is printed by some reader (at least
  * once: a page printed but not yet committed when its reader died comes again), and the
  * consumer's committed offset, sampled after every produce, never moves backwards, since every
- * commit is a compare-and-set on the offset the reader started its page from. */
+ * commit is a compare-and-set on the offset the reader started its page from. And produce
+ * with a producer lands a file once however often it is run. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -181,11 +182,50 @@ static void two_readers_share_a_consumer(void **state)
     assert_all_seen(seen);
 }
 
+/* rowlock-cli produce with a producer: each line's sequence is its line number, so producing
+ * the same file again writes nothing new (every line a duplicate) and the log holds it once. */
+static void produce_rerun_lands_once(void **state)
+{
+    char path[512], cmd[1024];
+    json_decref(th_call(svc.port, "PUT", "/topics/t3", "{}", 201));
+    json_decref(th_call(svc.port, "PUT", "/topics/t3/producers/loader", "{}", 201));
+    snprintf(path, sizeof(path), "%s/in.ndjson", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 1200; i++)
+        fprintf(f, "{\"key\": \"k%d\", \"value\": %d}\n", i % 50, i);
+    fclose(f);
+    for (int run = 0; run < 2; run++) {
+        char out[256] = "";
+        snprintf(cmd, sizeof(cmd),
+                 "ROWLOCK_URL=http://127.0.0.1:%d '%s' produce t3 --producer loader --batch 500 "
+                 "< '%s'",
+                 svc.port, ROWLOCK_CLI_BINARY, path);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = '\0';
+        assert_int_equal(pclose(p), 0);
+        json_t *counts = json_loads(out, 0, NULL);
+        fprintf(stderr, "run %d: %s", run + 1, out);
+        assert_int_equal(json_integer_value(json_object_get(counts, "produced")),
+                         run == 0 ? 1200 : 0);
+        assert_int_equal(json_integer_value(json_object_get(counts, "duplicates")),
+                         run == 0 ? 0 : 1200);
+        json_decref(counts);
+    }
+    json_t *topic = th_get_json(svc.port, "/topics/t3");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(topic, "counts"), "messages")), 1200);
+    json_decref(topic);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reader_killed_and_restarted),
         cmocka_unit_test(two_readers_share_a_consumer),
+        cmocka_unit_test(produce_rerun_lands_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
