@@ -61,7 +61,7 @@ static int pipe_high(int p[2], int low)
 
 /* environ without the ROWLOCK_JOB_* variables, plus the job's. Returns a new array (free each
  * of the first four strings and the array). */
-static char **job_env(const struct job *j)
+static char **job_env(const struct cli_job *j)
 {
     size_t n = 0;
     while (environ[n])
@@ -94,7 +94,7 @@ static void job_env_free(char **env)
 }
 
 /* Spawns COMMAND for j into r. 0, or -1 with errno-style detail in why. */
-static int job_spawn(const struct job *j, struct run *r, char *why, size_t whysize)
+static int job_spawn(const struct cli_job *j, struct run *r, char *why, size_t whysize)
 {
     int p[4][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
     int low = j->wc->progress_fd >= 10 ? j->wc->progress_fd + 1 : 10;
@@ -278,13 +278,13 @@ static int pipes_open(const struct run *r)
 
 /* Heartbeats j's lease. Returns 0 (extended), 1 (refused: the lease is lost) or -1 (no answer;
  * try again soon). */
-static int job_heartbeat(const struct job *j, struct run *r, struct cli_http *http)
+static int job_heartbeat(const struct cli_job *j, struct run *r, struct cli_http *http)
 {
     char path[512];
     struct cli_reply rep;
     /* an answer is awaited a third of the lease, and never past the lease's end: the command
      * must not outlive it while a heartbeat hangs */
-    double to = (double)j->wc->lease_s / 3.0, left = r->lease_until - work_now();
+    double to = (double)j->wc->lease_s / 3.0, left = r->lease_until - cli_work_now();
     to = left < to ? left : to;
     to = to < 0.1 ? 0.1 : to;
     json_t *body = json_pack("{s:s, s:I, s:I}", "owner", j->wc->owner, "fence",
@@ -294,7 +294,7 @@ static int job_heartbeat(const struct job *j, struct run *r, struct cli_http *ht
         r->progress = NULL;
     }
     snprintf(path, sizeof(path), "/queues/%s/leases/%lld", j->wc->queue_esc, j->id);
-    double sent = work_now();
+    double sent = cli_work_now();
     int rc = cli_http_call(http, "PATCH", path, body, CLI_HTTP_ONCE, to, &rep);
     int result = -1;
     if (rc == 0 && rep.status == 200) {
@@ -318,13 +318,14 @@ static void run_kill(struct run *r, int sig)
 }
 
 /* The checks of one turn of the watch loop: heartbeat, lease, timeout, shutdown. */
-static void job_checks(const struct job *j, struct run *r, struct cli_http *http, double started)
+static void job_checks(const struct cli_job *j, struct run *r, struct cli_http *http,
+                       double started)
 {
-    const struct work_conf *wc = j->wc;
-    double now = work_now(), third = (double)wc->lease_s / 3.0;
+    const struct cli_work_conf *wc = j->wc;
+    double now = cli_work_now(), third = (double)wc->lease_s / 3.0;
     if (!r->lost && !r->reaped && now >= r->next_hb) {
         int hb = job_heartbeat(j, r, http);
-        now = work_now();
+        now = cli_work_now();
         r->next_hb = hb == 0 ? now + third : now + (third / 2 < 0.5 ? third / 2 : 0.5);
         if (hb == 1)
             r->lost = 1;
@@ -343,23 +344,23 @@ static void job_checks(const struct job *j, struct run *r, struct cli_http *http
     }
     if (r->timed_out && now - r->term_sent >= 2.0)
         run_kill(r, SIGKILL);
-    long long stop = work_stop_at_ms();
+    long long stop = cli_work_stop_at_ms();
     if (stop && !r->aborted &&
-        (work_kill_now || now * 1000.0 >= (double)stop + (double)wc->grace_s * 1000.0)) {
+        (cli_work_kill_now || now * 1000.0 >= (double)stop + (double)wc->grace_s * 1000.0)) {
         r->aborted = 1;
         run_kill(r, SIGKILL);
     }
 }
 
 /* Runs the child to its end: pipes, heartbeats, kills. */
-static void job_watch(const struct job *j, struct run *r, struct cli_http *http)
+static void job_watch(const struct cli_job *j, struct run *r, struct cli_http *http)
 {
-    double started = work_now();
+    double started = cli_work_now();
     r->lease_until = j->lease_from + (double)j->wc->lease_s;
     r->next_hb = started + (double)j->wc->lease_s / 3.0;
     int nap = 1; /* with every pipe closed: waits for the exit, 1 ms doubling up to 50 */
     for (;;) {
-        double now = work_now();
+        double now = cli_work_now();
         if (r->reaped && (!pipes_open(r) || now - r->reaped_at > 0.1))
             break;
         int ms = (int)((r->next_hb - now) * 1000.0);
@@ -375,14 +376,14 @@ static void job_watch(const struct job *j, struct run *r, struct cli_http *http)
         }
         if (!r->reaped && waitpid(r->pid, &r->status, WNOHANG) == r->pid) {
             r->reaped = 1;
-            r->reaped_at = work_now();
+            r->reaped_at = cli_work_now();
         }
         job_checks(j, r, http, started);
     }
 }
 
 /* The error stored by fail: how the command ended and the tail of its stderr. */
-static json_t *job_error(const struct job *j, const struct run *r)
+static json_t *job_error(const struct cli_job *j, const struct run *r)
 {
     json_t *e = json_object();
     size_t skip = 0;
@@ -402,7 +403,7 @@ static json_t *job_error(const struct job *j, const struct run *r)
 }
 
 /* POSTs one lease write (complete, fail, handback) and logs a refusal. Returns the status. */
-static long lease_write(const struct work_conf *wc, struct cli_http *http, long long id,
+static long lease_write(const struct cli_work_conf *wc, struct cli_http *http, long long id,
                         const char *verb, json_t *body)
 {
     char path[512];
@@ -418,13 +419,14 @@ static long lease_write(const struct work_conf *wc, struct cli_http *http, long 
     return status;
 }
 
-void job_handback(const struct work_conf *wc, struct cli_http *http, long long id, long long fence)
+void cli_job_handback(const struct cli_work_conf *wc, struct cli_http *http, long long id,
+                      long long fence)
 {
     lease_write(wc, http, id, "handback",
                 json_pack("{s:s, s:I}", "owner", wc->owner, "fence", (json_int_t)fence));
 }
 
-static void count(struct work_state *ws, long long *counter)
+static void count(struct cli_work_state *ws, long long *counter)
 {
     pthread_mutex_lock(&ws->mu);
     (*counter)++;
@@ -432,17 +434,17 @@ static void count(struct work_state *ws, long long *counter)
 }
 
 /* Completes, fails or hands back j after its command ended. */
-static void job_settle(const struct job *j, struct run *r, struct cli_http *http)
+static void job_settle(const struct cli_job *j, struct run *r, struct cli_http *http)
 {
-    const struct work_conf *wc = j->wc;
-    struct work_state *ws = j->ws;
+    const struct cli_work_conf *wc = j->wc;
+    struct cli_work_state *ws = j->ws;
     json_t *result = NULL;
     if (r->lost) {
         count(ws, &ws->lost);
         return;
     }
     if (r->aborted) {
-        job_handback(wc, http, j->id, j->fence);
+        cli_job_handback(wc, http, j->id, j->fence);
         count(ws, &ws->handed_back);
         return;
     }
@@ -453,8 +455,8 @@ static void job_settle(const struct job *j, struct run *r, struct cli_http *http
         r->err_len = strlen(r->err);
         ok = 0;
     }
-    if (ok && r->lease_until - work_now() > 2.0 && r->out_len < 65536) {
-        settler_add(ws->settler, j->id, j->fence, result, r->lease_until - 1.0);
+    if (ok && r->lease_until - cli_work_now() > 2.0 && r->out_len < 65536) {
+        cli_settler_add(ws->settler, j->id, j->fence, result, r->lease_until - 1.0);
         return;
     }
     if (ok) {
@@ -472,7 +474,7 @@ static void job_settle(const struct job *j, struct run *r, struct cli_http *http
 }
 
 /* Runs one job: spawn, watch, settle. */
-static void job_run(struct job *j, struct cli_http *http)
+static void job_run(struct cli_job *j, struct cli_http *http)
 {
     struct run *r = calloc(1, sizeof(*r));
     char why[256] = "";
@@ -489,9 +491,9 @@ static void job_run(struct job *j, struct cli_http *http)
         /* COMMAND cannot run at all: the worker is misconfigured, not the job broken, so the
          * job goes back with its attempt refunded and the worker stops */
         cli_errorf("work: %s; handing job %lld back and stopping", why, j->id);
-        job_handback(j->wc, http, j->id, j->fence);
+        cli_job_handback(j->wc, http, j->id, j->fence);
         count(j->ws, &j->ws->handed_back);
-        work_fail(CLI_EXIT_USAGE);
+        cli_work_fail(CLI_EXIT_USAGE);
     } else {
         if (!r->in_len)
             fd_close(&r->fd[0]);
@@ -506,10 +508,10 @@ static void job_run(struct job *j, struct cli_http *http)
     free(r);
 }
 
-void *job_thread(void *arg)
+void *cli_job_thread(void *arg)
 {
-    struct job *j = arg;
-    struct work_state *ws = j->ws;
+    struct cli_job *j = arg;
+    struct cli_work_state *ws = j->ws;
     struct cli_http *http = cli_http_new(j->wc->conf);
     if (http)
         job_run(j, http);

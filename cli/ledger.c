@@ -38,7 +38,7 @@ static int ledger_post(const struct cli_conf *conf, const char *path, int argc, 
     cli_http_call(h, "POST", path, body, CLI_HTTP_IDEMPOTENT, 60, &rep);
     int rc = cli_reply_exit(&rep);
     if (rc == 0)
-        out_json(conf, rep.json);
+        cli_out_json(conf, rep.json);
     cli_reply_clear(&rep);
     cli_http_free(h);
     json_decref(body);
@@ -64,7 +64,7 @@ static int ledger_events(const struct cli_conf *conf, const char *ledger, long l
         if (rc == 0) {
             json_t *events = json_object_get(rep.json, "events"), *e;
             size_t i;
-            json_array_foreach(events, i, e) out_line(e);
+            json_array_foreach(events, i, e) cli_out_line(e);
             n = json_array_size(events);
             printed += (long long)n;
             after = json_integer_value(json_object_get(rep.json, "next"));
@@ -116,7 +116,7 @@ int cli_cmd_ledger(const struct cli_conf *conf, int argc, char **argv)
         snprintf(path, sizeof(path), "/ledgers/%s/objects/%s", l, id);
         cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 30, &rep);
         if ((rc = cli_reply_exit(&rep)) == 0)
-            out_json(conf, rep.json);
+            cli_out_json(conf, rep.json);
         cli_reply_clear(&rep);
         cli_http_free(h);
         free(id);

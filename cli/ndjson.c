@@ -18,7 +18,7 @@ struct pending {
 };
 
 /* Sends the pending items as one request. Returns 0 or an exit code (printed). */
-static int batch_flush(struct ndjson_batch *b, struct pending *p)
+static int batch_flush(struct cli_ndjson_batch *b, struct pending *p)
 {
     struct cli_reply rep;
     size_t n = json_array_size(p->items);
@@ -40,13 +40,14 @@ static int batch_flush(struct ndjson_batch *b, struct pending *p)
     cli_reply_clear(&rep);
     json_array_clear(p->items);
     p->bytes = 0;
-    out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1, 0);
+    cli_out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1,
+                     0);
     return rc;
 }
 
 /* One line's text: skips blank lines (0), adds the item (0), or reports a bad line (-1, or an
  * exit code from a flush). */
-static int batch_line(struct ndjson_batch *b, struct pending *p, const char *text, size_t len)
+static int batch_line(struct cli_ndjson_batch *b, struct pending *p, const char *text, size_t len)
 {
     char why[256] = "";
     json_error_t jerr;
@@ -84,7 +85,7 @@ static int batch_line(struct ndjson_batch *b, struct pending *p, const char *tex
 }
 
 /* After the last line or a bad one: sends what is pending and says how it ended. */
-static int batch_end(struct ndjson_batch *b, struct pending *p, int rc)
+static int batch_end(struct cli_ndjson_batch *b, struct pending *p, int rc)
 {
     int bad_line = rc == -1;
     if (rc == 0 || bad_line) {
@@ -95,7 +96,8 @@ static int batch_end(struct ndjson_batch *b, struct pending *p, int rc)
         b->lines = line;
         rc = frc ? frc : rc;
     }
-    out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1, 1);
+    cli_out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1,
+                     1);
     if (bad_line && rc == -1) {
         cli_errorf("stopped at line %lld: the %lld items before it were sent, nothing after it "
                    "(--skip-bad skips bad lines)",
@@ -106,7 +108,7 @@ static int batch_end(struct ndjson_batch *b, struct pending *p, int rc)
     return rc;
 }
 
-int ndjson_run_file(struct ndjson_batch *b, FILE *f)
+int cli_ndjson_run_file(struct cli_ndjson_batch *b, FILE *f)
 {
     struct pending p = {json_array(), 0};
     char *line = NULL;
@@ -125,7 +127,7 @@ int ndjson_run_file(struct ndjson_batch *b, FILE *f)
     return batch_end(b, &p, rc);
 }
 
-int ndjson_run_args(struct ndjson_batch *b, int n, char **args)
+int cli_ndjson_run_args(struct cli_ndjson_batch *b, int n, char **args)
 {
     struct pending p = {json_array(), 0};
     int rc = 0;

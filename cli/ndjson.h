@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 #include "cli/http.h"
 
-struct ndjson_batch {
+struct cli_ndjson_batch {
     const struct cli_conf *conf;
     struct cli_http *http;
     const char *path;      /* POST target */
@@ -31,8 +31,8 @@ struct ndjson_batch {
 };
 
 /* Sends every line of f. Returns an exit code (printed when not 0). */
-int ndjson_run_file(struct ndjson_batch *b, FILE *f);
+int cli_ndjson_run_file(struct cli_ndjson_batch *b, FILE *f);
 /* Sends each of args (JSON texts) as if they were lines 1..n. */
-int ndjson_run_args(struct ndjson_batch *b, int n, char **args);
+int cli_ndjson_run_args(struct cli_ndjson_batch *b, int n, char **args);
 
 #endif

@@ -8,7 +8,7 @@
 
 #define CELL_MAX 48
 
-void out_json(const struct cli_conf *conf, const json_t *v)
+void cli_out_json(const struct cli_conf *conf, const json_t *v)
 {
     size_t flags = JSON_ENCODE_ANY | (conf->out_tty ? JSON_INDENT(2) : JSON_COMPACT);
     char *text = json_dumps(v, flags);
@@ -18,7 +18,7 @@ void out_json(const struct cli_conf *conf, const json_t *v)
     fflush(stdout);
 }
 
-void out_line(const json_t *v)
+void cli_out_line(const json_t *v)
 {
     char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     if (text)
@@ -45,7 +45,7 @@ static char *cell_text(const json_t *v)
     return text;
 }
 
-void out_table(const json_t *rows, const char *const *columns)
+void cli_out_table(const json_t *rows, const char *const *columns)
 {
     size_t ncol = 0, width[32] = {0}, i;
     const json_t *row;
@@ -75,8 +75,8 @@ void out_table(const json_t *rows, const char *const *columns)
     fflush(stdout);
 }
 
-void out_progress(const struct cli_conf *conf, const char *label, long long done, double fraction,
-                  int final)
+void cli_out_progress(const struct cli_conf *conf, const char *label, long long done,
+                      double fraction, int final)
 {
     if (!conf->err_tty)
         return;

@@ -9,18 +9,18 @@
 #include "cli/cli.h"
 
 /* Prints v (borrowed) on stdout: indented on a terminal, one compact line otherwise. */
-void out_json(const struct cli_conf *conf, const json_t *v);
+void cli_out_json(const struct cli_conf *conf, const json_t *v);
 /* Prints v (borrowed) as one compact line on stdout and flushes (NDJSON streams). */
-void out_line(const json_t *v);
+void cli_out_line(const json_t *v);
 
 /* A table of rows (array of objects, borrowed) with these columns (NULL-terminated names of
  * members; nested values shown as compact JSON, long cells cut with "..." since a table is
  * for reading, the JSON output for keeping). */
-void out_table(const json_t *rows, const char *const *columns);
+void cli_out_table(const json_t *rows, const char *const *columns);
 
 /* "\r<label> [====    ] <done> (<pct>%)" on stderr when it is a terminal; fraction is how much
  * of the input is done, from 0 to 1 (< 0: unknown, no bar); final prints the newline. */
-void out_progress(const struct cli_conf *conf, const char *label, long long done, double fraction,
-                  int final);
+void cli_out_progress(const struct cli_conf *conf, const char *label, long long done,
+                      double fraction, int final);
 
 #endif

@@ -62,13 +62,13 @@ int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct enqueue_counts counts = {0};
-    struct ndjson_batch b = {.conf = conf,
-                             .array_key = "jobs",
-                             .max_items = 500,
-                             .label = "enqueued",
-                             .item = enqueue_item,
-                             .answer = enqueue_answer,
-                             .arg = &counts};
+    struct cli_ndjson_batch b = {.conf = conf,
+                                 .array_key = "jobs",
+                                 .max_items = 500,
+                                 .label = "enqueued",
+                                 .item = enqueue_item,
+                                 .answer = enqueue_answer,
+                                 .arg = &counts};
     long long v;
     char path[1024];
     int c, rc = CLI_EXIT_USAGE;
@@ -93,15 +93,15 @@ int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)
     snprintf(path, sizeof(path), "/queues/%s/jobs", q);
     b.path = path;
     if (optind + 1 < argc)
-        rc = ndjson_run_args(&b, argc - optind - 1, argv + optind + 1);
+        rc = cli_ndjson_run_args(&b, argc - optind - 1, argv + optind + 1);
     else
-        rc = ndjson_run_file(&b, stdin);
+        rc = cli_ndjson_run_file(&b, stdin);
     json_t *summary =
         json_pack("{s:I, s:I, s:I}", "created", (json_int_t)counts.created, "duplicates",
                   (json_int_t)counts.duplicates, "lines", (json_int_t)b.lines);
     if (b.bad)
         json_object_set_new(summary, "bad_lines", json_integer(b.bad));
-    out_json(conf, summary);
+    cli_out_json(conf, summary);
     json_decref(summary);
     free(q);
     cli_http_free(b.http);
@@ -117,7 +117,7 @@ static int get_and_print(const struct cli_conf *conf, const char *method, const 
     int rc = cli_http_call(h, method, path, NULL, flags, 60, &rep);
     rc = cli_reply_exit(&rep);
     if (rc == 0)
-        out_json(conf, rep.json);
+        cli_out_json(conf, rep.json);
     cli_reply_clear(&rep);
     cli_http_free(h);
     return rc;
@@ -169,7 +169,7 @@ static int jobs_page(struct cli_http *h, const char *q, const char *state, long 
         {
             json_array_append(rows, j);
             if (!conf->out_tty)
-                out_line(j);
+                cli_out_line(j);
         }
         json_t *next = json_object_get(rep.json, "next");
         *after = json_is_integer(next) ? json_integer_value(next) : -1;
@@ -211,7 +211,7 @@ int cli_cmd_jobs(const struct cli_conf *conf, int argc, char **argv)
             json_array_clear(rows);
     }
     if (conf->out_tty && rc == 0)
-        out_table(rows, job_columns);
+        cli_out_table(rows, job_columns);
     json_decref(rows);
     free(q);
     free(st);
@@ -238,12 +238,12 @@ int cli_cmd_job(const struct cli_conf *conf, int argc, char **argv)
     if (rc == 0 && conf->out_tty) {
         json_t *history = json_incref(json_object_get(rep.json, "history"));
         json_object_del(rep.json, "history");
-        out_json(conf, rep.json);
+        cli_out_json(conf, rep.json);
         printf("\nhistory:\n");
-        out_table(history, attempt_columns);
+        cli_out_table(history, attempt_columns);
         json_decref(history);
     } else if (rc == 0) {
-        out_json(conf, rep.json);
+        cli_out_json(conf, rep.json);
     }
     cli_reply_clear(&rep);
     cli_http_free(h);

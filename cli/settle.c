@@ -18,9 +18,9 @@ struct item {
     double deadline, added;
 };
 
-struct settler {
-    const struct work_conf *wc;
-    struct work_state *ws;
+struct cli_settler {
+    const struct cli_work_conf *wc;
+    struct cli_work_state *ws;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -29,7 +29,8 @@ struct settler {
     int stop;
 };
 
-void settler_add(struct settler *s, long long id, long long fence, json_t *result, double deadline)
+void cli_settler_add(struct cli_settler *s, long long id, long long fence, json_t *result,
+                     double deadline)
 {
     pthread_mutex_lock(&s->mu);
     if (s->n == s->cap) {
@@ -43,16 +44,16 @@ void settler_add(struct settler *s, long long id, long long fence, json_t *resul
         s->items = it;
         s->cap = cap;
     }
-    s->items[s->n++] = (struct item){id, fence, result, deadline, work_now()};
+    s->items[s->n++] = (struct item){id, fence, result, deadline, cli_work_now()};
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
 /* Counts the answers of one batch. */
-static void batch_answers(struct settler *s, const struct item *it, size_t n, json_t *answer)
+static void batch_answers(struct cli_settler *s, const struct item *it, size_t n, json_t *answer)
 {
     json_t *results = json_object_get(answer, "results");
-    struct work_state *ws = s->ws;
+    struct cli_work_state *ws = s->ws;
     for (size_t i = 0; i < n; i++) {
         json_t *res = json_array_get(results, i);
         const char *st = json_string_value(json_object_get(res, "status"));
@@ -70,7 +71,7 @@ static void batch_answers(struct settler *s, const struct item *it, size_t n, js
 
 /* Sends items[0..n) as one batch. Returns 0 when answered, -1 when the service could not be
  * reached (the items are kept). */
-static int batch_send(struct settler *s, struct cli_http *http, struct item *it, size_t n)
+static int batch_send(struct cli_settler *s, struct cli_http *http, struct item *it, size_t n)
 {
     char path[512];
     struct cli_reply rep;
@@ -101,13 +102,13 @@ static int batch_send(struct settler *s, struct cli_http *http, struct item *it,
 }
 
 /* Takes up to BATCH_MAX items that are due (or all when stopping) into out; returns how many. */
-static size_t batch_take(struct settler *s, struct item *out, int *stop)
+static size_t batch_take(struct cli_settler *s, struct item *out, int *stop)
 {
     pthread_mutex_lock(&s->mu);
     for (;;) {
         *stop = s->stop;
         if (s->n >= BATCH_MAX ||
-            (s->n && (s->stop || work_now() - s->items[0].added >= BATCH_WAIT)))
+            (s->n && (s->stop || cli_work_now() - s->items[0].added >= BATCH_WAIT)))
             break;
         if (s->stop)
             break;
@@ -132,12 +133,12 @@ static size_t batch_take(struct settler *s, struct item *out, int *stop)
 
 /* Puts back the items of a batch that could not be sent, dropping those whose lease is over
  * (all of them when stopping). */
-static void batch_keep(struct settler *s, struct item *it, size_t n, int stop)
+static void batch_keep(struct cli_settler *s, struct item *it, size_t n, int stop)
 {
-    double now = work_now();
+    double now = cli_work_now();
     for (size_t i = 0; i < n; i++) {
         if (it[i].deadline > now && !stop) {
-            settler_add(s, it[i].id, it[i].fence, it[i].result, it[i].deadline);
+            cli_settler_add(s, it[i].id, it[i].fence, it[i].result, it[i].deadline);
             continue;
         }
         cli_errorf("work: job %lld: not completed before its lease ran out", it[i].id);
@@ -150,7 +151,7 @@ static void batch_keep(struct settler *s, struct item *it, size_t n, int stop)
 
 static void *settler_main(void *arg)
 {
-    struct settler *s = arg;
+    struct cli_settler *s = arg;
     struct cli_http *http = cli_http_new(s->wc->conf);
     struct item batch[BATCH_MAX];
     int stop = 0;
@@ -171,9 +172,9 @@ static void *settler_main(void *arg)
     return NULL;
 }
 
-struct settler *settler_start(const struct work_conf *wc, struct work_state *ws)
+struct cli_settler *cli_settler_start(const struct cli_work_conf *wc, struct cli_work_state *ws)
 {
-    struct settler *s = calloc(1, sizeof(*s));
+    struct cli_settler *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     s->wc = wc;
@@ -187,7 +188,7 @@ struct settler *settler_start(const struct work_conf *wc, struct work_state *ws)
     return s;
 }
 
-void settler_stop(struct settler *s)
+void cli_settler_stop(struct cli_settler *s)
 {
     if (!s)
         return;

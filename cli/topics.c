@@ -66,13 +66,13 @@ int cli_cmd_produce(const struct cli_conf *conf, int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     struct produce_counts counts = {0};
-    struct ndjson_batch b = {.conf = conf,
-                             .array_key = "messages",
-                             .max_items = 500,
-                             .label = "produced",
-                             .item = produce_item,
-                             .answer = produce_answer,
-                             .arg = &counts};
+    struct cli_ndjson_batch b = {.conf = conf,
+                                 .array_key = "messages",
+                                 .max_items = 500,
+                                 .label = "produced",
+                                 .item = produce_item,
+                                 .answer = produce_answer,
+                                 .arg = &counts};
     const char *producer = NULL;
     char path[1024];
     long long v;
@@ -103,13 +103,13 @@ int cli_cmd_produce(const struct cli_conf *conf, int argc, char **argv)
         b.flags = CLI_HTTP_IDEMPOTENT; /* sequences make a resend land once */
         counts.sequences = 1;
     }
-    int rc = ndjson_run_file(&b, stdin);
+    int rc = cli_ndjson_run_file(&b, stdin);
     json_t *summary =
         json_pack("{s:I, s:I, s:I}", "produced", (json_int_t)counts.produced, "duplicates",
                   (json_int_t)counts.duplicates, "lines", (json_int_t)b.lines);
     if (b.bad)
         json_object_set_new(summary, "bad_lines", json_integer(b.bad));
-    out_json(conf, summary);
+    cli_out_json(conf, summary);
     json_decref(summary);
     json_decref(b.extra);
     cli_http_free(b.http);
@@ -150,7 +150,7 @@ static int tail_page(struct tail *t, long wait_s, int print, int *empty)
         json_array_foreach(msgs, i, m)
         {
             if (print)
-                out_line(m);
+                cli_out_line(m);
         }
         t->printed += print ? (long long)json_array_size(msgs) : 0;
         *empty = json_array_size(msgs) == 0 && next == (t->consumer ? t->committed : t->after);
@@ -369,7 +369,7 @@ int cli_cmd_head(const struct cli_conf *conf, int argc, char **argv)
     cli_http_call(h, method, path, body, flags, 30, &rep);
     int rc = cli_reply_exit(&rep);
     if (rc == 0)
-        out_json(conf, rep.json);
+        cli_out_json(conf, rep.json);
     cli_reply_clear(&rep);
     cli_http_free(h);
     json_decref(body);

@@ -19,18 +19,18 @@
 
 #define CLAIM_WAIT_MAX 10 /* seconds a claim long-polls: also the longest SIGTERM waits for one */
 
-atomic_int work_stop;
-atomic_int work_kill_now;
+atomic_int cli_work_stop;
+atomic_int cli_work_kill_now;
 static _Atomic long long stop_at_ms;
 
-double work_now(void)
+double cli_work_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-long long work_stop_at_ms(void)
+long long cli_work_stop_at_ms(void)
 {
     return atomic_load(&stop_at_ms);
 }
@@ -38,7 +38,7 @@ long long work_stop_at_ms(void)
 static atomic_int fail_code;
 static void on_signal(int sig);
 
-void work_fail(int code)
+void cli_work_fail(int code)
 {
     int zero = 0;
     atomic_compare_exchange_strong(&fail_code, &zero, code);
@@ -48,13 +48,13 @@ void work_fail(int code)
 static void on_signal(int sig)
 {
     struct timespec ts;
-    if (work_stop)
-        work_kill_now = 1; /* a second signal: no grace left */
+    if (cli_work_stop)
+        cli_work_kill_now = 1; /* a second signal: no grace left */
     clock_gettime(CLOCK_MONOTONIC, &ts);
     long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     long long zero = 0;
     atomic_compare_exchange_strong(&stop_at_ms, &zero, ms ? ms : 1);
-    work_stop = 1;
+    cli_work_stop = 1;
 }
 
 static void work_usage(FILE *f)
@@ -84,7 +84,7 @@ static void work_usage(FILE *f)
 }
 
 /* One numeric option of work into wc. 0, or -1 (printed). */
-static int work_number(int c, const char *arg, struct work_conf *wc)
+static int work_number(int c, const char *arg, struct cli_work_conf *wc)
 {
     long long v = 0;
     int bad = 0;
@@ -121,7 +121,7 @@ static int work_number(int c, const char *arg, struct work_conf *wc)
 }
 
 /* Parses work's options into wc. Returns 0, or an exit code (-1: --help printed). */
-static int work_options(int argc, char **argv, struct work_conf *wc)
+static int work_options(int argc, char **argv, struct cli_work_conf *wc)
 {
     static const struct option opts[] = {{"concurrency", required_argument, NULL, 'c'},
                                          {"lease", required_argument, NULL, 'l'},
@@ -169,7 +169,7 @@ static int work_options(int argc, char **argv, struct work_conf *wc)
 
 /* Reads the queue's lease_seconds when --lease was not given (and checks the queue exists).
  * Returns 0 or an exit code (printed). */
-static int work_lease(struct work_conf *wc, struct cli_http *http)
+static int work_lease(struct cli_work_conf *wc, struct cli_http *http)
 {
     char path[512];
     struct cli_reply rep;
@@ -187,8 +187,8 @@ static int work_lease(struct work_conf *wc, struct cli_http *http)
 }
 
 /* Starts a thread for each lease of a claim's answer; hands the leases back when stopping. */
-static void work_start_jobs(struct work_conf *wc, struct work_state *ws, struct cli_http *http,
-                            json_t *leases, double lease_from)
+static void work_start_jobs(struct cli_work_conf *wc, struct cli_work_state *ws,
+                            struct cli_http *http, json_t *leases, double lease_from)
 {
     size_t i;
     json_t *l;
@@ -196,18 +196,18 @@ static void work_start_jobs(struct work_conf *wc, struct work_state *ws, struct 
     {
         long long id = json_integer_value(json_object_get(l, "job_id"));
         long long fence = json_integer_value(json_object_get(l, "fence"));
-        struct job *j = work_stop ? NULL : calloc(1, sizeof(*j));
+        struct cli_job *j = cli_work_stop ? NULL : calloc(1, sizeof(*j));
         if (!j) {
-            job_handback(wc, http, id, fence);
+            cli_job_handback(wc, http, id, fence);
             continue;
         }
-        *j = (struct job){wc,
-                          ws,
-                          id,
-                          fence,
-                          json_integer_value(json_object_get(l, "attempt")),
-                          json_deep_copy(json_object_get(l, "payload")),
-                          lease_from};
+        *j = (struct cli_job){wc,
+                              ws,
+                              id,
+                              fence,
+                              json_integer_value(json_object_get(l, "attempt")),
+                              json_deep_copy(json_object_get(l, "payload")),
+                              lease_from};
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -216,8 +216,8 @@ static void work_start_jobs(struct work_conf *wc, struct work_state *ws, struct 
         ws->running++;
         ws->claimed++;
         pthread_mutex_unlock(&ws->mu);
-        if (pthread_create(&t, &attr, job_thread, j) != 0) {
-            job_handback(wc, http, id, fence);
+        if (pthread_create(&t, &attr, cli_job_thread, j) != 0) {
+            cli_job_handback(wc, http, id, fence);
             json_decref(j->payload);
             free(j);
             pthread_mutex_lock(&ws->mu);
@@ -230,7 +230,7 @@ static void work_start_jobs(struct work_conf *wc, struct work_state *ws, struct 
 
 /* One claim of up to want jobs, waiting up to wait_s. Returns 0 (jobs started, maybe none),
  * a fatal exit code (printed), or -1 (the service is unavailable; try again). */
-static int work_claim(struct work_conf *wc, struct work_state *ws, struct cli_http *http,
+static int work_claim(struct cli_work_conf *wc, struct cli_work_state *ws, struct cli_http *http,
                       long long want, long wait_s, int *got)
 {
     char path[512];
@@ -239,7 +239,7 @@ static int work_claim(struct work_conf *wc, struct work_state *ws, struct cli_ht
         json_pack("{s:s, s:I, s:i, s:i}", "owner", wc->owner, "max_jobs", (json_int_t)want,
                   "wait_seconds", (int)wait_s, "lease_seconds", (int)wc->lease_s);
     snprintf(path, sizeof(path), "/queues/%s/leases", wc->queue_esc);
-    double sent = work_now();
+    double sent = cli_work_now();
     int rc = cli_http_call(http, "POST", path, body, 0, wait_s + 30, &rep);
     json_decref(body);
     *got = 0;
@@ -258,10 +258,10 @@ static int work_claim(struct work_conf *wc, struct work_state *ws, struct cli_ht
 }
 
 /* Waits until a slot is free or the worker stops; returns the free slots (0 when stopping). */
-static int work_free_slots(const struct work_conf *wc, struct work_state *ws)
+static int work_free_slots(const struct cli_work_conf *wc, struct cli_work_state *ws)
 {
     pthread_mutex_lock(&ws->mu);
-    while (ws->running >= wc->concurrency && !work_stop) {
+    while (ws->running >= wc->concurrency && !cli_work_stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000 * 1000;
@@ -271,15 +271,15 @@ static int work_free_slots(const struct work_conf *wc, struct work_state *ws)
         }
         pthread_cond_timedwait(&ws->cv, &ws->mu, &ts);
     }
-    int free_slots = work_stop ? 0 : wc->concurrency - ws->running;
+    int free_slots = cli_work_stop ? 0 : wc->concurrency - ws->running;
     pthread_mutex_unlock(&ws->mu);
     return free_slots;
 }
 
 /* The claim loop, until SIGTERM, --max-jobs, --idle-exit or a fatal answer. */
-static int work_loop(struct work_conf *wc, struct work_state *ws, struct cli_http *http)
+static int work_loop(struct cli_work_conf *wc, struct cli_work_state *ws, struct cli_http *http)
 {
-    double idle_since = work_now();
+    double idle_since = cli_work_now();
     for (;;) {
         int slots = work_free_slots(wc, ws);
         if (slots == 0)
@@ -292,10 +292,10 @@ static int work_loop(struct work_conf *wc, struct work_state *ws, struct cli_htt
             return 0;
         want = want < left ? want : left;
         if (running)
-            idle_since = work_now();
+            idle_since = cli_work_now();
         long wait_s = CLAIM_WAIT_MAX;
         if (wc->idle_exit_s) {
-            double rest = (double)wc->idle_exit_s - (work_now() - idle_since);
+            double rest = (double)wc->idle_exit_s - (cli_work_now() - idle_since);
             if (rest <= 0 && !running)
                 return 0;
             wait_s = rest < wait_s ? (rest < 0 ? 0 : (long)rest + 1) : wait_s;
@@ -305,22 +305,22 @@ static int work_loop(struct work_conf *wc, struct work_state *ws, struct cli_htt
         int got = 0, rc = work_claim(wc, ws, http, want, wait_s, &got);
         if (rc > 0)
             return rc;
-        if (rc < 0 && !work_stop)
+        if (rc < 0 && !cli_work_stop)
             sleep(1);
         if (got)
-            idle_since = work_now();
+            idle_since = cli_work_now();
     }
 }
 
 /* After the loop: waits for every job thread (they watch the grace themselves), then flushes
  * the batched completions. */
-static void work_drain(struct work_state *ws)
+static void work_drain(struct cli_work_state *ws)
 {
     pthread_mutex_lock(&ws->mu);
     while (ws->running > 0)
         pthread_cond_wait(&ws->cv, &ws->mu);
     pthread_mutex_unlock(&ws->mu);
-    settler_stop(ws->settler);
+    cli_settler_stop(ws->settler);
     ws->settler = NULL;
 }
 
@@ -338,8 +338,8 @@ static void work_signals(void)
 
 int cli_cmd_work(const struct cli_conf *conf, int argc, char **argv)
 {
-    struct work_conf wc = {.conf = conf, .concurrency = 1, .grace_s = 30, .progress_fd = -1};
-    struct work_state ws = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    struct cli_work_conf wc = {.conf = conf, .concurrency = 1, .grace_s = 30, .progress_fd = -1};
+    struct cli_work_state ws = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     struct cli_http *http = NULL;
     int result = work_options(argc, argv, &wc);
     if (result != 0) {
@@ -358,10 +358,10 @@ int cli_cmd_work(const struct cli_conf *conf, int argc, char **argv)
         goto done;
     }
     work_signals();
-    cli_http_set_abort(http, &work_stop);
+    cli_http_set_abort(http, &cli_work_stop);
     if ((result = work_lease(&wc, http)) != 0)
         goto done;
-    ws.settler = settler_start(&wc, &ws);
+    ws.settler = cli_settler_start(&wc, &ws);
     if (!ws.settler) {
         result = CLI_EXIT_OTHER;
         goto done;

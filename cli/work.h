@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 #include "cli/http.h"
 
-struct work_conf {
+struct cli_work_conf {
     const struct cli_conf *conf;
     const char *queue;
     char *queue_esc; /* percent-encoded (owned) */
@@ -27,48 +27,50 @@ struct work_conf {
     char **command; /* argv of COMMAND, NULL-terminated */
 };
 
-struct settler;
+struct cli_settler;
 
 /* What the claim loop and the job threads share; counters and running under mu. */
-struct work_state {
+struct cli_work_state {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* signalled when a job thread ends */
     int running;
     long long claimed, succeeded, failed, lost, handed_back, refused;
-    struct settler *settler;
+    struct cli_settler *settler;
 };
 
 /* Set from the signal handler: non-zero once SIGTERM/SIGINT arrived (stop claiming); the
  * monotonic millisecond of that moment; non-zero after a second signal (no grace left). */
-extern atomic_int work_stop;
-extern atomic_int work_kill_now;
-long long work_stop_at_ms(void);
+extern atomic_int cli_work_stop;
+extern atomic_int cli_work_kill_now;
+long long cli_work_stop_at_ms(void);
 /* Stops the worker as SIGTERM does, and makes it exit with code (the first one given). */
-void work_fail(int code);
+void cli_work_fail(int code);
 /* Monotonic seconds. */
-double work_now(void);
+double cli_work_now(void);
 
 /* One claimed job; the thread owns it and frees it. */
-struct job {
-    const struct work_conf *wc;
-    struct work_state *ws;
+struct cli_job {
+    const struct cli_work_conf *wc;
+    struct cli_work_state *ws;
     long long id, fence, attempt;
     json_t *payload;   /* owned */
     double lease_from; /* monotonic time the claim was sent: the lease runs from no earlier */
 };
 
 /* Thread body: runs the job to its end and decrements ws->running. */
-void *job_thread(void *arg);
+void *cli_job_thread(void *arg);
 
 /* Hands a lease back (refunding the attempt) through http; logs a refusal. */
-void job_handback(const struct work_conf *wc, struct cli_http *http, long long id, long long fence);
+void cli_job_handback(const struct cli_work_conf *wc, struct cli_http *http, long long id,
+                      long long fence);
 
 /* The settler thread: collects completions and sends them in batches. */
-struct settler *settler_start(const struct work_conf *wc, struct work_state *ws);
+struct cli_settler *cli_settler_start(const struct cli_work_conf *wc, struct cli_work_state *ws);
 /* Queues a completion (result owned by the settler from here on), due before deadline
  * (monotonic seconds). */
-void settler_add(struct settler *s, long long id, long long fence, json_t *result, double deadline);
+void cli_settler_add(struct cli_settler *s, long long id, long long fence, json_t *result,
+                     double deadline);
 /* Sends what is queued, stops the thread, frees s. */
-void settler_stop(struct settler *s);
+void cli_settler_stop(struct cli_settler *s);
 
 #endif
