@@ -36,25 +36,30 @@ long long cli_work_stop_at_ms(void)
 }
 
 static atomic_int fail_code;
-static void on_signal(int sig);
 
-void cli_work_fail(int code)
-{
-    int zero = 0;
-    atomic_compare_exchange_strong(&fail_code, &zero, code);
-    on_signal(0);
-}
-
-static void on_signal(int sig)
+/* Stops claiming and starts the grace clock (the first call only). Async-signal-safe. */
+static void work_stop_now(void)
 {
     struct timespec ts;
-    if (cli_work_stop)
-        cli_work_kill_now = 1; /* a second signal: no grace left */
     clock_gettime(CLOCK_MONOTONIC, &ts);
     long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     long long zero = 0;
     atomic_compare_exchange_strong(&stop_at_ms, &zero, ms ? ms : 1);
     cli_work_stop = 1;
+}
+
+void cli_work_fail(int code)
+{
+    int zero = 0;
+    atomic_compare_exchange_strong(&fail_code, &zero, code);
+    work_stop_now();
+}
+
+static void on_signal(int sig)
+{
+    if (cli_work_stop)
+        cli_work_kill_now = 1; /* a second signal: no grace left */
+    work_stop_now();
 }
 
 static void work_usage(FILE *f)
