@@ -28,7 +28,10 @@ struct db_conn {
     int connected_before;    /* c has been connected once (a later connect is a reconnect) */
     struct db_stmt_cache *stmts; /* statements prepared on this connection (db/stmt_cache.h) */
     unsigned stmt_stamp;         /* the statement batch in progress (db_query_pipeline) */
-    int stmt_evictions;          /* statements evicted since c connected (db/tx.c) */
+    struct db_stmt_cache *seen;  /* names of dynamic statements seen lately (not prepared) */
+    int stmt_churn;              /* statements evicted or seen anew since c connected */
+    char **inl;                  /* SQL of the pipeline's statements sent inline (db/tx.c) */
+    size_t inl_cap;
     /* the transaction in progress (db/tx.c) */
     const char *const *begin; /* its BEGIN commands, until they go out with a statement */
     int commit_next;          /* send COMMIT with the next statement */
@@ -38,12 +41,16 @@ struct db_conn {
 
 /* Closes the libpq connection of c and forgets its prepared statements. */
 void db_conn_close(struct db_conn *c);
-/* Counts a prepared statement of c DEALLOCATEd to make room for another; past
+/* Counts a prepared statement of c DEALLOCATEd to make room for another. */
+void db_conn_statement_evicted(struct db_conn *c);
+/* Counts a statement evicted, or a dynamic one seen for the first time lately; past
  * DB_STMT_RETIRE_FACTOR times the cache's capacity since c connected, c is closed when released:
  * a backend keeps catalog entries of every table it has touched (thousands of topics' tables
  * otherwise grow its memory without bound), and a new one starts empty. */
-#define DB_STMT_RETIRE_FACTOR 2
-void db_conn_statement_evicted(struct db_conn *c);
+#define DB_STMT_RETIRE_FACTOR 4
+/* Names of dynamic statements a connection remembers having seen, times its cache's capacity. */
+#define DB_STMT_SEEN_FACTOR 4
+void db_conn_statement_churned(struct db_conn *c);
 /* Classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);
 

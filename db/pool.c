@@ -130,11 +130,16 @@ struct db_pool *db_pool_create(const struct db_pool_config *cfg)
     if (p->cfg.statement_cache <= 0)
         p->cfg.statement_cache = DB_STATEMENT_CACHE_DEFAULT;
     int caches_ok = 1;
-    for (int i = 0; i < cfg->size; i++)
+    for (int i = 0; i < cfg->size; i++) {
         caches_ok &= (p->conns[i].stmts = db_stmt_cache_new(p->cfg.statement_cache)) != NULL;
+        caches_ok &= (p->conns[i].seen =
+                          db_stmt_cache_new(DB_STMT_SEEN_FACTOR * p->cfg.statement_cache)) != NULL;
+    }
     if (!caches_ok) {
-        for (int i = 0; i < cfg->size; i++)
+        for (int i = 0; i < cfg->size; i++) {
             db_stmt_cache_free(p->conns[i].stmts);
+            db_stmt_cache_free(p->conns[i].seen);
+        }
         free(p->conninfo);
         free(p->conns);
         free(p->free_stack);
@@ -176,7 +181,9 @@ void db_conn_close(struct db_conn *c)
     atomic_store(&c->cut, 0);
     if (c->stmts != NULL)
         db_stmt_cache_clear(c->stmts);
-    c->stmt_evictions = 0;
+    if (c->seen != NULL)
+        db_stmt_cache_clear(c->seen);
+    c->stmt_churn = 0;
 }
 
 void db_pool_destroy(struct db_pool *p)
@@ -193,6 +200,8 @@ void db_pool_destroy(struct db_pool *p)
     for (int i = 0; i < p->cfg.size; i++) {
         db_conn_close(&p->conns[i]);
         db_stmt_cache_free(p->conns[i].stmts);
+        db_stmt_cache_free(p->conns[i].seen);
+        free(p->conns[i].inl);
     }
     pthread_cond_destroy(&p->stop_cv);
     pthread_cond_destroy(&p->cv);
@@ -410,7 +419,7 @@ void db_pool_release(struct db_conn *c)
     pthread_mutex_lock(&p->mu); /* from here the watchdog leaves c alone */
     c->busy_since_ms = 0;
     pthread_mutex_unlock(&p->mu);
-    int retire = c->stmt_evictions >= DB_STMT_RETIRE_FACTOR * p->cfg.statement_cache;
+    int retire = c->stmt_churn >= DB_STMT_RETIRE_FACTOR * p->cfg.statement_cache;
     if (c->pg != NULL && retire) {
         pthread_mutex_lock(&p->mu);
         p->stats.retired++;
@@ -472,7 +481,11 @@ PGconn *db_conn_pg(struct db_conn *c)
 void db_conn_statement_evicted(struct db_conn *c)
 {
     atomic_fetch_add(&c->pool->evictions, 1);
-    c->stmt_evictions++;
+}
+
+void db_conn_statement_churned(struct db_conn *c)
+{
+    c->stmt_churn++;
 }
 
 int db_conn_statements(struct db_conn *c)

@@ -167,12 +167,28 @@ enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err)
     return st;
 }
 
+/* A dynamic statement (a resource's) seen for the first time on c, or not seen lately: it goes
+ * out inline (*inl, its SQL, parsed and planned for this one execution and kept nowhere), and
+ * its name is remembered; seen again while remembered, it is prepared. So a connection that
+ * serves thousands of topics in turn does not prepare (and evict) a statement per request. */
+static int first_sight(struct db_conn *c, const char *name)
+{
+    if (db_stmt_cache_hit(c->seen, name, c->stmt_stamp))
+        return 0;
+    char dropped[128];
+    db_stmt_cache_evict(c->seen, c->stmt_stamp, dropped, sizeof(dropped));
+    db_stmt_cache_add(c->seen, name, c->stmt_stamp);
+    db_conn_statement_churned(c);
+    return 1;
+}
+
 /* Prepares statement name on c unless it already is (sql, or build(ctx) when sql is NULL): the
  * connection's cache holds at most its capacity, and the least recently used statement that this
- * pipeline does not use is DEALLOCATEd to make room. */
+ * pipeline does not use is DEALLOCATEd to make room. A dynamic statement seen for the first time
+ * is not prepared: *inl gets its SQL (malloc'd) to send inline. */
 static enum db_status ensure_prepared(struct db_conn *c, const char *name, const char *sql,
                                       db_sql_builder build, const void *ctx, int nparams,
-                                      struct db_error *err)
+                                      char **inl, struct db_error *err)
 {
     if (db_stmt_cache_hit(c->stmts, name, c->stmt_stamp))
         return DB_OK;
@@ -183,6 +199,13 @@ static enum db_status ensure_prepared(struct db_conn *c, const char *name, const
             return DB_ERR_HARD;
         }
         sql = text;
+        if (first_sight(c, name)) {
+            *inl = strdup(text);
+            if (*inl != NULL)
+                return DB_OK;
+            db_error_set(err, "", "out of memory");
+            return DB_ERR_HARD;
+        }
     }
     if (db_stmt_cache_evict(c->stmts, c->stmt_stamp, victim, sizeof(victim))) {
         char dealloc[160];
@@ -191,6 +214,7 @@ static enum db_status ensure_prepared(struct db_conn *c, const char *name, const
         enum db_status s = (res != NULL && ok_result(res)) ? DB_OK : db_classify(c, res, err);
         PQclear(res);
         db_conn_statement_evicted(c);
+        db_conn_statement_churned(c);
         if (s != DB_OK) {
             c->broken = 1; /* the server may still hold it: this connection is not reused */
             return s;
@@ -303,8 +327,11 @@ static int send_pipeline(struct db_conn *c, const char *const *begin, size_t *nb
     for (*nbegin = 0; begin != NULL && begin[*nbegin] != NULL && ok; (*nbegin)++)
         ok = PQsendQueryParams(c->pg, begin[*nbegin], 0, NULL, NULL, NULL, NULL, 0);
     for (size_t i = 0; i < n && ok; i++)
-        ok = PQsendQueryPrepared(c->pg, call_name(&calls[i]), call_nparams(&calls[i]),
-                                 calls[i].params, NULL, NULL, 0);
+        ok = c->inl[i] != NULL
+                 ? PQsendQueryParams(c->pg, c->inl[i], call_nparams(&calls[i]), NULL,
+                                     calls[i].params, NULL, NULL, 0)
+                 : PQsendQueryPrepared(c->pg, call_name(&calls[i]), call_nparams(&calls[i]),
+                                       calls[i].params, NULL, NULL, 0);
     if (commit && ok)
         ok = PQsendQueryParams(c->pg, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
     if (ok)
@@ -372,8 +399,46 @@ static enum db_status run_pipeline(struct db_conn *c, const struct db_call *call
     return st;
 }
 
+/* Room for n inline statements in c->inl, all NULL: 0, or -1 out of memory. */
+static int inline_slots(struct db_conn *c, size_t n)
+{
+    if (n > c->inl_cap) {
+        char **grown = realloc(c->inl, n * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        c->inl = grown;
+        c->inl_cap = n;
+    }
+    memset(c->inl, 0, n * sizeof(*c->inl));
+    return 0;
+}
+
+static void inline_free(struct db_conn *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(c->inl[i]);
+        c->inl[i] = NULL;
+    }
+}
+
+static enum db_status run_calls(struct db_conn *c, const struct db_call *calls, size_t n,
+                                struct db_error *err);
+
 enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls, size_t n,
                                  struct db_error *err)
+{
+    if (inline_slots(c, n) != 0) {
+        db_error_set(err, "", "out of memory");
+        return DB_ERR_HARD;
+    }
+    enum db_status st = run_calls(c, calls, n, err);
+    inline_free(c, n);
+    return st;
+}
+
+/* db_query_pipeline, with c->inl ready for n calls. */
+static enum db_status run_calls(struct db_conn *c, const struct db_call *calls, size_t n,
+                                struct db_error *err)
 {
     if (++c->stmt_stamp == 0) /* 0 is no batch's */
         c->stmt_stamp = 1;
@@ -381,10 +446,11 @@ enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls,
         if (calls[i].out != NULL)
             *calls[i].out = NULL;
         const struct db_stmt *st = calls[i].st;
-        enum db_status s = st != NULL
-                               ? ensure_prepared(c, st->name, st->sql, NULL, NULL, st->nparams, err)
-                               : ensure_prepared(c, calls[i].name, NULL, calls[i].build,
-                                                 calls[i].ctx, calls[i].nparams, err);
+        enum db_status s =
+            st != NULL
+                ? ensure_prepared(c, st->name, st->sql, NULL, NULL, st->nparams, &c->inl[i], err)
+                : ensure_prepared(c, calls[i].name, NULL, calls[i].build, calls[i].ctx,
+                                  calls[i].nparams, &c->inl[i], err);
         if (s != DB_OK)
             return s;
     }
@@ -392,8 +458,11 @@ enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls,
     c->commit_next = 0;
     if (c->begin == NULL && !commit && n == 1) {
         /* nothing to send with it: the plain protocol, one round trip as well */
-        PGresult *res = PQexecPrepared(c->pg, call_name(calls), call_nparams(calls),
-                                       calls[0].params, NULL, NULL, 0);
+        PGresult *res = c->inl[0] != NULL
+                            ? PQexecParams(c->pg, c->inl[0], call_nparams(calls), NULL,
+                                           calls[0].params, NULL, NULL, 0)
+                            : PQexecPrepared(c->pg, call_name(calls), call_nparams(calls),
+                                             calls[0].params, NULL, NULL, 0);
         if (res == NULL || !ok_result(res)) {
             enum db_status s = db_classify(c, res, err);
             PQclear(res);

@@ -102,8 +102,8 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
          "Prepared statements deallocated to make room for another (a connection's cache full)",
          (double)ps.statement_evictions},
         {"rowlock_db_statement_cache_retired_total", "counter",
-         "Connections reopened after deallocating twice ROWLOCK_DB_STATEMENT_CACHE statements "
-         "(a backend keeps the catalog entries of every table it touched: many topics' tables)",
+         "Connections reopened after four times ROWLOCK_DB_STATEMENT_CACHE statements evicted or "
+         "new (a backend keeps the catalog entries of every table it touched: many topics' tables)",
          (double)ps.retired},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
