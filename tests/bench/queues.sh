@@ -59,9 +59,9 @@
 # its own. Use a cluster nobody else uses: pinning a shared one slows its other users, and the
 # WAL figures below are the whole cluster's. PIN=0 (the default) leaves the cores shared.
 # Each timed run lasts at least MIN_S (default 10) seconds: every system first runs once off the
-# record with JOBS jobs, and its rounds then get as many jobs as its rate gives in MIN_S, and a
-# fifth more (a round that still ends sooner is marked, and the next gets more). MIN_S=0: every
-# run JOBS jobs. Beside jobs/s (best and median of the rounds) each system's report gives what
+# record with JOBS jobs, and its rounds then get as many jobs as its rate gives in MIN_S, and
+# half as many again (a round that still ends sooner is marked, and the next gets more).
+# MIN_S=0: every run JOBS jobs. Beside jobs/s (best and median of the rounds) each system's report gives what
 # the database did a job: PostgreSQL CPU (the postmaster and all its children, from /proc), WAL
 # bytes (pg_current_wal_lsn difference) and, from pg_waldump --stats over the same span, heap
 # tuples inserted, updated (non-HOT, HOT), deleted and row locks written, and B-tree entries
@@ -670,7 +670,7 @@ run_rowlock() {
     fi
     local d
     d=$(awk -v o="$out" -v s="$(kv db_span "$chk")" -v n="$JOBS" -v c=$((c1 - c0)) \
-        -v hz="$CLK_TCK" -v mt0="$mt0" -v mt1="$mt1" -v sys="$system" -v cores="$(nproc)" 'BEGIN {
+        -v hz="$CLK_TCK" -v mt0="$mt0" -v mt1="$mt1" -v sys="$system" -v cores="$(nproc --all)" 'BEGIN {
         split(o, f, " "); for (i in f) { split(f[i], kvp, "="); v[kvp[1]] = kvp[2] }
         split(mt0, a, " "); split(mt1, b, " ")
         busy = (b[2] - a[2]) > 0 ? (b[1] - a[1]) / (b[2] - a[2]) * 100 : 0
@@ -878,10 +878,11 @@ declare -A BEST_RES BEST_ENQ BEST_CHECK BEST_DETAIL BEST_PGC BEST_CLI BEST_SRV B
 declare -A BEST_SECS PGC_OF SHORT JOBS_OF
 
 # scale_jobs SYSTEM: after a run of SYSTEM shorter than MIN_S, its job count for the next runs:
-# enough for MIN_S at the rate just measured, and a fifth more (rounded up to a thousand).
+# enough for MIN_S at the rate just measured, and half as many again (rounded up to a thousand;
+# the rate of a round on a shared machine varies by a third).
 scale_jobs() {
     JOBS_OF[$1]=$(awk -v r="${RES[$1]:-0}" -v m="$MIN_S" -v j="$JOBS" 'BEGIN {
-        n = r * m * 1.2; n = int((n + 999) / 1000) * 1000; if (n < j) n = j; print n }')
+        n = r * m * 1.5; n = int((n + 999) / 1000) * 1000; if (n < j) n = j; print n }')
 }
 
 # median LIST: the median of numbers separated by ", " or spaces ("-" when none).
@@ -1061,7 +1062,8 @@ echo "database shows every job done). /ceiling: jobs/s over pgbench's batch-$BAT
     "(details, CPU and checks of that round)."
 echo "CPU us/job over the timed part: Postgres (the cluster's postmaster and every backend, so"
 echo "also whatever else used that cluster meanwhile), the client (worker.c, pgbench or the node"
-echo "process) and rowlock (its process); the machine's $(nproc) cores run all three."
+echo "process) and rowlock (its process); the machine's $(nproc --all) cores run all three"
+[ "$PIN" = 0 ] || echo "(PIN=1: Postgres on one of them, the rest on the other)."
 [ -n "$PG_PM" ] || echo "(Postgres CPU: '-', its data directory is not readable here.)"
 
 echo
