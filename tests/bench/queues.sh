@@ -90,9 +90,9 @@
 # same cluster), NPM_DIR (where the npm peers are installed, default .rowlock/bench-queues-npm,
 # git-ignored, from tests/bench/queues/package-lock.json), GW_CONCURRENCY, GW_LOCAL_QUEUE,
 # GW_COMPLETE_DELAY, PGBOSS_MODE, PGBOSS_WORKERS, PGBOSS_BATCH, PGBENCH_PGOPTIONS (above),
-# TIMEOUT_S (per run, default 600), ROUNDS (default 1: every system that many times, in turn;
-# each system's best round is reported, every round's jobs/s beside it: on a shared machine one
-# round can be caught by someone else's load), ROWLOCK_LOG_LEVEL (default info, so access logs
+# TIMEOUT_S (per run, default 600), ROUNDS (default 1, 3 with PIN=1: every system that many
+# times, in turn; each system's best round is reported, with the median and every round's jobs/s
+# beside it: on a shared machine one round can be caught by someone else's load), ROWLOCK_LOG_LEVEL (default info, so access logs
 # are written, to a file), KEEP_LOGS=1 (keep that file, the outputs and the pgbench scripts;
 # removed at exit otherwise), KEEP_DATA=1 (keep the bench queues and the peers database),
 # BUILD_DIR (default build). Benchmarks report, they do not assert: the exit status is 0
@@ -126,7 +126,7 @@ readonly PGBOSS_BATCH="${PGBOSS_BATCH:-500}"
 readonly LARGE_WORKERS="${LARGE_WORKERS:-4}"
 readonly LARGE_BATCH="${LARGE_BATCH:-500}"
 readonly TIMEOUT_S="${TIMEOUT_S:-600}"
-readonly ROUNDS="${ROUNDS:-1}"
+readonly ROUNDS="${ROUNDS:-$((PIN == 1 ? 3 : 1))}"
 readonly BUDGET=4194304 # ROWLOCK_RESPONSE_BUDGET's default, bound by the pgbench claims
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
