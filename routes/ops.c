@@ -95,6 +95,22 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
          "Connections closed because their server takes no writes (a standby, a demoted or "
          "read-only primary)",
          (double)ps.read_only},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
+        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
+    }
+}
+
+/* The prepared-statement cache of the pool's connections (ROWLOCK_DB_STATEMENT_CACHE). */
+static void render_statements(struct svc_buf *b, struct db_pool *pool)
+{
+    struct db_pool_stats ps;
+    db_pool_get_stats(pool, &ps);
+    struct {
+        const char *name, *type, *help;
+        double value;
+    } rows[] = {
         {"rowlock_db_statement_cache_size", "gauge",
          "ROWLOCK_DB_STATEMENT_CACHE: prepared statements a connection keeps at most",
          ps.statement_cache},
@@ -214,6 +230,7 @@ enum svc_outcome route_metrics(struct svc_request *req)
     svc_buf_init(&b, 64 * 1024 * 1024);
     svc_metrics_render_http(&b);
     render_pool(&b, app->pool);
+    render_statements(&b, app->pool);
     render_tx(&b);
     render_notify(&b, app);
     render_resources(&b, app);
