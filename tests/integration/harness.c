@@ -89,6 +89,25 @@ int th_db_create(const char *name, char *url, size_t urlsize)
 
 /* ---- the rowlock process ---- */
 
+/* Appends line (n bytes) to the window buf of size cap; when it does not fit, the older half of
+ * the window is dropped first (from a line start), so the newest lines are always there. */
+static void log_keep(char *buf, size_t cap, const char *line, size_t n)
+{
+    size_t have = strlen(buf);
+    if (n >= cap / 2) { /* a line longer than half the window: its end alone */
+        line += n - (cap / 2 - 1);
+        n = cap / 2 - 1;
+        have = 0;
+    } else if (have + n >= cap) {
+        const char *cut = strchr(buf + have / 2, '\n');
+        size_t from = cut ? (size_t)(cut + 1 - buf) : have;
+        memmove(buf, buf + from, have - from + 1);
+        have -= from;
+    }
+    memcpy(buf + have, line, n);
+    buf[have + n] = '\0';
+}
+
 static void *log_reader(void *arg)
 {
     struct th_service *s = arg;
@@ -99,10 +118,9 @@ static void *log_reader(void *arg)
     while ((n = getline(&line, &cap, f)) > 0) {
         fputs(line, stderr);
         pthread_mutex_lock(&s->mu);
-        size_t have = strlen(s->log_tail);
-        if (have + (size_t)n >= sizeof(s->log_tail))
-            have = 0;
-        memcpy(s->log_tail + have, line, (size_t)n + 1);
+        log_keep(s->log_tail, sizeof(s->log_tail), line, (size_t)n);
+        if (strstr(line, "\"msg\":\"request\"") == NULL)
+            log_keep(s->log_notes, sizeof(s->log_notes), line, (size_t)n);
         if (!s->ready && strstr(line, "\"msg\":\"listening\"") != NULL) {
             /* a JSON number; releases before 2026-12 wrote it as a string */
             const char *p = strstr(line, "\"port\":");
@@ -258,7 +276,7 @@ int th_service_stop(struct th_service *s)
 int th_service_logged(struct th_service *s, const char *needle)
 {
     pthread_mutex_lock(&s->mu);
-    int found = strstr(s->log_tail, needle) != NULL;
+    int found = strstr(s->log_tail, needle) != NULL || strstr(s->log_notes, needle) != NULL;
     pthread_mutex_unlock(&s->mu);
     return found;
 }

@@ -27,7 +27,11 @@ struct th_service {
     int ready;     /* saw the "listening" line */
     int exited;    /* stderr closed */
     int exit_code; /* after th_service_wait: exit status, -1 for a signal */
-    char log_tail[8192];
+    /* the newest lines (when full, the older half is dropped at a line start) */
+    char log_tail[16384];
+    /* the same for every line that is not an access line ("msg":"request"), which busy tests
+     * log thousands of: what th_service_logged looks for stays findable behind them */
+    char log_notes[16384];
 };
 
 /* Starts rowlock against dburl with extra "KEY=value" environment entries (NULL-terminated,
@@ -49,7 +53,8 @@ int th_service_stop(struct th_service *s);
 void th_service_signal(struct th_service *s, int sig);
 /* Waits for the process to exit (up to timeout_s); returns as th_service_stop, -2 on timeout. */
 int th_service_wait(struct th_service *s, int timeout_s);
-/* True when a line containing needle has been logged. */
+/* True when a line containing needle has been logged (and is still in log_tail or, for a
+ * line that is not an access line, in log_notes). */
 int th_service_logged(struct th_service *s, const char *needle);
 
 struct th_response {
