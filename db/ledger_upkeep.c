@@ -1,6 +1,7 @@
-/* The upkeep of ledgers (see ledgers.h): the janitor's tombstone purge below a recorded horizon,
- * and the gauges of /metrics, each ledger in a transaction of its own when one fails. The
- * ingestion workflows are in ledgers.c. */
+/* The upkeep of ledgers and the reads over many of them (see ledgers.h): the janitor's tombstone
+ * purge below a recorded horizon, the gauges of /metrics (each ledger in a transaction of its own
+ * when one fails) and the paged list with counts. The ingestion workflows and the reads of one
+ * ledger are in ledgers.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,22 @@ static const struct db_stmt st_ledger_horizon = {
     "UPDATE rowlock.ledgers SET horizon = $2 WHERE id = $1 AND horizon < $2 RETURNING horizon", 2};
 static const struct db_stmt st_ledger_gauges = {
     "ledger_gauges", "SELECT name, watermark, tombstones FROM rowlock.ledgers_gauges($1)", 1};
+
+/* A page of ledgers by name after $1, each with its counts (rowlock.ledger_counts runs for the
+ * page's ledgers only: the page is cut before the lateral call). */
+static const struct db_stmt st_ledger_page = {
+    "ledger_page",
+    "SELECT l.id, l.name, l.tombstone_retention_seconds, l.horizon, " DB_LEDGER_TS(
+        "l.created_at") ", c.objects, c.tombstones, c.transactions, c.events, c.checkpoints, "
+                        "c.watermark FROM (SELECT * FROM rowlock.ledgers WHERE name > "
+                        "coalesce($1, '') ORDER BY name LIMIT $2) l "
+                        "CROSS JOIN LATERAL rowlock.ledger_counts(l.id) c ORDER BY l.name",
+    2};
+
+/* Transactions executed optimistically that no checkpoint has carried yet: a count over the
+ * transactions table, as rowlock.ledger_counts makes for the executed ones. No index serves it:
+ * one on checkpoint would make every checkpoint's status update non-HOT. */
+static const char sql_pending[] = "SELECT count(*) FROM {t} WHERE executed AND checkpoint IS NULL";
 
 /* Horizon candidate: the newest checkpoint older than the retention and within the watermark. */
 static const char sql_horizon[] =
@@ -211,5 +228,66 @@ enum db_status db_ledgers_gauges(struct db_pool *pool, int limit, db_ledger_gaug
     /* a ledger's own data failed the query (or made it too slow): one ledger at a time */
     if (st == DB_ERR_HARD || st == DB_ERR_TIMEOUT)
         st = gauges_each(pool, a.limit, each, ctx, err);
+    return st;
+}
+
+enum db_status db_ledger_pending(struct db_conn *c, int64_t ledger, int64_t *pending,
+                                 struct db_error *err)
+{
+    PGresult *r = NULL;
+    enum db_status st = db_ledger_query(c, ledger, "pending", sql_pending, 0, NULL, &r, err);
+    *pending = st == DB_OK ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    return st;
+}
+
+struct ledger_page {
+    const char *after;
+    char limit[16];
+    PGresult *rows;
+    int64_t *pending; /* one per row */
+};
+
+static enum db_status page_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct ledger_page *a = arg;
+    PQclear(a->rows);
+    a->rows = NULL;
+    free(a->pending);
+    a->pending = NULL;
+    const char *params[] = {a->after, a->limit};
+    enum db_status st = db_query(c, &st_ledger_page, params, &a->rows, err);
+    int n = st == DB_OK ? PQntuples(a->rows) : 0;
+    if (st == DB_OK && (a->pending = calloc((size_t)n + 1, sizeof(*a->pending))) == NULL) {
+        db_error_set(err, "", "out of memory");
+        return DB_ERR_HARD;
+    }
+    for (int i = 0; st == DB_OK && i < n; i++)
+        st =
+            db_ledger_pending(c, strtoll(PQgetvalue(a->rows, i, 0), NULL, 10), &a->pending[i], err);
+    return st;
+}
+
+enum db_status db_ledgers_list(struct db_pool *pool, const char *after, int limit,
+                               db_ledger_each each, void *ctx, struct db_error *err)
+{
+    struct ledger_page a = {after, {0}, NULL, NULL};
+    snprintf(a.limit, sizeof(a.limit), "%d", limit);
+    enum db_status st = db_tx_run(pool, DB_REPEATABLE_READ, page_tx, &a, err);
+    for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
+        struct db_ledger l = {.id = strtoll(PQgetvalue(a.rows, i, 0), NULL, 10)};
+        db_ledger_copy(l.name, sizeof(l.name), PQgetvalue(a.rows, i, 1));
+        l.tombstone_retention_seconds = strtoll(PQgetvalue(a.rows, i, 2), NULL, 10);
+        l.horizon = strtoll(PQgetvalue(a.rows, i, 3), NULL, 10);
+        db_ledger_copy(l.created_at, sizeof(l.created_at), PQgetvalue(a.rows, i, 4));
+        struct db_ledger_counts k = {.pending = a.pending[i]};
+        int64_t *v[] = {&k.objects, &k.tombstones,  &k.transactions,
+                        &k.events,  &k.checkpoints, &k.watermark};
+        for (int j = 0; j < 6; j++)
+            *v[j] = strtoll(PQgetvalue(a.rows, i, 5 + j), NULL, 10);
+        each(&l, &k, ctx);
+    }
+    PQclear(a.rows);
+    free(a.pending);
     return st;
 }

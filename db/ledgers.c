@@ -21,7 +21,7 @@ static const struct db_gen_table ledger_tables[] = {{'o', "objects_", ""},
                                                     {'c', "checkpoints_", ""},
                                                     {0, 0, 0}};
 
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+#define TS(col) DB_LEDGER_TS(col)
 
 /* Objects and displays only move forward: a write whose version is not above the stored one
  * changes nothing. (An object row at the same version also gains the checkpoint that carried
@@ -497,7 +497,7 @@ static enum db_status get_ledger_tx(struct db_conn *c, void *arg, struct db_erro
         *v[i] = strtoll(PQgetvalue(r, 0, i), NULL, 10);
     PQclear(r);
     a->verdict = DB_L_OK;
-    return DB_OK;
+    return db_ledger_pending(c, a->out->id, &a->counts->pending, err);
 }
 
 static const struct db_stmt st_ledger_delete = {

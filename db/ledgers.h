@@ -30,6 +30,7 @@ struct db_ledger {
 
 struct db_ledger_counts {
     int64_t objects, tombstones, transactions, events, checkpoints, watermark;
+    int64_t pending; /* executed by the optimistic path, not yet carried by a checkpoint */
 };
 
 struct db_ledger_input {
@@ -98,6 +99,14 @@ enum db_status db_ledgers_delete(struct db_pool *pool, const char *name,
 enum db_status db_ledgers_get(struct db_pool *pool, const char *name, struct db_ledger *out,
                               struct db_ledger_counts *counts, enum db_ledger_verdict *verdict,
                               struct db_error *err);
+
+/* Ledgers by name after `after` (NULL: from the start), at most limit (DB_LEDGER_LIST_MAX), each
+ * with its counts, in one transaction (one snapshot); each is called per ledger after it. */
+#define DB_LEDGER_LIST_MAX 1000
+typedef void (*db_ledger_each)(const struct db_ledger *l, const struct db_ledger_counts *c,
+                               void *ctx);
+enum db_status db_ledgers_list(struct db_pool *pool, const char *after, int limit,
+                               db_ledger_each each, void *ctx, struct db_error *err);
 
 /* Optimistic ingestion, step 1 (a short read): already executed (DB_L_REPLAY with its status),
  * inputs not there yet (DB_L_DEPS_PENDING), past them (DB_L_SUPERSEDED), or DB_L_OK. */

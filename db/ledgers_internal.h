@@ -8,6 +8,9 @@
 
 #include "db/db.h"
 
+/* A timestamp column as the API shows it: UTC, microseconds, "Z". */
+#define DB_LEDGER_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
 /* Writes v in decimal into buf. */
 void db_ledger_i64(char *buf, size_t size, int64_t v);
 /* Copies src into dst (size bytes), cut to fit, always terminated. */
@@ -18,5 +21,10 @@ void db_ledger_copy(char *dst, size_t size, const char *src);
 enum db_status db_ledger_query(struct db_conn *c, int64_t ledger, const char *tag, const char *sql,
                                int nparams, const char *const *params, PGresult **out,
                                struct db_error *err);
+
+/* Transactions of ledger executed by the optimistic path that no checkpoint has carried yet, in
+ * *pending (one count over the ledger's transactions table). */
+enum db_status db_ledger_pending(struct db_conn *c, int64_t ledger, int64_t *pending,
+                                 struct db_error *err);
 
 #endif

@@ -91,6 +91,21 @@ static const char sql_keys[] =
     "  WINDOW w AS (ORDER BY key ROWS UNBOUNDED PRECEDING)) p "
     "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY key";
 
+/* A key's history: its messages among the offsets in [$2 - $4, $2), newest first, at most $3,
+ * stopped at the page budget as the log is (see sql_log_read); total is how many there were
+ * before the budget's cut. The log's primary key is walked backwards over at most $4 offsets. */
+static const char sql_history[] =
+    "SELECT \"offset\", value::text, producer, rank, schema_version, "
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), total FROM ("
+    "  SELECT *, row_number() OVER w AS n, count(*) OVER () AS total, "
+    "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
+    "    SELECT * FROM {m} WHERE \"offset\" < $2::bigint AND \"offset\" >= $2::bigint - $4 "
+    "    AND key = $1 AND NOT hole ORDER BY \"offset\" DESC LIMIT $3) l "
+    "  WINDOW w AS (ORDER BY \"offset\" DESC ROWS UNBOUNDED PRECEDING)) p "
+    "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\" DESC";
+/* Past the end of the log: the offset a history read starts below by default. */
+static const char sql_log_end[] = "SELECT coalesce(max(\"offset\"), 0) + 1 FROM {m}";
+
 /* One topic's headless gauges (the per-topic form of rowlock.topics_headless): $1 the cap. */
 static const char sql_headless_one[] =
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM {h} WHERE head_id IS NULL LIMIT $1) s), "
@@ -842,4 +857,81 @@ enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_eac
     for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
         st = janitor_round(pool, batch, each, failed, ctx, &claimed, err);
     return st;
+}
+
+struct key_history {
+    const char *topic, *key;
+    int64_t before;
+    int limit;
+    size_t budget;
+    PGresult *rows;
+    enum db_topic_verdict verdict;
+};
+
+static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct key_history *a = arg;
+    struct db_topic t;
+    int found = 0;
+    PQclear(a->rows);
+    a->rows = NULL;
+    a->verdict = DB_TOPIC_NOT_FOUND;
+    enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
+    if (st != DB_OK || !found)
+        return st;
+    a->verdict = DB_TOPIC_OK;
+    if (a->before == 0) {
+        st = topic_gone(db_topic_query(c, t.id, "log_end", sql_log_end, 0, NULL, &a->rows, err),
+                        err, &a->verdict);
+        if (st != DB_OK)
+            return st;
+        a->before = strtoll(PQgetvalue(a->rows, 0, 0), NULL, 10);
+        PQclear(a->rows);
+        a->rows = NULL;
+    }
+    char before[24], limit[16], window[16];
+    snprintf(before, sizeof(before), "%" PRId64, a->before);
+    snprintf(limit, sizeof(limit), "%d", a->limit);
+    snprintf(window, sizeof(window), "%d", DB_TOPIC_HISTORY_WINDOW);
+    const char *params[] = {a->key, before, limit, window};
+    return topic_gone(db_topic_query(c, t.id, "history", sql_history, 4, params, &a->rows, err),
+                      err, &a->verdict);
+}
+
+enum db_status db_topics_key_history(struct db_pool *pool, const char *topic, const char *key,
+                                     int64_t before, int limit, size_t budget, db_log_each each,
+                                     void *ctx, int64_t *next, enum db_topic_verdict *verdict,
+                                     struct db_error *err)
+{
+    struct key_history a = {topic, key, before, limit, budget, NULL, DB_TOPIC_NOT_FOUND};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, key_history_tx, &a, err);
+    int n = st == DB_OK && a.rows != NULL ? PQntuples(a.rows) : 0, i = 0;
+    int64_t oldest = 0;
+    for (; i < n; i++) {
+        const PGresult *r = a.rows;
+        struct db_log_message m = {
+            .offset = strtoll(PQgetvalue(r, i, 0), NULL, 10),
+            .key = key,
+            .value = PQgetisnull(r, i, 1) ? NULL : PQgetvalue(r, i, 1),
+            .value_len = (size_t)PQgetlength(r, i, 1),
+            .producer = PQgetisnull(r, i, 2) ? NULL : PQgetvalue(r, i, 2),
+            .rank = strtoll(PQgetvalue(r, i, 3), NULL, 10),
+            .schema_version = atoi(PQgetvalue(r, i, 4)),
+            .created_at = PQgetvalue(r, i, 5),
+        };
+        if (each(&m, ctx) != 0)
+            break; /* the page is full: this message starts the next one */
+        oldest = m.offset;
+    }
+    /* cut short (here, by the budget, or at limit): go on below the oldest given; else the
+     * whole window was looked at: go on below it, unless it reached the log's start */
+    int64_t total = n > 0 ? strtoll(PQgetvalue(a.rows, 0, 6), NULL, 10) : 0;
+    int64_t start = a.before - DB_TOPIC_HISTORY_WINDOW;
+    if (i > 0 && (i < n || n < total || n == limit))
+        *next = oldest;
+    else
+        *next = start > 1 ? start : 0;
+    PQclear(a.rows);
+    *verdict = a.verdict;
+    return st == DB_ABORTED ? DB_OK : st;
 }

@@ -191,6 +191,20 @@ enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *top
                                            int64_t *next, enum db_topic_verdict *verdict,
                                            struct db_error *err);
 
+/* Offsets of the log one history read examines at most (see db_topics_key_history). */
+#define DB_TOPIC_HISTORY_WINDOW 10000
+/* A key's messages (tombstones too, as value NULL), newest first, among the offsets in
+ * [before - DB_TOPIC_HISTORY_WINDOW, before) (before 0: past the end of the log), read backwards
+ * through the log's primary key: at most limit messages and budget bytes as db_topics_read_log,
+ * and never more than the window's offsets examined, however rare the key (the log has no index
+ * by key). *next is the offset to pass as before for older messages: the oldest one given when
+ * the page was cut, else the window's start; 0 when the log's start was reached. A page may hold
+ * fewer than limit messages, or none, with *next not 0. */
+enum db_status db_topics_key_history(struct db_pool *pool, const char *topic, const char *key,
+                                     int64_t before, int limit, size_t budget, db_log_each each,
+                                     void *ctx, int64_t *next, enum db_topic_verdict *verdict,
+                                     struct db_error *err);
+
 struct db_key_entry {
     const char *key, *value, *updated_at;
     size_t value_len;

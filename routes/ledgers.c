@@ -311,8 +311,9 @@ static json_t *ledger_json(const struct db_ledger *l, const struct db_ledger_cou
         json_object_set_new(j, "watermark", json_integer(c->watermark));
         json_object_set_new(
             j, "counts",
-            json_pack("{s:I, s:I, s:I, s:I, s:I}", "objects", (json_int_t)c->objects, "tombstones",
-                      (json_int_t)c->tombstones, "transactions", (json_int_t)c->transactions,
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "objects", (json_int_t)c->objects,
+                      "tombstones", (json_int_t)c->tombstones, "transactions",
+                      (json_int_t)c->transactions, "pending_transactions", (json_int_t)c->pending,
                       "events", (json_int_t)c->events, "checkpoints", (json_int_t)c->checkpoints));
     }
     return j;
@@ -342,6 +343,35 @@ enum svc_outcome route_ledger_put(struct svc_request *req)
     if (st != DB_OK)
         return route_db_problem(req, st, &err);
     return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, ledger_json(&l, NULL));
+}
+
+static void list_one(const struct db_ledger *l, const struct db_ledger_counts *c, void *ctx)
+{
+    json_array_append_new(ctx, ledger_json(l, c));
+}
+
+/* GET /ledgers: a page of ledgers by name, each as GET /ledgers/{ledger} shows it. */
+enum svc_outcome route_ledgers_list(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    long long limit;
+    const char *after = NULL;
+    if (route_int_query(req, "limit", 1, DB_LEDGER_LIST_MAX, 100, &limit, &out) != 0 ||
+        route_cursor_query(req, &after, &out) != 0)
+        return out;
+    json_t *ledgers = json_array();
+    struct db_error err;
+    enum db_status st = db_ledgers_list(app->pool, after, (int)limit, list_one, ledgers, &err);
+    if (st != DB_OK) {
+        json_decref(ledgers);
+        return route_db_problem(req, st, &err);
+    }
+    size_t n = json_array_size(ledgers);
+    json_t *next = n == (size_t)limit
+                       ? json_incref(json_object_get(json_array_get(ledgers, n - 1), "name"))
+                       : json_null();
+    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "ledgers", ledgers, "next", next));
 }
 
 enum svc_outcome route_ledger_get(struct svc_request *req)

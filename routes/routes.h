@@ -38,6 +38,7 @@ enum svc_outcome route_producer_put(struct svc_request *req);
 enum svc_outcome route_messages_produce(struct svc_request *req);
 enum svc_outcome route_messages_read(struct svc_request *req);
 enum svc_outcome route_keys_list(struct svc_request *req);
+enum svc_outcome route_key_history(struct svc_request *req);
 enum svc_outcome route_head_get(struct svc_request *req);
 enum svc_outcome route_head_patch(struct svc_request *req);
 enum svc_outcome route_head_put(struct svc_request *req);
@@ -77,6 +78,7 @@ void route_queues_janitor_pass(void *app);
 /* Handlers of routes/ledgers.c, its metrics and its janitor pass. */
 void route_ledgers_init(void);
 enum svc_outcome route_ledger_put(struct svc_request *req);
+enum svc_outcome route_ledgers_list(struct svc_request *req);
 enum svc_outcome route_ledger_get(struct svc_request *req);
 enum svc_outcome route_ledger_submit(struct svc_request *req);
 enum svc_outcome route_ledger_checkpoint(struct svc_request *req);
@@ -96,6 +98,7 @@ enum svc_outcome route_openapi(struct svc_request *req);
 
 /* Handlers of routes/ui.c: the dashboard's embedded files and the token's scopes. */
 enum svc_outcome route_ui_page(struct svc_request *req);
+enum svc_outcome route_ui_slash(struct svc_request *req);
 enum svc_outcome route_ui_script(struct svc_request *req);
 enum svc_outcome route_ui_style(struct svc_request *req);
 enum svc_outcome route_whoami(struct svc_request *req);

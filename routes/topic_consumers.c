@@ -351,15 +351,8 @@ void route_topic_consumers_render_metrics(struct svc_buf *b, struct svc_app *app
         svc_log(SVC_LOG_WARN, "topic consumer lag could not be listed", "status",
                 db_status_name(st), "detail", err.message, NULL);
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
-        svc_metrics_family(b, families[f].name, "gauge", families[f].help);
-        size_t n = strlen(families[f].name);
-        for (char *line = st == DB_OK ? rows.data : NULL; line != NULL && *line;) {
-            char *end = strchr(line, '\n');
-            size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-            if (strncmp(line, families[f].name, n) == 0 && line[n] == '{')
-                svc_buf_append(b, line, len);
-            line += len;
-        }
+        svc_metrics_family_from(b, st == DB_OK ? rows.data : NULL, families[f].name, "gauge",
+                                families[f].help);
     }
     svc_buf_free(&rows);
 }

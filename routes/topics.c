@@ -643,6 +643,35 @@ enum svc_outcome route_keys_list(struct svc_request *req)
     return reply_page(req, &kp.page, json_pack("{s:o}", "next", next));
 }
 
+/* GET /topics/{topic}/keys/{key}/messages: the key's messages, newest first, a window of the log
+ * at a time (see db_topics_key_history); next (or null at the log's start) goes in before. */
+enum svc_outcome route_key_history(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *topic = topic_param(req, &out);
+    const char *key = topic ? key_param(req, &out) : NULL;
+    long long before, limit;
+    if (key == NULL ||
+        route_int_query(req, "before", 1, DB_TOPIC_OFFSET_MAX, 0, &before, &out) != 0 ||
+        route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0)
+        return out;
+    struct svc_jpage page;
+    svc_jpage_begin(&page, "messages", response_budget(req));
+    int64_t next = 0;
+    enum db_topic_verdict v;
+    struct db_error err;
+    enum db_status st = db_topics_key_history(app->pool, topic, key, before, (int)limit,
+                                              page.budget, log_one, &page, &next, &v, &err);
+    if (st != DB_OK || v != DB_TOPIC_OK) {
+        svc_jpage_free(&page);
+        return st != DB_OK ? route_db_problem(req, st, &err) : topic_problem(req, v, topic, NULL);
+    }
+    return reply_page(
+        req, &page,
+        json_pack("{s:s, s:o}", "key", key, "next", next > 0 ? json_integer(next) : json_null()));
+}
+
 static json_t *head_json(const char *topic, const char *key, const struct db_head *h)
 {
     json_t *value = h->value ? json_loads(h->value, JSON_DECODE_ANY, NULL) : NULL;
@@ -882,15 +911,8 @@ void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
          "The topic's headless_ttl_seconds: the janitor deletes headless rows older than this"},
     };
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
-        svc_metrics_family(b, families[f].name, "gauge", families[f].help);
-        size_t n = strlen(families[f].name);
-        for (char *line = st == DB_OK ? rows.data : NULL; line != NULL && *line;) {
-            char *end = strchr(line, '\n');
-            size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-            if (strncmp(line, families[f].name, n) == 0 && line[n] == '{')
-                svc_buf_append(b, line, len);
-            line += len;
-        }
+        svc_metrics_family_from(b, st == DB_OK ? rows.data : NULL, families[f].name, "gauge",
+                                families[f].help);
     }
     svc_metrics_family(b, "rowlock_topic_metrics_up", "gauge",
                        "1 when the topics could be listed for the per-topic gauges above (a "

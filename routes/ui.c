@@ -1,7 +1,8 @@
 /* The dashboard: its static page, script and style sheet (routes/ui/, embedded at build time by
  * service/embed.cmake) served at /ui with a strict Content-Security-Policy and an ETag, and
- * /whoami, which tells a client the scopes of its bearer token so that the page shows only the
- * actions it may take. The page holds no data: everything it shows comes from the JSON API. */
+ * /ui/ redirected there, and /whoami, which tells a client the scopes of its bearer token so that
+ * the page shows only the actions it may take. The page holds no data: everything it shows comes
+ * from the JSON API. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +76,16 @@ static enum svc_outcome ui_serve(struct svc_request *req, struct ui_asset *a)
 enum svc_outcome route_ui_page(struct svc_request *req)
 {
     return ui_serve(req, &ui_assets[0]);
+}
+
+/* /ui/ is where people type the page: 308 to /ui (a fragment such as #/queues survives it, the
+ * browser keeps it). */
+enum svc_outcome route_ui_slash(struct svc_request *req)
+{
+    static const char body[] = "The dashboard is at /ui\n";
+    if (svc_req_add_header(req, "Location", "/ui") != 0)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot add the Location header");
+    return svc_reply_static(req, 308, "text/plain; charset=utf-8", body, sizeof(body) - 1);
 }
 
 enum svc_outcome route_ui_script(struct svc_request *req)

@@ -207,6 +207,21 @@ int svc_metrics_family(struct svc_buf *b, const char *name, const char *type, co
     return svc_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+int svc_metrics_family_from(struct svc_buf *b, const char *rows, const char *name, const char *type,
+                            const char *help)
+{
+    int rc = svc_metrics_family(b, name, type, help);
+    size_t n = strlen(name);
+    for (const char *line = rows; line != NULL && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, name, n) == 0 && line[n] == '{')
+            rc |= svc_buf_append(b, line, len);
+        line += len;
+    }
+    return rc;
+}
+
 int svc_metrics_sample(struct svc_buf *b, const char *name, const char *labels, double value)
 {
     int rc = svc_buf_puts(b, name);

@@ -40,6 +40,11 @@ int svc_metrics_render_vecs(struct svc_buf *b);
 int svc_metrics_family(struct svc_buf *b, const char *name, const char *type, const char *help);
 /* Appends one sample: name{labels} value. labels is pre-rendered ("a=\"x\"") or NULL. */
 int svc_metrics_sample(struct svc_buf *b, const char *name, const char *labels, double value);
+/* Appends the header of family name and, from rows (rendered samples of several families
+ * interleaved, one per line; NULL: none), the samples of that family only, in their order:
+ * Prometheus text format wants a family's samples together under its header. Returns 0 or -1. */
+int svc_metrics_family_from(struct svc_buf *b, const char *rows, const char *name, const char *type,
+                            const char *help);
 /* Appends label="value" with Prometheus escaping (backslash, quote, newline). */
 int svc_metrics_label(struct svc_buf *b, const char *label, const char *value);
 
