@@ -204,7 +204,8 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
                                         "lease_expired",
                                         "job_terminal",
                                         "job_not_failed",
-                                        "bad_input"};
+                                        "bad_input",
+                                        "queue_busy"};
     return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "unknown";
 }
 
@@ -385,6 +386,92 @@ enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_q
     return st;
 }
 
+/* Delete: the queue's row locked first (an enqueue's foreign key check waits for it, and then
+ * finds no queue), a quick look for a job in processing, then every job's row locked (a claim
+ * that locked one first has finished by then, and its job is seen as processing), then all of
+ * it deleted: the attempt history (no foreign key), then the queue (its jobs, their bodies and
+ * its janitor row go with it, by their foreign keys' ON DELETE CASCADE). */
+static const struct db_stmt st_queue_lock = {
+    "queue_lock", "SELECT id FROM rowlock.queues WHERE name = $1 FOR UPDATE", 1};
+static const struct db_stmt st_queue_busy = {
+    "queue_busy",
+    "SELECT EXISTS (SELECT 1 FROM rowlock.jobs WHERE queue_id = $1 AND state = 'processing')", 1};
+static const struct db_stmt st_queue_jobs_lock = {
+    "queue_jobs_lock",
+    "SELECT count(*) FILTER (WHERE state = 'processing') FROM (SELECT j.state FROM rowlock.jobs j "
+    "WHERE j.queue_id = $1 FOR UPDATE) s",
+    1};
+static const struct db_stmt st_queue_drop = {
+    "queue_drop",
+    "WITH history AS (DELETE FROM rowlock.job_attempts a USING rowlock.jobs j "
+    "  WHERE j.queue_id = $1 AND a.job_id = j.id) "
+    "DELETE FROM rowlock.queues WHERE id = $1",
+    1};
+
+struct delete_queue {
+    const char *name;
+    int force;
+    int64_t processing;
+    enum db_queue_verdict verdict;
+};
+
+/* Runs st ($1 the queue's id) and reads its first value as an integer ('t' is 1). */
+static enum db_status queue_value(struct db_conn *c, const struct db_stmt *st, const char *id,
+                                  int64_t *value, struct db_error *err)
+{
+    const char *params[] = {id};
+    PGresult *r = NULL;
+    enum db_status s = db_query(c, st, params, &r, err);
+    if (s != DB_OK)
+        return s;
+    const char *v = PQgetvalue(r, 0, 0);
+    *value = v[0] == 't' ? 1 : strtoll(v, NULL, 10);
+    PQclear(r);
+    return DB_OK;
+}
+
+static enum db_status delete_queue_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct delete_queue *a = arg;
+    const char *params[] = {a->name};
+    PGresult *r = NULL;
+    char id[24];
+    int64_t busy = 0;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    a->processing = 0;
+    enum db_status st = db_query(c, &st_queue_lock, params, &r, err);
+    if (st != DB_OK || PQntuples(r) == 0) {
+        PQclear(r);
+        return st;
+    }
+    copy(id, sizeof(id), PQgetvalue(r, 0, 0));
+    PQclear(r);
+    a->verdict = DB_Q_QUEUE_BUSY;
+    /* the common refusal without locking every job of a large queue */
+    if (!a->force && ((st = queue_value(c, &st_queue_busy, id, &busy, err)) != DB_OK || busy))
+        return st == DB_OK ? DB_ABORTED : st;
+    st = queue_value(c, &st_queue_jobs_lock, id, &a->processing, err);
+    if (st != DB_OK || (a->processing > 0 && !a->force))
+        return st == DB_OK ? DB_ABORTED : st;
+    st = db_query(c, &st_queue_drop, (const char *[]){id}, NULL, err);
+    if (st == DB_OK)
+        a->verdict = DB_Q_OK;
+    return st;
+}
+
+enum db_status db_queues_delete(struct db_pool *pool, const char *name, int force,
+                                int64_t *processing, enum db_queue_verdict *verdict,
+                                struct db_error *err)
+{
+    struct delete_queue a = {name, force, 0, DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, delete_queue_tx, &a, err);
+    *verdict = a.verdict;
+    *processing = a.processing;
+    if (st == DB_OK && a.verdict == DB_Q_OK)
+        db_hint_set(&queue_hints, name, 0);
+    return finish(st);
+}
+
 struct rows_query {
     const struct db_stmt *stmt;
     const char *const *params;
@@ -485,6 +572,12 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
                    err, &a->verdict);
     db_arrays_free(&arr);
+    if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23503") == 0) {
+        /* the queue was deleted while the jobs went in: their foreign key check waited for the
+         * delete, and found no queue */
+        db_hint_set(&queue_hints, a->queue, 0);
+        return DB_ABORTED;
+    }
     if (st != DB_OK || !found)
         return st;
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {

@@ -46,6 +46,7 @@ enum db_queue_verdict {
     DB_Q_JOB_TERMINAL,
     DB_Q_NOT_FAILED, /* operator retry of a job that is not failed */
     DB_Q_BAD_INPUT,  /* a value PostgreSQL refused (for example a run_at it cannot read) */
+    DB_Q_QUEUE_BUSY, /* delete: the queue has jobs in processing (and force was not set) */
 };
 const char *db_queue_verdict_name(enum db_queue_verdict v);
 
@@ -55,6 +56,14 @@ enum db_status db_queues_put(struct db_pool *pool, const char *name,
 enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_queue *out,
                              struct db_queue_stats *stats, enum db_queue_verdict *verdict,
                              struct db_error *err);
+/* Deletes the queue and everything it held (jobs, bodies, attempt history, its janitor row) in
+ * one transaction. Unless force is set, a queue with a job in processing is left as it was
+ * (DB_Q_QUEUE_BUSY); *processing gets how many (those deleted with force). The queue's row is
+ * locked first, so no job is enqueued meanwhile, then every job's: a claim that ran before
+ * finished first and its job counts as processing, and a claim after finds nothing. */
+enum db_status db_queues_delete(struct db_pool *pool, const char *name, int force,
+                                int64_t *processing, enum db_queue_verdict *verdict,
+                                struct db_error *err);
 typedef void (*db_queue_each)(const struct db_queue *q, const struct db_queue_stats *s, void *ctx);
 enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit,
                               db_queue_each each, void *ctx, struct db_error *err);

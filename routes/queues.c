@@ -113,6 +113,11 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *que
     case DB_Q_NOT_FAILED:
         return svc_reply_problem(req, SVC_P_JOB_NOT_FAILED,
                                  "job %" PRId64 " is not failed; only failed jobs are retried", id);
+    case DB_Q_QUEUE_BUSY:
+        return svc_reply_problem(req, SVC_P_QUEUE_BUSY,
+                                 "queue %s has jobs in processing; DELETE with ?force=true "
+                                 "deletes them too",
+                                 queue);
     default:
         return svc_reply_problem(req, SVC_P_INVALID_JOB, "the database refused a value");
     }
@@ -199,6 +204,34 @@ enum svc_outcome route_queue_get(struct svc_request *req)
     if (v != DB_Q_OK)
         return verdict_problem(req, name, v, 0);
     return svc_reply_json(req, 200, queue_json(&q, &s));
+}
+
+/* DELETE /queues/{queue}[?force=true]: the queue and all it held; refused while a job is in
+ * processing unless forced. Waiting claims are woken, to answer 404. */
+enum svc_outcome route_queue_delete(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = queue_param(req, &out);
+    if (name == NULL)
+        return out;
+    const char *force = svc_req_query(req, "force");
+    if (force != NULL && strcmp(force, "true") != 0 && strcmp(force, "false") != 0)
+        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "force must be true or false");
+    int64_t processing = 0;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st =
+        db_queues_delete(app->pool, name, force != NULL && force[0] == 't', &processing, &v, &err);
+    if (st != DB_OK)
+        return route_db_problem(req, st, &err);
+    if (v != DB_Q_OK)
+        return verdict_problem(req, name, v, 0);
+    char channel[160];
+    svc_req_wake(req, channel_of(name, channel, sizeof(channel)));
+    return svc_reply_json(req, 200,
+                          json_pack("{s:s, s:b, s:I}", "name", name, "deleted", 1,
+                                    "processing_deleted", (json_int_t)processing));
 }
 
 static void queue_one(const struct db_queue *q, const struct db_queue_stats *s, void *ctx)

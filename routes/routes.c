@@ -50,6 +50,8 @@ const struct svc_route routes_table[] = {
     {"GET", "/queues", route_queues_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
     {"PUT", "/queues/{queue}", route_queue_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER},
     {"GET", "/queues/{queue}", route_queue_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"DELETE", "/queues/{queue}", route_queue_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
     {"POST", "/queues/{queue}/jobs", route_jobs_enqueue, SVC_SCOPE_WRITE, SVC_BODY_JSON,
      SVC_RUN_WORKER},
     {"GET", "/queues/{queue}/jobs", route_jobs_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},

@@ -59,6 +59,7 @@ void route_topic_consumers_render_metrics(struct svc_buf *b, struct svc_app *app
 void route_queues_init(void);
 enum svc_outcome route_queue_put(struct svc_request *req);
 enum svc_outcome route_queue_get(struct svc_request *req);
+enum svc_outcome route_queue_delete(struct svc_request *req);
 enum svc_outcome route_queues_list(struct svc_request *req);
 enum svc_outcome route_jobs_enqueue(struct svc_request *req);
 enum svc_outcome route_job_get(struct svc_request *req);

@@ -40,6 +40,7 @@ static const struct svc_problem_info problems[SVC_P_COUNT] = {
     [SVC_P_LEASE_EXPIRED] = {"lease_expired", 409, "Lease expired"},
     [SVC_P_JOB_TERMINAL] = {"job_terminal", 409, "Job already finished"},
     [SVC_P_JOB_NOT_FAILED] = {"job_not_failed", 409, "Job is not failed"},
+    [SVC_P_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
     [SVC_P_LEDGER_NOT_FOUND] = {"ledger_not_found", 404, "No such ledger"},
     [SVC_P_TRANSACTION_NOT_FOUND] = {"transaction_not_found", 404, "Transaction not executed"},
     [SVC_P_OBJECT_NOT_FOUND] = {"object_not_found", 404, "No such object"},
