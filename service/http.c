@@ -53,6 +53,7 @@ struct svc_server {
     pthread_mutex_t work_mu;
     pthread_cond_t work_cv;
     struct svc_request *work_head, *work_tail;
+    struct svc_request *work_resumed; /* the last resumed long-poll queued (they come first) */
     int work_stop;
     pthread_t *workers;
     int nworkers;
@@ -366,16 +367,26 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
 
 /* ---- workers ---- */
 
-/* Hands a suspended request to the workers. */
-static void work_push(struct svc_server *s, struct svc_request *req)
+/* Hands a suspended request to the workers: a new one behind those queued, a resumed long-poll
+ * (front) ahead of them, since its client has waited already. */
+static void work_push(struct svc_server *s, struct svc_request *req, int front)
 {
     pthread_mutex_lock(&s->work_mu);
-    req->work_next = NULL;
-    if (s->work_tail != NULL)
-        s->work_tail->work_next = req;
-    else
-        s->work_head = req;
-    s->work_tail = req;
+    if (front) { /* after the resumed ones queued: those stay oldest first */
+        struct svc_request **at = s->work_resumed ? &s->work_resumed->work_next : &s->work_head;
+        req->work_next = *at;
+        *at = req;
+        if (req->work_next == NULL)
+            s->work_tail = req;
+        s->work_resumed = req;
+    } else {
+        req->work_next = NULL;
+        if (s->work_tail != NULL)
+            s->work_tail->work_next = req;
+        else
+            s->work_head = req;
+        s->work_tail = req;
+    }
     pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->work_mu);
 }
@@ -397,6 +408,8 @@ static void *worker_main(void *arg)
         s->work_head = req->work_next;
         if (s->work_head == NULL)
             s->work_tail = NULL;
+        if (s->work_resumed == req)
+            s->work_resumed = NULL;
         pthread_mutex_unlock(&s->work_mu);
         enum svc_outcome o = s->routes[req->match.route].handler(req);
         if (o == SVC_SUSPENDED)
@@ -419,7 +432,7 @@ static void resume_where(struct svc_server *s, int (*pick)(const struct waiter *
         *pw = w->next;
         s->nwaiting--;
         w->req->resumes++;
-        work_push(s, w->req);
+        work_push(s, w->req, 1);
         free(w->channel);
         free(w);
     }
@@ -850,7 +863,7 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
     req->in_worker = 1;
     req->phase = PHASE_WORKER;
     MHD_suspend_connection(req->conn);
-    work_push(s, req);
+    work_push(s, req, 0);
     return SVC_SUSPENDED;
 }
 
