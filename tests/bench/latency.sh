@@ -2,16 +2,16 @@
 # tests/bench/latency.sh: cross-process wake-ups (LISTEN/NOTIFY). Enqueue-to-claim latency with
 # the enqueuer on one rowlock process and a long-polling claimer on another (p50 / p99 / max over
 # JOBS jobs), beside graphile-worker's own add_job-to-start latency on the same database in the
-# same run; then enqueue throughput (one job per request, and batches of 50) with notifications
+# same run (ROUNDS rounds, each rowlock then graphile-worker); then enqueue throughput (one job per request, and batches of 50) with notifications
 # on and off; and the cost the design avoids: a pg_notify inside a writer's transaction
 # (pgbench, the same insert with and without it). Reports; asserts nothing.
 #
 #   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/latency.sh
 #
-# Environment: ROWLOCK_BIN (default build/rowlock), JOBS (2000), OFF_JOBS (jobs for the latency
+# Environment: ROWLOCK_BIN (default build/rowlock), JOBS (2000), ROUNDS (3), OFF_JOBS (jobs for the latency
 # with ROWLOCK_NOTIFY=false, for reference: each waits for the re-check; default 20),
 # POLL_INTERVAL_MS (ROWLOCK_POLL_INTERVAL_MS of both processes, default 1000: rowlock's default),
-# TPUT_SECONDS (of each throughput run, 5), CLIENTS (8), PEERS (1: run graphile-worker; 0: skip it),
+# TPUT_SECONDS (of each throughput run, 5), TPUT_ROUNDS (2), CLIENTS (8), PEERS (1: run graphile-worker; 0: skip it),
 # NPM_DIR (where graphile-worker is installed from tests/bench/queues' lock file, default
 # .rowlock/bench-queues-npm, shared with queues.sh). graphile-worker installs its schema
 # (graphile_worker) in the database; rowlock's queues are named latency-<pid>, tput-<pid>-*.
@@ -28,7 +28,7 @@ die() {
 . "$HERE/lib.sh"
 
 readonly ROWLOCK_BIN="${ROWLOCK_BIN:-$ROOT/build/rowlock}"
-JOBS="${JOBS:-2000}" OFF_JOBS="${OFF_JOBS:-20}"
+JOBS="${JOBS:-2000}" OFF_JOBS="${OFF_JOBS:-20}" ROUNDS="${ROUNDS:-3}" TPUT_ROUNDS="${TPUT_ROUNDS:-2}"
 POLL_INTERVAL_MS="${POLL_INTERVAL_MS:-1000}"
 SECONDS_EACH="${TPUT_SECONDS:-5}" CLIENTS="${CLIENTS:-8}" PEERS="${PEERS:-1}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
@@ -77,12 +77,22 @@ LOGDIR=$(mktemp -d /tmp/rowlock-latency.XXXXXX)
 log "rowlock $("$ROWLOCK_BIN" --version); logs in $LOGDIR"
 log "machine: $(nproc) cores; database: $(psql "$ROWLOCK_DATABASE_URL" -Atc 'SHOW server_version' 2>/dev/null || echo '?')"
 
+# Each round: rowlock (one pair of processes for every round, a fresh queue each), then
+# graphile-worker on the same database, so that both see the machine in the same state.
 start_pair true
 Q=latency-$$
-put_queue "$ENQ_PORT" "$Q"
-log "latency, ROWLOCK_NOTIFY=true, POLL_INTERVAL_MS=$POLL_INTERVAL_MS, $JOBS jobs"
-MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT QUEUE=$Q \
-    JOBS=$JOBS node "$HERE/latency/latency.js" | sed 's/^/notify=on  /'
+for ((round = 1; round <= ROUNDS; round++)); do
+    put_queue "$ENQ_PORT" "$Q-$round"
+    log "round $round: latency, ROWLOCK_NOTIFY=true, POLL_INTERVAL_MS=$POLL_INTERVAL_MS, $JOBS jobs"
+    MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT \
+        QUEUE="$Q-$round" JOBS=$JOBS node "$HERE/latency/latency.js" |
+        sed "s/^/round=$round notify=on  /"
+    if [ "$PEERS" = 1 ]; then
+        log "round $round: graphile-worker add_job-to-start latency, $JOBS jobs, same database"
+        NODE_PATH="$NPM_DIR/node_modules" MODE=graphile DATABASE_URL="$ROWLOCK_DATABASE_URL" \
+            JOBS=$JOBS node "$HERE/latency/latency.js" | sed "s/^/round=$round /"
+    fi
+done
 cleanup
 
 start_pair false
@@ -100,7 +110,7 @@ ON_PORT=$PORT
 start_rowlock false
 OFF_PORT=$PORT
 log "enqueue throughput, $CLIENTS clients, ${SECONDS_EACH} s each, notifications on and off"
-for round in 1 2; do
+for ((round = 1; round <= TPUT_ROUNDS; round++)); do
     for batch in 1 50; do
         for mode in on off; do
             port=$ON_PORT
@@ -135,10 +145,4 @@ if [ -n "$PGBENCH" ]; then
         done
     done
     psql -q "$ROWLOCK_DATABASE_URL" -c "DROP TABLE $probe"
-fi
-
-if [ "$PEERS" = 1 ]; then
-    log "graphile-worker add_job-to-start latency, $JOBS jobs, same database"
-    NODE_PATH="$NPM_DIR/node_modules" MODE=graphile DATABASE_URL="$ROWLOCK_DATABASE_URL" JOBS=$JOBS \
-        node "$HERE/latency/latency.js"
 fi

@@ -5,10 +5,13 @@
 //   claimer long-polls CLAIM_URL (POST /queues/Q/leases, max_jobs 1, wait_seconds 10) and
 //   completes each job; one enqueuer POSTs one job at a time to ENQ_URL, waits until the
 //   claimer holds it, pauses PAUSE_MS (2) so that the claimer is waiting again, and goes on.
-//   Latency: from just before the enqueue request is sent to the claim's answer arriving.
+//   Latency: from just before the enqueue request is sent to the claim's answer arriving, so it
+//   includes two HTTP exchanges (the enqueue's request, the claim's answer); enq_call_* is the
+//   enqueue request alone (sent to answered), the write's own share.
 // MODE=graphile: DATABASE_URL, JOBS. graphile-worker's own add_job-to-start: run() with
 //   concurrency 1 in its default configuration (LISTEN/NOTIFY on insert), addJob through
-//   WorkerUtils in the same way: one at a time, from just before addJob to the task starting.
+//   WorkerUtils in the same way: one at a time, from just before addJob to the task starting:
+//   one SQL call inside the process that runs the task, no HTTP; enq_call_* is addJob alone.
 // MODE=throughput: ENQ_URL, QUEUE, SECONDS, CLIENTS (8), BATCH (1 or 50): CLIENTS loops POST
 //   /queues/Q/jobs with BATCH jobs each for SECONDS; prints jobs/s and requests/s.
 // Prints one line of key=value; exits 1 when the run did not complete.
@@ -20,12 +23,15 @@ const PAUSE_MS = Number(env("PAUSE_MS", "2"));
 const now = () => Number(process.hrtime.bigint()) / 1e6; // ms
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function summary(ms) {
-  const s = [...ms].sort((a, b) => a - b);
-  const q = (p) => s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+const sorted = (ms) => [...ms].sort((a, b) => a - b);
+const quantile = (s, p) => s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+const f2 = (x) => x.toFixed(2);
+
+// ms: enqueue-to-start latencies; call: the enqueue calls' own durations.
+function summary(ms, call) {
+  const s = sorted(ms), c = sorted(call);
   const mean = s.reduce((a, b) => a + b, 0) / s.length;
-  const f = (x) => x.toFixed(2);
-  return `jobs=${s.length} p50_ms=${f(q(50))} p90_ms=${f(q(90))} p99_ms=${f(q(99))} max_ms=${f(s[s.length - 1])} mean_ms=${f(mean)}`;
+  return `jobs=${s.length} p50_ms=${f2(quantile(s, 50))} p90_ms=${f2(quantile(s, 90))} p99_ms=${f2(quantile(s, 99))} max_ms=${f2(s[s.length - 1])} mean_ms=${f2(mean)} enq_call_p50_ms=${f2(quantile(c, 50))} enq_call_p99_ms=${f2(quantile(c, 99))}`;
 }
 
 async function post(url, body, want) {
@@ -64,10 +70,11 @@ async function rowlockLatency() {
     }
   })();
   await sleep(200); // the claimer is waiting
-  const ms = [];
+  const ms = [], call = [];
   for (let i = 0; i < JOBS; i++) {
     const t0 = now();
     await post(`${ENQ}/queues/${Q}/jobs`, { payload: { i } }, 201);
+    call.push(now() - t0);
     const t1 = await Promise.race([st.promises[i], sleep(15000).then(() => -1)]);
     if (t1 < 0) throw new Error(`job ${i} was not claimed within 15 s`);
     ms.push(t1 - t0);
@@ -76,7 +83,7 @@ async function rowlockLatency() {
   stop = true;
   await post(`${ENQ}/queues/${Q}/jobs`, { payload: { i: -1 } }, 201); // ends the last wait
   await claimer;
-  console.log(`system=rowlock ${summary(ms)}`);
+  console.log(`system=rowlock ${summary(ms, call)}`);
 }
 
 async function graphileLatency() {
@@ -93,10 +100,11 @@ async function graphileLatency() {
   });
   const utils = await makeWorkerUtils({ preset, logger });
   await sleep(500);
-  const ms = [];
+  const ms = [], call = [];
   for (let i = 0; i < JOBS; i++) {
     const t0 = now();
     await utils.addJob("bench_latency", { i });
+    call.push(now() - t0);
     const t1 = await Promise.race([st.promises[i], sleep(15000).then(() => -1)]);
     if (t1 < 0) throw new Error(`graphile job ${i} did not start within 15 s`);
     ms.push(t1 - t0);
@@ -105,7 +113,7 @@ async function graphileLatency() {
   await utils.release();
   await runner.stop();
   const { version } = require("graphile-worker/package.json");
-  console.log(`system=graphile-worker-${version} ${summary(ms)}`);
+  console.log(`system=graphile-worker-${version} ${summary(ms, call)}`);
 }
 
 async function throughput() {
