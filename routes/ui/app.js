@@ -95,7 +95,7 @@ async function api(path, { method = 'GET', text = false } = {}) {
   throw new ApiError(res.status, problem);
 }
 
-// Every page of a list (queues, topics), following next.
+// Every page of a list (queues, topics, ledgers), following next.
 async function listAll(path, member) {
   const out = [];
   let after = null;
@@ -149,7 +149,6 @@ function metric(ms, name, want = {}) {
   }
   return sum;
 }
-const labelValues = (ms, name, label) => [...new Set(ms.filter((x) => x.name === name).map((x) => x.labels[label]))];
 
 const samples = []; // {t: seconds, ms: parsed metrics}
 
@@ -276,7 +275,7 @@ const overviewView = {
   title: () => 'Overview',
   async load(p, ms) {
     const [health, queues, topics, ledgers] = await Promise.all([
-      loadHealth(ms), listAll('/queues', 'queues'), listAll('/topics', 'topics'), loadLedgers(ms)]);
+      loadHealth(ms), listAll('/queues', 'queues'), listAll('/topics', 'topics'), loadLedgers()]);
     return { health, queues, topics, ledgers };
   },
   render(d) {
@@ -307,21 +306,19 @@ function topicsTable(topics) {
       td(fmtAge(t.headless_ttl_seconds), 1))));
 }
 
-// There is no GET /ledgers: the names come from /metrics (rowlock_ledger_watermark{ledger}).
-async function loadLedgers(ms) {
-  const names = labelValues(ms, 'rowlock_ledger_watermark', 'ledger').sort();
-  return Promise.all(names.map((n) => api(`/ledgers/${enc(n)}`).catch((e) => ({ name: n, error: e.message }))));
-}
+// Ledgers come from GET /ledgers, never from /metrics: there only the first
+// ROWLOCK_METRICS_MAX_RESOURCES have series of their own (the others are summed as "_other").
+const loadLedgers = () => listAll('/ledgers', 'ledgers');
 
 function ledgersTable(ledgers) {
   return table(`Ledgers (${ledgers.length})`,
-    ['Ledger', { label: 'Watermark', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Objects', num: 1 }, { label: 'Tombstones', num: 1 }, { label: 'Transactions', num: 1 }, { label: 'Events', num: 1 }, { label: 'Checkpoints', num: 1 }],
+    ['Ledger', { label: 'Watermark', num: 1 }, { label: 'Horizon', num: 1 }, { label: 'Objects', num: 1 }, { label: 'Tombstones', num: 1 }, { label: 'Transactions', num: 1 }, { label: 'Pending', num: 1 }, { label: 'Events', num: 1 }, { label: 'Checkpoints', num: 1 }],
     ledgers.map((l) => h('tr', { 'data-key': l.name, 'data-ledger': l.name },
       h('th', { scope: 'row' }, link(lHref(l.name), l.name)),
-      l.error ? h('td', { colspan: 7, class: 'error' }, l.error) : [
-        td(fmtNum(l.watermark), 1), td(fmtNum(l.horizon), 1), td(fmtNum(l.counts?.objects), 1),
-        td(fmtNum(l.counts?.tombstones), 1), td(fmtNum(l.counts?.transactions), 1),
-        td(fmtNum(l.counts?.events), 1), td(fmtNum(l.counts?.checkpoints), 1)])));
+      td(fmtNum(l.watermark), 1), td(fmtNum(l.horizon), 1), td(fmtNum(l.counts?.objects), 1),
+      td(fmtNum(l.counts?.tombstones), 1), td(fmtNum(l.counts?.transactions), 1),
+      td(fmtNum(l.counts?.pending_transactions), 1), td(fmtNum(l.counts?.events), 1),
+      td(fmtNum(l.counts?.checkpoints), 1))));
 }
 
 // ---- Queues ----
@@ -535,26 +532,55 @@ const topicView = {
   },
 };
 
+// A key's history: GET .../keys/{key}/messages from just above its head, newest first. Each
+// request looks at a window of the log (the API bounds it), so an empty page with a next is
+// followed a few times; "Older messages" goes on from where the last page stopped.
+const HISTORY_HOPS = 5;
+async function keyHistory(topic, key, before) {
+  const base = `/topics/${enc(topic)}/keys/${enc(key)}/messages?limit=${PAGE}`;
+  let page = { messages: [], next: before };
+  for (let i = 0; i < HISTORY_HOPS && !page.messages.length && page.next !== null; i++) {
+    page = await api(`${base}${page.next ? `&before=${page.next}` : ''}`);
+  }
+  return page;
+}
+
 const headView = {
   title: (p) => `Key ${p.key} of ${p.topic}`,
   async load(p) {
-    try { return { head: await api(`/topics/${enc(p.topic)}/keys/${enc(p.key)}/head`) }; } catch (e) {
-      if (e.status === 404) return { missing: e };
-      throw e;
+    const st = viewState(`head:${p.topic}:${p.key}`);
+    let head = null;
+    let missing = null;
+    try { head = await api(`/topics/${enc(p.topic)}/keys/${enc(p.key)}/head`); } catch (e) {
+      if (e.status !== 404) throw e;
+      missing = e;
     }
+    const top = head ? head.offset : missing.problem?.offset;
+    const history = await keyHistory(p.topic, p.key, top ? top + 1 : 0);
+    if (st.top !== top) { st.top = top; st.older = []; st.olderNext = undefined; }
+    if (st.olderNext === undefined) st.olderNext = history.next;
+    return { head, missing, history, st };
   },
   render(d, p) {
     const crumbs = h('p', { class: 'crumbs' }, link('#/topics', 'Topics'), ' / ', link(tHref(p.topic), p.topic), ' / ');
-    if (d.missing) {
-      return [crumbs, h('h1', {}, `Key ${p.key}`),
-        h('p', {}, d.missing.code === 'key_deleted' ? `Deleted by the tombstone at offset ${d.missing.problem.offset}.` : d.missing.message)];
-    }
     const x = d.head;
+    const top = x ? x.offset : d.missing?.problem?.offset;
+    const rows = [...d.history.messages, ...d.st.older];
     return [crumbs, h('h1', {}, `Key ${p.key}`),
-      h('dl', { class: 'kv' }, [['Offset (ETag)', x.offset], ['Rank', x.rank], ['Schema version', x.schema_version]]
+      x ? [h('dl', { class: 'kv' }, [['Offset (ETag)', x.offset], ['Rank', x.rank], ['Schema version', x.schema_version]]
         .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
-      h('h2', {}, 'Value'), json(x.value),
-      h('p', { class: 'hint' }, 'The API reads a key\'s head, not its history: earlier values are in the topic\'s log.')];
+      h('h2', {}, 'Value'), json(x.value)]
+        : h('p', {}, d.missing.code === 'key_deleted' ? `Deleted by the tombstone at offset ${d.missing.problem.offset}.` : d.missing.message),
+      h('h2', {}, 'History'),
+      table(`Messages of ${p.key}, newest first`, [{ label: 'Offset', num: 1 }, 'Value', { label: 'Rank', num: 1 }, 'Producer', 'Created'],
+        rows.map((m) => h('tr', { 'data-key': m.offset, 'data-offset': m.offset, class: m.offset === top ? 'current' : null },
+          td(m.offset === top ? [fmtNum(m.offset), ' ', h('span', { class: 'state state-ok' }, 'head')] : fmtNum(m.offset), 1),
+          td(m.value === null ? h('em', {}, 'deleted (tombstone)') : JSON.stringify(m.value).slice(0, 120)),
+          td(fmtNum(m.rank), 1), td(m.producer || '–'), td(fmtTime(m.created_at)))),
+        { id: 'history' }),
+      h('nav', { class: 'pager', 'aria-label': 'History pages' },
+        d.st.olderNext !== null && d.st.olderNext !== undefined ? h('button', { type: 'button', 'data-action': 'history-older' }, 'Older messages') : null),
+      h('p', { class: 'hint' }, 'From the topic\'s log, which has no index by key: each request looks at up to 10,000 offsets below the last one shown. Messages compacted away by the topic\'s retention are no longer there.')];
   },
 };
 
@@ -562,7 +588,7 @@ const headView = {
 
 const ledgersView = {
   title: () => 'Ledgers',
-  async load(p, ms) { return { ledgers: await loadLedgers(ms) }; },
+  async load() { return { ledgers: await loadLedgers() }; },
   render(d) { return [h('h1', {}, 'Ledgers'), ledgersTable(d.ledgers)]; },
 };
 
@@ -592,9 +618,9 @@ const ledgerView = {
       h('h1', {}, `Ledger ${p.ledger}`),
       cards('Ledger numbers', [['Watermark', fmtNum(l.watermark), 'watermark'], ['Horizon', fmtNum(l.horizon), 'horizon'],
         ['Objects', fmtNum(c.objects), 'objects'], ['Tombstones', fmtNum(c.tombstones), 'tombstones'],
-        ['Transactions', fmtNum(c.transactions), 'transactions'], ['Checkpoints', fmtNum(c.checkpoints), 'checkpoints'],
-        ['Events', fmtNum(c.events), 'events']]),
-      h('p', { class: 'hint' }, 'Watermark: the highest checkpoint below which every checkpoint has arrived. Horizon: tombstones of checkpoints up to it are purged; older checkpoints are refused.'),
+        ['Transactions', fmtNum(c.transactions), 'transactions'], ['Pending transactions', fmtNum(c.pending_transactions), 'pending'],
+        ['Checkpoints', fmtNum(c.checkpoints), 'checkpoints'], ['Events', fmtNum(c.events), 'events']]),
+      h('p', { class: 'hint' }, 'Watermark: the highest checkpoint below which every checkpoint has arrived. Horizon: tombstones of checkpoints up to it are purged; older checkpoints are refused. Pending: transactions applied optimistically that no checkpoint has carried yet.'),
       h('h2', {}, 'Object lookup'),
       h('form', { class: 'inline', 'data-form': 'object', 'data-keep': true },
         h('div', {}, h('label', { for: 'object-id' }, 'Object id'), h('input', { id: 'object-id', name: 'object', autocomplete: 'off', required: true })),
@@ -627,6 +653,13 @@ function confirmDialog(text, yes) {
 
 async function act(el) {
   const { action, queue, job } = el.dataset;
+  if (action === 'history-older') {
+    const r = route();
+    const page = await keyHistory(r.p.topic, r.p.key, ui.olderNext);
+    ui.older.push(...page.messages);
+    ui.olderNext = page.next;
+    return refresh();
+  }
   if (action === 'keys-next' || action === 'keys-first') {
     ui.keysAfter = action === 'keys-next' ? el.dataset.after : '';
     return refresh();

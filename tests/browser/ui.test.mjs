@@ -25,6 +25,7 @@ const SHOTS = path.join(ROOT, '.rowlock/logs/ui');
 const ADMIN = 'ui-test-admin-token-5f2c9a1e';
 const READER = 'ui-test-read-token-7b3d0e4f';
 const DB = 'rowlock_t_ui_browser';
+const METRICS_MAX = 3;
 
 const require = createRequire(path.join(MODULES, 'noop.js'));
 const { chromium } = require('playwright-core');
@@ -60,6 +61,8 @@ function startService() {
       ...process.env, ROWLOCK_DATABASE_URL: databaseUrl(), ROWLOCK_PORT: '0', ROWLOCK_LISTEN_ADDRESS: '127.0.0.1',
       ROWLOCK_DB_STARTUP_WAIT_S: '20', ROWLOCK_TOKENS_FILE: tokens, ROWLOCK_JANITOR_INTERVAL_MS: '300',
       ROWLOCK_OPEN_OPS: 'false', // the page still loads; /metrics and /readyz then take the token too
+      // past the first 3 topics and ledgers, their counters are summed as "_other" in /metrics
+      ROWLOCK_METRICS_MAX_RESOURCES: String(METRICS_MAX),
     },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -177,6 +180,9 @@ test('the page and its files are served without a token (even with ROWLOCK_OPEN_
   assert.equal((await fetch(`${base}/metrics`)).status, 401, 'ROWLOCK_OPEN_OPS=false closes /metrics, not /ui');
   assert.deepEqual((await api('GET', '/whoami', undefined, { token: READER })).body, { open: false, scopes: ['read'] });
   assert.equal((await api('GET', '/whoami', undefined, { token: 'not-a-token-at-all-x' })).status, 401);
+  const slash = await fetch(`${base}/ui/`, { redirect: 'manual' });
+  assert.equal(slash.status, 308, '/ui/ redirects');
+  assert.equal(slash.headers.get('location'), '/ui');
 });
 
 test('overview counts match the API', async () => {
@@ -201,8 +207,9 @@ test('overview counts match the API', async () => {
   const l = await ok('GET', '/ledgers/main');
   const lrow = page.locator('tr[data-ledger="main"] td');
   await until(async () => (await text(lrow.nth(0))) === String(l.watermark), 'the ledger row');
-  assert.deepEqual(await Promise.all([2, 4, 5].map((i) => text(lrow.nth(i)))),
-    [l.counts.objects, l.counts.transactions, l.counts.events].map(String));
+  assert.equal(l.counts.pending_transactions, 1, 'tx-1 came optimistically; no checkpoint yet');
+  assert.deepEqual(await Promise.all([2, 4, 5, 6].map((i) => text(lrow.nth(i)))),
+    [l.counts.objects, l.counts.transactions, l.counts.pending_transactions, l.counts.events].map(String));
   assert.equal(await text(page.locator('[data-testid="health-db"] dd')), 'reachable');
   await until(async () => /\/s$/.test(await text(page.locator('[data-testid="health-rps"] dd'))), 'a request rate');
   await shot(page, 'overview');
@@ -241,6 +248,11 @@ test('overview counts match the API', async () => {
   await until(async () => (await page.locator('main').innerText()).includes('"value": 10'), 'the object');
   await ok('POST', '/ledgers/main/transactions', { digest: 'tx-2', events: [{ type: 'Burnt', data: { coin: 'coin-1' } }] });
   await until(async () => (await page.locator('main').innerText()).includes('Burnt'), 'a new event, live');
+  const pendingCard = page.locator('[data-testid="pending"] dd');
+  await until(async () => (await text(pendingCard)) === '2', 'two pending transactions');
+  await ok('POST', '/ledgers/main/checkpoints', { sequence: 1, transactions: [{ digest: 'tx-1' }] });
+  assert.equal((await ok('GET', '/ledgers/main')).counts.pending_transactions, 1);
+  await until(async () => (await text(pendingCard)) === '1', 'one pending after the checkpoint carried tx-1');
   await shot(page, 'ledger');
   await axe(page, 'ledger');
   await page.setViewportSize({ width: 375, height: 800 });
@@ -316,7 +328,20 @@ test('the log tail shows a message produced after the page opened, and keys sear
   await axe(page, 'topic');
   await go(page, '#/topics/carts/keys/cart-77', 'topics');
   await until(async () => (await page.locator('main').innerText()).includes('after the page opened'), 'the head value');
+  // its history, newest first, as GET .../keys/cart-77/messages gives it, live
+  await ok('POST', '/topics/carts/messages', { key: 'cart-77', value: { note: 'second' } });
+  await ok('DELETE', '/topics/carts/keys/cart-77/head');
+  await ok('POST', '/topics/carts/messages', { key: 'cart-77', value: { note: 'third' } });
+  const history = (await ok('GET', '/topics/carts/keys/cart-77/messages')).messages;
+  assert.deepEqual(history.map((m) => m.value?.note ?? null), ['third', null, 'second', 'after the page opened']);
+  const rows = page.locator('#history tr[data-offset]');
+  await until(async () => (await rows.count()) === 4 && (await rows.first().getAttribute('data-offset')) === String(history[0].offset), 'four messages in the history');
+  assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.offset)), history.map((m) => String(m.offset)));
+  assert.match(await text(rows.nth(0)), /head/);
+  assert.match(await text(rows.nth(1)), /deleted \(tombstone\)/);
+  assert.match(await text(rows.nth(3)), /after the page opened/);
   await shot(page, 'head');
+  await axe(page, 'head');
   await go(page, '#/topics', 'topics');
   await shot(page, 'topics');
   await page.context().close();
@@ -388,5 +413,38 @@ test('the jobs list pages through a queue, 25 at a time, and back', async () => 
   assert.equal(await page.getByRole('link', { name: 'Next page' }).count(), 0);
   await page.getByRole('link', { name: 'Previous page' }).click();
   await until(async () => (await rows.count()) === 25 && (await rows.first().getAttribute('data-job')) === ids[0], 'the first page again');
+  await page.context().close();
+});
+
+test('every topic and ledger is listed past ROWLOCK_METRICS_MAX_RESOURCES, and "_other" is never a name on the page', async () => {
+  for (let i = 1; i <= METRICS_MAX + 2; i++) {
+    await ok('PUT', `/ledgers/zz-ledger-${i}`, {});
+    await ok('POST', `/ledgers/zz-ledger-${i}/transactions`, { digest: `d-${i}`, events: [{ type: 'E', data: {} }] });
+    await ok('PUT', `/topics/zz-topic-${i}`, {});
+    await ok('POST', `/topics/zz-topic-${i}/messages`, { key: 'k', value: { i } });
+  }
+  const metrics = await (await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text();
+  assert.match(metrics, /ledger="_other"/, 'the ledgers past the cap are summed in /metrics');
+  assert.match(metrics, /topic="_other"/, 'the topics past the cap are summed in /metrics');
+  const ledgers = (await ok('GET', '/ledgers?limit=1000')).ledgers.map((l) => l.name);
+  const topics = (await ok('GET', '/topics?limit=1000')).topics.map((t) => t.name);
+  assert.ok(ledgers.length > METRICS_MAX + 2 && topics.length > METRICS_MAX + 2);
+  const page = await openPage(READER);
+  for (const [hash, view] of [['#/', 'overview'], ['#/ledgers', 'ledgers'], ['#/topics', 'topics']]) {
+    await go(page, hash, view);
+    if (view !== 'topics') {
+      await until(async () => (await page.locator('tr[data-ledger]').count()) === ledgers.length, `every ledger on ${hash}`);
+      assert.deepEqual(await page.locator('tr[data-ledger]').evaluateAll((trs) => trs.map((tr) => tr.dataset.ledger)), ledgers);
+    }
+    if (view !== 'ledgers') {
+      await until(async () => (await page.locator('tr[data-topic]').count()) === topics.length, `every topic on ${hash}`);
+      assert.deepEqual(await page.locator('tr[data-topic]').evaluateAll((trs) => trs.map((tr) => tr.dataset.topic)), topics);
+    }
+    assert.doesNotMatch(await page.locator('main').innerText(), /_other/, `"_other" on ${hash}`);
+  }
+  // /ui/ (what people type) lands on the page, with its view
+  await page.goto(`${base}/ui/#/ledgers/zz-ledger-${METRICS_MAX + 2}`);
+  await page.locator('main[data-view="ledgers"] [data-testid="transactions"]').waitFor();
+  assert.equal(page.url(), `${base}/ui#/ledgers/zz-ledger-${METRICS_MAX + 2}`);
   await page.context().close();
 });
