@@ -448,3 +448,20 @@ test('every topic and ledger is listed past ROWLOCK_METRICS_MAX_RESOURCES, and "
   assert.equal(page.url(), `${base}/ui#/ledgers/zz-ledger-${METRICS_MAX + 2}`);
   await page.context().close();
 });
+
+test('a key\'s history pages back with Older messages, 25 at a time', async () => {
+  await ok('PUT', '/topics/hist', {});
+  await ok('POST', '/topics/hist/messages', { messages: Array.from({ length: 30 }, (_, i) => ({ key: 'k', value: { i } })) });
+  const all = (await ok('GET', '/topics/hist/keys/k/messages?limit=1000')).messages.map((m) => String(m.offset));
+  assert.equal(all.length, 30);
+  const page = await openPage(READER);
+  await go(page, '#/topics/hist/keys/k', 'topics');
+  const rows = page.locator('#history tr[data-offset]');
+  await until(async () => (await rows.count()) === 25, 'the newest 25');
+  assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.offset)), all.slice(0, 25));
+  await page.getByRole('button', { name: 'Older messages' }).click();
+  await until(async () => (await rows.count()) === 30, 'the 5 older ones below');
+  assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.offset)), all);
+  await until(async () => (await page.getByRole('button', { name: 'Older messages' }).count()) === 0, 'no older messages left');
+  await page.context().close();
+});
