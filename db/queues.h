@@ -199,12 +199,21 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
                                         struct db_settlement *items, size_t n,
                                         enum db_queue_verdict *verdict, struct db_error *err);
 
-/* Janitor pass over every queue: expired leases without attempts left become failed (history:
- * lease_expired); finished jobs past retention are purged; at most batch rows each. Each queue
- * is its own transaction: one that fails is reported to each (failed set, with its error) and
- * the pass goes on with the next queue. Returns the status of reading the queue list. */
-typedef void (*db_queue_janitor_each)(const char *queue, int64_t expired, int64_t purged,
-                                      const struct db_error *failed, void *ctx);
+/* Janitor pass: expired leases without attempts left become failed (history: lease_expired),
+ * found across all queues by one statement (repeated while a batch of batch rows comes back
+ * full); then the queues whose purge is due (rowlock.queue_upkeep) are claimed, FOR UPDATE SKIP
+ * LOCKED so that processes share them, and their finished jobs past retention purged, at most
+ * batch each, each queue in its own transaction and due again when it is next needed. A queue
+ * whose purge fails is reported (failed set, with its error), due again at once, and the pass
+ * goes on. each is called once per queue with expirations (visited 0) and once per queue
+ * visited. Returns the status of the sweep and of the claims of due queues. */
+struct db_queue_upkeep {
+    const char *queue;
+    int64_t expired, purged;
+    int visited;                   /* a due queue's purge, not the expiry sweep */
+    const struct db_error *failed; /* the purge failed: NULL when it did not */
+};
+typedef void (*db_queue_janitor_each)(const struct db_queue_upkeep *u, void *ctx);
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err);
 

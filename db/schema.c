@@ -17,6 +17,7 @@ extern const char db_migration_007[];
 extern const char db_migration_008[];
 extern const char db_migration_009[];
 extern const char db_migration_010[];
+extern const char db_migration_011[];
 
 struct migration {
     int number;
@@ -48,6 +49,8 @@ static const struct migration migrations[] = {
     {9, "jobs_fillfactor", 6, db_migration_009},
     /* expand: rowlock.topic_upkeep, rowlock.ledger_upkeep and their triggers */
     {10, "resource_upkeep", 6, db_migration_010},
+    /* expand: rowlock.queue_upkeep and its triggers, the index jobs_lease_final */
+    {11, "queue_upkeep", 6, db_migration_011},
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

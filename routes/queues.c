@@ -19,7 +19,8 @@
 #include "service/metrics.h"
 
 static struct svc_counter_vec *m_enqueued, *m_claims, *m_reclaims, *m_completions, *m_failures,
-    *m_rejections, *m_expired, *m_purged, *m_janitor_failures, *m_metrics_failures;
+    *m_rejections, *m_expired, *m_purged, *m_janitor_failures, *m_metrics_failures,
+    *m_janitor_visits;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -41,8 +42,13 @@ static void metrics_init(void)
                                    "Finished jobs purged after their retention", "queue");
     m_janitor_failures = svc_counter_vec_new(
         "rowlock_queue_janitor_failures_total",
-        "Janitor passes over a queue that failed (the pass went on with the other queues)",
-        "queue");
+        "Janitor purges of a queue that failed (the pass went on with the other queues)", "queue");
+    m_janitor_visits = svc_counter_vec_new(
+        "rowlock_queue_janitor_visits_total",
+        "Queues this process's janitor purged, by outcome: only queues whose upkeep was due "
+        "(rowlock.queue_upkeep), claimed so that no other process does the same (expired leases "
+        "are found across all queues by one statement a pass, and visit none)",
+        "outcome");
     m_metrics_failures = svc_counter_vec_new(
         "rowlock_queue_metrics_failures_total",
         "Scrapes that could not read a queue's gauges (left out; the other queues' were read)",
@@ -925,19 +931,21 @@ void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
     svc_buf_free(&ages);
 }
 
-static void janitor_one(const char *queue, int64_t expired, int64_t purged,
-                        const struct db_error *failed, void *ctx)
+static void janitor_one(const struct db_queue_upkeep *u, void *ctx)
 {
-    if (failed != NULL) {
-        svc_counter_vec_add(m_janitor_failures, queue, 1);
-        svc_log(SVC_LOG_WARN, "queue janitor pass failed", "queue", queue, "sqlstate",
-                failed->sqlstate, "detail", failed->message, NULL);
+    (void)ctx;
+    if (u->visited)
+        svc_counter_vec_add(m_janitor_visits, u->failed != NULL ? "failed" : "ok", 1);
+    if (u->failed != NULL) {
+        svc_counter_vec_add(m_janitor_failures, u->queue, 1);
+        svc_log(SVC_LOG_WARN, "queue janitor pass failed", "queue", u->queue, "sqlstate",
+                u->failed->sqlstate, "detail", u->failed->message, NULL);
         return;
     }
-    if (expired > 0)
-        svc_counter_vec_add(m_expired, queue, (uint64_t)expired);
-    if (purged > 0)
-        svc_counter_vec_add(m_purged, queue, (uint64_t)purged);
+    if (u->expired > 0)
+        svc_counter_vec_add(m_expired, u->queue, (uint64_t)u->expired);
+    if (u->purged > 0)
+        svc_counter_vec_add(m_purged, u->queue, (uint64_t)u->purged);
 }
 
 void route_queues_janitor_pass(void *ctx)
@@ -947,6 +955,6 @@ void route_queues_janitor_pass(void *ctx)
     enum db_status st =
         db_queues_janitor(app->pool, (int)app->config->janitor_batch, janitor_one, NULL, &err);
     if (st != DB_OK)
-        svc_log(SVC_LOG_WARN, "queue janitor could not list the queues", "status",
-                db_status_name(st), "detail", err.message, NULL);
+        svc_log(SVC_LOG_WARN, "queue janitor pass failed", "status", db_status_name(st), "detail",
+                err.message, NULL);
 }

@@ -74,9 +74,15 @@ static int64_t finished_job(const char *queue)
 /* Makes a finished job due for purging (finished an hour ago, past its 60 s retention). */
 static void make_due(PGconn *pg, int64_t id)
 {
-    char sql[160];
+    char sql[256];
     snprintf(sql, sizeof(sql),
              "UPDATE rowlock.jobs SET finished_at = now() - interval '1 hour' WHERE id = %" PRId64,
+             id);
+    PQclear(th_sql(pg, sql));
+    /* time moved on for the janitor too: the queue's purge is due (rowlock.queue_upkeep) */
+    snprintf(sql, sizeof(sql),
+             "UPDATE rowlock.queue_upkeep SET due_at = now() WHERE queue_id = (SELECT queue_id "
+             "FROM rowlock.jobs WHERE id = %" PRId64 ")",
              id);
     PQclear(th_sql(pg, sql));
 }

@@ -96,16 +96,14 @@ struct purged {
     int64_t a, b; /* purged by queue "a" and by queue "b" */
 };
 
-static void count_purged(const char *queue, int64_t expired, int64_t purged,
-                         const struct db_error *failed, void *ctx)
+static void count_purged(const struct db_queue_upkeep *u, void *ctx)
 {
-    (void)expired;
-    assert_null(failed);
+    assert_null(u->failed);
     struct purged *p = ctx;
-    if (strcmp(queue, "a") == 0)
-        p->a += purged;
-    else if (strcmp(queue, "b") == 0)
-        p->b += purged;
+    if (strcmp(u->queue, "a") == 0)
+        p->a += u->purged;
+    else if (strcmp(u->queue, "b") == 0)
+        p->b += u->purged;
 }
 
 static void purge_takes_expired_jobs_with_their_history(void **state)

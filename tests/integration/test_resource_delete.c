@@ -146,6 +146,10 @@ static void queue_delete_frees_everything(void **state)
     json_decref(d);
     assert_int_equal(queue_leftovers(qid, ids), 0);
     assert_int_equal(count("SELECT count(*) FROM rowlock.queues WHERE name = 'gone'"), 0);
+    char upkeep[128];
+    snprintf(upkeep, sizeof(upkeep),
+             "SELECT count(*) FROM rowlock.queue_upkeep WHERE queue_id = %s", qid);
+    assert_int_equal(count(upkeep), 0);
     json_decref(th_call(svc.port, "GET", "/queues/gone", NULL, 404));
     json_decref(th_call(svc.port, "DELETE", "/queues/gone", NULL, 404));
     json_decref(th_call(svc.port, "DELETE", "/queues/bad%20name", NULL, 400));
