@@ -147,14 +147,17 @@ static const struct db_stmt st_job_cancel = {
     "SELECT target.state, w.id IS NOT NULL FROM target LEFT JOIN w ON true",
     2};
 
-/* Every queue's gauges in one statement; when one queue's fail, each is read alone instead. */
+/* The gauges of the first $1 queues by name in one statement (ROWLOCK_METRICS_MAX_RESOURCES:
+ * a scrape costs the same however many queues there are); when one queue's fail, each is read
+ * alone instead. */
 static const struct db_stmt st_all_stats = {
     "queues_all_stats",
-    "SELECT q.id, q.name, s.* FROM rowlock.queues q, LATERAL (SELECT " STATS_COLUMNS
-    " FROM rowlock.jobs WHERE queue_id = q.id) s ORDER BY q.id",
-    0};
+    "SELECT q.id, q.name, s.* FROM (SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1) "
+    "q, LATERAL (SELECT " STATS_COLUMNS " FROM rowlock.jobs WHERE queue_id = q.id) s "
+    "ORDER BY q.name",
+    1};
 static const struct db_stmt st_queue_ids = {
-    "queue_ids", "SELECT id, name, retention_seconds FROM rowlock.queues ORDER BY id", 0};
+    "queue_ids", "SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1", 1};
 /* Janitor, the expiry sweep across all queues: $1 batch. Jobs processing their last attempt
  * whose lease ran out become failed (lease_expired), found on the index jobs_lease_final (its
  * predicate is LEASE_SPENT's, migration 11) in order of expiry: a pass reads only the expired
@@ -922,7 +925,8 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
 /* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
-    int all; /* rows are every queue's gauges (st_all_stats), not only the queue ids */
+    int all;        /* rows are every queue's gauges (st_all_stats), not only the queue ids */
+    char limit[16]; /* $1: queues at most */
 };
 
 static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -936,7 +940,8 @@ static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error
         return st;
     /* the one statement first; a failure there is not the caller's: the queues are read alone */
     struct db_error ignored;
-    a->all = db_query(c, &st_all_stats, NULL, &a->rows, &ignored) == DB_OK;
+    const char *params[] = {a->limit};
+    a->all = db_query(c, &st_all_stats, params, &a->rows, &ignored) == DB_OK;
     if (a->all)
         return DB_OK;
     PQclear(a->rows);
@@ -950,14 +955,16 @@ static enum db_status queue_ids_tx(struct db_conn *c, void *arg, struct db_error
     struct all_stats *a = arg;
     PQclear(a->rows);
     a->rows = NULL;
-    return db_query(c, &st_queue_ids, NULL, &a->rows, err);
+    const char *params[] = {a->limit};
+    return db_query(c, &st_queue_ids, params, &a->rows, err);
 }
 
-enum db_status db_queues_stats(struct db_pool *pool, db_queue_stats_each each, void *ctx,
+enum db_status db_queues_stats(struct db_pool *pool, int limit, db_queue_stats_each each, void *ctx,
                                int64_t *dead_tuples, double *oldest_xact_age_seconds,
                                struct db_error *err)
 {
-    struct all_stats a = {NULL, NULL, 0};
+    struct all_stats a = {NULL, NULL, 0, {0}};
+    snprintf(a.limit, sizeof(a.limit), "%d", limit);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, all_stats_tx, &a, err);
     *dead_tuples = 0;
     *oldest_xact_age_seconds = 0;

@@ -217,13 +217,14 @@ typedef void (*db_queue_janitor_each)(const struct db_queue_upkeep *u, void *ctx
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err);
 
-/* For metrics: per queue counts, and the two things that slow every Postgres queue. Each queue
- * is read by its own statement: a queue whose counts cannot be read is reported to each with s
- * NULL (and its error), and the others are still read. Returns the status of reading the queue
- * list and the vacuum health. */
+/* For metrics: per queue counts of the first limit queues by name (ROWLOCK_METRICS_MAX_RESOURCES;
+ * how many there are in all is db_resources_summary's), and the two things that slow every
+ * Postgres queue. All in one statement; when that fails, each queue is read by its own: a queue
+ * whose counts cannot be read is reported to each with s NULL (and its error), and the others are
+ * still read. Returns the status of reading the queue list and the vacuum health. */
 typedef void (*db_queue_stats_each)(const char *queue, const struct db_queue_stats *s,
                                     const struct db_error *failed, void *ctx);
-enum db_status db_queues_stats(struct db_pool *pool, db_queue_stats_each each, void *ctx,
+enum db_status db_queues_stats(struct db_pool *pool, int limit, db_queue_stats_each each, void *ctx,
                                int64_t *dead_tuples, double *oldest_xact_age_seconds,
                                struct db_error *err);
 

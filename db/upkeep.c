@@ -1,4 +1,4 @@
-/* The summary of all topics and ledgers for /metrics (see upkeep.h). */
+/* The summary of all topics, queues and ledgers for /metrics (see upkeep.h). */
 #include "db/upkeep.h"
 
 #include <stdlib.h>
@@ -12,6 +12,9 @@ static const struct db_stmt st_summary = {
     "coalesce((SELECT extract(epoch FROM now() - min(due_at)) FROM rowlock.topic_upkeep "
     "  WHERE due_at <= now()), 0), "
     "coalesce((SELECT extract(epoch FROM now() - min(due_at)) FROM rowlock.ledger_upkeep "
+    "  WHERE due_at <= now()), 0), "
+    "(SELECT count(*) FROM rowlock.queues), "
+    "coalesce((SELECT extract(epoch FROM now() - min(due_at)) FROM rowlock.queue_upkeep "
     "  WHERE due_at <= now()), 0)",
     0};
 
@@ -26,6 +29,8 @@ static enum db_status summary_tx(struct db_conn *c, void *arg, struct db_error *
     out->ledgers = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
     out->topic_due_s = atof(PQgetvalue(r, 0, 2));
     out->ledger_due_s = atof(PQgetvalue(r, 0, 3));
+    out->queues = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
+    out->queue_due_s = atof(PQgetvalue(r, 0, 5));
     PQclear(r);
     return DB_OK;
 }

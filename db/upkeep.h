@@ -1,6 +1,6 @@
-/* What /metrics says of all topics and ledgers at once, whatever their number: how many there
- * are and how long the janitor's oldest due upkeep has waited (rowlock.topic_upkeep,
- * ledger_upkeep), in one statement. */
+/* What /metrics says of all topics, queues and ledgers at once, whatever their number: how many
+ * there are and how long the janitor's oldest due upkeep has waited (rowlock.topic_upkeep,
+ * queue_upkeep, ledger_upkeep), in one statement. */
 #ifndef DB_UPKEEP_H
 #define DB_UPKEEP_H
 
@@ -11,9 +11,9 @@
 struct db_pool;
 
 struct db_resources_summary {
-    int64_t topics, ledgers;
+    int64_t topics, ledgers, queues;
     /* seconds the longest-waiting due upkeep has been due (0: nothing due) */
-    double topic_due_s, ledger_due_s;
+    double topic_due_s, ledger_due_s, queue_due_s;
 };
 enum db_status db_resources_summary(struct db_pool *pool, struct db_resources_summary *out,
                                     struct db_error *err);

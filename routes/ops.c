@@ -186,8 +186,8 @@ static void render_tx(struct svc_buf *b)
     svc_metrics_sample(b, "rowlock_db_transaction_failures_total", NULL, (double)ts.failures);
 }
 
-/* Totals of every topic and ledger, whatever their number (one statement), and how many have no
- * series of their own (past ROWLOCK_METRICS_MAX_RESOURCES). */
+/* Totals of every topic, queue and ledger, whatever their number (one statement), and how many
+ * have no series of their own (past ROWLOCK_METRICS_MAX_RESOURCES). */
 static void render_resources(struct svc_buf *b, struct svc_app *app)
 {
     struct db_resources_summary s;
@@ -200,6 +200,7 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
     } rows[] = {
         {"rowlock_topics", "Topics", (double)s.topics},
         {"rowlock_ledgers", "Ledgers", (double)s.ledgers},
+        {"rowlock_queues", "Queues", (double)s.queues},
         {"rowlock_topic_metrics_omitted",
          "Topics without per-topic gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES, "
          "the first by name are given)",
@@ -207,6 +208,9 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
         {"rowlock_ledger_metrics_omitted",
          "Ledgers without per-ledger gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
          s.ledgers > limit ? (double)s.ledgers - limit : 0},
+        {"rowlock_queue_metrics_omitted",
+         "Queues without per-queue gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
+         s.queues > limit ? (double)s.queues - limit : 0},
         {"rowlock_topic_upkeep_due_seconds",
          "How long the topic whose janitor work is most overdue has waited (0: none due; "
          "more than a few janitor intervals: the janitors do not keep up)",
@@ -214,6 +218,8 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
         {"rowlock_ledger_upkeep_due_seconds",
          "How long the ledger whose janitor work is most overdue has waited (0: none due)",
          s.ledger_due_s},
+        {"rowlock_queue_upkeep_due_seconds",
+         "How long the queue whose purge is most overdue has waited (0: none due)", s.queue_due_s},
     };
     if (!ok) /* the database is unreachable: the families are left out, as their values are */
         return;

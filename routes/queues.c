@@ -58,6 +58,12 @@ static void metrics_init(void)
 void route_queues_init(void)
 {
     pthread_once(&metrics_once, metrics_init);
+    /* one series per queue, up to ROWLOCK_METRICS_MAX_RESOURCES queues (then queue="_other") */
+    struct svc_counter_vec *per_queue[] = {
+        m_enqueued,   m_claims,  m_reclaims, m_completions,      m_failures,
+        m_rejections, m_expired, m_purged,   m_janitor_failures, m_metrics_failures};
+    for (size_t i = 0; i < sizeof(per_queue) / sizeof(per_queue[0]); i++)
+        svc_counter_vec_bound(per_queue[i]);
 }
 
 static const char *channel_of(const char *queue, char *buf, size_t size)
@@ -894,8 +900,11 @@ void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
     int64_t dead = 0;
     double oldest = 0;
     struct db_error err;
-    enum db_status st = db_queues_stats(app->pool, stats_one, &r, &dead, &oldest, &err);
-    svc_metrics_family(b, "rowlock_queue_jobs", "gauge", "Jobs by queue and state");
+    enum db_status st = db_queues_stats(app->pool, (int)app->config->metrics_max_resources,
+                                        stats_one, &r, &dead, &oldest, &err);
+    svc_metrics_family(b, "rowlock_queue_jobs", "gauge",
+                       "Jobs by queue and state (the first ROWLOCK_METRICS_MAX_RESOURCES queues by "
+                       "name)");
     if (st == DB_OK && jobs.data)
         svc_buf_append(b, jobs.data, jobs.len);
     svc_metrics_family(b, "rowlock_queue_oldest_pending_age_seconds", "gauge",

@@ -106,8 +106,8 @@ static const struct cfg_key config_table[] = {
      "longest wait a long-poll may ask for"},
     {"metrics-max-resources", "ROWLOCK_METRICS_MAX_RESOURCES", CFG_INT, "100", 0, 1000000,
      OFF(metrics_max_resources),
-     "topics and ledgers (each, the first by name) with series of their own in /metrics; the "
-     "totals cover all of them"},
+     "topics, queues and ledgers (each, the first by name) with series of their own in /metrics; "
+     "the totals cover all of them"},
     {"janitor-interval-ms", "ROWLOCK_JANITOR_INTERVAL_MS", CFG_INT, "5000", 10, 3600000,
      OFF(janitor_interval_ms), "pause between janitor passes"},
     {"janitor-batch", "ROWLOCK_JANITOR_BATCH", CFG_INT, "1000", 1, 100000, OFF(janitor_batch),

@@ -1,9 +1,9 @@
-/* /metrics stays bounded however many topics and ledgers there are (issue 17): with
- * ROWLOCK_METRICS_MAX_RESOURCES=5, 8 topics and 7 ledgers give per-resource gauges for the first 5
- * of each by name, never more, while the totals (rowlock_topics, rowlock_ledgers), how many were
- * left out (rowlock_topic_metrics_omitted, rowlock_ledger_metrics_omitted) and the janitor's
- * overdue gauges cover them all. Per-topic counters keep a series for the first 5 topics counted
- * and count the others under topic="_other". */
+/* /metrics stays bounded however many topics, queues and ledgers there are (issue 17): with
+ * ROWLOCK_METRICS_MAX_RESOURCES=5, 8 topics, 7 queues and 7 ledgers give per-resource gauges for
+ * the first 5 of each by name, never more, while the totals (rowlock_topics, rowlock_queues,
+ * rowlock_ledgers), how many were left out (rowlock_{topic,queue,ledger}_metrics_omitted) and the
+ * janitor's overdue gauges cover them all. Per-topic and per-queue counters keep a series for the
+ * first 5 counted and count the others under topic="_other" (queue="_other"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,6 +51,12 @@ static void per_resource_series_bounded_totals_complete(void **state)
         snprintf(path, sizeof(path), "/ledgers/l%d", i);
         json_decref(th_call(svc.port, "PUT", path, "{}", 201));
     }
+    for (int i = 1; i <= 7; i++) {
+        snprintf(path, sizeof(path), "/queues/q%d", i);
+        json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+        snprintf(path, sizeof(path), "/queues/q%d/jobs", i);
+        json_decref(th_call(svc.port, "POST", path, "{\"payload\":1}", 201));
+    }
     struct th_response r;
     assert_int_equal(th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
@@ -69,6 +75,16 @@ static void per_resource_series_bounded_totals_complete(void **state)
     assert_int_equal(series(r.body, "rowlock_topic_messages_produced_total", "\"_other\"", &found),
                      6);
     assert_true(found);
+    /* 5 queues, 4 states each */
+    assert_int_equal(series(r.body, "rowlock_queue_jobs", "\"q1\"", &found), 20);
+    assert_true(found);
+    assert_int_equal(series(r.body, "rowlock_queue_jobs", "\"q6\"", &found), 20);
+    assert_false(found);
+    assert_int_equal(series(r.body, "rowlock_queue_oldest_pending_age_seconds", "\"q5\"", &found),
+                     5);
+    assert_true(found);
+    assert_int_equal(series(r.body, "rowlock_queue_jobs_enqueued_total", "\"_other\"", &found), 6);
+    assert_true(found);
     th_response_free(&r);
     assert_true(th_metric(svc.port, "rowlock_topics") == 8);
     assert_true(th_metric(svc.port, "rowlock_topic_messages_produced_total{topic=\"_other\"}") ==
@@ -79,6 +95,11 @@ static void per_resource_series_bounded_totals_complete(void **state)
     assert_true(th_metric(svc.port, "rowlock_ledger_metrics_omitted") == 2);
     assert_true(th_metric(svc.port, "rowlock_topic_upkeep_due_seconds") >= 0);
     assert_true(th_metric(svc.port, "rowlock_ledger_upkeep_due_seconds") >= 0);
+    assert_true(th_metric(svc.port, "rowlock_queues") == 7);
+    assert_true(th_metric(svc.port, "rowlock_queue_metrics_omitted") == 2);
+    assert_true(th_metric(svc.port, "rowlock_queue_upkeep_due_seconds") >= 0);
+    assert_true(th_metric(svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"_other\"}") == 2);
+    assert_true(th_metric(svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"q1\"}") == 1);
 }
 
 static int setup(void **state)
