@@ -1,5 +1,5 @@
-/* What db/queues.c (queues, jobs, janitor) and db/leases.c (the lease protocol) share; nothing
- * outside those two files includes it. */
+/* What db/queues.c (queues, jobs), db/queue_upkeep.c (janitor, gauges) and db/leases.c (the
+ * lease protocol) share; nothing outside those files includes it. */
 #ifndef DB_QUEUES_INTERNAL_H
 #define DB_QUEUES_INTERNAL_H
 
@@ -39,6 +39,23 @@ static inline enum db_status finish(enum db_status st)
 {
     return st == DB_ABORTED ? DB_OK : st;
 }
+
+/* A queue's counts by state and oldest due pending age, as db_queue_stats_from_row reads them. */
+#define QUEUE_STATS_COLUMNS                                                                        \
+    "count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'processing'), "    \
+    "count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'), "      \
+    "coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND "         \
+    "run_at <= now())), 0)"
+void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s);
+
+/* One statement's rows in a transaction of its own (db_tx_run's fn; arg a struct db_queue_rows,
+ * whose rows the caller PQclears). */
+struct db_queue_rows {
+    const struct db_stmt *stmt;
+    const char *const *params;
+    PGresult *rows;
+};
+enum db_status db_queue_rows_tx(struct db_conn *c, void *arg, struct db_error *err);
 
 /* Resolves the queue by name in the caller's transaction; *found 0 when there is none. */
 enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct db_queue *q,

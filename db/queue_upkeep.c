@@ -1,0 +1,248 @@
+/* The upkeep of queues (see queues.h): the janitor (an expiry sweep across all queues, and the
+ * purge of the queues whose upkeep is due, rowlock.queue_upkeep) and the gauges of /metrics.
+ * Queues, jobs and the lease protocol are in db/queues.c and db/leases.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/generated.h"
+#include "db/queues_internal.h"
+#include "db/tx.h"
+
+/* The gauges of the first $1 queues by name in one statement (ROWLOCK_METRICS_MAX_RESOURCES:
+ * a scrape costs the same however many queues there are); when one queue's fail, each is read
+ * alone instead. */
+static const struct db_stmt st_all_stats = {
+    "queues_all_stats",
+    "SELECT q.id, q.name, s.* FROM (SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1) "
+    "q, LATERAL (SELECT " QUEUE_STATS_COLUMNS " FROM rowlock.jobs WHERE queue_id = q.id) s "
+    "ORDER BY q.name",
+    1};
+static const struct db_stmt st_queue_ids = {
+    "queue_ids", "SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1", 1};
+/* Janitor, the expiry sweep across all queues: $1 batch. Jobs processing their last attempt
+ * whose lease ran out become failed (lease_expired), found on the index jobs_lease_final (its
+ * predicate is LEASE_SPENT's, migration 11) in order of expiry: a pass reads only the expired
+ * ones, whatever the number of queues. A job's body is locked with it, and skipped when another
+ * transaction holds it (an operator's, a purge's): one stuck job stalls no other. */
+#define LEASE_SPENT "j.state = 'processing' AND j.attempts >= j.max_attempts"
+static const struct db_stmt st_expire = {
+    "queues_expire",
+    "WITH dead AS (SELECT j.id FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "  WHERE " LEASE_SPENT " AND j.claimable_at <= now() ORDER BY j.claimable_at "
+    "  LIMIT $1 FOR UPDATE OF j, b SKIP LOCKED), "
+    "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
+    "  attempt_ended_at = now(), attempt_outcome = 'lease_expired' FROM dead "
+    "  WHERE j.id = dead.id AND j.id = ANY (ARRAY(SELECT id FROM dead)) "
+    "  RETURNING j.id, j.queue_id), "
+    "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"lease_expired\": true}' FROM w "
+    "  WHERE b.job_id = w.id) "
+    "SELECT q.name, count(*) FROM w JOIN rowlock.queues q ON q.id = w.queue_id GROUP BY q.name",
+    1};
+/* The purge of one due queue: $1 queue id, $2 batch, $3 retention seconds. */
+static const struct db_stmt st_purge = {
+    "queue_purge",
+    "WITH gone AS (DELETE FROM rowlock.jobs WHERE id IN (SELECT j.id FROM rowlock.jobs j WHERE "
+    "  j.queue_id = $1 AND j.finished_at < now() - make_interval(secs => $3::float8) "
+    "  LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id), "
+    "history AS (DELETE FROM rowlock.job_attempts a USING gone WHERE a.job_id = gone.id) "
+    "SELECT count(*) FROM gone",
+    3};
+/* Claims up to $1 queues whose purge is due, for $2 seconds (as st_topics_due, db/topics.c). */
+static const struct db_stmt st_queues_due = {
+    "queues_due",
+    "UPDATE rowlock.queue_upkeep u SET due_at = now() + make_interval(secs => $2::float8) "
+    "FROM rowlock.queues q WHERE q.id = u.queue_id AND u.queue_id IN ("
+    "  SELECT queue_id FROM rowlock.queue_upkeep WHERE due_at <= now() ORDER BY due_at "
+    "  LIMIT $1 FOR UPDATE SKIP LOCKED) "
+    "RETURNING q.id, q.name, q.retention_seconds",
+    2};
+/* When queue $1's purge is next due: at once ($2, a batch was full), else when its oldest
+ * finished job passes the retention $3, at most an hour on (a job finishing from now on passes
+ * it no sooner than the retention from now). */
+static const struct db_stmt st_queue_next_due = {
+    "queue_next_due",
+    "UPDATE rowlock.queue_upkeep SET due_at = CASE WHEN $2::boolean THEN now() ELSE least("
+    "  now() + make_interval(secs => least($3::integer, 3600)), (SELECT min(finished_at) FROM "
+    "  rowlock.jobs WHERE queue_id = $1 AND finished_at IS NOT NULL) + "
+    "  make_interval(secs => $3::integer)) END WHERE queue_id = $1",
+    3};
+static const struct db_stmt st_queue_upkeep_retry = {
+    "queue_upkeep_retry", "UPDATE rowlock.queue_upkeep SET due_at = now() WHERE queue_id = $1", 1};
+/* What slows every Postgres queue: dead tuples in its tables, and the oldest transaction that
+ * holds back vacuum (its snapshot keeps dead tuples alive). */
+static const struct db_stmt st_vacuum_health = {
+    "queues_vacuum_health",
+    "SELECT (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = "
+    "'rowlock' AND relname IN ('jobs', 'job_bodies', 'job_attempts')), "
+    "(SELECT coalesce(extract(epoch FROM now() - min(xact_start)), 0) FROM pg_stat_activity "
+    "WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid())",
+    0};
+static const struct db_stmt st_queue_gauges = {
+    "queue_gauges", "SELECT " QUEUE_STATS_COLUMNS " FROM rowlock.jobs WHERE queue_id = $1", 1};
+
+struct janitor_queue {
+    const char *id, *retention;
+    int batch;
+    int64_t purged;
+};
+
+static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct janitor_queue *a = arg;
+    char batch[16];
+    snprintf(batch, sizeof(batch), "%d", a->batch);
+    const char *params[] = {a->id, batch, a->retention};
+    PGresult *r = NULL;
+    a->purged = 0;
+    enum db_status st = db_query(c, &st_purge, params, &r, err);
+    if (st != DB_OK)
+        return st;
+    a->purged = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    const char *next[] = {a->id, a->purged >= a->batch ? "true" : "false", a->retention};
+    return db_query(c, &st_queue_next_due, next, NULL, err);
+}
+
+/* The expiry sweep: a statement across all queues, repeated while a batch comes back full. */
+static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_janitor_each each,
+                                     void *ctx, struct db_error *err)
+{
+    char limit[16];
+    snprintf(limit, sizeof(limit), "%d", batch);
+    const char *params[] = {limit};
+    enum db_status st = DB_OK;
+    int64_t n = batch;
+    for (int round = 0; st == DB_OK && n >= batch && round < 10; round++) {
+        struct db_queue_rows a = {&st_expire, params, NULL};
+        st = db_tx_run(pool, DB_READ_COMMITTED, db_queue_rows_tx, &a, err);
+        n = 0;
+        for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
+            int64_t expired = strtoll(PQgetvalue(a.rows, i, 1), NULL, 10);
+            n += expired;
+            struct db_queue_upkeep u = {PQgetvalue(a.rows, i, 0), expired, 0, 0, NULL};
+            if (each != NULL)
+                each(&u, ctx);
+        }
+        PQclear(a.rows);
+    }
+    return st;
+}
+
+/* One claim of due queues and their purges; *claimed how many. */
+static enum db_status janitor_round(struct db_pool *pool, int batch, db_queue_janitor_each each,
+                                    void *ctx, int *claimed, struct db_error *err)
+{
+    char limit[16], lease[16];
+    snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
+    snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
+    const char *params[] = {limit, lease};
+    struct db_queue_rows ids = {&st_queues_due, params, NULL};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, db_queue_rows_tx, &ids, err);
+    *claimed = st == DB_OK ? PQntuples(ids.rows) : 0;
+    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
+        struct janitor_queue a = {PQgetvalue(ids.rows, i, 0), PQgetvalue(ids.rows, i, 2), batch, 0};
+        struct db_error one = {"", ""};
+        /* a queue that fails is reported and due again at once; the others are still purged */
+        int failed = db_tx_run(pool, DB_READ_COMMITTED, janitor_queue_tx, &a, &one) != DB_OK;
+        if (failed)
+            db_upkeep_retry(pool, &st_queue_upkeep_retry, PQgetvalue(ids.rows, i, 0));
+        struct db_queue_upkeep u = {PQgetvalue(ids.rows, i, 1), 0, failed ? 0 : a.purged, 1,
+                                    failed ? &one : NULL};
+        if (each != NULL)
+            each(&u, ctx);
+    }
+    PQclear(ids.rows);
+    return st;
+}
+
+enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
+                                 void *ctx, struct db_error *err)
+{
+    enum db_status st = janitor_expire(pool, batch, each, ctx, err);
+    int claimed = DB_UPKEEP_CLAIM;
+    for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
+        st = janitor_round(pool, batch, each, ctx, &claimed, err);
+    return st;
+}
+
+/* The list of queues and the vacuum health, in one transaction. */
+struct all_stats {
+    PGresult *rows, *health;
+    int all;        /* rows are every queue's gauges (st_all_stats), not only the queue ids */
+    char limit[16]; /* $1: queues at most */
+};
+
+static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct all_stats *a = arg;
+    PQclear(a->rows);
+    PQclear(a->health);
+    a->rows = a->health = NULL;
+    enum db_status st = db_query(c, &st_vacuum_health, NULL, &a->health, err);
+    if (st != DB_OK)
+        return st;
+    /* the one statement first; a failure there is not the caller's: the queues are read alone */
+    struct db_error ignored;
+    const char *params[] = {a->limit};
+    a->all = db_query(c, &st_all_stats, params, &a->rows, &ignored) == DB_OK;
+    if (a->all)
+        return DB_OK;
+    PQclear(a->rows);
+    a->rows = NULL;
+    return DB_ABORTED;
+}
+
+/* After the one statement failed: the list of queues, in a fresh transaction. */
+static enum db_status queue_ids_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct all_stats *a = arg;
+    PQclear(a->rows);
+    a->rows = NULL;
+    const char *params[] = {a->limit};
+    return db_query(c, &st_queue_ids, params, &a->rows, err);
+}
+
+enum db_status db_queues_stats(struct db_pool *pool, int limit, db_queue_stats_each each, void *ctx,
+                               int64_t *dead_tuples, double *oldest_xact_age_seconds,
+                               struct db_error *err)
+{
+    struct all_stats a = {NULL, NULL, 0, {0}};
+    snprintf(a.limit, sizeof(a.limit), "%d", limit);
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, all_stats_tx, &a, err);
+    *dead_tuples = 0;
+    *oldest_xact_age_seconds = 0;
+    if ((st == DB_OK || st == DB_ABORTED) && a.health != NULL) {
+        *dead_tuples = strtoll(PQgetvalue(a.health, 0, 0), NULL, 10);
+        *oldest_xact_age_seconds = atof(PQgetvalue(a.health, 0, 1));
+    }
+    if (st == DB_OK && a.all) {
+        for (int i = 0; i < PQntuples(a.rows); i++) {
+            struct db_queue_stats s;
+            db_queue_stats_from_row(a.rows, i, 2, &s);
+            each(PQgetvalue(a.rows, i, 1), &s, NULL, ctx);
+        }
+        PQclear(a.rows);
+        PQclear(a.health);
+        return DB_OK;
+    }
+    if (st == DB_ABORTED)
+        st = db_tx_run(pool, DB_READ_COMMITTED, queue_ids_tx, &a, err);
+    for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
+        /* each queue is read on its own: one that cannot be read leaves the others alone */
+        const char *params[] = {PQgetvalue(a.rows, i, 0)};
+        struct db_queue_rows one = {&st_queue_gauges, params, NULL};
+        struct db_error e = {"", ""};
+        struct db_queue_stats s;
+        int ok = db_tx_run(pool, DB_READ_COMMITTED, db_queue_rows_tx, &one, &e) == DB_OK &&
+                 PQntuples(one.rows) == 1;
+        if (ok)
+            db_queue_stats_from_row(one.rows, 0, 0, &s);
+        each(PQgetvalue(a.rows, i, 1), ok ? &s : NULL, ok ? NULL : &e, ctx);
+        PQclear(one.rows);
+    }
+    PQclear(a.rows);
+    PQclear(a.health);
+    return st;
+}
