@@ -5,8 +5,10 @@
  * DELETE is 404. A queue with a job in processing is refused (409 queue_busy, nothing changed)
  * unless forced, also when the claim is still running as the DELETE starts: the interleaving
  * "claim locked the job, DELETE begins, claim commits" must end in 409, never in a deleted
- * job its claimer was told it holds (queue_delete_after_claim_in_flight); and real claims
- * racing DELETEs never hold a lease on a queue that is gone (claim_races_delete). */
+ * job its claimer was told it holds (queue_delete_after_claim_in_flight); an enqueue that meets
+ * a DELETE answers 404, and a claim waiting on the queue is woken to answer 404
+ * (enqueue_and_waiting_claim_meet_a_delete); and real claims racing DELETEs never hold a lease on
+ * a queue that is gone (claim_races_delete). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -214,6 +216,74 @@ static void queue_delete_after_claim_in_flight(void **state)
     json_decref(th_call(svc.port, "DELETE", "/queues/inflight?force=true", NULL, 200));
 }
 
+struct http_call {
+    const char *method, *path, *body;
+    struct th_response r;
+    int done;
+    double seconds;
+};
+
+static void *http_thread(void *arg)
+{
+    struct http_call *h = arg;
+    static const char *const json[] = {"Content-Type: application/json", NULL};
+    double t0 = th_now();
+    if (th_http(svc.port, h->method, h->path, h->body ? json : NULL, h->body,
+                h->body ? strlen(h->body) : 0, &h->r) != 0)
+        h->r.status = -1;
+    h->seconds = th_now() - t0;
+    __atomic_store_n(&h->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* The interleaving forced: a DELETE has locked the queue's row (the test's own transaction,
+ * doing what the DELETE's first statement does), an enqueue's jobs go in and their foreign key
+ * check waits for that lock, the DELETE deletes the queue and commits. The enqueue must answer
+ * 404 queue_not_found (the check's foreign_key_violation is the queue gone), not a 500, and
+ * leave nothing. A claim waiting on the queue (long-poll) is woken by a DELETE and answers 404
+ * at once, not at the end of its wait. */
+static void enqueue_and_waiting_claim_meet_a_delete(void **state)
+{
+    (void)state;
+    json_decref(th_call(svc.port, "PUT", "/queues/late", "{}", 201));
+    json_decref(th_call(svc.port, "POST", "/queues/late/jobs", "{\"payload\":0}", 201));
+    PGconn *del = th_pg(dburl);
+    PQclear(th_sql(del, "BEGIN"));
+    PQclear(th_sql(del, "SELECT id FROM rowlock.queues WHERE name = 'late' FOR UPDATE"));
+    struct http_call e = {"POST", "/queues/late/jobs", "{\"payload\":1}", {0}, 0, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, http_thread, &e), 0);
+    usleep(500 * 1000);
+    int answered_early = __atomic_load_n(&e.done, __ATOMIC_SEQ_CST);
+    PQclear(th_sql(del, "DELETE FROM rowlock.jobs WHERE queue_id = (SELECT id FROM "
+                        "rowlock.queues WHERE name = 'late')"));
+    PQclear(th_sql(del, "DELETE FROM rowlock.queues WHERE name = 'late'"));
+    PQclear(th_sql(del, "COMMIT"));
+    PQfinish(del);
+    pthread_join(t, NULL);
+    if (answered_early)
+        fail_msg("the enqueue answered %ld before the DELETE committed: %s", e.r.status,
+                 e.r.body ? e.r.body : "");
+    th_assert_problem(&e.r, 404, "queue_not_found");
+    th_response_free(&e.r);
+    assert_int_equal(count("SELECT count(*) FROM rowlock.jobs j WHERE NOT EXISTS (SELECT 1 "
+                           "FROM rowlock.queues q WHERE q.id = j.queue_id)"),
+                     0);
+
+    json_decref(th_call(svc.port, "PUT", "/queues/late", "{}", 201));
+    struct http_call w = {
+        "POST", "/queues/late/leases", "{\"owner\":\"w\",\"wait_seconds\":20}", {0}, 0, 0};
+    assert_int_equal(pthread_create(&t, NULL, http_thread, &w), 0);
+    usleep(300 * 1000);
+    json_decref(th_call(svc.port, "DELETE", "/queues/late", NULL, 200));
+    pthread_join(t, NULL);
+    th_assert_problem(&w.r, 404, "queue_not_found");
+    th_response_free(&w.r);
+    if (w.seconds > 3)
+        fail_msg("the waiting claim answered %.1f s after it started, not at the DELETE",
+                 w.seconds);
+}
+
 #define CLAIMERS 4
 #define ROUNDS   12
 
@@ -321,7 +391,9 @@ static int setup(void **state)
     (void)state;
     if (th_db_create("resource_delete", dburl, sizeof(dburl)) != 0)
         return -1;
-    if (th_service_start(&svc, dburl, NULL) != 0)
+    /* a long-poll's periodic re-check a minute apart: only a wake-up answers it sooner */
+    static const char *const env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
+    if (th_service_start(&svc, dburl, env) != 0)
         return -1;
     pg = th_pg(dburl);
     return pg ? 0 : -1;
@@ -341,6 +413,7 @@ int main(void)
         cmocka_unit_test(ledger_delete_frees_its_tables),
         cmocka_unit_test(queue_delete_frees_everything),
         cmocka_unit_test(queue_delete_after_claim_in_flight),
+        cmocka_unit_test(enqueue_and_waiting_claim_meet_a_delete),
         cmocka_unit_test(claim_races_delete),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
