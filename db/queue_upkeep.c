@@ -160,10 +160,16 @@ static enum db_status janitor_round(struct db_pool *pool, int batch, db_queue_ja
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err)
 {
-    enum db_status st = janitor_expire(pool, batch, each, ctx, err);
+    /* the sweep failing (a timeout, say) does not hold back the purges, nor the reverse */
+    struct db_error purge_err;
+    enum db_status st = janitor_expire(pool, batch, each, ctx, err), purge = DB_OK;
     int claimed = DB_UPKEEP_CLAIM;
-    for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
-        st = janitor_round(pool, batch, each, ctx, &claimed, err);
+    for (int round = 0; purge == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
+        purge = janitor_round(pool, batch, each, ctx, &claimed, &purge_err);
+    if (st == DB_OK && purge != DB_OK) {
+        *err = purge_err;
+        st = purge;
+    }
     return st;
 }
 
