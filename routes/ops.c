@@ -260,6 +260,12 @@ enum svc_outcome route_metrics(struct svc_request *req)
     svc_metrics_family(&b, "rowlock_process_start_time_seconds", "gauge",
                        "Start time of the process since the Unix epoch");
     svc_metrics_sample(&b, "rowlock_process_start_time_seconds", NULL, (double)app->started_at);
+    /* one failed append (out of memory, past the 64 MiB) leaves a family or a series out:
+     * a scrape that fails is seen, one that silently lacks series is not */
+    if (svc_buf_failed(&b)) {
+        svc_buf_free(&b);
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "metrics could not be rendered whole");
+    }
     size_t len = 0;
     char *text = svc_buf_steal(&b, &len);
     if (text == NULL)

@@ -14,6 +14,7 @@ void svc_buf_init(struct svc_buf *b, size_t max)
     b->len = 0;
     b->cap = 0;
     b->max = max;
+    b->failed = 0;
 }
 
 void svc_buf_free(struct svc_buf *b)
@@ -24,12 +25,15 @@ void svc_buf_free(struct svc_buf *b)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->failed = 0;
 }
 
 static int buf_reserve(struct svc_buf *b, size_t extra)
 {
-    if (extra > b->max || b->len > b->max - extra)
+    if (extra > b->max || b->len > b->max - extra) {
+        b->failed = 1;
         return -1;
+    }
     size_t need = b->len + extra + 1;
     if (need <= b->cap)
         return 0;
@@ -37,8 +41,10 @@ static int buf_reserve(struct svc_buf *b, size_t extra)
     while (cap < need)
         cap *= 2;
     char *p = realloc(b->data, cap);
-    if (p == NULL)
+    if (p == NULL) {
+        b->failed = 1;
         return -1;
+    }
     b->data = p;
     b->cap = cap;
     return 0;
@@ -66,7 +72,11 @@ int svc_buf_vprintf(struct svc_buf *b, const char *fmt, va_list ap)
     va_copy(copy, ap);
     int n = vsnprintf(NULL, 0, fmt, copy);
     va_end(copy);
-    if (n < 0 || buf_reserve(b, (size_t)n) != 0)
+    if (n < 0) {
+        b->failed = 1;
+        return -1;
+    }
+    if (buf_reserve(b, (size_t)n) != 0)
         return -1;
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     b->len += (size_t)n;
@@ -139,6 +149,11 @@ int svc_buf_json_string(struct svc_buf *b, const char *s)
     return rc;
 }
 
+int svc_buf_failed(const struct svc_buf *b)
+{
+    return b->failed;
+}
+
 char *svc_buf_steal(struct svc_buf *b, size_t *len)
 {
     if (b->data == NULL && svc_buf_append(b, "", 0) != 0)
@@ -149,5 +164,6 @@ char *svc_buf_steal(struct svc_buf *b, size_t *len)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->failed = 0;
     return p;
 }

@@ -12,6 +12,7 @@ struct svc_buf {
     size_t len;
     size_t cap;
     size_t max; /* appends that would exceed this fail */
+    int failed; /* an append failed since init, free or steal (see svc_buf_failed) */
 };
 
 /* Initializes an empty buffer that may grow to max bytes. Allocates nothing yet. */
@@ -28,6 +29,9 @@ int svc_buf_vprintf(struct svc_buf *b, const char *fmt, va_list ap);
 /* Appends s as a quoted JSON string with escapes; bytes that are not UTF-8 become U+FFFD, so the
  * result is well-formed whatever s holds. Same result as svc_buf_append. */
 int svc_buf_json_string(struct svc_buf *b, const char *s);
+/* True when an append failed since the buffer was last empty: a text built by many appends that
+ * ignore their results (metrics) is then incomplete and must not be sent. */
+int svc_buf_failed(const struct svc_buf *b);
 /* Hands the storage to the caller (free() it) and leaves the buffer empty. Never NULL on success:
  * an empty buffer yields an allocated "". Returns NULL when out of memory. */
 char *svc_buf_steal(struct svc_buf *b, size_t *len);

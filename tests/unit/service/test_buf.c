@@ -47,8 +47,12 @@ static void test_max_enforced(void **state)
     svc_buf_init(&b, 8);
     assert_int_equal(svc_buf_puts(&b, "12345"), 0);
     char *before = b.data;
-    /* 5 + 4 > 8: fails, nothing written, nothing truncated. */
+    assert_false(svc_buf_failed(&b));
+    /* 5 + 4 > 8: fails, nothing written, nothing truncated, and the failure is remembered (a
+     * text built by appends that ignore their results, like /metrics, is not sent) */
     assert_int_equal(svc_buf_puts(&b, "6789"), -1);
+    assert_true(svc_buf_failed(&b));
+    assert_int_equal(svc_buf_printf(&b, "%s", "123456789"), -1);
     assert_int_equal(b.len, 5);
     assert_string_equal(b.data, "12345");
     assert_ptr_equal(b.data, before);
@@ -64,7 +68,9 @@ static void test_max_enforced(void **state)
     svc_buf_free(&b);
 
     svc_buf_init(&b, 0);
+    assert_false(svc_buf_failed(&b));
     assert_int_equal(svc_buf_puts(&b, "a"), -1);
+    assert_true(svc_buf_failed(&b));
     assert_null(b.data);
     assert_int_equal(b.len, 0);
     svc_buf_free(&b);
