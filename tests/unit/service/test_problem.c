@@ -1,7 +1,9 @@
 /* Unit tests of service/problem.c: every enum value has a row with a code, an HTTP status from
  * 400 to 599 and a title; codes are unique lowercase words joined by underscores; out-of-range
- * values fall back to internal_error instead of reading past the table. The encoder turns any
- * detail (cut inside a character, bytes that are not UTF-8) into well-formed JSON. */
+ * values fall back to internal_error instead of reading past the table; svc_problem_count() is
+ * the number of distinct rows a walk of the table finds, each documented in openapi.json. The
+ * encoder turns any detail (cut inside a character, bytes that are not UTF-8) into well-formed
+ * JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "service/json_util.h"
+#include "service/openapi.h"
 #include "service/problem.h"
 
 /* Lowercase words of a-z joined by single underscores: "payload_too_large". */
@@ -29,9 +32,57 @@ static int is_code_word(const char *s)
     return 1;
 }
 
-static void test_count_matches_enum(void **state)
+/* The codes of components.schemas.ProblemCode.enum in the served OpenAPI document. */
+static json_t *documented_codes(json_t *doc)
 {
-    assert_int_equal(svc_problem_count(), SVC_P_COUNT);
+    json_t *codes = json_object_get(
+        json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+                        "ProblemCode"),
+        "enum");
+    if (!json_is_array(codes))
+        fail_msg("components.schemas.ProblemCode.enum is missing or not an array");
+    return codes;
+}
+
+static int documented(json_t *codes, const char *code)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(codes, i, v) if (json_is_string(v) &&
+                                        strcmp(json_string_value(v), code) == 0) return 1;
+    return 0;
+}
+
+/* Walks the table from its first row until a value falls back to internal_error (out of
+ * range): every row walked is its own, its code distinct from the earlier rows' and documented
+ * in the OpenAPI problem code enum, which lists no other code; svc_problem_count() is the
+ * number of rows walked. */
+static void test_count_is_the_walked_table(void **state)
+{
+    json_t *doc = json_loadb(svc_openapi_json, svc_openapi_json_len, 0, NULL);
+    assert_non_null(doc);
+    json_t *codes = documented_codes(doc);
+    const struct svc_problem_info *internal = svc_problem_info(SVC_P_INTERNAL_ERROR);
+    const struct svc_problem_info *rows[1024];
+    size_t walked = 0;
+    for (size_t i = 0; i < 1024; i++) {
+        const struct svc_problem_info *p = svc_problem_info((enum svc_problem)i);
+        if (p == internal && i != (size_t)SVC_P_INTERNAL_ERROR)
+            break;
+        if (p->code == NULL || p->status < 400 || p->status > 599 || p->title == NULL ||
+            p->title[0] == '\0')
+            fail_msg("problem %zu is incomplete", i);
+        for (size_t j = 0; j < walked; j++)
+            if (rows[j] == p || strcmp(rows[j]->code, p->code) == 0)
+                fail_msg("problems %zu and %zu share code %s", j, i, p->code);
+        if (!documented(codes, p->code))
+            fail_msg("problem code %s is not in openapi.json's ProblemCode enum", p->code);
+        rows[walked++] = p;
+    }
+    assert_true(walked > (size_t)SVC_P_INTERNAL_ERROR);
+    assert_int_equal(svc_problem_count(), walked);
+    assert_int_equal(json_array_size(codes), walked);
+    json_decref(doc);
 }
 
 static void test_every_row_complete(void **state)
@@ -193,7 +244,7 @@ static void test_fallback_is_a_problem_document(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_count_matches_enum),
+        cmocka_unit_test(test_count_is_the_walked_table),
         cmocka_unit_test(test_every_row_complete),
         cmocka_unit_test(test_codes_unique),
         cmocka_unit_test(test_known_rows),
