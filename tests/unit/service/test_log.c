@@ -1,15 +1,19 @@
 /* Unit tests of service/log.c's access line (svc_log_access_format): whatever bytes the request
  * held in its method, target and request id, the line is one well-formed UTF-8 JSON object with
- * the same fields; a long path is cut at a character boundary. */
+ * the same fields; a long path is cut at a character boundary. Log lines (svc_log, svc_log_format)
+ * are written at their level and above only, the access line at info, and any bytes in their
+ * message, keys and values still make well-formed UTF-8 JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "service/json_util.h"
 #include "service/log.h"
@@ -122,6 +126,93 @@ static void test_numbers_are_json_numbers(void **state)
     free(line);
 }
 
+/* Runs fn with stderr on a pipe; returns what it wrote (static, NUL-terminated). */
+static const char *captured(void (*fn)(void))
+{
+    static char out[65536];
+    int fds[2], saved = dup(STDERR_FILENO);
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+    assert_true(dup2(fds[1], STDERR_FILENO) >= 0);
+    fn();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fds[1]);
+    ssize_t n = read(fds[0], out, sizeof(out) - 1);
+    close(fds[0]);
+    out[n > 0 ? n : 0] = '\0';
+    return out;
+}
+
+static void log_each_level(void)
+{
+    svc_log(SVC_LOG_DEBUG, "d", NULL);
+    svc_log(SVC_LOG_INFO, "i", NULL);
+    svc_log(SVC_LOG_WARN, "w", NULL);
+    svc_log(SVC_LOG_ERROR, "e", NULL);
+    struct svc_access a = {"rid", "GET", "/x", "/x", 2, 200, 1, NULL};
+    svc_log_access(&a);
+}
+
+/* At each level, lines at it and above are written and the others are not; the access line is
+ * an info line. */
+static void test_level_filtering(void **state)
+{
+    static const char *const msgs[] = {"\"msg\":\"d\"", "\"msg\":\"i\"", "\"msg\":\"w\"",
+                                       "\"msg\":\"e\""};
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    for (int level = SVC_LOG_DEBUG; level <= SVC_LOG_ERROR; level++) {
+        svc_log_set_level((enum svc_log_level)level);
+        assert_int_equal(svc_log_get_level(), level);
+        const char *out = captured(log_each_level);
+        for (int l = SVC_LOG_DEBUG; l <= SVC_LOG_ERROR; l++) {
+            assert_int_equal(svc_log_enabled((enum svc_log_level)l), l >= level);
+            if ((strstr(out, msgs[l]) != NULL) != (l >= level))
+                fail_msg("at level %s, a %s line is %s:\n%s", names[level], names[l],
+                         l >= level ? "missing" : "written", out);
+        }
+        assert_int_equal(strstr(out, "\"msg\":\"request\"") != NULL, level <= SVC_LOG_INFO);
+        /* one JSON object a line */
+        for (const char *line = out; *line;) {
+            const char *end = strchr(line, '\n');
+            assert_non_null(end);
+            json_t *doc = json_loadb(line, (size_t)(end - line), 0, NULL);
+            if (doc == NULL)
+                fail_msg("not a JSON line: %.*s", (int)(end - line), line);
+            json_decref(doc);
+            line = end + 1;
+        }
+    }
+    svc_log_set_level(SVC_LOG_INFO);
+}
+
+/* The message, keys and values may hold any bytes: the line stays well-formed UTF-8 JSON, each
+ * byte that begins no character written as U+FFFD, quotes, backslashes and controls escaped. */
+static void test_format_escapes_any_bytes(void **state)
+{
+    char *line = svc_log_format(SVC_LOG_WARN, "bad \xff msg", "key\xc3", "v\"\\\n\x01\xe2\x82",
+                                "ok", "caf\xc3\xa9", NULL);
+    assert_non_null(line);
+    size_t len = strlen(line);
+    assert_true(len > 0 && line[len - 1] == '\n');
+    assert_null(memchr(line, '\n', len - 1));
+    assert_true(svc_utf8_valid(line, len));
+    json_error_t err;
+    json_t *doc = json_loadb(line, len - 1, 0, &err);
+    if (doc == NULL)
+        fail_msg("not JSON (%s): %s", err.text, line);
+    assert_string_equal(field(doc, "level"), "warn");
+    assert_string_equal(field(doc, "msg"), "bad \xef\xbf\xbd msg");
+    assert_string_equal(field(doc, "key\xef\xbf\xbd"), "v\"\\\n\x01\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(field(doc, "ok"), "caf\xc3\xa9");
+    /* "ts":"YYYY-MM-DDTHH:MM:SS.mmmZ" */
+    const char *ts = field(doc, "ts");
+    assert_int_equal(strlen(ts), 24);
+    assert_true(ts[10] == 'T' && ts[19] == '.' && ts[23] == 'Z');
+    json_decref(doc);
+    free(line);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -130,6 +221,8 @@ int main(void)
         cmocka_unit_test(test_long_path_cut_at_character),
         cmocka_unit_test(test_absent_fields),
         cmocka_unit_test(test_numbers_are_json_numbers),
+        cmocka_unit_test(test_level_filtering),
+        cmocka_unit_test(test_format_escapes_any_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
