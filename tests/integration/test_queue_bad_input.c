@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_bad.h"
 
 static struct th_service svc;
 static char dburl[1024];
@@ -26,26 +26,11 @@ static char long_name[130];
 #define JSON "application/json"
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-struct bad {
-    const char *method, *path, *ct, *body;
-    long status;
-    const char *code;
-};
-
-static int http(const char *method, const char *path, const char *ct, const char *body,
-                struct th_response *r)
-{
-    char h[128];
-    const char *headers[] = {h, NULL};
-    snprintf(h, sizeof(h), "Content-Type: %s", ct ? ct : "");
-    return th_http(svc.port, method, path, ct ? headers : NULL, body, body ? strlen(body) : 0, r);
-}
-
 /* A request of the setup that must answer want; returns the answer's JSON (the caller's). */
 static json_t *must(const char *method, const char *path, const char *body, long want)
 {
     struct th_response r;
-    if (http(method, path, body ? JSON : NULL, body, &r) != 0 || r.status != want) {
+    if (th_send(svc.port, method, path, body ? JSON : NULL, body, &r) != 0 || r.status != want) {
         fprintf(stderr, "setup: %s %s: %ld %s\n", method, path, r.status, r.body);
         th_response_free(&r);
         return NULL;
@@ -137,32 +122,6 @@ static char *snapshot(void)
     return text;
 }
 
-static void assert_unchanged(const char *before)
-{
-    char *after = snapshot();
-    if (strcmp(before, after) != 0)
-        fprintf(stderr, "state changed:\nbefore %s\nafter  %s\n", before, after);
-    assert_string_equal(before, after);
-    free(after);
-}
-
-/* Sends each request, asserts its problem, then that nothing changed. */
-static void expect_problems(const struct bad *bad, size_t n)
-{
-    char *before = snapshot();
-    for (size_t i = 0; i < n; i++) {
-        struct th_response r;
-        assert_int_equal(http(bad[i].method, bad[i].path, bad[i].ct, bad[i].body, &r), 0);
-        if (r.status != bad[i].status || strcmp(th_problem_code(&r), bad[i].code) != 0)
-            fprintf(stderr, "%s %.200s (%s) %.300s\n", bad[i].method, bad[i].path,
-                    bad[i].ct ? bad[i].ct : "no content type", bad[i].body ? bad[i].body : "");
-        th_assert_problem(&r, bad[i].status, bad[i].code);
-        th_response_free(&r);
-    }
-    assert_unchanged(before);
-    free(before);
-}
-
 /* A lease body for j_processing with its real owner and fence, plus extra members. */
 static const char *lease_body(char *buf, size_t size, const char *extra)
 {
@@ -194,7 +153,7 @@ static void every_queue_route(const char *queue, long status, const char *code, 
              "{\"owner\":\"w1\",\"items\":[{\"job_id\":%" PRId64 ",\"fence\":%" PRId64 "}]}",
              j_processing, fence);
     lease_body(lease, sizeof(lease), "");
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"PUT", p[0], JSON, "{}", status, code},
         {"GET", p[0], NULL, NULL, status, code},
         {"POST", p[1], JSON, "{\"payload\":1}", status, code},
@@ -212,7 +171,7 @@ static void every_queue_route(const char *queue, long status, const char *code, 
         {"POST", p[10], JSON, lease, status, code},
         {"POST", p[11], JSON, lease, status, code},
     };
-    expect_problems(bad + skip_put, N(bad) - (size_t)skip_put);
+    th_expect_problems(svc.port, snapshot, bad + skip_put, N(bad) - (size_t)skip_put);
 }
 
 static void bad_queue_names_are_400_invalid_name_on_every_route(void **state)
@@ -239,13 +198,13 @@ static void every_job_id_route(const char *id, long status, const char *code)
     for (size_t i = 0; i < N(fmt); i++)
         snprintf(p[i], sizeof(p[i]), fmt[i], id);
     lease_body(lease, sizeof(lease), "");
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"GET", p[0], NULL, NULL, status, code},   {"DELETE", p[0], NULL, NULL, status, code},
         {"POST", p[1], NULL, NULL, status, code},  {"PATCH", p[2], JSON, lease, status, code},
         {"POST", p[3], JSON, lease, status, code}, {"POST", p[4], JSON, lease, status, code},
         {"POST", p[5], JSON, lease, status, code}, {"POST", p[6], JSON, lease, status, code},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void bad_job_ids_are_400_invalid_parameter(void **state)
@@ -294,12 +253,12 @@ static void invalid_config_is_400_invalid_config(void **state)
         "\"q\"",
         "null",
     };
-    struct bad bad[2 * N(bodies)];
+    struct th_bad bad[2 * N(bodies)];
     size_t n = 0;
     for (size_t q = 0; q < 2; q++)
         for (size_t i = 0; i < N(bodies); i++)
-            bad[n++] = (struct bad){"PUT", queues[q], JSON, bodies[i], 400, "invalid_config"};
-    expect_problems(bad, n);
+            bad[n++] = (struct th_bad){"PUT", queues[q], JSON, bodies[i], 400, "invalid_config"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 }
 
 static void invalid_jobs_are_400_invalid_job(void **state)
@@ -334,10 +293,10 @@ static void invalid_jobs_are_400_invalid_job(void **state)
         "\"job\"",
         "null",
     };
-    struct bad bad[N(bodies)];
+    struct th_bad bad[N(bodies)];
     for (size_t i = 0; i < N(bodies); i++)
-        bad[i] = (struct bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
-    expect_problems(bad, N(bad));
+        bad[i] = (struct th_bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 /* run_at is an RFC 3339 timestamp with its offset: PostgreSQL's other readings ("infinity",
@@ -355,12 +314,12 @@ static void run_at_that_is_not_rfc3339_is_400_invalid_job(void **state)
                             "2025-01-01T00:00:00",
                             "1999-01-08 04:05:06 PST"};
     char bodies[N(values)][128];
-    struct bad bad[N(values)];
+    struct th_bad bad[N(values)];
     for (size_t i = 0; i < N(values); i++) {
         snprintf(bodies[i], sizeof(bodies[i]), "{\"payload\":1,\"run_at\":\"%s\"}", values[i]);
-        bad[i] = (struct bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
+        bad[i] = (struct th_bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
     }
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 /* A batch of n jobs where job bad_at (or none, when -1) is replaced by bad; malloc'd. */
@@ -390,7 +349,7 @@ static void bad_batches_write_none_of_their_jobs(void **state)
     /* these two pass the route's checks; PostgreSQL refuses the value, mid-transaction */
     char *bad_time = batch(5, 3, "{\"payload\":1,\"run_at\":\"yesterday-ish\"}");
     char *late_time = batch(1000, 999, "{\"payload\":1,\"run_at\":\"2024-02-30T00:00:00Z\"}");
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", "/queues/q/jobs", JSON, too_big, 400, "batch_too_large"},
         {"POST", "/queues/q/jobs", JSON, no_payload, 400, "invalid_job"},
         {"POST", "/queues/q/jobs", JSON, unknown, 400, "invalid_job"},
@@ -398,13 +357,13 @@ static void bad_batches_write_none_of_their_jobs(void **state)
         {"POST", "/queues/q/jobs", JSON, bad_time, 400, "invalid_job"},
         {"POST", "/queues/q/jobs", JSON, late_time, 400, "invalid_job"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
     /* the refusal names the bad job of a batch, and the limit */
     struct th_response r;
-    assert_int_equal(http("POST", "/queues/q/jobs", JSON, no_payload, &r), 0);
+    assert_int_equal(th_send(svc.port, "POST", "/queues/q/jobs", JSON, no_payload, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "job 4"));
     th_response_free(&r);
-    assert_int_equal(http("POST", "/queues/q/jobs", JSON, too_big, &r), 0);
+    assert_int_equal(th_send(svc.port, "POST", "/queues/q/jobs", JSON, too_big, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000"));
     th_response_free(&r);
     free(too_big);
@@ -436,14 +395,14 @@ static void bad_claims_are_400_invalid_lease(void **state)
         "[\"w2\"]",
         "\"w2\"",
     };
-    struct bad bad[N(bodies) + 1];
+    struct th_bad bad[N(bodies) + 1];
     for (size_t i = 0; i < N(bodies); i++)
-        bad[i] = (struct bad){"POST", "/queues/q/leases", JSON, bodies[i], 400, "invalid_lease"};
+        bad[i] = (struct th_bad){"POST", "/queues/q/leases", JSON, bodies[i], 400, "invalid_lease"};
     char long_owner[300];
     snprintf(long_owner, sizeof(long_owner), "{\"owner\":\"%0256d\"}", 0);
     bad[N(bodies)] =
-        (struct bad){"POST", "/queues/q/leases", JSON, long_owner, 400, "invalid_lease"};
-    expect_problems(bad, N(bad));
+        (struct th_bad){"POST", "/queues/q/leases", JSON, long_owner, 400, "invalid_lease"};
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 /* Each lease write with the real lease of j_processing and one thing wrong. */
@@ -465,19 +424,19 @@ static void bad_lease_writes_are_400_invalid_lease(void **state)
     lease_body(bad_retry, sizeof(bad_retry), ",\"retry\":\"yes\"");
     lease_body(bad_lease_s, sizeof(bad_lease_s), ",\"lease_seconds\":0");
     lease_body(result_on_hb, sizeof(result_on_hb), ",\"result\":1");
-    struct bad bad[64];
+    struct th_bad bad[64];
     size_t n = 0;
     const char *common[] = {no_owner, no_fence, empty_owner, f0, fstr, fneg, unknown, "[]", "1"};
     for (size_t v = 0; v < N(verbs); v++)
         for (size_t i = 0; i < N(common); i++)
-            bad[n++] = (struct bad){
+            bad[n++] = (struct th_bad){
                 v == 0 ? "PATCH" : "POST", path[v], JSON, common[i], 400, "invalid_lease"};
-    bad[n++] = (struct bad){"POST", path[2], JSON, bad_retry, 400, "invalid_lease"};
-    bad[n++] = (struct bad){"PATCH", path[0], JSON, bad_lease_s, 400, "invalid_lease"};
-    bad[n++] = (struct bad){"PATCH", path[0], JSON, result_on_hb, 400, "invalid_lease"};
-    bad[n++] = (struct bad){"POST", path[1], JSON, bad_lease_s, 400, "invalid_lease"};
-    bad[n++] = (struct bad){"POST", path[3], JSON, result_on_hb, 400, "invalid_lease"};
-    expect_problems(bad, n);
+    bad[n++] = (struct th_bad){"POST", path[2], JSON, bad_retry, 400, "invalid_lease"};
+    bad[n++] = (struct th_bad){"PATCH", path[0], JSON, bad_lease_s, 400, "invalid_lease"};
+    bad[n++] = (struct th_bad){"PATCH", path[0], JSON, result_on_hb, 400, "invalid_lease"};
+    bad[n++] = (struct th_bad){"POST", path[1], JSON, bad_lease_s, 400, "invalid_lease"};
+    bad[n++] = (struct th_bad){"POST", path[3], JSON, result_on_hb, 400, "invalid_lease"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 }
 
 static void bad_settlements_are_400_and_settle_nothing(void **state)
@@ -505,7 +464,7 @@ static void bad_settlements_are_400_and_settle_nothing(void **state)
         o += (size_t)sprintf(too_many + o, ",{\"job_id\":%d,\"fence\":1}", 1000000 + i);
     strcpy(too_many + o, "]}");
     const char *p = "/queues/q/leases:complete";
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", p, JSON, dup, 400, "invalid_lease"},
         {"POST", p, JSON, "{\"owner\":\"w1\",\"items\":[]}", 400, "invalid_lease"},
         {"POST", p, JSON, "{\"owner\":\"w1\",\"items\":{}}", 400, "invalid_lease"},
@@ -519,7 +478,7 @@ static void bad_settlements_are_400_and_settle_nothing(void **state)
         {"POST", p, JSON, "[]", 400, "invalid_lease"},
         {"POST", p, JSON, too_many, 400, "batch_too_large"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
     free(too_many);
 }
 
@@ -540,17 +499,17 @@ static void bad_list_parameters_are_400_invalid_parameter(void **state)
                        "after=0x10",
                        "after=99999999999999999999",
                        "limit=99999999999999999999"};
-    struct bad bad[N(q) + 3];
+    struct th_bad bad[N(q) + 3];
     char paths[N(q)][128];
     size_t n = 0;
     for (size_t i = 0; i < N(q); i++) {
         snprintf(paths[i], sizeof(paths[i]), "/queues/q/jobs?%s", q[i]);
-        bad[n++] = (struct bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
+        bad[n++] = (struct th_bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
     }
-    bad[n++] = (struct bad){"GET", "/queues?limit=0", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] = (struct bad){"GET", "/queues?limit=abc", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] = (struct bad){"GET", "/queues?limit=1001", NULL, NULL, 400, "invalid_parameter"};
-    expect_problems(bad, n);
+    bad[n++] = (struct th_bad){"GET", "/queues?limit=0", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] = (struct th_bad){"GET", "/queues?limit=abc", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] = (struct th_bad){"GET", "/queues?limit=1001", NULL, NULL, 400, "invalid_parameter"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 }
 
 static void wrong_content_type_is_415(void **state)
@@ -575,14 +534,14 @@ static void wrong_content_type_is_415(void **state)
         {"POST", complete, lease},
         {"POST", "/queues/q/leases:complete", items},
     };
-    struct bad bad[N(cts) * N(routes)];
+    struct th_bad bad[N(cts) * N(routes)];
     size_t n = 0;
     for (size_t r = 0; r < N(routes); r++)
         for (size_t c = 0; c < N(cts); c++)
-            bad[n++] =
-                (struct bad){routes[r].method,        routes[r].path, cts[c], routes[r].body, 415,
-                             "unsupported_media_type"};
-    expect_problems(bad, n);
+            bad[n++] = (struct th_bad){
+                routes[r].method,        routes[r].path, cts[c], routes[r].body, 415,
+                "unsupported_media_type"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 }
 
 static void malformed_json_is_400_invalid_json(void **state)
@@ -590,7 +549,7 @@ static void malformed_json_is_400_invalid_json(void **state)
     char hb[128], complete[128];
     snprintf(hb, sizeof(hb), "/queues/q/leases/%" PRId64, j_processing);
     snprintf(complete, sizeof(complete), "/queues/q/leases/%" PRId64 "/complete", j_processing);
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"PUT", "/queues/q", JSON, "{", 400, "invalid_json"},
         {"PUT", "/queues/fresh", JSON, "{'max_attempts':1}", 400, "invalid_json"},
         {"PUT", "/queues/fresh", JSON, "", 400, "invalid_json"},
@@ -605,7 +564,7 @@ static void malformed_json_is_400_invalid_json(void **state)
         {"POST", complete, JSON, "{\"owner\":\"w1\",\"fence\":tru}", 400, "invalid_json"},
         {"POST", "/queues/q/leases:complete", JSON, "{\"items\":[", 400, "invalid_json"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void retry_of_a_job_not_failed_is_409_job_not_failed(void **state)
@@ -614,12 +573,12 @@ static void retry_of_a_job_not_failed_is_409_job_not_failed(void **state)
     int64_t ids[] = {j_pending, j_processing, j_succeeded};
     for (int i = 0; i < 3; i++)
         snprintf(p[i], sizeof(p[i]), "/queues/q/jobs/%" PRId64 "/retry", ids[i]);
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", p[0], NULL, NULL, 409, "job_not_failed"},
         {"POST", p[1], NULL, NULL, 409, "job_not_failed"},
         {"POST", p[2], NULL, NULL, 409, "job_not_failed"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void cancel_of_a_finished_job_is_409_job_terminal(void **state)
@@ -627,11 +586,11 @@ static void cancel_of_a_finished_job_is_409_job_terminal(void **state)
     char p[2][96];
     snprintf(p[0], sizeof(p[0]), "/queues/q/jobs/%" PRId64, j_succeeded);
     snprintf(p[1], sizeof(p[1]), "/queues/q/jobs/%" PRId64, j_failed);
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"DELETE", p[0], NULL, NULL, 409, "job_terminal"},
         {"DELETE", p[1], NULL, NULL, 409, "job_terminal"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 int main(void)

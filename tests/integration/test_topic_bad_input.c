@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_bad.h"
 
 static struct th_service svc;
 static char dburl[1024];
@@ -24,21 +24,6 @@ static char long_name[130], long_key[1026], max_key[1025];
 #define JSON  "application/json"
 #define PATCH "application/merge-patch+json"
 
-struct bad {
-    const char *method, *path, *ct, *body;
-    long status;
-    const char *code;
-};
-
-static int http(const char *method, const char *path, const char *ct, const char *body,
-                struct th_response *r)
-{
-    char h[128];
-    const char *headers[] = {h, NULL};
-    snprintf(h, sizeof(h), "Content-Type: %s", ct ? ct : "");
-    return th_http(svc.port, method, path, ct ? headers : NULL, body, body ? strlen(body) : 0, r);
-}
-
 static int setup(void **state)
 {
     memset(long_name, 'a', 129);
@@ -48,26 +33,28 @@ static int setup(void **state)
     if (th_db_create("badinput", dburl, sizeof(dburl)) != 0 ||
         th_service_start(&svc, dburl, NULL) != 0)
         return -1;
-    int ok = http("PUT", "/topics/t", JSON, "{\"headless_ttl_seconds\":600}", &r) == 0 &&
-             r.status == 201;
-    th_response_free(&r);
-    ok = ok && http("PUT", "/topics/t/producers/p", JSON, "{}", &r) == 0 && r.status == 201;
-    th_response_free(&r);
-    ok =
-        ok &&
-        http("POST", "/topics/t/messages", JSON, "{\"key\":\"k1\",\"value\":{\"a\":1}}", &r) == 0 &&
+    int ok =
+        th_send(svc.port, "PUT", "/topics/t", JSON, "{\"headless_ttl_seconds\":600}", &r) == 0 &&
         r.status == 201;
+    th_response_free(&r);
+    ok = ok && th_send(svc.port, "PUT", "/topics/t/producers/p", JSON, "{}", &r) == 0 &&
+         r.status == 201;
+    th_response_free(&r);
+    ok = ok &&
+         th_send(svc.port, "POST", "/topics/t/messages", JSON,
+                 "{\"key\":\"k1\",\"value\":{\"a\":1}}", &r) == 0 &&
+         r.status == 201;
     k1_offset = json_integer_value(json_object_get(r.json, "offset"));
     th_response_free(&r);
     ok = ok &&
-         http("POST", "/topics/t/messages", JSON,
-              "{\"producer\":\"p\",\"messages\":[{\"key\":\"k2\",\"value\":[1]},"
-              "{\"key\":\"k3\",\"value\":\"x\",\"sequence\":1}]}",
-              &r) == 0 &&
+         th_send(svc.port, "POST", "/topics/t/messages", JSON,
+                 "{\"producer\":\"p\",\"messages\":[{\"key\":\"k2\",\"value\":[1]},"
+                 "{\"key\":\"k3\",\"value\":\"x\",\"sequence\":1}]}",
+                 &r) == 0 &&
          r.status == 201;
     th_response_free(&r);
     /* a headless row too, so that a stray lock of it would show in updated_at */
-    ok = ok && http("PATCH", "/topics/t/keys/headless/head", PATCH, "{}", &r) == 0 &&
+    ok = ok && th_send(svc.port, "PATCH", "/topics/t/keys/headless/head", PATCH, "{}", &r) == 0 &&
          r.status == 200;
     th_response_free(&r);
     if (!ok)
@@ -125,32 +112,6 @@ static char *snapshot(void)
     return text;
 }
 
-static void assert_unchanged(const char *before)
-{
-    char *after = snapshot();
-    if (strcmp(before, after) != 0)
-        fprintf(stderr, "state changed:\nbefore %s\nafter  %s\n", before, after);
-    assert_string_equal(before, after);
-    free(after);
-}
-
-/* Sends each request, asserts its problem, then that nothing changed. */
-static void expect_problems(const struct bad *bad, size_t n)
-{
-    char *before = snapshot();
-    for (size_t i = 0; i < n; i++) {
-        struct th_response r;
-        assert_int_equal(http(bad[i].method, bad[i].path, bad[i].ct, bad[i].body, &r), 0);
-        if (r.status != bad[i].status || strcmp(th_problem_code(&r), bad[i].code) != 0)
-            fprintf(stderr, "%s %.200s (%s) %.200s\n", bad[i].method, bad[i].path,
-                    bad[i].ct ? bad[i].ct : "no content type", bad[i].body ? bad[i].body : "");
-        th_assert_problem(&r, bad[i].status, bad[i].code);
-        th_response_free(&r);
-    }
-    assert_unchanged(before);
-    free(before);
-}
-
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Every route that takes {topic}, with a valid body, for one bad topic (path-encoded); PUT
@@ -164,7 +125,7 @@ static void every_topic_route(const char *topic, long status, const char *code, 
     snprintf(p[3], sizeof(p[3]), "/topics/%s/messages?after=0&wait=0", topic);
     snprintf(p[4], sizeof(p[4]), "/topics/%s/keys", topic);
     snprintf(p[5], sizeof(p[5]), "/topics/%s/keys/k1/head", topic);
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"PUT", p[0], JSON, "{}", status, code},
         {"GET", p[0], NULL, NULL, status, code},
         {"DELETE", p[0], NULL, NULL, status, code},
@@ -178,7 +139,7 @@ static void every_topic_route(const char *topic, long status, const char *code, 
         {"PUT", p[5], JSON, "{\"a\":2}", status, code},
         {"DELETE", p[5], NULL, NULL, status, code},
     };
-    expect_problems(bad + skip_put, N(bad) - (size_t)skip_put);
+    th_expect_problems(svc.port, snapshot, bad + skip_put, N(bad) - (size_t)skip_put);
 }
 
 static void bad_topic_names_are_400_invalid_name_on_every_route(void **state)
@@ -187,7 +148,7 @@ static void bad_topic_names_are_400_invalid_name_on_every_route(void **state)
                            "a%20b", "a+b",   "%C3%A9", "a%3Bb",   "a*"};
     for (size_t i = 0; i < N(names); i++)
         every_topic_route(names[i], 400, "invalid_name", 0);
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"PUT", "/topics/t/producers/.p", JSON, "{}", 400, "invalid_name"},
         {"PUT", "/topics/t/producers/p%2Fq", JSON, "{}", 400, "invalid_name"},
         {"POST", "/topics/t/messages", JSON, "{\"producer\":\".p\",\"key\":\"k\",\"value\":1}", 400,
@@ -196,7 +157,7 @@ static void bad_topic_names_are_400_invalid_name_on_every_route(void **state)
          "invalid_name"},
         {"PUT", "/topics/t/keys/k1/head?producer=a%20b", JSON, "{}", 400, "invalid_name"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void unknown_topic_is_404_topic_not_found_on_every_route(void **state)
@@ -216,37 +177,39 @@ static void bad_keys_are_400(void **state)
     snprintf(long_batch, sizeof(long_batch),
              "{\"messages\":[{\"key\":\"ok\",\"value\":1},{\"key\":\"%s\",\"value\":1}]}",
              long_key);
-    struct bad bad[32];
+    struct th_bad bad[32];
     size_t n = 0;
     for (int i = 0; i < 4; i++) {
-        bad[n++] = (struct bad){"GET", p[i], NULL, NULL, 400, "invalid_key"};
-        bad[n++] = (struct bad){"PATCH", p[i], PATCH, "{\"a\":2}", 400, "invalid_key"};
-        bad[n++] = (struct bad){"PUT", p[i], JSON, "{\"a\":2}", 400, "invalid_key"};
-        bad[n++] = (struct bad){"DELETE", p[i], NULL, NULL, 400, "invalid_key"};
+        bad[n++] = (struct th_bad){"GET", p[i], NULL, NULL, 400, "invalid_key"};
+        bad[n++] = (struct th_bad){"PATCH", p[i], PATCH, "{\"a\":2}", 400, "invalid_key"};
+        bad[n++] = (struct th_bad){"PUT", p[i], JSON, "{\"a\":2}", 400, "invalid_key"};
+        bad[n++] = (struct th_bad){"DELETE", p[i], NULL, NULL, 400, "invalid_key"};
     }
-    bad[n++] = (struct bad){"POST", "/topics/t/messages", JSON, long_body, 400, "invalid_message"};
-    bad[n++] = (struct bad){"POST", "/topics/t/messages", JSON, long_batch, 400, "invalid_message"};
-    bad[n++] = (struct bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\",\"value\":1}",
-                            400,    "invalid_message"};
-    bad[n++] = (struct bad){"POST", "/topics/t/messages", JSON, "{\"key\":5,\"value\":1}",
-                            400,    "invalid_message"};
+    bad[n++] =
+        (struct th_bad){"POST", "/topics/t/messages", JSON, long_body, 400, "invalid_message"};
+    bad[n++] =
+        (struct th_bad){"POST", "/topics/t/messages", JSON, long_batch, 400, "invalid_message"};
+    bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\",\"value\":1}",
+                               400,    "invalid_message"};
+    bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":5,\"value\":1}",
+                               400,    "invalid_message"};
     /* raw invalid UTF-8 in a JSON body is not JSON at all */
-    bad[n++] = (struct bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\xff\",\"value\":1}",
-                            400,    "invalid_json"};
-    expect_problems(bad, n);
+    bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\xff\",\"value\":1}",
+                               400,    "invalid_json"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 
     /* 1024 bytes is a valid key: the boundary is exact */
     char path[1200];
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/t/keys/%s/head", max_key);
-    assert_int_equal(http("GET", path, NULL, NULL, &r), 0);
+    assert_int_equal(th_send(svc.port, "GET", path, NULL, NULL, &r), 0);
     th_assert_problem(&r, 404, "head_not_found");
     th_response_free(&r);
 }
 
 static void non_object_merge_patch_is_400_invalid_merge_patch(void **state)
 {
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"PATCH", "/topics/t/keys/k1/head", PATCH, "[1,2]", 400, "invalid_merge_patch"},
         {"PATCH", "/topics/t/keys/k1/head", PATCH, "\"str\"", 400, "invalid_merge_patch"},
         {"PATCH", "/topics/t/keys/k1/head", PATCH, "5", 400, "invalid_merge_patch"},
@@ -254,12 +217,12 @@ static void non_object_merge_patch_is_400_invalid_merge_patch(void **state)
         {"PATCH", "/topics/t/keys/newkey/head", PATCH, "[]", 400, "invalid_merge_patch"},
         {"PATCH", "/topics/t/keys/headless/head", PATCH, "true", 400, "invalid_merge_patch"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void wrong_content_type_is_415(void **state)
 {
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", "/topics/t/messages", "text/plain", "{\"key\":\"k\",\"value\":1}", 415,
          "unsupported_media_type"},
         {"POST", "/topics/t/messages", NULL, "{\"key\":\"k\",\"value\":1}", 415,
@@ -277,12 +240,12 @@ static void wrong_content_type_is_415(void **state)
         {"PUT", "/topics/t/keys/k1/head", PATCH, "{\"a\":2}", 415, "unsupported_media_type"},
         {"PUT", "/topics/t/keys/k1/head", "text/json", "{\"a\":2}", 415, "unsupported_media_type"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void malformed_json_is_400_invalid_json(void **state)
 {
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\",\"value\":1", 400, "invalid_json"},
         {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\",\"value\":}", 400, "invalid_json"},
         {"POST", "/topics/t/messages", JSON, "", 400, "invalid_json"},
@@ -295,12 +258,12 @@ static void malformed_json_is_400_invalid_json(void **state)
         {"PATCH", "/topics/t/keys/k1/head", PATCH, "{\"a\":", 400, "invalid_json"},
         {"PUT", "/topics/t/keys/k1/head", JSON, "{\"a\":tru}", 400, "invalid_json"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void unknown_producer_is_404_producer_not_found(void **state)
 {
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", "/topics/t/messages", JSON, "{\"producer\":\"ghost\",\"key\":\"k\",\"value\":1}",
          404, "producer_not_found"},
         {"POST", "/topics/t/messages", JSON,
@@ -314,7 +277,7 @@ static void unknown_producer_is_404_producer_not_found(void **state)
          "producer_not_found"},
         {"DELETE", "/topics/t/keys/k1/head?producer=ghost", NULL, NULL, 404, "producer_not_found"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 /* A batch of n messages where message bad_at (or none, when -1) is replaced by bad. */
@@ -344,7 +307,7 @@ static void bad_batches_write_none_of_their_messages(void **state)
     char *not_object = batch(5, 1, "[1]");
     char *bad_rank = batch(5, 3, "{\"key\":\"x\",\"value\":1,\"rank\":\"high\"}");
     char *bad_seq = batch(5, 3, "{\"key\":\"x\",\"value\":1,\"sequence\":1}"); /* no producer */
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"POST", "/topics/t/messages", JSON, too_big, 400, "batch_too_large"},
         {"POST", "/topics/t/messages", JSON, "{\"messages\":[]}", 400, "invalid_message"},
         {"POST", "/topics/t/messages", JSON, "{\"messages\":{}}", 400, "invalid_message"},
@@ -371,13 +334,13 @@ static void bad_batches_write_none_of_their_messages(void **state)
          "invalid_message"},
         {"POST", "/topics/t/messages", JSON, "\"k\"", 400, "invalid_message"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
     /* the refusal names the bad message of a batch */
     struct th_response r;
-    assert_int_equal(http("POST", "/topics/t/messages", JSON, bad_key, &r), 0);
+    assert_int_equal(th_send(svc.port, "POST", "/topics/t/messages", JSON, bad_key, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "message 3"));
     th_response_free(&r);
-    assert_int_equal(http("POST", "/topics/t/messages", JSON, too_big, &r), 0);
+    assert_int_equal(th_send(svc.port, "POST", "/topics/t/messages", JSON, too_big, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000"));
     th_response_free(&r);
     free(too_big);
@@ -407,19 +370,19 @@ static void invalid_config_is_400_invalid_config(void **state)
         "[]",
         "7",
     };
-    struct bad bad[2 * N(bodies) + 4];
+    struct th_bad bad[2 * N(bodies) + 4];
     size_t n = 0;
     for (size_t t = 0; t < 2; t++)
         for (size_t i = 0; i < N(bodies); i++)
-            bad[n++] = (struct bad){"PUT", topics[t], JSON, bodies[i], 400, "invalid_config"};
-    bad[n++] = (struct bad){"PUT", "/topics/t/producers/p", JSON, "{\"schema_version\":0}",
-                            400,   "invalid_config"};
-    bad[n++] = (struct bad){"PUT", "/topics/t/producers/q", JSON, "{\"schema_version\":\"2\"}",
-                            400,   "invalid_config"};
-    bad[n++] = (struct bad){"PUT", "/topics/t/producers/q", JSON, "{\"version\":2}",
-                            400,   "invalid_config"};
-    bad[n++] = (struct bad){"PUT", "/topics/t/producers/q", JSON, "[]", 400, "invalid_config"};
-    expect_problems(bad, n);
+            bad[n++] = (struct th_bad){"PUT", topics[t], JSON, bodies[i], 400, "invalid_config"};
+    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/p", JSON, "{\"schema_version\":0}",
+                               400,   "invalid_config"};
+    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "{\"schema_version\":\"2\"}",
+                               400,   "invalid_config"};
+    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "{\"version\":2}",
+                               400,   "invalid_config"};
+    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "[]", 400, "invalid_config"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 }
 
 static void bad_query_parameters_are_400_invalid_parameter(void **state)
@@ -427,25 +390,26 @@ static void bad_query_parameters_are_400_invalid_parameter(void **state)
     const char *reads[] = {
         "limit=0",   "limit=1001", "limit=x", "limit=",  "after=-1", "after=x",
         "after=1.5", "wait=999",   "wait=-1", "wait=1s", "limit=5x", "after=0x10"};
-    struct bad bad[N(reads) + 6];
+    struct th_bad bad[N(reads) + 6];
     char paths[N(reads)][128];
     size_t n = 0;
     for (size_t i = 0; i < N(reads); i++) {
         snprintf(paths[i], sizeof(paths[i]), "/topics/t/messages?%s", reads[i]);
-        bad[n++] = (struct bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
+        bad[n++] = (struct th_bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
     }
-    bad[n++] = (struct bad){"GET", "/topics/t/keys?limit=0", NULL, NULL, 400, "invalid_parameter"};
     bad[n++] =
-        (struct bad){"GET", "/topics/t/keys?limit=1001", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] = (struct bad){"GET", "/topics?limit=0", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] = (struct bad){"GET", "/topics?limit=abc", NULL, NULL, 400, "invalid_parameter"};
-    expect_problems(bad, n);
+        (struct th_bad){"GET", "/topics/t/keys?limit=0", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] =
+        (struct th_bad){"GET", "/topics/t/keys?limit=1001", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] = (struct th_bad){"GET", "/topics?limit=0", NULL, NULL, 400, "invalid_parameter"};
+    bad[n++] = (struct th_bad){"GET", "/topics?limit=abc", NULL, NULL, 400, "invalid_parameter"};
+    th_expect_problems(svc.port, snapshot, bad, n);
 }
 
 /* A number past int64 is not silently clamped to the largest one. */
 static void out_of_range_numbers_are_400_not_clamped(void **state)
 {
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"GET", "/topics/t/messages?after=99999999999999999999", NULL, NULL, 400,
          "invalid_parameter"},
         {"GET", "/topics/t/messages?limit=99999999999999999999", NULL, NULL, 400,
@@ -453,7 +417,7 @@ static void out_of_range_numbers_are_400_not_clamped(void **state)
         {"GET", "/topics/t/messages?wait=99999999999999999999", NULL, NULL, 400,
          "invalid_parameter"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 /* A key or name cursor that is not UTF-8 is a client error, not a database error (500). */
@@ -463,24 +427,24 @@ static void non_utf8_list_cursors_are_400_not_500(void **state)
     char *before = snapshot();
     for (size_t i = 0; i < N(paths); i++) {
         struct th_response r;
-        assert_int_equal(http("GET", paths[i], NULL, NULL, &r), 0);
+        assert_int_equal(th_send(svc.port, "GET", paths[i], NULL, NULL, &r), 0);
         if (r.status != 400)
             fprintf(stderr, "GET %s: %ld %s\n", paths[i], r.status, r.body);
         assert_int_equal(r.status, 400);
         assert_non_null(strstr(th_problem_code(&r), "invalid_"));
         th_response_free(&r);
     }
-    assert_unchanged(before);
+    th_assert_unchanged(snapshot, before);
     free(before);
 }
 
 static void put_head_null_is_400_and_leaves_the_head(void **state)
 {
-    const struct bad bad[] = {
+    const struct th_bad bad[] = {
         {"PUT", "/topics/t/keys/k1/head", JSON, "null", 400, "invalid_message"},
         {"PUT", "/topics/t/keys/newkey/head", JSON, "null", 400, "invalid_message"},
     };
-    expect_problems(bad, N(bad));
+    th_expect_problems(svc.port, snapshot, bad, N(bad));
 }
 
 static void if_match_mismatch_is_412_with_current_and_head_unchanged(void **state)
@@ -521,7 +485,7 @@ static void if_match_mismatch_is_412_with_current_and_head_unchanged(void **stat
         assert_string_equal(etag, want);
         th_response_free(&r);
     }
-    assert_unchanged(before);
+    th_assert_unchanged(snapshot, before);
     free(before);
     struct th_response r;
     assert_int_equal(th_http(svc.port, "GET", "/topics/t/keys/k1/head", NULL, NULL, 0, &r), 0);
