@@ -58,7 +58,6 @@ static void test_family_from_rows(void **state)
                        "a_total{q=\"1\"} 9\n"
                        "b{q=\"1\"} 2\n"
                        "a{q=\"2\"} 3\n"
-                       "a 4\n"
                        "ab{q=\"1\"} 5\n"
                        "a{q=\"3\"} 6";
     ASSERT_RENDERS("# HELP a A\n# TYPE a gauge\na{q=\"1\"} 1\na{q=\"2\"} 3\na{q=\"3\"} 6",
