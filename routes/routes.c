@@ -1,6 +1,6 @@
 /* The route table: every REST route with its handler, required scope and body type. The OpenAPI
- * document must list exactly these (tests/unit/routes/test_openapi.c checks). Also the shared
- * mapping from db/ statuses to problem responses. */
+ * document must list exactly these (tests/unit/routes/test_route_table_openapi.c checks). Also the
+ * shared mapping from db/ statuses to problem responses. */
 #include "routes/routes.h"
 
 #include "service/log.h"

@@ -2,7 +2,7 @@
  * is routed by the service (never 404 route_not_found or 405), answers with a status the
  * operation documents, problem statuses come as application/problem+json, and 2xx bodies come
  * in a documented media type. (The route table versus the document is checked statically by
- * tests/unit/routes/test_openapi.c.) */
+ * tests/unit/routes/test_route_table_openapi.c.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
