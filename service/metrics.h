@@ -42,7 +42,10 @@ int svc_metrics_family(struct svc_buf *b, const char *name, const char *type, co
 int svc_metrics_sample(struct svc_buf *b, const char *name, const char *labels, double value);
 /* Appends the header of family name and, from rows (rendered samples of several families
  * interleaved, one per line; NULL: none), the samples of that family only, in their order:
- * Prometheus text format wants a family's samples together under its header. Returns 0 or -1. */
+ * Prometheus text format wants a family's samples together under its header. Only labelled
+ * samples ("name{...} v") are taken: rows come from per-resource statements, whose samples all
+ * carry the resource's label, and "name_suffix{" of another family never matches. Returns 0 or
+ * -1. */
 int svc_metrics_family_from(struct svc_buf *b, const char *rows, const char *name, const char *type,
                             const char *help);
 /* Appends label="value" with Prometheus escaping (backslash, quote, newline). */
