@@ -546,7 +546,9 @@ enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
                                enum db_queue_verdict *verdict, struct db_error *err)
 {
     struct enqueue a = {queue, jobs, n, out, DB_Q_QUEUE_NOT_FOUND};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, enqueue_tx, &a, err);
+    /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
+     * enqueue for the same plan */
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);
     *verdict = a.verdict;
     return finish(st);
 }
