@@ -16,9 +16,11 @@ enum db_isolation {
     DB_READ_COMMITTED,
     DB_REPEATABLE_READ,
     DB_SERIALIZABLE,
-    /* READ COMMITTED with generic plans for this transaction only: for statements whose array
-     * parameters change size per call, which PostgreSQL would otherwise re-plan every time
-     * (sent with BEGIN, so it costs no round trip) */
+    /* READ COMMITTED with generic plans and JIT off for this transaction only: for statements
+     * PostgreSQL would otherwise re-plan every time (array parameters that change size per call,
+     * the queue's enqueue and claims), whose generic plan was checked to be as good as a custom
+     * one at scale; JIT off because a generic plan's guessed cost can pass jit_above_cost (sent
+     * with BEGIN, so it costs no round trip) */
     DB_READ_COMMITTED_GENERIC_PLANS,
 };
 
