@@ -79,17 +79,6 @@ static const char *channel_of(const char *ledger, char *buf, size_t size)
     return buf;
 }
 
-static const char *ledger_param(struct svc_request *req, enum svc_outcome *out)
-{
-    const char *l = svc_req_param(req, "ledger");
-    char why[160];
-    if (!svc_valid_name(l, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "ledger name: %s", why);
-        return NULL;
-    }
-    return l;
-}
-
 static enum svc_outcome verdict_problem(struct svc_request *req, const char *ledger,
                                         enum db_ledger_verdict v, const char *what)
 {
@@ -323,7 +312,7 @@ enum svc_outcome route_ledger_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = ledger_param(req, &out);
+    const char *name = route_name_param(req, "ledger", &out);
     if (name == NULL)
         return out;
     json_t *b = svc_req_json(req);
@@ -378,7 +367,7 @@ enum svc_outcome route_ledger_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = ledger_param(req, &out);
+    const char *name = route_name_param(req, "ledger", &out);
     if (name == NULL)
         return out;
     struct db_ledger l;
@@ -397,7 +386,7 @@ enum svc_outcome route_ledger_delete(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = ledger_param(req, &out);
+    const char *name = route_name_param(req, "ledger", &out);
     if (name == NULL)
         return out;
     enum db_ledger_verdict v;
@@ -415,7 +404,7 @@ enum svc_outcome route_ledger_submit(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = ledger_param(req, &out);
+    const char *ledger = route_name_param(req, "ledger", &out);
     if (ledger == NULL)
         return out;
     json_t *b = svc_req_json(req);
@@ -484,7 +473,7 @@ enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = ledger_param(req, &out);
+    const char *ledger = route_name_param(req, "ledger", &out);
     if (ledger == NULL)
         return out;
     json_t *b = svc_req_json(req);
@@ -558,7 +547,7 @@ enum svc_outcome route_ledger_tx_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = ledger_param(req, &out);
+    const char *ledger = route_name_param(req, "ledger", &out);
     if (ledger == NULL)
         return out;
     const char *digest = svc_req_param(req, "digest");
@@ -617,7 +606,7 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = ledger_param(req, &out);
+    const char *ledger = route_name_param(req, "ledger", &out);
     if (ledger == NULL)
         return out;
     const char *key = svc_req_param(req, display ? "type" : "id");
@@ -682,7 +671,7 @@ enum svc_outcome route_ledger_events(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = ledger_param(req, &out);
+    const char *ledger = route_name_param(req, "ledger", &out);
     if (ledger == NULL)
         return out;
     long long after, limit;

@@ -90,3 +90,19 @@ int route_cursor_query(struct svc_request *req, const char **after, enum svc_out
     }
     return 0;
 }
+
+int route_valid_name(struct svc_request *req, const char *value, const char *what,
+                     enum svc_outcome *out)
+{
+    char why[160];
+    if (svc_valid_name(value, why, sizeof(why)))
+        return 0;
+    *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "%s name: %s", what, why);
+    return -1;
+}
+
+const char *route_name_param(struct svc_request *req, const char *param, enum svc_outcome *out)
+{
+    const char *v = svc_req_param(req, param);
+    return route_valid_name(req, v, param, out) == 0 ? v : NULL;
+}

@@ -74,17 +74,6 @@ static const char *channel_of(const char *queue, char *buf, size_t size)
 
 /* ---- validation ---- */
 
-static const char *queue_param(struct svc_request *req, enum svc_outcome *out)
-{
-    const char *q = svc_req_param(req, "queue");
-    char why[160];
-    if (!svc_valid_name(q, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "queue name: %s", why);
-        return NULL;
-    }
-    return q;
-}
-
 /* The {id} or {job_id} path parameter as a positive integer; 0 after replying 400. */
 static int64_t id_param(struct svc_request *req, const char *name, enum svc_outcome *out)
 {
@@ -171,7 +160,7 @@ enum svc_outcome route_queue_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = queue_param(req, &out);
+    const char *name = route_name_param(req, "queue", &out);
     if (name == NULL)
         return out;
     json_t *b = svc_req_json(req);
@@ -203,7 +192,7 @@ enum svc_outcome route_queue_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = queue_param(req, &out);
+    const char *name = route_name_param(req, "queue", &out);
     if (name == NULL)
         return out;
     struct db_queue q;
@@ -224,7 +213,7 @@ enum svc_outcome route_queue_delete(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = queue_param(req, &out);
+    const char *name = route_name_param(req, "queue", &out);
     if (name == NULL)
         return out;
     const char *force = svc_req_query(req, "force");
@@ -327,7 +316,7 @@ enum svc_outcome route_jobs_enqueue(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL)
         return out;
     json_t *body = svc_req_json(req);
@@ -454,7 +443,7 @@ enum svc_outcome route_job_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     int64_t id = queue ? id_param(req, "id", &out) : 0;
     if (id == 0)
         return out;
@@ -493,7 +482,7 @@ enum svc_outcome route_jobs_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL)
         return out;
     const char *state = svc_req_query(req, "state");
@@ -529,7 +518,7 @@ static enum svc_outcome job_admin(struct svc_request *req, int retry)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     int64_t id = queue ? id_param(req, "id", &out) : 0;
     if (id == 0)
         return out;
@@ -578,7 +567,7 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL)
         return out;
     json_t *b = svc_req_json(req);
@@ -648,7 +637,7 @@ static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     int64_t id = queue ? id_param(req, "job_id", &out) : 0;
     if (id == 0)
         return out;
@@ -793,7 +782,7 @@ enum svc_outcome route_leases_complete_batch(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = queue_param(req, &out);
+    const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL)
         return out;
     json_t *b = svc_req_json(req);

@@ -27,6 +27,12 @@ int route_num_member(json_t *obj, const char *name, double min, double max, doub
 int route_int_query(struct svc_request *req, const char *name, long long min, long long max,
                     long long def, long long *value, enum svc_outcome *out);
 int route_cursor_query(struct svc_request *req, const char **after, enum svc_outcome *out);
+/* A resource name (queue, topic, ledger, producer, consumer): 0 when value is a valid name, else
+ * -1 after replying 400 invalid_name (in *out) with "<what> name: <why>". */
+int route_valid_name(struct svc_request *req, const char *value, const char *what,
+                     enum svc_outcome *out);
+/* The path parameter param as a valid name (see route_valid_name), or NULL after replying 400. */
+const char *route_name_param(struct svc_request *req, const char *param, enum svc_outcome *out);
 
 /* Handlers of routes/topics.c, its metrics and its janitor pass. */
 void route_topics_init(void);

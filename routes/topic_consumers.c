@@ -42,18 +42,10 @@ void route_topic_consumers_init(void)
 static int names(struct svc_request *req, const char **topic, const char **consumer,
                  enum svc_outcome *out)
 {
-    char why[160];
-    *topic = svc_req_param(req, "topic");
     *consumer = svc_req_param(req, "consumer");
-    if (!svc_valid_name(*topic, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "topic name: %s", why);
+    if ((*topic = route_name_param(req, "topic", out)) == NULL)
         return -1;
-    }
-    if (*consumer != NULL && !svc_valid_name(*consumer, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "consumer name: %s", why);
-        return -1;
-    }
-    return 0;
+    return *consumer != NULL ? route_valid_name(req, *consumer, "consumer", out) : 0;
 }
 
 /* An If-Match of a commit: one strong entity tag "<offset>" (or the bare number). 1 with *v, or

@@ -97,18 +97,6 @@ static const char *wake_channel(const char *topic, char *buf, size_t size)
 
 /* ---- validation ---- */
 
-/* The {topic} path parameter, or NULL after replying 400. */
-static const char *topic_param(struct svc_request *req, enum svc_outcome *out)
-{
-    const char *t = svc_req_param(req, "topic");
-    char why[160];
-    if (!svc_valid_name(t, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "topic name: %s", why);
-        return NULL;
-    }
-    return t;
-}
-
 static const char *key_param(struct svc_request *req, enum svc_outcome *out)
 {
     const char *k = svc_req_param(req, "key");
@@ -123,25 +111,17 @@ static const char *key_param(struct svc_request *req, enum svc_outcome *out)
 /* Optional ?producer= (NULL when absent). Returns 0, or -1 after replying 400. */
 static int producer_query(struct svc_request *req, const char **producer, enum svc_outcome *out)
 {
-    char why[160];
     *producer = svc_req_query(req, "producer");
-    if (*producer != NULL && !svc_valid_name(*producer, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "producer name: %s", why);
-        return -1;
-    }
-    return 0;
+    return *producer != NULL ? route_valid_name(req, *producer, "producer", out) : 0;
 }
 
 /* Optional ?consumer= of a log read (NULL when absent), which `after` may not go with. Returns
  * 0, or -1 after replying 400. */
 static int consumer_query(struct svc_request *req, const char **consumer, enum svc_outcome *out)
 {
-    char why[160];
     *consumer = svc_req_query(req, "consumer");
-    if (*consumer != NULL && !svc_valid_name(*consumer, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "consumer name: %s", why);
+    if (*consumer != NULL && route_valid_name(req, *consumer, "consumer", out) != 0)
         return -1;
-    }
     if (*consumer != NULL && svc_req_query(req, "after") != NULL) {
         *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
                                  "give after or consumer, not both: a consumer's read starts "
@@ -229,7 +209,7 @@ enum svc_outcome route_topic_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = topic_param(req, &out);
+    const char *name = route_name_param(req, "topic", &out);
     if (name == NULL)
         return out;
     json_t *body = svc_req_json(req);
@@ -264,7 +244,7 @@ enum svc_outcome route_topic_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = topic_param(req, &out);
+    const char *name = route_name_param(req, "topic", &out);
     if (name == NULL)
         return out;
     struct db_topic t;
@@ -311,7 +291,7 @@ enum svc_outcome route_topic_delete(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *name = topic_param(req, &out);
+    const char *name = route_name_param(req, "topic", &out);
     if (name == NULL)
         return out;
     enum db_topic_verdict v;
@@ -328,7 +308,7 @@ enum svc_outcome route_producer_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     if (topic == NULL)
         return out;
     const char *name = svc_req_param(req, "producer");
@@ -426,7 +406,7 @@ enum svc_outcome route_messages_produce(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     if (topic == NULL)
         return out;
     json_t *body = svc_req_json(req);
@@ -554,7 +534,7 @@ enum svc_outcome route_messages_read(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     if (topic == NULL)
         return out;
     long long after, limit, wait;
@@ -618,7 +598,7 @@ enum svc_outcome route_keys_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     if (topic == NULL)
         return out;
     long long limit;
@@ -649,7 +629,7 @@ enum svc_outcome route_key_history(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     const char *key = topic ? key_param(req, &out) : NULL;
     long long before, limit;
     if (key == NULL ||
@@ -696,7 +676,7 @@ enum svc_outcome route_head_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     const char *key = topic ? key_param(req, &out) : NULL;
     if (key == NULL)
         return out;
@@ -784,7 +764,7 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *topic = topic_param(req, &out);
+    const char *topic = route_name_param(req, "topic", &out);
     const char *key = topic ? key_param(req, &out) : NULL;
     const char *producer = NULL;
     if (key == NULL || producer_query(req, &producer, &out) != 0)

@@ -27,6 +27,12 @@ const char *svc_req_query(const struct svc_request *req, const char *name)
     return req->name != NULL && strcmp(req->name, name) == 0 ? req->value : NULL;
 }
 
+/* The stand-in has one parameter: the path's and the query's are the same here. */
+const char *svc_req_param(const struct svc_request *req, const char *name)
+{
+    return svc_req_query(req, name);
+}
+
 enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
                                    ...)
 {
@@ -205,6 +211,29 @@ static void test_cursor_query(void **state)
     assert_int_equal(out, SVC_REPLIED);
 }
 
+/* A path parameter naming a resource: a valid name comes back as it is, anything else is a 400
+ * invalid_name whose detail says which name and why. */
+static void test_name_param(void **state)
+{
+    enum svc_outcome out = SVC_FATAL;
+    struct svc_request req = {.name = "queue", .value = "mail-1"};
+    assert_string_equal(route_name_param(&req, "queue", &out), "mail-1");
+    assert_int_equal(req.problems, 0);
+    static const char *const bad[] = {"", "a b", "_other", "é"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct svc_request r = {.name = "topic", .value = bad[i]};
+        assert_null(route_name_param(&r, "topic", &out));
+        assert_int_equal(r.problems, 1);
+        assert_int_equal(r.problem, SVC_P_INVALID_NAME);
+        assert_int_equal(out, SVC_REPLIED);
+        assert_int_equal(strncmp(r.detail, "topic name: ", 12), 0);
+    }
+    struct svc_request q = {.name = "producer", .value = "web"};
+    assert_int_equal(route_valid_name(&q, "web", "producer", &out), 0);
+    assert_int_equal(route_valid_name(&q, "w/b", "producer", &out), -1);
+    assert_int_equal(strncmp(q.detail, "producer name: ", 15), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_int_query_rejects_other_text),
         cmocka_unit_test(test_int_query_overflow),
         cmocka_unit_test(test_cursor_query),
+        cmocka_unit_test(test_name_param),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
