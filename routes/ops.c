@@ -62,14 +62,26 @@ enum svc_outcome route_readyz(struct svc_request *req)
                                     "wake_ups", wake_ups));
 }
 
+/* A family with one unlabelled sample. */
+struct scalar {
+    const char *name, *type, *help;
+    double value;
+};
+
+static void render_scalars(struct svc_buf *b, const struct scalar *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
+        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
+    }
+}
+
+/* The pool and the prepared-statement cache of its connections (ROWLOCK_DB_STATEMENT_CACHE). */
 static void render_pool(struct svc_buf *b, struct db_pool *pool)
 {
     struct db_pool_stats ps;
     db_pool_get_stats(pool, &ps);
-    struct {
-        const char *name, *type, *help;
-        double value;
-    } rows[] = {
+    const struct scalar rows[] = {
         {"rowlock_db_pool_size", "gauge", "Connections the pool may hold", ps.size},
         {"rowlock_db_pool_in_use", "gauge", "Connections lent out now", ps.in_use},
         {"rowlock_db_pool_connected", "gauge", "Connections open now", ps.connected},
@@ -95,22 +107,6 @@ static void render_pool(struct svc_buf *b, struct db_pool *pool)
          "Connections closed because their server takes no writes (a standby, a demoted or "
          "read-only primary)",
          (double)ps.read_only},
-    };
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
-        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
-    }
-}
-
-/* The prepared-statement cache of the pool's connections (ROWLOCK_DB_STATEMENT_CACHE). */
-static void render_statements(struct svc_buf *b, struct db_pool *pool)
-{
-    struct db_pool_stats ps;
-    db_pool_get_stats(pool, &ps);
-    struct {
-        const char *name, *type, *help;
-        double value;
-    } rows[] = {
         {"rowlock_db_statement_cache_size", "gauge",
          "ROWLOCK_DB_STATEMENT_CACHE: prepared statements a connection keeps at most",
          ps.statement_cache},
@@ -122,10 +118,7 @@ static void render_statements(struct svc_buf *b, struct db_pool *pool)
          "new (a backend keeps the catalog entries of every table it touched: many topics' tables)",
          (double)ps.retired},
     };
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
-        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
-    }
+    render_scalars(b, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
 static void render_notify(struct svc_buf *b, struct svc_app *app)
@@ -134,10 +127,7 @@ static void render_notify(struct svc_buf *b, struct svc_app *app)
     struct svc_server *server = app->server;
     struct db_listener_stats ls;
     db_listener_get_stats(listener, &ls);
-    struct {
-        const char *name, *type, *help;
-        double value;
-    } rows[] = {
+    const struct scalar rows[] = {
         {"rowlock_notify_enabled", "gauge", "1 when ROWLOCK_NOTIFY is on", listener != NULL},
         {"rowlock_notify_listener_up", "gauge",
          "1 when the LISTEN connection is up (0 with ROWLOCK_NOTIFY on: cross-process wake-ups "
@@ -162,10 +152,7 @@ static void render_notify(struct svc_buf *b, struct svc_app *app)
          "for wake-ups",
          server ? (double)svc_server_rechecks(server) : 0},
     };
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        svc_metrics_family(b, rows[i].name, rows[i].type, rows[i].help);
-        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
-    }
+    render_scalars(b, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
 static void render_tx(struct svc_buf *b)
@@ -192,41 +179,34 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
 {
     struct db_resources_summary s;
     struct db_error err;
-    int ok = db_resources_summary(app->pool, &s, &err) == DB_OK;
+    if (db_resources_summary(app->pool, &s, &err) != DB_OK)
+        return; /* the database is unreachable: the families are left out, as their values are */
     double limit = (double)app->config->metrics_max_resources;
-    struct {
-        const char *name, *help;
-        double value;
-    } rows[] = {
-        {"rowlock_topics", "Topics", (double)s.topics},
-        {"rowlock_ledgers", "Ledgers", (double)s.ledgers},
-        {"rowlock_queues", "Queues", (double)s.queues},
-        {"rowlock_topic_metrics_omitted",
+    const struct scalar rows[] = {
+        {"rowlock_topics", "gauge", "Topics", (double)s.topics},
+        {"rowlock_ledgers", "gauge", "Ledgers", (double)s.ledgers},
+        {"rowlock_queues", "gauge", "Queues", (double)s.queues},
+        {"rowlock_topic_metrics_omitted", "gauge",
          "Topics without per-topic gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES, "
          "the first by name are given)",
          s.topics > limit ? (double)s.topics - limit : 0},
-        {"rowlock_ledger_metrics_omitted",
+        {"rowlock_ledger_metrics_omitted", "gauge",
          "Ledgers without per-ledger gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
          s.ledgers > limit ? (double)s.ledgers - limit : 0},
-        {"rowlock_queue_metrics_omitted",
+        {"rowlock_queue_metrics_omitted", "gauge",
          "Queues without per-queue gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
          s.queues > limit ? (double)s.queues - limit : 0},
-        {"rowlock_topic_upkeep_due_seconds",
+        {"rowlock_topic_upkeep_due_seconds", "gauge",
          "How long the topic whose janitor work is most overdue has waited (0: none due; "
          "more than a few janitor intervals: the janitors do not keep up)",
          s.topic_due_s},
-        {"rowlock_ledger_upkeep_due_seconds",
+        {"rowlock_ledger_upkeep_due_seconds", "gauge",
          "How long the ledger whose janitor work is most overdue has waited (0: none due)",
          s.ledger_due_s},
-        {"rowlock_queue_upkeep_due_seconds",
+        {"rowlock_queue_upkeep_due_seconds", "gauge",
          "How long the queue whose purge is most overdue has waited (0: none due)", s.queue_due_s},
     };
-    if (!ok) /* the database is unreachable: the families are left out, as their values are */
-        return;
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        svc_metrics_family(b, rows[i].name, "gauge", rows[i].help);
-        svc_metrics_sample(b, rows[i].name, NULL, rows[i].value);
-    }
+    render_scalars(b, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
 enum svc_outcome route_metrics(struct svc_request *req)
@@ -236,7 +216,6 @@ enum svc_outcome route_metrics(struct svc_request *req)
     svc_buf_init(&b, 64 * 1024 * 1024);
     svc_metrics_render_http(&b);
     render_pool(&b, app->pool);
-    render_statements(&b, app->pool);
     render_tx(&b);
     render_notify(&b, app);
     render_resources(&b, app);
