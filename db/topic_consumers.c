@@ -100,17 +100,18 @@ static enum db_status topic_gone(enum db_status st, const struct db_error *err,
     return st;
 }
 
-/* Resolves topic into *id; the verdict says TOPIC_NOT_FOUND when there is none (*id 0). */
-static enum db_status resolve(struct db_conn *c, const char *topic, int64_t *id,
+/* Resolves topic into its id as decimal text; the verdict says TOPIC_NOT_FOUND when there is
+ * none (id ""). */
+static enum db_status resolve(struct db_conn *c, const char *topic, char id[24],
                               enum db_consumer_verdict *verdict, struct db_error *err)
 {
     struct db_topic t;
     int found = 0;
-    *id = 0;
+    id[0] = '\0';
     *verdict = DB_CONSUMER_TOPIC_NOT_FOUND;
     enum db_status st = db_topic_resolve(c, topic, &t, &found, err);
     if (st == DB_OK && found) {
-        *id = t.id;
+        i64(id, 24, t.id);
         *verdict = DB_CONSUMER_NOT_FOUND;
     }
     return st;
@@ -196,12 +197,10 @@ static enum db_status create_consumer(struct db_conn *c, struct consumer_call *a
 static enum db_status put_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;
-    int64_t topic_id;
     char id[24];
-    enum db_status st = resolve(c, a->topic, &topic_id, &a->verdict, err);
-    if (st != DB_OK || topic_id == 0)
+    enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
+    if (st != DB_OK || id[0] == '\0')
         return st;
-    i64(id, sizeof(id), topic_id);
     const char *params[] = {id, a->name};
     PGresult *r = NULL;
     st = db_query(c, &st_exists, params, &r, err);
@@ -242,12 +241,10 @@ enum db_status db_consumers_put(struct db_pool *pool, const char *topic, const c
 static enum db_status get_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;
-    int64_t topic_id;
     char id[24];
-    enum db_status st = resolve(c, a->topic, &topic_id, &a->verdict, err);
-    if (st != DB_OK || topic_id == 0)
+    enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
+    if (st != DB_OK || id[0] == '\0')
         return st;
-    i64(id, sizeof(id), topic_id);
     return read_consumer(c, id, a->name, a->out, &a->verdict, err);
 }
 
@@ -263,12 +260,10 @@ enum db_status db_consumers_get(struct db_pool *pool, const char *topic, const c
 static enum db_status delete_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;
-    int64_t topic_id;
     char id[24];
-    enum db_status st = resolve(c, a->topic, &topic_id, &a->verdict, err);
-    if (st != DB_OK || topic_id == 0)
+    enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
+    if (st != DB_OK || id[0] == '\0')
         return st;
-    i64(id, sizeof(id), topic_id);
     const char *params[] = {id, a->name};
     PGresult *r = NULL;
     st = db_query(c, &st_delete, params, &r, err);
@@ -293,12 +288,11 @@ static enum db_status commit_tx(struct db_conn *c, void *arg, struct db_error *e
 {
     struct consumer_call *a = arg;
     const struct db_consumer_commit *k = a->commit;
-    int64_t topic_id, end = 0;
+    int64_t end = 0;
     char id[24], off[24];
-    enum db_status st = resolve(c, a->topic, &topic_id, &a->verdict, err);
-    if (st != DB_OK || topic_id == 0)
+    enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
+    if (st != DB_OK || id[0] == '\0')
         return st;
-    i64(id, sizeof(id), topic_id);
     const char *params[] = {id, a->name, off};
     PGresult *r = NULL;
     st = db_query(c, &st_offset_locked, params, &r, err);
@@ -350,14 +344,12 @@ struct list_call {
 static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct list_call *a = arg;
-    int64_t topic_id;
     char id[24], limit[16];
     PQclear(a->rows);
     a->rows = NULL;
-    enum db_status st = resolve(c, a->topic, &topic_id, &a->verdict, err);
-    if (st != DB_OK || topic_id == 0)
+    enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
+    if (st != DB_OK || id[0] == '\0')
         return st;
-    i64(id, sizeof(id), topic_id);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     const char *params[] = {id, a->after, limit};
     a->verdict = DB_CONSUMER_OK;
