@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db/internal.h"
+#include "db/conn.h"
 
 struct db_pool {
     struct db_pool_config cfg;
@@ -271,6 +271,42 @@ static enum db_status refuse_read_only(struct db_pool *p, struct db_conn *c, str
     return DB_ERR_UNAVAILABLE;
 }
 
+enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = res ? PQresultErrorMessage(res) : "";
+    if (msg == NULL || msg[0] == '\0')
+        msg = PQerrorMessage(c->pg);
+    if (db_conn_was_cut(c)) {
+        db_error_set(err, "08006",
+                     "no answer from the database within the deadline of %d ms: the connection "
+                     "was closed",
+                     db_pool_deadline_ms(c->pool));
+        c->broken = 1;
+        return DB_ERR_UNAVAILABLE;
+    }
+    db_error_set(err, state ? state : "", "%s", msg);
+    /* 25006: a server that became read-only (a demoted primary): reconnect, so that a
+     * multi-host connection string finds the new primary */
+    if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
+        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0 ||
+        strcmp(state, "25006") == 0) {
+        c->broken = 1;
+        return DB_ERR_UNAVAILABLE;
+    }
+    if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
+        return DB_ERR_RETRY;
+    if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
+        return DB_ERR_TIMEOUT;
+    return DB_ERR_HARD;
+}
+
+int db_result_ok(const PGresult *res)
+{
+    ExecStatusType t = res != NULL ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    return t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK;
+}
+
 /* Opens c's connection and sets its session parameters. Our TCP settings come before the
  * connection string, so that it may override them (later entries win). */
 static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct db_error *err)
@@ -312,7 +348,10 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
     snprintf(set, sizeof(set),
              "SET statement_timeout = %d; SET lock_timeout = %d; SET TIME ZONE 'UTC'",
              p->cfg.statement_timeout_ms, p->cfg.statement_timeout_ms);
-    enum db_status st = db_exec(c, set, err);
+    /* (PQexec, not db_exec: query.c calls the pool, never the other way; no BEGIN is pending) */
+    PGresult *res = PQexec(c->pg, set);
+    enum db_status st = db_result_ok(res) ? DB_OK : db_classify(c, res, err);
+    PQclear(res);
     if (st == DB_OK)
         st = refuse_read_only(p, c, err);
     if (st != DB_OK) {

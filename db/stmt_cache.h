@@ -1,4 +1,4 @@
-/* The prepared statements of one connection (db/tx.c prepares, db/pool.c forgets them when the
+/* The prepared statements of one connection (db/query.c prepares, db/pool.c forgets them when the
  * connection closes): at most a capacity of them, found by name through a hash table, the least
  * recently used one evicted (the caller DEALLOCATEs it) to make room. A statement used by the
  * statement batch in progress (the same stamp) is never the one evicted. */

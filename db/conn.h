@@ -1,6 +1,8 @@
-/* Internals shared by pool.c and tx.c: the connection slot. Not for workflows. */
-#ifndef DB_INTERNAL_H
-#define DB_INTERNAL_H
+/* struct db_conn, the connection slot pool.c lends, query.c runs statements on and tx.c runs
+ * transactions on, with what those files call on it. Not for workflows: they see struct db_conn
+ * only as an opaque handle. */
+#ifndef DB_CONN_H
+#define DB_CONN_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -8,7 +10,7 @@
 #include "db/pool.h"
 #include "db/stmt_cache.h"
 
-/* How the last round trip of a transaction lost its connection (db/tx.c). */
+/* How the last round trip of a transaction lost its connection (db/query.c, db/tx.c). */
 enum db_lost {
     DB_LOST_NONE,
     DB_LOST_NOTHING_RAN,    /* nothing of the transaction reached the server: safe to re-run */
@@ -30,9 +32,9 @@ struct db_conn {
     unsigned stmt_stamp;         /* the statement batch in progress (db_query_pipeline) */
     struct db_stmt_cache *seen;  /* names of dynamic statements seen lately (not prepared) */
     int stmt_churn;              /* statements evicted or seen anew since c connected */
-    char **inl;                  /* SQL of the pipeline's statements sent inline (db/tx.c) */
+    char **inl;                  /* SQL of the pipeline's statements sent inline (query.c) */
     size_t inl_cap;
-    /* the transaction in progress (db/tx.c) */
+    /* the transaction in progress (set by tx.c, sent with statements by query.c) */
     const char *const *begin; /* its BEGIN commands, until they go out with a statement */
     int commit_next;          /* send COMMIT with the next statement */
     int committed;            /* that COMMIT succeeded */
@@ -51,7 +53,13 @@ void db_conn_statement_evicted(struct db_conn *c);
 /* Names of dynamic statements a connection remembers having seen, times its cache's capacity. */
 #define DB_STMT_SEEN_FACTOR 4
 void db_conn_statement_churned(struct db_conn *c);
-/* Classifies a failed result or connection into a status, filling err. */
+/* pool.c: classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);
+/* pool.c: true when res (NULL-safe) is a successful command or rows. */
+int db_result_ok(const PGresult *res);
+/* query.c: COMMIT on its own round trip, for tx.c when the workflow's last statement did not
+ * carry it. A COMMIT that could not be sent committed nothing; one sent whose answer never came
+ * answers DB_ERR_OUTCOME_UNKNOWN (c->lost says how). */
+enum db_status db_conn_commit(struct db_conn *c, struct db_error *err);
 
 #endif
