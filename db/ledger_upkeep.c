@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/generated.h"
+#include "db/resource_tables.h"
 #include "db/ledgers.h"
 #include "db/ledgers_internal.h"
 #include "db/tx.h"

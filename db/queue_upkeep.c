@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/generated.h"
+#include "db/resource_tables.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
 

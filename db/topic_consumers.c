@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/generated.h"
+#include "db/resource_tables.h"
 #include "db/topics.h"
 #include "db/tx.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/generated.h"
+#include "db/resource_tables.h"
 #include "db/topic_consumers.h"
 #include "db/tx.h"
 

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "db/generated.h"
+#include "db/resource_tables.h"
 #include "db/topics.h"
 
 #define TOPIC_COLUMNS                                                                              \

@@ -2,8 +2,8 @@
  * SQL templates in which {x} names one of the resource's tables, named by its id and quoted with
  * PQescapeIdentifier, prepared once per connection. Also the gap-safe read of such a log table,
  * shared by topic logs and ledger event logs. What the tables hold belongs to their owner. */
-#ifndef DB_GENERATED_H
-#define DB_GENERATED_H
+#ifndef DB_RESOURCE_TABLES_H
+#define DB_RESOURCE_TABLES_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
-/* Generated-table statements and gap-safe log reads (see generated.h). */
-#include "db/generated.h"
+/* Statements on resources' generated tables and gap-safe log reads (see resource_tables.h). */
+#include "db/resource_tables.h"
 
 #include <inttypes.h>
 #include <stdio.h>
