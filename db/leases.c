@@ -73,7 +73,7 @@
 /* What a claim answers a row (after the claim's index): id, fence, attempt, priority,
  * reclaimed, lease expiry, payload. */
 #define CLAIMED                                                                                    \
-    "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " TS(                            \
+    "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " DB_TS(                         \
         "w.lease_expires_at") ", "                                                                 \
                               "w.fit_payload"
 
@@ -174,7 +174,7 @@ static const struct db_stmt st_heartbeat = {
     "  updated_at = now() FROM target, q WHERE j.id = target.id AND " LEASE_LIVE " "
     "  RETURNING j.id, j.lease_expires_at), "
     "b AS (UPDATE rowlock.job_bodies b SET progress = coalesce($6::jsonb, b.progress) FROM w "
-    "  WHERE b.job_id = w.id) " LEASE_RESULT("coalesce(" TS("w.lease_expires_at") ", '')"),
+    "  WHERE b.job_id = w.id) " LEASE_RESULT("coalesce(" DB_TS("w.lease_expires_at") ", '')"),
     6};
 static const struct db_stmt st_complete = {
     "lease_complete",
@@ -318,7 +318,7 @@ static void claimed_row(struct claim *a, const PGresult *r, int i)
     o->attempt = atoi(PQgetvalue(r, i, 3));
     o->priority = atoi(PQgetvalue(r, i, 4));
     o->reclaimed = PQgetvalue(r, i, 5)[0] == 't';
-    copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 6));
+    db_copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 6));
     o->payload = strdup(PQgetvalue(r, i, 7));
 }
 
@@ -453,7 +453,7 @@ static enum db_status fenced(struct db_pool *pool, const char *queue, const stru
                              enum db_queue_verdict *verdict, struct db_error *err)
 {
     char fence[24];
-    i64(fence, sizeof(fence), l->fence);
+    db_i64(fence, sizeof(fence), l->fence);
     struct job_op a = {
         queue, stmt, l->job_id, {l->owner, fence, x1, x2}, NULL, DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
@@ -461,7 +461,7 @@ static enum db_status fenced(struct db_pool *pool, const char *queue, const stru
     if (st == DB_OK && a.verdict == DB_Q_OK) {
         *verdict = lease_verdict(a.rows, 0, 0, l->owner, l->fence);
         if (info != NULL)
-            copy(info, 40, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
+            db_copy(info, 40, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
     }
     PQclear(a.rows);
     return st;
@@ -493,7 +493,7 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
     enum db_status st = fenced(pool, queue, &st_fail, l, error ? error : "null",
                                retry ? "true" : "false", state, verdict, err);
     if (new_state != NULL)
-        copy(new_state, 16, state);
+        db_copy(new_state, 16, state);
     return st;
 }
 
@@ -510,7 +510,7 @@ enum db_status db_leases_release(struct db_pool *pool, const char *queue, const 
     char state[40];
     enum db_status st = fenced(pool, queue, &st_release, l, NULL, NULL, state, verdict, err);
     if (new_state != NULL)
-        copy(new_state, 16, state);
+        db_copy(new_state, 16, state);
     return st;
 }
 

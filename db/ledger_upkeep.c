@@ -44,7 +44,7 @@ static const struct db_stmt st_ledger_gauges = {
  * page's ledgers only: the page is cut before the lateral call). */
 static const struct db_stmt st_ledger_page = {
     "ledger_page",
-    "SELECT l.id, l.name, l.tombstone_retention_seconds, l.horizon, " DB_LEDGER_TS(
+    "SELECT l.id, l.name, l.tombstone_retention_seconds, l.horizon, " DB_TS(
         "l.created_at") ", c.objects, c.tombstones, c.transactions, c.events, c.checkpoints, "
                         "c.watermark FROM (SELECT * FROM rowlock.ledgers WHERE name > "
                         "coalesce($1, '') ORDER BY name LIMIT $2) l "
@@ -78,7 +78,7 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
 {
     struct janitor_ledger *a = arg;
     char id[24], batch[16], h[24];
-    db_ledger_i64(id, sizeof(id), a->id);
+    db_i64(id, sizeof(id), a->id);
     snprintf(batch, sizeof(batch), "%d", a->batch);
     const char *hp[] = {a->retention, id};
     PGresult *r = NULL;
@@ -86,7 +86,7 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
     enum db_status st = db_ledger_query(c, a->id, "horizon", sql_horizon, 2, hp, &r, err);
     if (st != DB_OK)
         return st;
-    db_ledger_copy(h, sizeof(h), PQgetvalue(r, 0, 0));
+    db_copy(h, sizeof(h), PQgetvalue(r, 0, 0));
     PQclear(r);
     /* record the horizon first: from here on, checkpoints at or below it are refused */
     const char *up[] = {id, h};
@@ -186,7 +186,7 @@ static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error
 {
     struct gauge_one *a = arg;
     char id[24];
-    db_ledger_i64(id, sizeof(id), a->id);
+    db_i64(id, sizeof(id), a->id);
     const char *params[] = {id};
     PQclear(a->row);
     a->row = NULL;
@@ -276,10 +276,10 @@ enum db_status db_ledgers_list(struct db_pool *pool, const char *after, int limi
     enum db_status st = db_tx_run(pool, DB_REPEATABLE_READ, page_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_ledger l = {.id = strtoll(PQgetvalue(a.rows, i, 0), NULL, 10)};
-        db_ledger_copy(l.name, sizeof(l.name), PQgetvalue(a.rows, i, 1));
+        db_copy(l.name, sizeof(l.name), PQgetvalue(a.rows, i, 1));
         l.tombstone_retention_seconds = strtoll(PQgetvalue(a.rows, i, 2), NULL, 10);
         l.horizon = strtoll(PQgetvalue(a.rows, i, 3), NULL, 10);
-        db_ledger_copy(l.created_at, sizeof(l.created_at), PQgetvalue(a.rows, i, 4));
+        db_copy(l.created_at, sizeof(l.created_at), PQgetvalue(a.rows, i, 4));
         struct db_ledger_counts k = {.pending = a.pending[i]};
         int64_t *v[] = {&k.objects, &k.tombstones,  &k.transactions,
                         &k.events,  &k.checkpoints, &k.watermark};

@@ -21,8 +21,6 @@ static const struct db_gen_table ledger_tables[] = {{'o', "objects_", ""},
                                                     {'c', "checkpoints_", ""},
                                                     {0, 0, 0}};
 
-#define TS(col) DB_LEDGER_TS(col)
-
 /* Objects and displays only move forward: a write whose version is not above the stored one
  * changes nothing. (An object row at the same version also gains the checkpoint that carried
  * it, once known: that is what lets a tombstone be purged below the horizon.) */
@@ -30,7 +28,7 @@ static const struct db_gen_table ledger_tables[] = {{'o', "objects_", ""},
 
 static const struct db_stmt st_ledger_resolve = {
     "ledger_resolve",
-    "SELECT id, name, tombstone_retention_seconds, horizon, " TS(
+    "SELECT id, name, tombstone_retention_seconds, horizon, " DB_TS(
         "created_at") " FROM rowlock.ledgers WHERE name = $1",
     1};
 static const struct db_stmt st_ledger_insert = {
@@ -57,11 +55,11 @@ static const char sql_status_create[] =
     "ON CONFLICT (digest) DO NOTHING";
 static const char sql_status_lock[] =
     "SELECT digest, executed, coalesce(path, ''), coalesce(checkpoint, 0), "
-    "coalesce(" TS("executed_at") ", '') FROM {t} WHERE digest = ANY($1::text[]) "
-                                  "ORDER BY digest FOR UPDATE";
+    "coalesce(" DB_TS("executed_at") ", '') FROM {t} WHERE digest = ANY($1::text[]) "
+                                     "ORDER BY digest FOR UPDATE";
 static const char sql_status_read[] =
     "SELECT digest, executed, coalesce(path, ''), coalesce(checkpoint, 0), "
-    "coalesce(" TS("executed_at") ", '') FROM {t} WHERE digest = $1";
+    "coalesce(" DB_TS("executed_at") ", '') FROM {t} WHERE digest = $1";
 /* Marks transactions executed ($2 path, $3 checkpoint or NULL); those executed before keep
  * their path and time and learn their checkpoint. */
 static const char sql_status_mark[] =
@@ -125,10 +123,10 @@ static const char sql_checkpoint_record[] =
 /* Inputs as stored: $1 ids. */
 static const char sql_inputs[] =
     "SELECT object_id, version, deleted FROM {o} WHERE object_id = ANY($1::text[])";
-static const char sql_object_get[] =
-    "SELECT version, deleted, type, data::text, " TS("updated_at") " FROM {o} WHERE object_id = $1";
+static const char sql_object_get[] = "SELECT version, deleted, type, data::text, " DB_TS(
+    "updated_at") " FROM {o} WHERE object_id = $1";
 static const char sql_display_get[] =
-    "SELECT version, false, type, data::text, " TS("updated_at") " FROM {d} WHERE type = $1";
+    "SELECT version, false, type, data::text, " DB_TS("updated_at") " FROM {d} WHERE type = $1";
 /* A page of the event log: $1 after, $2 limit, and the byte budget of event data in the
  * transaction-local setting rowlock.page_budget (the shared gap-safe reader passes only after and
  * limit). Rows are taken one at a time with a running sum of their data's text size, and the walk
@@ -145,25 +143,13 @@ static const char sql_events_read[] =
     "  CROSS JOIN LATERAL (SELECT \"offset\", hole, digest, index, type, data::text AS data, "
     "     created_at FROM {e} WHERE \"offset\" > p.\"offset\" ORDER BY \"offset\" LIMIT 1) x "
     "  WHERE p.n < $2 AND p.run <= " PAGE_BUDGET ") "
-    "SELECT \"offset\", hole, digest, index, type, data, " TS(
+    "SELECT \"offset\", hole, digest, index, type, data, " DB_TS(
         "created_at") " FROM page WHERE n = 1 OR run <= " PAGE_BUDGET " ORDER BY \"offset\"";
 static const char sql_events_fill[] =
     "INSERT INTO {e} (\"offset\", hole) SELECT g, true FROM generate_series($1::bigint, "
     "$2::bigint) g ON CONFLICT (\"offset\") DO NOTHING";
 
 /* ---- helpers ---- */
-
-void db_ledger_i64(char *buf, size_t size, int64_t v)
-{
-    snprintf(buf, size, "%" PRId64, v);
-}
-
-void db_ledger_copy(char *dst, size_t size, const char *src)
-{
-    size_t n = strnlen(src, size - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
 
 enum db_status db_ledger_query(struct db_conn *c, int64_t ledger, const char *tag, const char *sql,
                                int nparams, const char *const *params, PGresult **out,
@@ -179,10 +165,10 @@ static void resolved(PGresult *r, struct db_ledger *l, int *found)
     *found = 0;
     if (PQntuples(r) == 1) {
         l->id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        db_ledger_copy(l->name, sizeof(l->name), PQgetvalue(r, 0, 1));
+        db_copy(l->name, sizeof(l->name), PQgetvalue(r, 0, 1));
         l->tombstone_retention_seconds = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
         l->horizon = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
-        db_ledger_copy(l->created_at, sizeof(l->created_at), PQgetvalue(r, 0, 4));
+        db_copy(l->created_at, sizeof(l->created_at), PQgetvalue(r, 0, 4));
         *found = 1;
     }
     PQclear(r);
@@ -204,9 +190,9 @@ static void status_from_row(const PGresult *r, int i, struct db_ledger_status *s
 {
     memset(s, 0, sizeof(*s));
     s->executed = PQgetvalue(r, i, 1)[0] == 't';
-    db_ledger_copy(s->path, sizeof(s->path), PQgetvalue(r, i, 2));
+    db_copy(s->path, sizeof(s->path), PQgetvalue(r, i, 2));
     s->checkpoint = strtoll(PQgetvalue(r, i, 3), NULL, 10);
-    db_ledger_copy(s->executed_at, sizeof(s->executed_at), PQgetvalue(r, i, 4));
+    db_copy(s->executed_at, sizeof(s->executed_at), PQgetvalue(r, i, 4));
 }
 
 /* ---- effects: the same functions for both paths ---- */
@@ -435,7 +421,7 @@ static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_erro
 {
     struct put_ledger *a = arg;
     char ret[24];
-    db_ledger_i64(ret, sizeof(ret), a->retention);
+    db_i64(ret, sizeof(ret), a->retention);
     const char *params[] = {a->name, ret};
     PGresult *r = NULL;
     enum db_status st = db_query(c, &st_ledger_insert, params, &r, err);
@@ -444,7 +430,7 @@ static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     int created = PQntuples(r) == 1;
     char id[24] = "";
     if (created)
-        db_ledger_copy(id, sizeof(id), PQgetvalue(r, 0, 0));
+        db_copy(id, sizeof(id), PQgetvalue(r, 0, 0));
     PQclear(r);
     if (created) {
         const char *idp[] = {id};
@@ -485,7 +471,7 @@ static enum db_status get_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK || !found)
         return st;
     char id[24];
-    db_ledger_i64(id, sizeof(id), a->out->id);
+    db_i64(id, sizeof(id), a->out->id);
     const char *params[] = {id};
     PGresult *r = NULL;
     st = db_query(c, &st_ledger_counts, params, &r, err);
@@ -706,7 +692,7 @@ static enum db_status checkpoint_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK || !found)
         return st;
     char seq[24], count[24];
-    db_ledger_i64(seq, sizeof(seq), a->sequence);
+    db_i64(seq, sizeof(seq), a->sequence);
     snprintf(count, sizeof(count), "%zu", a->n);
     const char *sp[] = {seq, count};
     PGresult *r = NULL;
@@ -833,7 +819,7 @@ static enum db_status item_get(struct db_pool *pool, struct lookup *a, struct db
             out->deleted = PQgetvalue(r, 0, 1)[0] == 't';
             out->type = PQgetisnull(r, 0, 2) ? NULL : strdup(PQgetvalue(r, 0, 2));
             out->data = PQgetisnull(r, 0, 3) ? NULL : strdup(PQgetvalue(r, 0, 3));
-            db_ledger_copy(out->updated_at, sizeof(out->updated_at), PQgetvalue(r, 0, 4));
+            db_copy(out->updated_at, sizeof(out->updated_at), PQgetvalue(r, 0, 4));
             if (out->deleted)
                 *verdict = DB_L_OBJECT_DELETED;
         }
@@ -879,7 +865,7 @@ static enum db_status events_tx(struct db_conn *c, void *arg, struct db_error *e
     a->verdict = DB_L_NOT_FOUND;
     /* the ledger and the page budget (for sql_events_read) in one round trip */
     char budget[24];
-    db_ledger_i64(budget, sizeof(budget), a->budget);
+    db_i64(budget, sizeof(budget), a->budget);
     const char *np[] = {a->name}, *bp[] = {budget};
     PGresult *r = NULL;
     const struct db_call calls[] = {{.st = &st_ledger_resolve, .params = np, .out = &r},

@@ -7,14 +7,8 @@
 #include <stdint.h>
 
 #include "db/db.h"
+#include "db/sql.h"
 
-/* A timestamp column as the API shows it: UTC, microseconds, "Z". */
-#define DB_LEDGER_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-
-/* Writes v in decimal into buf. */
-void db_ledger_i64(char *buf, size_t size, int64_t v);
-/* Copies src into dst (size bytes), cut to fit, always terminated. */
-void db_ledger_copy(char *dst, size_t size, const char *src);
 /* Runs template sql (identified by tag) on the generated tables of ledger: {o} objects,
  * {d} displays, {t} transactions, {e} events, {q} the event offsets, {c} checkpoints. out as
  * for db_query. */

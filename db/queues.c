@@ -14,7 +14,7 @@
 
 #define QUEUE_COLUMNS                                                                              \
     "id, name, max_attempts, lease_seconds, backoff_base_seconds, backoff_max_seconds, "           \
-    "retention_seconds, " TS("created_at") ", " TS("updated_at")
+    "retention_seconds, " DB_TS("created_at") ", " DB_TS("updated_at")
 
 static const struct db_stmt st_queue_resolve = {
     "queue_resolve", "SELECT " QUEUE_COLUMNS " FROM rowlock.queues WHERE name = $1", 1};
@@ -74,10 +74,23 @@ static const struct db_stmt st_enqueue_dedupe_id = {
 
 #define JOB_COLUMNS                                                                                \
     "j.id, j.state, j.priority, j.attempts, j.max_attempts, j.fence, j.owner, "                    \
-    "coalesce(" TS("j.lease_expires_at") ", ''), " TS("j.run_at") ", " TS("j.created_at") ", " TS( \
-        "j.updated_at") ", coalesce(" TS("j.finished_at") ", ''), j.dedupe_key, "                  \
-                                                          "b.payload::text, b.progress::text, "    \
-                                                          "b.result::text, b.last_error::text"
+    "coalesce(" DB_TS("j.lease_expires_at") ", ''), " DB_TS("j.run_at") ", " DB_TS(                \
+        "j.created_at") ", " DB_TS("j.updated_at") ", coalesce(" DB_TS("j.finished_at") ", ''), "  \
+                                                                                        "j."       \
+                                                                                        "dedupe_"  \
+                                                                                        "key, "    \
+                                                                                        "b."       \
+                                                                                        "payload:" \
+                                                                                        ":text, "  \
+                                                                                        "b."       \
+                                                                                        "progress" \
+                                                                                        "::text, " \
+                                                                                        "b."       \
+                                                                                        "result::" \
+                                                                                        "text, "   \
+                                                                                        "b.last_"  \
+                                                                                        "error::"  \
+                                                                                        "text"
 static const struct db_stmt st_job_get = {
     "job_get",
     "SELECT " JOB_COLUMNS " FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
@@ -85,7 +98,7 @@ static const struct db_stmt st_job_get = {
     2};
 static const struct db_stmt st_job_history = {
     "job_history",
-    "SELECT fence, attempt, owner, " TS("claimed_at") ", coalesce(" TS(
+    "SELECT fence, attempt, owner, " DB_TS("claimed_at") ", coalesce(" DB_TS(
         "ended_at") ", ''), "
                     "coalesce(outcome, '') FROM rowlock.job_attempt_history WHERE job_id = $1 "
                     "ORDER BY "
@@ -168,14 +181,14 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
 static void queue_from_row(const PGresult *r, int row, int col, struct db_queue *q)
 {
     q->id = strtoll(PQgetvalue(r, row, col), NULL, 10);
-    copy(q->name, sizeof(q->name), PQgetvalue(r, row, col + 1));
+    db_copy(q->name, sizeof(q->name), PQgetvalue(r, row, col + 1));
     q->cfg.max_attempts = atoi(PQgetvalue(r, row, col + 2));
     q->cfg.lease_seconds = atoi(PQgetvalue(r, row, col + 3));
     q->cfg.backoff_base_seconds = atof(PQgetvalue(r, row, col + 4));
     q->cfg.backoff_max_seconds = atof(PQgetvalue(r, row, col + 5));
     q->cfg.retention_seconds = atoi(PQgetvalue(r, row, col + 6));
-    copy(q->created_at, sizeof(q->created_at), PQgetvalue(r, row, col + 7));
-    copy(q->updated_at, sizeof(q->updated_at), PQgetvalue(r, row, col + 8));
+    db_copy(q->created_at, sizeof(q->created_at), PQgetvalue(r, row, col + 7));
+    db_copy(q->updated_at, sizeof(q->updated_at), PQgetvalue(r, row, col + 8));
 }
 
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s)
@@ -221,13 +234,13 @@ enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struc
         if (st != DB_OK || !*found)
             return st;
         db_hint_set(&queue_hints, name, q->id);
-        i64(qid, sizeof(qid), q->id);
+        db_i64(qid, sizeof(qid), q->id);
         params[qid_param] = qid;
         if (commit)
             db_tx_commit_with_next(c);
         return db_query(c, stmt, params, out, err);
     }
-    i64(qid, sizeof(qid), hint);
+    db_i64(qid, sizeof(qid), hint);
     params[qid_param] = qid;
     const char *rparams[] = {name};
     PGresult *r = NULL;
@@ -320,7 +333,7 @@ static enum db_status get_queue_tx(struct db_conn *c, void *arg, struct db_error
     if (st != DB_OK || !found)
         return st;
     char id[24];
-    i64(id, sizeof(id), a->out->id);
+    db_i64(id, sizeof(id), a->out->id);
     const char *params[] = {id};
     PGresult *r = NULL;
     st = db_query(c, &st_queue_stats, params, &r, err);
@@ -400,7 +413,7 @@ static enum db_status delete_queue_tx(struct db_conn *c, void *arg, struct db_er
         PQclear(r);
         return st;
     }
-    copy(id, sizeof(id), PQgetvalue(r, 0, 0));
+    db_copy(id, sizeof(id), PQgetvalue(r, 0, 0));
     PQclear(r);
     a->verdict = DB_Q_QUEUE_BUSY;
     /* the common refusal without locking every job of a large queue */
@@ -569,17 +582,17 @@ static void job_from_row(const PGresult *r, int i, struct db_job *j)
 {
     memset(j, 0, sizeof(*j));
     j->id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-    copy(j->state, sizeof(j->state), PQgetvalue(r, i, 1));
+    db_copy(j->state, sizeof(j->state), PQgetvalue(r, i, 1));
     j->priority = atoi(PQgetvalue(r, i, 2));
     j->attempts = atoi(PQgetvalue(r, i, 3));
     j->max_attempts = atoi(PQgetvalue(r, i, 4));
     j->fence = strtoll(PQgetvalue(r, i, 5), NULL, 10);
     j->owner = dup_or_null(r, i, 6);
-    copy(j->lease_expires_at, sizeof(j->lease_expires_at), PQgetvalue(r, i, 7));
-    copy(j->run_at, sizeof(j->run_at), PQgetvalue(r, i, 8));
-    copy(j->created_at, sizeof(j->created_at), PQgetvalue(r, i, 9));
-    copy(j->updated_at, sizeof(j->updated_at), PQgetvalue(r, i, 10));
-    copy(j->finished_at, sizeof(j->finished_at), PQgetvalue(r, i, 11));
+    db_copy(j->lease_expires_at, sizeof(j->lease_expires_at), PQgetvalue(r, i, 7));
+    db_copy(j->run_at, sizeof(j->run_at), PQgetvalue(r, i, 8));
+    db_copy(j->created_at, sizeof(j->created_at), PQgetvalue(r, i, 9));
+    db_copy(j->updated_at, sizeof(j->updated_at), PQgetvalue(r, i, 10));
+    db_copy(j->finished_at, sizeof(j->finished_at), PQgetvalue(r, i, 11));
     j->dedupe_key = dup_or_null(r, i, 12);
     j->payload = dup_or_null(r, i, 13);
     j->progress = dup_or_null(r, i, 14);
@@ -605,8 +618,8 @@ static enum db_status get_job_tx(struct db_conn *c, void *arg, struct db_error *
     if (st != DB_OK || !found)
         return st;
     char id[24], qid[24];
-    i64(id, sizeof(id), a->id);
-    i64(qid, sizeof(qid), q.id);
+    db_i64(id, sizeof(id), a->id);
+    db_i64(qid, sizeof(qid), q.id);
     const char *params[] = {id, qid};
     PGresult *r = NULL;
     a->verdict = DB_Q_JOB_NOT_FOUND;
@@ -629,10 +642,10 @@ static enum db_status get_job_tx(struct db_conn *c, void *arg, struct db_error *
         struct db_attempt *h = &a->out->history[i];
         h->fence = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
         h->attempt = atoi(PQgetvalue(r, (int)i, 1));
-        copy(h->owner, sizeof(h->owner), PQgetvalue(r, (int)i, 2));
-        copy(h->claimed_at, sizeof(h->claimed_at), PQgetvalue(r, (int)i, 3));
-        copy(h->ended_at, sizeof(h->ended_at), PQgetvalue(r, (int)i, 4));
-        copy(h->outcome, sizeof(h->outcome), PQgetvalue(r, (int)i, 5));
+        db_copy(h->owner, sizeof(h->owner), PQgetvalue(r, (int)i, 2));
+        db_copy(h->claimed_at, sizeof(h->claimed_at), PQgetvalue(r, (int)i, 3));
+        db_copy(h->ended_at, sizeof(h->ended_at), PQgetvalue(r, (int)i, 4));
+        db_copy(h->outcome, sizeof(h->outcome), PQgetvalue(r, (int)i, 5));
         a->out->nhistory++;
     }
     PQclear(r);
@@ -670,8 +683,8 @@ static enum db_status list_jobs_tx(struct db_conn *c, void *arg, struct db_error
     if (st != DB_OK || !found)
         return st;
     char qid[24], after[24], lim[16], budget[24];
-    i64(qid, sizeof(qid), q.id);
-    i64(after, sizeof(after), a->after);
+    db_i64(qid, sizeof(qid), q.id);
+    db_i64(after, sizeof(after), a->after);
     snprintf(lim, sizeof(lim), "%d", a->limit);
     snprintf(budget, sizeof(budget), "%lld", a->budget);
     const char *params[] = {qid, after, a->state, lim, a->budget > 0 ? budget : NULL};
@@ -707,7 +720,7 @@ static enum db_status job_op_tx(struct db_conn *c, void *arg, struct db_error *e
     a->rows = NULL;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     char id[24];
-    i64(id, sizeof(id), a->id);
+    db_i64(id, sizeof(id), a->id);
     const char *params[] = {id, NULL, a->extra[0], a->extra[1], a->extra[2], a->extra[3]};
     enum db_status st =
         db_queue_stmt_in(c, a->queue, a->stmt, params, 1, 1, &q, &found, &a->rows, err);

@@ -8,21 +8,7 @@
 #include <string.h>
 
 #include "db/queues.h"
-
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-
-static inline void i64(char *buf, size_t size, int64_t v)
-{
-    snprintf(buf, size, "%" PRId64, v);
-}
-
-/* Copies src into dst of size bytes, cut to fit, always terminated. */
-static inline void copy(char *dst, size_t size, const char *src)
-{
-    size_t n = strnlen(src, size - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
+#include "db/sql.h"
 
 /* Maps PostgreSQL refusing a value (class 22: bad timestamp, bad JSON) to bad input. */
 static inline enum db_status bad_input(enum db_status st, const struct db_error *err,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db/sql.h"
 #include "db/tx.h"
 
 extern const char db_schema_sql[];
@@ -137,11 +138,6 @@ static const struct migration *find_migration(int number)
     return i >= 0 && i < NMIGRATIONS ? &migrations[i] : NULL;
 }
 
-static void copy_text(char *dst, size_t size, const char *src)
-{
-    snprintf(dst, size, "%s", src);
-}
-
 /* Reads rowlock.migrations into s. */
 static enum db_status read_rows(struct db_conn *c, struct db_state *s, struct db_error *err)
 {
@@ -160,8 +156,8 @@ static enum db_status read_rows(struct db_conn *c, struct db_state *s, struct db
     for (int i = 0; i < n; i++) {
         struct applied *a = &s->rows[i];
         a->number = atoi(PQgetvalue(res, i, 0));
-        copy_text(a->name, sizeof(a->name), PQgetvalue(res, i, 1));
-        copy_text(a->checksum, sizeof(a->checksum), PQgetvalue(res, i, 2));
+        db_copy(a->name, sizeof(a->name), PQgetvalue(res, i, 1));
+        db_copy(a->checksum, sizeof(a->checksum), PQgetvalue(res, i, 2));
         a->serves_from = atoi(PQgetvalue(res, i, 3));
         s->version = a->number;
         if (a->serves_from > s->serves_from)

@@ -10,15 +10,14 @@
 #include <string.h>
 
 #include "db/resource_tables.h"
+#include "db/sql.h"
 #include "db/topics.h"
 #include "db/tx.h"
-
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 /* A consumer with its lag: $1 topic id; the rows of rowlock.topic_consumers_lag joined with the
  * catalogue for the times. */
 #define CONSUMER_SELECT                                                                            \
-    "SELECT l.name, l.\"offset\", " TS("c.created_at") ", " TS(                                    \
+    "SELECT l.name, l.\"offset\", " DB_TS("c.created_at") ", " DB_TS(                              \
         "c.committed_at") ", "                                                                     \
                           "l.readable_end, l.lag_messages, l.lag_seconds "                         \
                           "FROM rowlock.topic_consumers_lag($1) l "                                \
@@ -73,11 +72,6 @@ static const struct db_stmt st_lag_topic = {"consumers_lag_topic",
                                             "rowlock.topic_consumers_lag($1)",
                                             1};
 
-static void i64(char *buf, size_t size, int64_t v)
-{
-    snprintf(buf, size, "%" PRId64, v);
-}
-
 static void consumer_from_row(const PGresult *r, int row, struct db_consumer *c)
 {
     snprintf(c->name, sizeof(c->name), "%s", PQgetvalue(r, row, 0));
@@ -111,7 +105,7 @@ static enum db_status resolve(struct db_conn *c, const char *topic, char id[24],
     *verdict = DB_CONSUMER_TOPIC_NOT_FOUND;
     enum db_status st = db_topic_resolve(c, topic, &t, &found, err);
     if (st == DB_OK && found) {
-        i64(id, 24, t.id);
+        db_i64(id, 24, t.id);
         *verdict = DB_CONSUMER_NOT_FOUND;
     }
     return st;
@@ -139,7 +133,7 @@ static enum db_status readable_end(struct db_conn *c, const char *id, int64_t fr
                                    enum db_consumer_verdict *verdict, struct db_error *err)
 {
     char f[24];
-    i64(f, sizeof(f), from);
+    db_i64(f, sizeof(f), from);
     const char *params[] = {id, f};
     PGresult *r = NULL;
     enum db_status st = topic_gone(db_query(c, &st_end, params, &r, err), err, verdict);
@@ -179,7 +173,7 @@ static enum db_status create_consumer(struct db_conn *c, struct consumer_call *a
         return DB_ABORTED;
     }
     char off[24];
-    i64(off, sizeof(off), offset);
+    db_i64(off, sizeof(off), offset);
     const char *params[] = {id, a->name, off};
     PGresult *r = NULL;
     st = db_query(c, &st_insert, params, &r, err);
@@ -312,7 +306,7 @@ static enum db_status commit_tx(struct db_conn *c, void *arg, struct db_error *e
             a->verdict = DB_CONSUMER_BEYOND_END;
             refused = 1;
         } else {
-            i64(off, sizeof(off), k->offset);
+            db_i64(off, sizeof(off), k->offset);
             st = db_query(c, &st_move, params, NULL, err);
         }
     }
@@ -376,7 +370,7 @@ enum db_status db_consumer_offset(struct db_conn *c, int64_t topic_id, const cha
                                   int64_t *offset, int *found, struct db_error *err)
 {
     char id[24];
-    i64(id, sizeof(id), topic_id);
+    db_i64(id, sizeof(id), topic_id);
     const char *params[] = {id, name};
     PGresult *r = NULL;
     *found = 0;

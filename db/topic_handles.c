@@ -90,11 +90,6 @@ enum db_status db_topic_query(struct db_conn *c, int64_t topic, const char *tag,
     return db_gen_query(c, &g, tag, sql, nparams, params, out, err);
 }
 
-static void i64(char *buf, size_t size, int64_t v)
-{
-    snprintf(buf, size, "%" PRId64, v);
-}
-
 /* ---- topic ids by name, as hints (db/hints.h) ----
  *
  * A head write that knows its topic's id sends the topic lookup and the key's locked read in
@@ -193,7 +188,7 @@ enum db_status db_topic_producer(struct db_conn *c, const struct db_topic *t, co
     if (name == NULL)
         return DB_OK;
     char id[24];
-    i64(id, sizeof(id), t->id);
+    db_i64(id, sizeof(id), t->id);
     const char *params[] = {id, name};
     PGresult *r = NULL;
     enum db_status st = db_query(c, &st_producer, params, &r, err);
@@ -333,11 +328,11 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
         keys[i] = msgs[i].key;
         vals[i] = msgs[i].value;
         if (msgs[i].has_rank) {
-            i64(nums[i][0], sizeof(nums[i][0]), msgs[i].rank);
+            db_i64(nums[i][0], sizeof(nums[i][0]), msgs[i].rank);
             ranks[i] = nums[i][0];
         }
         if (msgs[i].has_sequence) {
-            i64(nums[i][1], sizeof(nums[i][1]), msgs[i].sequence);
+            db_i64(nums[i][1], sizeof(nums[i][1]), msgs[i].sequence);
             seqs[i] = nums[i][1];
         }
     }
@@ -412,7 +407,7 @@ enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, 
 {
     struct db_gen g = {'t', hint, db_topic_tables};
     char id[24];
-    i64(id, sizeof(id), hint);
+    db_i64(id, sizeof(id), hint);
     const char *name_param[] = {w->topic}, *producer_params[] = {id, w->producer};
     const char *key_param[] = {w->key};
     PGresult *resolved = NULL, *registered = NULL;

@@ -65,13 +65,13 @@ static const struct db_stmt st_topic_ids = {
  * comes, so that the rows are a prefix of the log (the gap-safe read relies on that) and libpq
  * never holds more than the budget plus one value. Holes and tombstones weigh nothing. */
 static const char sql_log_read[] =
-    "SELECT \"offset\", hole, key, value::text, producer, rank, schema_version, "
-    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM ("
-    "  SELECT *, row_number() OVER w AS n, "
-    "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
-    "    SELECT * FROM {m} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT $2) l "
-    "  WINDOW w AS (ORDER BY \"offset\" ROWS UNBOUNDED PRECEDING)) p "
-    "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\"";
+    "SELECT \"offset\", hole, key, value::text, producer, rank, schema_version, " DB_TS(
+        "created_at") " FROM ("
+                      "  SELECT *, row_number() OVER w AS n, "
+                      "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
+                      "    SELECT * FROM {m} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT $2) l "
+                      "  WINDOW w AS (ORDER BY \"offset\" ROWS UNBOUNDED PRECEDING)) p "
+                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\"";
 /* Records offsets $1..$2 that hold no visible row as holes. An offset still held by a
  * transaction in progress makes this wait on it, which the caller bounds with lock_timeout. */
 static const char sql_log_fill[] =
@@ -81,28 +81,32 @@ static const char sql_log_fill[] =
 /* Live heads after key $1, at most $2, stopped at the page budget as the log is (see
  * sql_log_read); the last column says whether another head followed within the $2. */
 static const char sql_keys[] =
-    "SELECT key, value::text, head_id, compaction_rank, schema_version, "
-    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), more FROM ("
-    "  SELECT *, row_number() OVER w AS n, sum(octet_length(value::text)) OVER w AS bytes, "
-    "    lead(true, 1, false) OVER w AS more FROM ("
-    "    SELECT h.key, m.value, h.head_id, h.compaction_rank, h.schema_version, h.updated_at "
-    "    FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id "
-    "    WHERE h.key > coalesce($1, '') AND m.value IS NOT NULL ORDER BY h.key LIMIT $2) l "
-    "  WINDOW w AS (ORDER BY key ROWS UNBOUNDED PRECEDING)) p "
-    "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY key";
+    "SELECT key, value::text, head_id, compaction_rank, schema_version, " DB_TS(
+        "updated_at") ", more FROM ("
+                      "  SELECT *, row_number() OVER w AS n, sum(octet_length(value::text)) OVER w "
+                      "AS bytes, "
+                      "    lead(true, 1, false) OVER w AS more FROM ("
+                      "    SELECT h.key, m.value, h.head_id, h.compaction_rank, h.schema_version, "
+                      "h.updated_at "
+                      "    FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id "
+                      "    WHERE h.key > coalesce($1, '') AND m.value IS NOT NULL ORDER BY h.key "
+                      "LIMIT $2) l "
+                      "  WINDOW w AS (ORDER BY key ROWS UNBOUNDED PRECEDING)) p "
+                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY key";
 
 /* A key's history: its messages among the offsets in [$2 - $4, $2), newest first, at most $3,
  * stopped at the page budget as the log is (see sql_log_read); total is how many there were
  * before the budget's cut. The log's primary key is walked backwards over at most $4 offsets. */
 static const char sql_history[] =
-    "SELECT \"offset\", value::text, producer, rank, schema_version, "
-    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), total FROM ("
-    "  SELECT *, row_number() OVER w AS n, count(*) OVER () AS total, "
-    "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
-    "    SELECT * FROM {m} WHERE \"offset\" < $2::bigint AND \"offset\" >= $2::bigint - $4 "
-    "    AND key = $1 AND NOT hole ORDER BY \"offset\" DESC LIMIT $3) l "
-    "  WINDOW w AS (ORDER BY \"offset\" DESC ROWS UNBOUNDED PRECEDING)) p "
-    "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\" DESC";
+    "SELECT \"offset\", value::text, producer, rank, schema_version, " DB_TS(
+        "created_at") ", total FROM ("
+                      "  SELECT *, row_number() OVER w AS n, count(*) OVER () AS total, "
+                      "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
+                      "    SELECT * FROM {m} WHERE \"offset\" < $2::bigint AND \"offset\" >= "
+                      "$2::bigint - $4 "
+                      "    AND key = $1 AND NOT hole ORDER BY \"offset\" DESC LIMIT $3) l "
+                      "  WINDOW w AS (ORDER BY \"offset\" DESC ROWS UNBOUNDED PRECEDING)) p "
+                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\" DESC";
 /* Past the end of the log: the offset a history read starts below by default. */
 static const char sql_log_end[] = "SELECT coalesce(max(\"offset\"), 0) + 1 FROM {m}";
 
@@ -169,11 +173,6 @@ static int is_missing_table(const struct db_error *err)
     return db_gen_missing(err);
 }
 
-static void i64(char *buf, size_t size, int64_t v)
-{
-    snprintf(buf, size, "%" PRId64, v);
-}
-
 /* ---- workflows ---- */
 
 /* Maps "the topic's tables are gone" (a concurrent DELETE won) to not found. */
@@ -198,8 +197,8 @@ static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error
 {
     struct put_topic *a = arg;
     char ttl[24], ret[24], sv[16], id[24];
-    i64(ttl, sizeof(ttl), a->cfg->headless_ttl_seconds);
-    i64(ret, sizeof(ret), a->cfg->retention_seconds);
+    db_i64(ttl, sizeof(ttl), a->cfg->headless_ttl_seconds);
+    db_i64(ret, sizeof(ret), a->cfg->retention_seconds);
     snprintf(sv, sizeof(sv), "%d", a->cfg->default_schema_version);
     const char *params[] = {a->name, ttl, ret, sv, a->cfg->retention_ignores_consumers ? "t" : "f"};
     PGresult *r = NULL;
@@ -210,7 +209,7 @@ static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error
         db_topic_from_row(r, 0, 0, a->out);
         PQclear(r);
         a->verdict = DB_TOPIC_CREATED;
-        i64(id, sizeof(id), a->out->id);
+        db_i64(id, sizeof(id), a->out->id);
         const char *idp[] = {id};
         return db_query(c, &st_create_tables, idp, NULL, err);
     }
@@ -260,7 +259,7 @@ static enum db_status get_topic_tx(struct db_conn *c, void *arg, struct db_error
     if (st != DB_OK || !found)
         return st;
     char id[24], cap[16];
-    i64(id, sizeof(id), a->out->id);
+    db_i64(id, sizeof(id), a->out->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
     PGresult *r = NULL;
@@ -371,7 +370,7 @@ static enum db_status producer_put_tx(struct db_conn *c, void *arg, struct db_er
     if (st != DB_OK || !found)
         return st;
     char id[24], sv[16];
-    i64(id, sizeof(id), t.id);
+    db_i64(id, sizeof(id), t.id);
     snprintf(sv, sizeof(sv), "%d", a->schema_version);
     const char *params[] = {id, a->name, sv};
     PGresult *r = NULL;
@@ -768,7 +767,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
 {
     struct janitor_topic *a = arg;
     char ttl[24], batch[16];
-    i64(ttl, sizeof(ttl), a->ttl);
+    db_i64(ttl, sizeof(ttl), a->ttl);
     snprintf(batch, sizeof(batch), "%d", a->batch);
     const char *params[] = {ttl, batch};
     PGresult *r = NULL;
@@ -779,7 +778,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
     a->deleted = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     char id[24];
-    i64(id, sizeof(id), a->id);
+    db_i64(id, sizeof(id), a->id);
     if (a->retention > 0) {
         const char *idp[] = {id};
         st = db_query(c, &st_retention_lock, idp, &r, err);
@@ -791,7 +790,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         if (gone) /* deleted meanwhile */
             return DB_OK;
         char ret[24];
-        i64(ret, sizeof(ret), a->retention);
+        db_i64(ret, sizeof(ret), a->retention);
         const char *rparams[] = {ret, batch, ignores ? NULL : id};
         st = db_topic_query(c, a->id, "retention", sql_retention, 3, rparams, &r, err);
         if (st != DB_OK)
@@ -800,7 +799,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         PQclear(r);
     }
     char ret[24];
-    i64(ret, sizeof(ret), a->retention);
+    db_i64(ret, sizeof(ret), a->retention);
     const char *full = a->deleted >= a->batch || a->compacted >= a->batch ? "true" : "false";
     const char *dparams[] = {ttl, ret, full, id};
     return db_topic_query(c, a->id, "next_due", sql_next_due, 4, dparams, NULL, err);

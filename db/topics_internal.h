@@ -7,12 +7,13 @@
 
 #include "db/resource_tables.h"
 #include "db/topics.h"
+#include "db/sql.h"
 
 #define TOPIC_COLUMNS                                                                              \
-    "id, name, headless_ttl_seconds, coalesce(retention_seconds, 0), default_schema_version, "     \
-    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "                \
-    "to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "                \
-    "retention_ignores_consumers"
+    "id, name, headless_ttl_seconds, coalesce(retention_seconds, 0), "                             \
+    "default_schema_version, " DB_TS("created_at") ", " DB_TS(                                     \
+        "updated_at") ", "                                                                         \
+                      "retention_ignores_consumers"
 #define TOPIC_NCOLUMNS 8
 
 /* A topic's generated tables: {m} messages_<id>, {h} compaction_head_<id>, {s} the offsets. */
