@@ -1,7 +1,7 @@
 /* The lease protocol of queues (see queues.h): claims, fenced writes (heartbeat, complete, fail,
  * hand-back, release) and batch settlement. The protocol's predicates are named SQL fragments
- * written once below (LEASE_*) and composed into each statement; SET lists stay explicit per
- * statement. Every fenced write is one statement: lock the job, apply the change where the
+ * written once in lease_sql.h (LEASE_*) and composed into each statement; SET lists stay explicit
+ * per statement. Every fenced write is one statement: lock the job, apply the change where the
  * predicate holds, and return what the row looked like, so the refusal reason is classified in one
  * place (lease_verdict). Queues and jobs themselves are db/queues.c's. */
 #include <inttypes.h>
@@ -10,43 +10,9 @@
 #include <string.h>
 
 #include "db/combine.h"
+#include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
-
-/* ---- the protocol's predicates (j is rowlock.jobs; $3 owner, $4 fence) ---- */
-
-/* Claimable: due, and either pending or an expired lease that still has an attempt to give
- * (or is re-presented by the same owner, which spends none). claimable_at is run_at for
- * pending jobs and lease_expires_at for processing ones, so "due" is one indexed range. */
-#define LEASE_DUE                 "j.claimable_at <= now()"
-#define LEASE_FREE                "j.state = 'pending' OR j.attempts < j.max_attempts"
-#define LEASE_CLAIMABLE_BY(owner) LEASE_DUE " AND (" LEASE_FREE " OR j.owner = " owner ")"
-/* The attempt a claim by owner opens: the same one when owner re-presents its own expired
- * lease, else the next (r is the row as it was). */
-#define LEASE_NEXT_ATTEMPT(r, owner)                                                               \
-    "CASE WHEN " r ".state = 'processing' AND " r ".owner = " owner " THEN " r ".attempts "        \
-    "ELSE " r ".attempts + 1 END"
-/* Owned: this owner, this fence, still processing. Hand-back and release need only this: a
- * worker whose lease ran out may still give the job back (nobody else has claimed it, or the
- * fence would differ), and refusing it would only delay the job until the lease is taken over. */
-#define LEASE_OWNED_BY(owner, fence)                                                               \
-    "j.owner = " owner " AND j.fence = " fence " AND j.state = 'processing'"
-#define LEASE_OWNED LEASE_OWNED_BY("$3", "$4")
-/* Fenced writes (heartbeat, complete, fail) also need a live lease: at expiry a takeover is
- * already licensed, so the old owner must not win that race. */
-#define LEASE_LIVE_BY(owner, fence) LEASE_OWNED_BY(owner, fence) " AND j.lease_expires_at > now()"
-#define LEASE_LIVE                  LEASE_LIVE_BY("$3", "$4")
-
-/* The row as it was, for classifying a refusal: id, state, owner, fence, live. */
-#define LEASE_TARGET                                                                               \
-    "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live "       \
-    "FROM rowlock.jobs j WHERE j.id = $1 AND j.queue_id = $2 FOR UPDATE)"
-#define LEASE_RESULT(extra)                                                                        \
-    "SELECT target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, " extra       \
-    " FROM target LEFT JOIN w ON true"
-
-/* Ends the job's latest attempt (recorded on its row, see the schema) with this outcome. */
-#define ATTEMPT_END(outcome) "attempt_ended_at = now(), attempt_outcome = '" outcome "'"
 
 /* Delay before retry n (attempts already spent): base * 2^(n-1), at most max (the exponent is
  * capped so that a job with a thousand attempts does not overflow the arithmetic). */
@@ -72,10 +38,11 @@
     "  WHERE was_fence > 0)"
 /* What a claim answers a row (after the claim's index): id, fence, attempt, priority,
  * reclaimed, lease expiry, payload. */
-#define CLAIMED                                                                                    \
-    "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " DB_TS(                         \
-        "w.lease_expires_at") ", "                                                                 \
-                              "w.fit_payload"
+/* clang-format off */
+#define CLAIMED \
+    "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " \
+    DB_TS("w.lease_expires_at") ", w.fit_payload"
+/* clang-format on */
 
 /* A claim's answer carries each job's payload: of the rows locked (rows, in claim order within
  * each partition, one per claim), cand keeps those whose payloads' JSON text fits in budget
@@ -165,6 +132,7 @@ static const struct db_stmt st_claim_many = {
 /* clang-format on */
 
 /* Fenced writes: $1 job id, $2 queue id, $3 owner, $4 fence, then their own. */
+/* clang-format off */
 static const struct db_stmt st_heartbeat = {
     "lease_heartbeat",
     "WITH q AS (SELECT lease_seconds FROM rowlock.queues WHERE id = $2), " LEASE_TARGET ", "
@@ -174,16 +142,18 @@ static const struct db_stmt st_heartbeat = {
     "  updated_at = now() FROM target, q WHERE j.id = target.id AND " LEASE_LIVE " "
     "  RETURNING j.id, j.lease_expires_at), "
     "b AS (UPDATE rowlock.job_bodies b SET progress = coalesce($6::jsonb, b.progress) FROM w "
-    "  WHERE b.job_id = w.id) " LEASE_RESULT("coalesce(" DB_TS("w.lease_expires_at") ", '')"),
+    "  WHERE b.job_id = w.id) "
+    LEASE_RESULT("coalesce(" DB_TS("w.lease_expires_at") ", '')"),
     6};
 static const struct db_stmt st_complete = {
     "lease_complete",
     "WITH " LEASE_TARGET ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END(
-        "completed") "  FROM target WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
-                     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-                     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL) " LEASE_RESULT("''"),
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
+    "  FROM target WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
+    "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL) "
+    LEASE_RESULT("''"),
     5};
 static const struct db_stmt st_fail = {
     "lease_fail",
@@ -196,11 +166,11 @@ static const struct db_stmt st_fail = {
     "  claimable_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN now() + " BACKOFF
     "    ELSE NULL END, "
     "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
-    "  updated_at = now(), " ATTEMPT_END(
-        "failed") " FROM target, q "
-                  "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id, j.state), "
-                  "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
-                  "  WHERE b.job_id = w.id) " LEASE_RESULT("coalesce(w.state, '')"),
+    "  updated_at = now(), " ATTEMPT_END("failed") " FROM target, q "
+    "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id, j.state), "
+    "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
+    "  WHERE b.job_id = w.id) "
+    LEASE_RESULT("coalesce(w.state, '')"),
     6};
 static const struct db_stmt st_handback = {
     "lease_handback",
@@ -208,7 +178,8 @@ static const struct db_stmt st_handback = {
     "w AS (UPDATE rowlock.jobs j SET state = 'pending', owner = NULL, lease_expires_at = NULL, "
     "  attempts = j.attempts - 1, run_at = now(), claimable_at = now(), updated_at = "
     "now(), " ATTEMPT_END("handed_back") " FROM target WHERE j.id = target.id AND " LEASE_OWNED " "
-                                         "  RETURNING j.id) " LEASE_RESULT("''"),
+    "  RETURNING j.id) "
+    LEASE_RESULT("''"),
     4};
 static const struct db_stmt st_release = {
     "lease_release",
@@ -219,9 +190,8 @@ static const struct db_stmt st_release = {
     "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
     "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
     "  updated_at = now(), " ATTEMPT_END("released") " FROM target "
-                                                     "  WHERE j.id = target.id AND " LEASE_OWNED
-                                                     " RETURNING j.id, j.state) " LEASE_RESULT(
-                                                         "coalesce(w.state, '')"),
+    "  WHERE j.id = target.id AND " LEASE_OWNED " RETURNING j.id, j.state) "
+    LEASE_RESULT("coalesce(w.state, '')"),
     4};
 
 /* Batch completion: $1 queue id, $2 ids, $3 owners, $4 fences, $5 results. Rows are locked in
@@ -232,26 +202,22 @@ static const struct db_stmt st_complete_batch = {
     "  WITH ORDINALITY AS x(id, owner, fence, result, i)), "
     /* each item's job, locked in id order, carrying what the item claims (a join here, not in
      * w, keeps the cost linear in the batch) */
-    "target AS (SELECT j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live, "
+    "target AS (SELECT " LEASE_AS_WAS ", "
     "  items.owner AS want_owner, items.fence AS want_fence, items.result "
     "  FROM rowlock.jobs j JOIN items ON items.id = j.id "
     "  WHERE j.queue_id = $1 AND j.id = ANY ($2::bigint[]) ORDER BY j.id FOR UPDATE OF j), "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END(
-        "completed") "  FROM target WHERE j.id = target.id "
-                     "  AND " LEASE_LIVE_BY(
-                         "target.want_owner",
-                         "target.want_fence") " "
-                                              "  RETURNING j.id, target.result), "
-                                              "b AS (UPDATE rowlock.job_bodies b SET result = "
-                                              "w.result::jsonb FROM w "
-                                              "  WHERE b.job_id = w.id AND w.result IS NOT NULL) "
-                                              "SELECT items.i, target.state, target.owner, "
-                                              "target.fence, target.live, w.id IS NOT NULL, "
-                                              "  target.id IS NOT NULL FROM items LEFT JOIN target "
-                                              "ON target.id = items.id "
-                                              "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
+    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
+    "  FROM target WHERE j.id = target.id "
+    "  AND " LEASE_LIVE_BY("target.want_owner", "target.want_fence") " "
+    "  RETURNING j.id, target.result), "
+    "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
+    "  WHERE b.job_id = w.id AND w.result IS NOT NULL) "
+    "SELECT items.i, target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, "
+    "  target.id IS NOT NULL FROM items LEFT JOIN target ON target.id = items.id "
+    "  LEFT JOIN w ON w.id = items.id ORDER BY items.i",
     5};
+/* clang-format on */
 
 /* Why a fenced write did not apply, from the row as it was (columns: state, owner, fence, live,
  * applied). The one place refusals are classified. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "db/resource_tables.h"
+#include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
 
@@ -22,24 +23,25 @@ static const struct db_stmt st_queue_ids = {
     "queue_ids", "SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1", 1};
 /* Janitor, the expiry sweep across all queues: $1 batch. Jobs processing their last attempt
  * whose lease ran out become failed (lease_expired), found on the index jobs_lease_final (its
- * predicate is LEASE_SPENT's, migration 11) in order of expiry: a pass reads only the expired
+ * predicate is LEASE_SPENT's, db/lease_sql.h) in order of expiry: a pass reads only the expired
  * ones, whatever the number of queues. A job's body is locked with it, and skipped when another
  * transaction holds it (an operator's, a purge's): one stuck job stalls no other. */
-#define LEASE_SPENT "j.state = 'processing' AND j.attempts >= j.max_attempts"
+/* clang-format off */
 static const struct db_stmt st_expire = {
     "queues_expire",
     "WITH dead AS (SELECT j.id FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
-    "  WHERE " LEASE_SPENT " AND j.claimable_at <= now() ORDER BY j.claimable_at "
+    "  WHERE " LEASE_SPENT " AND " LEASE_DUE " ORDER BY j.claimable_at "
     "  LIMIT $1 FOR UPDATE OF j, b SKIP LOCKED), "
     "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
-    "  attempt_ended_at = now(), attempt_outcome = 'lease_expired' FROM dead "
+    "  " ATTEMPT_END("lease_expired") " FROM dead "
     "  WHERE j.id = dead.id AND j.id = ANY (ARRAY(SELECT id FROM dead)) "
     "  RETURNING j.id, j.queue_id), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"lease_expired\": true}' FROM w "
     "  WHERE b.job_id = w.id) "
     "SELECT q.name, count(*) FROM w JOIN rowlock.queues q ON q.id = w.queue_id GROUP BY q.name",
     1};
+/* clang-format on */
 /* The purge of one due queue: $1 queue id, $2 batch, $3 retention seconds. */
 static const struct db_stmt st_purge = {
     "queue_purge",

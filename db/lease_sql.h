@@ -1,0 +1,48 @@
+/* The lease protocol's predicates on rowlock.jobs as named SQL fragments, written once and
+ * composed into every statement that needs them: the claims and fenced writes of db/leases.c and
+ * the janitor's expiry sweep of db/queue_upkeep.c; only those two include it. */
+#ifndef DB_LEASE_SQL_H
+#define DB_LEASE_SQL_H
+
+/* ---- the protocol's predicates (j is rowlock.jobs; $3 owner, $4 fence) ---- */
+
+/* Claimable: due, and either pending or an expired lease that still has an attempt to give
+ * (or is re-presented by the same owner, which spends none). claimable_at is run_at for
+ * pending jobs and lease_expires_at for processing ones, so "due" is one indexed range. */
+#define LEASE_DUE  "j.claimable_at <= now()"
+#define LEASE_FREE "j.state = 'pending' OR j.attempts < j.max_attempts"
+/* Spent: a processing job whose last attempt is out; once due (its lease ran out) only the
+ * janitor's expiry takes it, to failed. The partial index jobs_lease_final (migration 11) has
+ * this predicate. */
+#define LEASE_SPENT               "j.state = 'processing' AND j.attempts >= j.max_attempts"
+#define LEASE_CLAIMABLE_BY(owner) LEASE_DUE " AND (" LEASE_FREE " OR j.owner = " owner ")"
+/* The attempt a claim by owner opens: the same one when owner re-presents its own expired
+ * lease, else the next (r is the row as it was). */
+#define LEASE_NEXT_ATTEMPT(r, owner)                                                               \
+    "CASE WHEN " r ".state = 'processing' AND " r ".owner = " owner " THEN " r ".attempts "        \
+    "ELSE " r ".attempts + 1 END"
+/* Owned: this owner, this fence, still processing. Hand-back and release need only this: a
+ * worker whose lease ran out may still give the job back (nobody else has claimed it, or the
+ * fence would differ), and refusing it would only delay the job until the lease is taken over. */
+#define LEASE_OWNED_BY(owner, fence)                                                               \
+    "j.owner = " owner " AND j.fence = " fence " AND j.state = 'processing'"
+#define LEASE_OWNED LEASE_OWNED_BY("$3", "$4")
+/* Fenced writes (heartbeat, complete, fail) also need a live lease: at expiry a takeover is
+ * already licensed, so the old owner must not win that race. */
+#define LEASE_LIVE_BY(owner, fence) LEASE_OWNED_BY(owner, fence) " AND j.lease_expires_at > now()"
+#define LEASE_LIVE                  LEASE_LIVE_BY("$3", "$4")
+
+/* The row as it was, for classifying a refusal (LEASE_AS_WAS: id, state, owner, fence, live),
+ * of one job (LEASE_TARGET) or of a batch's jobs. */
+#define LEASE_AS_WAS "j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live"
+#define LEASE_TARGET                                                                               \
+    "target AS (SELECT " LEASE_AS_WAS " "                                                          \
+    "FROM rowlock.jobs j WHERE j.id = $1 AND j.queue_id = $2 FOR UPDATE)"
+#define LEASE_RESULT(extra)                                                                        \
+    "SELECT target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, " extra       \
+    " FROM target LEFT JOIN w ON true"
+
+/* Ends the job's latest attempt (recorded on its row, see the schema) with this outcome. */
+#define ATTEMPT_END(outcome) "attempt_ended_at = now(), attempt_outcome = '" outcome "'"
+
+#endif
