@@ -42,14 +42,15 @@ static const struct db_stmt st_ledger_gauges = {
 
 /* A page of ledgers by name after $1, each with its counts (rowlock.ledger_counts runs for the
  * page's ledgers only: the page is cut before the lateral call). */
+/* clang-format off */
 static const struct db_stmt st_ledger_page = {
     "ledger_page",
-    "SELECT l.id, l.name, l.tombstone_retention_seconds, l.horizon, " DB_TS(
-        "l.created_at") ", c.objects, c.tombstones, c.transactions, c.events, c.checkpoints, "
-                        "c.watermark FROM (SELECT * FROM rowlock.ledgers WHERE name > "
-                        "coalesce($1, '') ORDER BY name LIMIT $2) l "
-                        "CROSS JOIN LATERAL rowlock.ledger_counts(l.id) c ORDER BY l.name",
+    "SELECT l.id, l.name, l.tombstone_retention_seconds, l.horizon, " DB_TS("l.created_at") ", "
+    "c.objects, c.tombstones, c.transactions, c.events, c.checkpoints, c.watermark "
+    "FROM (SELECT * FROM rowlock.ledgers WHERE name > coalesce($1, '') ORDER BY name LIMIT $2) l "
+    "CROSS JOIN LATERAL rowlock.ledger_counts(l.id) c ORDER BY l.name",
     2};
+/* clang-format on */
 
 /* Transactions executed optimistically that no checkpoint has carried yet: a count over the
  * transactions table, as rowlock.ledger_counts makes for the executed ones. No index serves it:

@@ -53,10 +53,12 @@ static const struct db_stmt st_page_budget = {
 static const char sql_status_create[] =
     "INSERT INTO {t} (digest) SELECT d FROM unnest($1::text[]) d ORDER BY d "
     "ON CONFLICT (digest) DO NOTHING";
+/* clang-format off */
 static const char sql_status_lock[] =
     "SELECT digest, executed, coalesce(path, ''), coalesce(checkpoint, 0), "
-    "coalesce(" DB_TS("executed_at") ", '') FROM {t} WHERE digest = ANY($1::text[]) "
-                                     "ORDER BY digest FOR UPDATE";
+    "coalesce(" DB_TS("executed_at") ", '') "
+    "FROM {t} WHERE digest = ANY($1::text[]) ORDER BY digest FOR UPDATE";
+/* clang-format on */
 static const char sql_status_read[] =
     "SELECT digest, executed, coalesce(path, ''), coalesce(checkpoint, 0), "
     "coalesce(" DB_TS("executed_at") ", '') FROM {t} WHERE digest = $1";
@@ -71,6 +73,7 @@ static const char sql_status_mark[] =
  * touching one object twice is collapsed to its highest version (the later one on a tie), and
  * rows are written in object-id order. $1 ids, $2 versions, $3 deleted, $4 types, $5 data,
  * $6 order, $7 checkpoint or NULL. */
+/* clang-format off */
 static const char sql_objects[] =
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bool[], $4::text[], "
     "  $5::text[], $6::int[]) AS u(object_id, version, deleted, type, data, ord)), "
@@ -80,28 +83,17 @@ static const char sql_objects[] =
     "SELECT object_id, version, deleted, CASE WHEN deleted THEN NULL ELSE type END, "
     "  CASE WHEN deleted THEN NULL ELSE data::jsonb END, $7::bigint FROM best ORDER BY object_id "
     "ON CONFLICT (object_id) DO UPDATE SET "
-    "  version = CASE WHEN " VERSION_GUARD(
-        "o") " THEN EXCLUDED.version ELSE o.version END, "
-             "  deleted = CASE WHEN " VERSION_GUARD(
-                 "o") " THEN EXCLUDED.deleted ELSE o.deleted END, "
-                      "  type = CASE WHEN " VERSION_GUARD(
-                          "o") " THEN EXCLUDED.type ELSE o.type END, "
-                               "  data = CASE WHEN " VERSION_GUARD(
-                                   "o") " THEN EXCLUDED.data ELSE o.data END, "
-                                        "  checkpoint = CASE WHEN " VERSION_GUARD(
-                                            "o") " THEN EXCLUDED.checkpoint "
-                                                 "    ELSE coalesce(o.checkpoint, "
-                                                 "EXCLUDED.checkpoint) END, "
-                                                 "  updated_at = CASE WHEN " VERSION_GUARD(
-                                                     "o") " THEN now() ELSE o.updated_at END "
-                                                          /* at the same version the row only learns
-                                                             the checkpoint that carried it */
-                                                          "WHERE " VERSION_GUARD(
-                                                              "o") " OR (o.version = "
-                                                                   "EXCLUDED.version AND "
-                                                                   "o.checkpoint IS NULL "
-                                                                   "  AND EXCLUDED.checkpoint IS "
-                                                                   "NOT NULL)";
+    "  version = CASE WHEN " VERSION_GUARD("o") " THEN EXCLUDED.version ELSE o.version END, "
+    "  deleted = CASE WHEN " VERSION_GUARD("o") " THEN EXCLUDED.deleted ELSE o.deleted END, "
+    "  type = CASE WHEN " VERSION_GUARD("o") " THEN EXCLUDED.type ELSE o.type END, "
+    "  data = CASE WHEN " VERSION_GUARD("o") " THEN EXCLUDED.data ELSE o.data END, "
+    "  checkpoint = CASE WHEN " VERSION_GUARD("o") " THEN EXCLUDED.checkpoint "
+    "    ELSE coalesce(o.checkpoint, EXCLUDED.checkpoint) END, "
+    "  updated_at = CASE WHEN " VERSION_GUARD("o") " THEN now() ELSE o.updated_at END "
+    /* at the same version the row only learns the checkpoint that carried it */
+    "WHERE " VERSION_GUARD("o") " OR (o.version = EXCLUDED.version AND o.checkpoint IS NULL "
+    "  AND EXCLUDED.checkpoint IS NOT NULL)";
+/* clang-format on */
 /* Displays, guarded the same way. $1 types, $2 versions, $3 data, $4 order. */
 static const char sql_displays[] =
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[]) "

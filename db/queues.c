@@ -72,38 +72,28 @@ static const struct db_stmt st_enqueue_dedupe_id = {
     "ORDER BY state IN ('pending', 'processing') DESC, id DESC LIMIT 1",
     2};
 
-#define JOB_COLUMNS                                                                                \
-    "j.id, j.state, j.priority, j.attempts, j.max_attempts, j.fence, j.owner, "                    \
-    "coalesce(" DB_TS("j.lease_expires_at") ", ''), " DB_TS("j.run_at") ", " DB_TS(                \
-        "j.created_at") ", " DB_TS("j.updated_at") ", coalesce(" DB_TS("j.finished_at") ", ''), "  \
-                                                                                        "j."       \
-                                                                                        "dedupe_"  \
-                                                                                        "key, "    \
-                                                                                        "b."       \
-                                                                                        "payload:" \
-                                                                                        ":text, "  \
-                                                                                        "b."       \
-                                                                                        "progress" \
-                                                                                        "::text, " \
-                                                                                        "b."       \
-                                                                                        "result::" \
-                                                                                        "text, "   \
-                                                                                        "b.last_"  \
-                                                                                        "error::"  \
-                                                                                        "text"
+/* clang-format off */
+#define JOB_COLUMNS \
+    "j.id, j.state, j.priority, j.attempts, j.max_attempts, j.fence, j.owner, " \
+    "coalesce(" DB_TS("j.lease_expires_at") ", ''), " DB_TS("j.run_at") ", " \
+    DB_TS("j.created_at") ", " DB_TS("j.updated_at") ", " \
+    "coalesce(" DB_TS("j.finished_at") ", ''), j.dedupe_key, " \
+    "b.payload::text, b.progress::text, b.result::text, b.last_error::text"
+/* clang-format on */
 static const struct db_stmt st_job_get = {
     "job_get",
     "SELECT " JOB_COLUMNS " FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
     "WHERE j.id = $1 AND j.queue_id = $2",
     2};
+/* clang-format off */
 static const struct db_stmt st_job_history = {
     "job_history",
-    "SELECT fence, attempt, owner, " DB_TS("claimed_at") ", coalesce(" DB_TS(
-        "ended_at") ", ''), "
-                    "coalesce(outcome, '') FROM rowlock.job_attempt_history WHERE job_id = $1 "
-                    "ORDER BY "
-                    "fence",
+    "SELECT fence, attempt, owner, " DB_TS("claimed_at") ", "
+    "coalesce(" DB_TS("ended_at") ", ''), "
+    "coalesce(outcome, '') FROM rowlock.job_attempt_history WHERE job_id = $1 "
+    "ORDER BY fence",
     1};
+/* clang-format on */
 /* The bytes of a job's stored JSON as a list answers it (b is rowlock.job_bodies). */
 #define BODY_BYTES                                                                                 \
     "(octet_length(b.payload::text) + coalesce(octet_length(b.progress::text), 0) + "              \
@@ -117,20 +107,20 @@ static const struct db_stmt st_job_history = {
 /* Listing: $1 queue id, $2 after, $3 state (NULL: any), $4 limit, $5 byte budget (NULL: none).
  * A walk from job to job that stops at the limit or at the first job whose bytes would pass the
  * budget (marked over: not listed, but it says the page ends early): no job past it is read. */
+/* clang-format off */
 static const struct db_stmt st_job_list = {
     "job_list",
-    "WITH RECURSIVE walk (k, id, bytes, over) AS ((SELECT 1, n.id, n.bytes, false FROM "
-    "(" LIST_NEXT(
-        "$2") ") n) UNION ALL (SELECT walk.k + 1, n.id, walk.bytes + n.bytes, "
-              "  coalesce(walk.bytes + n.bytes > $5::bigint, false) FROM walk, LATERAL (" LIST_NEXT(
-                  "walk.id") ") n "
-                             "  WHERE walk.k < $4 AND NOT walk.over)) "
-                             "SELECT " JOB_COLUMNS
-                             ", EXISTS (SELECT 1 FROM walk WHERE over) FROM walk "
-                             "JOIN rowlock.jobs j ON j.id = walk.id JOIN "
-                             "rowlock.job_bodies b ON b.job_id = j.id "
-                             "WHERE NOT walk.over ORDER BY j.id",
+    "WITH RECURSIVE walk (k, id, bytes, over) AS ("
+    "  (SELECT 1, n.id, n.bytes, false FROM (" LIST_NEXT("$2") ") n) "
+    "  UNION ALL (SELECT walk.k + 1, n.id, walk.bytes + n.bytes, "
+    "  coalesce(walk.bytes + n.bytes > $5::bigint, false) "
+    "  FROM walk, LATERAL (" LIST_NEXT("walk.id") ") n "
+    "  WHERE walk.k < $4 AND NOT walk.over)) "
+    "SELECT " JOB_COLUMNS ", EXISTS (SELECT 1 FROM walk WHERE over) FROM walk "
+    "JOIN rowlock.jobs j ON j.id = walk.id JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "WHERE NOT walk.over ORDER BY j.id",
     5};
+/* clang-format on */
 static const struct db_stmt st_job_retry = {
     "job_retry",
     "UPDATE rowlock.jobs j SET state = 'pending', attempts = 0, run_at = now(), "

@@ -16,12 +16,13 @@
 
 /* A consumer with its lag: $1 topic id; the rows of rowlock.topic_consumers_lag joined with the
  * catalogue for the times. */
-#define CONSUMER_SELECT                                                                            \
-    "SELECT l.name, l.\"offset\", " DB_TS("c.created_at") ", " DB_TS(                              \
-        "c.committed_at") ", "                                                                     \
-                          "l.readable_end, l.lag_messages, l.lag_seconds "                         \
-                          "FROM rowlock.topic_consumers_lag($1) l "                                \
-                          "JOIN rowlock.topic_consumers c ON c.topic_id = $1 AND c.name = l.name "
+/* clang-format off */
+#define CONSUMER_SELECT \
+    "SELECT l.name, l.\"offset\", " DB_TS("c.created_at") ", " DB_TS("c.committed_at") ", " \
+    "l.readable_end, l.lag_messages, l.lag_seconds " \
+    "FROM rowlock.topic_consumers_lag($1) l " \
+    "JOIN rowlock.topic_consumers c ON c.topic_id = $1 AND c.name = l.name "
+/* clang-format on */
 
 static const struct db_stmt st_get = {"consumer_get", CONSUMER_SELECT "WHERE l.name = $2", 2};
 static const struct db_stmt st_list = {"consumer_list",
