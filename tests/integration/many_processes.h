@@ -1,7 +1,7 @@
 /* The ways into test_many_processes' cluster: haproxy on the shipped configuration
  * (deploy/haproxy/rowlock.cfg) started and stopped by its PID, and an HTTP client that resends
  * what may not have arrived (many_processes.c). The workloads and the verdicts live in
- * test_many_processes.c. */
+ * test_many_processes.c, the queue's verdict in queue_verdict.c (shared). */
 #ifndef TESTS_MANY_PROCESSES_H
 #define TESTS_MANY_PROCESSES_H
 

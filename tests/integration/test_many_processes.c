@@ -36,6 +36,7 @@
 
 #include "harness.h"
 #include "many_processes.h"
+#include "queue_verdict.h"
 
 #define NPROC     3
 #define NTARGET   MP_TARGETS /* 0: haproxy, 1..3: process A, B, C directly */
@@ -118,35 +119,12 @@ static int64_t jint(json_t *o, const char *k)
 
 /* ---- the queue: 16 workers over every way in ---- */
 
-struct settled {
-    int64_t id, fence;
-    char owner[32];
-};
-
 static struct {
-    pthread_mutex_t mu;
-    struct settled *acked, *lost; /* completes answered 2xx; completes whose answer was lost */
-    size_t nacked, nlost, capacked, caplost;
+    struct qv_log acked, lost; /* completes answered 2xx; completes whose answer was lost */
     atomic_int deaths_left, stalls_left, enqueued_all;
     atomic_long rounds, claimed, completed, heartbeats, handbacks, fails, deaths;
     atomic_long stale_refused, stale_accepted, refused;
-} q = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void note_complete(int lost, int64_t id, int64_t fence, const char *owner)
-{
-    pthread_mutex_lock(&q.mu);
-    struct settled **list = lost ? &q.lost : &q.acked;
-    size_t *n = lost ? &q.nlost : &q.nacked, *cap = lost ? &q.caplost : &q.capacked;
-    if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 1024;
-        *list = realloc(*list, *cap * sizeof(**list));
-    }
-    (*list)[*n].id = id;
-    (*list)[*n].fence = fence;
-    snprintf((*list)[*n].owner, sizeof((*list)[0].owner), "%s", owner);
-    (*n)++;
-    pthread_mutex_unlock(&q.mu);
-}
+} q = {.acked = QV_LOG_INIT, .lost = QV_LOG_INIT};
 
 static int refusal(long st, json_t *j)
 {
@@ -195,11 +173,11 @@ static int lease_write(struct worker *w, const struct lease *l, enum verb v, int
         if (ok)
             fprintf(stderr, "STALE WRITE ACCEPTED: %s job %" PRId64 "\n", w->owner, l->id);
     } else if (ok && v == V_COMPLETE) {
-        note_complete(0, l->id, l->fence, w->owner);
+        qv_log_add(&q.acked, l->id, l->fence, w->owner);
     } else if (!ok && refusal(st, j)) {
         const char *code = json_string_value(json_object_get(j, "code"));
         if (resent && v == V_COMPLETE && strcmp(code, "job_terminal") == 0)
-            note_complete(1, l->id, l->fence, w->owner);
+            qv_log_add(&q.lost, l->id, l->fence, w->owner);
         atomic_fetch_add(&q.refused, 1);
     } else if (!ok) {
         mp_unexpected_answer(path, st, j);
@@ -332,111 +310,6 @@ static long unfinished(void)
     json_decref(j);
     mp_client_free(&c);
     return n;
-}
-
-/* ---- the queue's verdict, from the attempt history ---- */
-
-static int job_problem(int64_t id, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "job %" PRId64 ": ", id);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
-/* How many entries of list (n) name job id with this fence and owner, and how many name id. */
-static int count_settled(const struct settled *list, size_t n, int64_t id, int64_t fence,
-                         const char *owner, int *any)
-{
-    int match = 0;
-    *any = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (list[i].id != id)
-            continue;
-        (*any)++;
-        match += list[i].fence == fence && strcmp(list[i].owner, owner) == 0;
-    }
-    return match;
-}
-
-/* One job (its attempts in claim order: rows [from, to) of h) against the rules. */
-static int check_job(PGresult *h, int from, int to, const char *state, int attempts)
-{
-    int64_t id = strtoll(PQgetvalue(h, from, 0), NULL, 10);
-    int top = 0, bad = 0;
-    for (int i = from; i < to; i++) {
-        int64_t fence = strtoll(PQgetvalue(h, i, 1), NULL, 10);
-        int attempt = atoi(PQgetvalue(h, i, 2));
-        top = attempt > top ? attempt : top;
-        if (i > from && fence <= strtoll(PQgetvalue(h, i - 1, 1), NULL, 10))
-            bad += job_problem(id, "fence %" PRId64 " not above the previous claim's", fence);
-        if (i > from && (PQgetisnull(h, i - 1, 4) || strtoll(PQgetvalue(h, i - 1, 4), NULL, 10) >
-                                                         strtoll(PQgetvalue(h, i, 3), NULL, 10)))
-            bad +=
-                job_problem(id, "fence %" PRId64 " claimed while the previous lease held", fence);
-        if (i < to - 1 && strcmp(PQgetvalue(h, i, 5), "completed") == 0)
-            bad += job_problem(id, "an attempt completed before the last");
-    }
-    const char *last_owner = PQgetvalue(h, to - 1, 6), *outcome = PQgetvalue(h, to - 1, 5);
-    int64_t last_fence = strtoll(PQgetvalue(h, to - 1, 1), NULL, 10);
-    int any_acked, any_lost;
-    int acked = count_settled(q.acked, q.nacked, id, last_fence, last_owner, &any_acked);
-    int lost = count_settled(q.lost, q.nlost, id, last_fence, last_owner, &any_lost);
-    if (top != attempts)
-        bad += job_problem(id, "%d attempts, history up to attempt %d", attempts, top);
-    if (strcmp(state, "succeeded") == 0) {
-        if (strcmp(outcome, "completed") != 0 || any_acked > 1 || acked != any_acked ||
-            (acked == 0 && lost == 0))
-            bad += job_problem(id,
-                               "succeeded: last attempt %s; %d completes acknowledged (%d for "
-                               "the completed attempt), %d lost answers for it",
-                               outcome, any_acked, acked, lost);
-    } else if (strcmp(state, "failed") == 0) {
-        if (any_acked != 0 || attempts != ATTEMPTS ||
-            (strcmp(outcome, "failed") != 0 && strcmp(outcome, "lease_expired") != 0))
-            bad += job_problem(id, "failed: %d attempts, last %s, %d completes acknowledged",
-                               attempts, outcome, any_acked);
-    } else {
-        bad += job_problem(id, "still %s", state);
-    }
-    return bad;
-}
-
-/* Checks every job of queue q; returns how many broke the rules, *nfailed the failed ones. */
-static int check_queue(PGconn *c, int *nfailed)
-{
-    PGresult *jobs = th_sql(c, "SELECT j.id, j.state, j.attempts FROM rowlock.jobs j JOIN "
-                               "rowlock.queues q ON q.id = j.queue_id WHERE q.name = 'q' "
-                               "ORDER BY j.id");
-    PGresult *h = th_sql(
-        c, "SELECT a.job_id, a.fence, a.attempt, (extract(epoch FROM a.claimed_at) * 1e6)::bigint, "
-           "(extract(epoch FROM a.ended_at) * 1e6)::bigint, coalesce(a.outcome, ''), a.owner "
-           "FROM rowlock.job_attempt_history a JOIN rowlock.jobs j ON j.id = a.job_id JOIN "
-           "rowlock.queues q ON q.id = j.queue_id WHERE q.name = 'q' "
-           "ORDER BY a.job_id, a.claimed_at, a.fence");
-    int bad = 0, k = 0, nh = PQntuples(h);
-    *nfailed = 0;
-    if (PQntuples(jobs) != JOBS)
-        bad += job_problem(0, "%d jobs in the queue, want %d", PQntuples(jobs), JOBS);
-    for (int row = 0; row < PQntuples(jobs); row++) {
-        const char *id = PQgetvalue(jobs, row, 0);
-        int from = k;
-        while (k < nh && strcmp(PQgetvalue(h, k, 0), id) == 0)
-            k++;
-        *nfailed += strcmp(PQgetvalue(jobs, row, 1), "failed") == 0;
-        if (k == from)
-            bad += job_problem(strtoll(id, NULL, 10), "no attempt");
-        else
-            bad += check_job(h, from, k, PQgetvalue(jobs, row, 1), atoi(PQgetvalue(jobs, row, 2)));
-    }
-    fprintf(stderr, "queue: %d jobs, %d attempts in the history, %d failed, %d off the rules\n",
-            PQntuples(jobs), nh, *nfailed, bad);
-    PQclear(jobs);
-    PQclear(h);
-    return bad;
 }
 
 /* ---- topics: first PATCHes of new keys, and log followers ---- */
@@ -847,7 +720,7 @@ static void print_run(void)
             "heartbeats, %ld hand-backs, %ld fails, %ld vanished workers, stale writes refused "
             "%ld accepted %ld, %ld live writes refused; %ld requests resent after a failed try; "
             "%ld ledger submissions superseded; %ld unexpected answers\n",
-            atomic_load(&q.claimed), atomic_load(&q.completed), q.nacked, q.nlost,
+            atomic_load(&q.claimed), atomic_load(&q.completed), q.acked.n, q.lost.n,
             atomic_load(&q.heartbeats), atomic_load(&q.handbacks), atomic_load(&q.fails),
             atomic_load(&q.deaths), atomic_load(&q.stale_refused), atomic_load(&q.stale_accepted),
             atomic_load(&q.refused), atomic_load(&mp_resent), atomic_load(&superseded),
@@ -860,7 +733,9 @@ static void many_processes_behind_haproxy_lose_nothing_across_a_kill(void **stat
     run_all();
     print_run();
     PGconn *c = th_pg(dburl);
-    int nfailed = 0, bad_jobs = check_queue(c, &nfailed);
+    const struct qv_rules rules = {
+        .queue = "q", .max_attempts = ATTEMPTS, .acked = &q.acked, .lost = &q.lost};
+    struct qv_verdict v = qv_check_queue(c, &rules);
     PQfinish(c);
     int lost = lost_merges(), ledger_bad = ledger_differences();
     int short_followers = 0, bad_followers = 0;
@@ -872,7 +747,9 @@ static void many_processes_behind_haproxy_lose_nothing_across_a_kill(void **stat
     }
     fprintf(stderr, "%d of %d new keys lost a merge; %d ledger differences\n", lost, ROUNDS,
             ledger_bad);
-    assert_int_equal(bad_jobs, 0);
+    assert_int_equal(v.jobs, JOBS);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.bad_jobs, 0);
     assert_int_equal(atomic_load(&q.stale_accepted), 0);
     assert_int_equal(lost, 0);
     assert_int_equal(bad_followers, 0);
@@ -880,7 +757,7 @@ static void many_processes_behind_haproxy_lose_nothing_across_a_kill(void **stat
     assert_int_equal(ledger_bad, 0);
     assert_int_equal(atomic_load(&mp_unexpected), 0);
     /* the run exercised what it claims to */
-    assert_true(nfailed >= JOBS / POISON);
+    assert_true(v.failed >= JOBS / POISON);
     assert_true(atomic_load(&q.deaths) > 0 && atomic_load(&q.stale_refused) > 0);
     assert_true(atomic_load(&q.handbacks) > 0 && atomic_load(&q.heartbeats) > 0);
     assert_true(atomic_load(&mp_resent) > 0); /* the kill cut requests */

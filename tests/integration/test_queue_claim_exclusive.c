@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +29,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "queue_verdict.h"
 
 #define JOBS         3000
 #define ENQUEUE_EACH 500
@@ -118,15 +118,8 @@ static void client_free(struct client *c)
 
 /* ---- what the workers saw (shared, so atomics and one mutex) ---- */
 
-struct accepted {
-    int64_t id, fence;
-    char owner[32];
-};
-
 static struct {
-    pthread_mutex_t mu;
-    struct accepted *log; /* every accepted complete */
-    size_t nlog, cap;
+    struct qv_log accepted; /* every accepted complete */
     atomic_int stop, deaths_left, stalls_left, long_left;
     atomic_long rounds, claimed, completed_single, completed_batch, heartbeats, fails;
     atomic_long lost;           /* a live worker's write refused: its lease ran out */
@@ -134,21 +127,7 @@ static struct {
     atomic_long stale_accepted; /* ... accepted: the protocol is broken */
     atomic_long unexpected;     /* any other answer (5xx, 400, transport) */
     atomic_long deaths, abandoned, hb_long_ok;
-} run = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void log_accepted(int64_t id, int64_t fence, const char *owner)
-{
-    pthread_mutex_lock(&run.mu);
-    if (run.nlog == run.cap) {
-        run.cap = run.cap ? run.cap * 2 : 4096;
-        run.log = realloc(run.log, run.cap * sizeof(*run.log));
-    }
-    struct accepted *a = &run.log[run.nlog++];
-    a->id = id;
-    a->fence = fence;
-    snprintf(a->owner, sizeof(a->owner), "%s", owner);
-    pthread_mutex_unlock(&run.mu);
-}
+} run = {.accepted = QV_LOG_INIT};
 
 /* A refused lease write: the 409 codes of the protocol. */
 static int is_refusal(long status, json_t *j)
@@ -212,7 +191,7 @@ static int live_write(struct worker *w, const struct lease *l, enum verb v)
     long st = lease_write(w, l, v, &j);
     int ok = st == 200;
     if (ok && v == V_COMPLETE)
-        log_accepted(l->id, l->fence, w->owner);
+        qv_log_add(&run.accepted, l->id, l->fence, w->owner);
     if (!ok && is_refusal(st, j))
         atomic_fetch_add(&run.lost, 1);
     else if (!ok)
@@ -246,7 +225,7 @@ static void complete_batch(struct worker *w, const struct lease *ls, size_t n, i
         else if (stale)
             atomic_fetch_add(done ? &run.stale_accepted : &run.stale_refused, 1);
         else if (done)
-            log_accepted(ls[i].id, ls[i].fence, w->owner);
+            qv_log_add(&run.accepted, ls[i].id, ls[i].fence, w->owner);
         else
             atomic_fetch_add(&run.lost, 1);
         if (!stale && done)
@@ -458,158 +437,11 @@ static double queue_metric(const char *name)
     return v;
 }
 
-/* ---- the history checker ---- */
-
-struct attempt_rec {
-    int64_t job, fence;
-    int attempt;
-    char owner[32];
-    int64_t claimed_us, ended_us; /* ended_us -1 while open */
-    char outcome[16];
-};
-
-static int cmp_attempt(const void *x, const void *y)
-{
-    const struct attempt_rec *a = x, *b = y;
-    if (a->job != b->job)
-        return (a->job > b->job) - (a->job < b->job);
-    if (a->claimed_us != b->claimed_us)
-        return (a->claimed_us > b->claimed_us) - (a->claimed_us < b->claimed_us);
-    return (a->fence > b->fence) - (a->fence < b->fence);
-}
-
-static int violation(int *count, const struct attempt_rec *a, const char *what)
-{
-    if ((*count)++ < 8)
-        fprintf(stderr, "  job %" PRId64 " fence %" PRId64 " (%s): %s\n", a->job, a->fence,
-                a->owner, what);
-    return 1;
-}
-
-/* Counts, over attempts of many jobs, the ways a job was leased to two owners at once: per job in
- * claim order, fences must strictly increase, an attempt must have ended by the time the next
- * was claimed ([claimed, ended) intervals never overlap), and at most one attempt completed.
- * Sorts a in place. */
-static int check_history(struct attempt_rec *a, size_t n)
-{
-    int bad = 0, completed = 0;
-    qsort(a, n, sizeof(*a), cmp_attempt);
-    for (size_t i = 0; i < n; i++) {
-        int first = i == 0 || a[i - 1].job != a[i].job;
-        completed = (first ? 0 : completed) + (strcmp(a[i].outcome, "completed") == 0);
-        if (completed == 2)
-            violation(&bad, &a[i], "a second completed attempt");
-        if (first)
-            continue;
-        const struct attempt_rec *p = &a[i - 1];
-        if (a[i].fence <= p->fence)
-            violation(&bad, &a[i], "fence not above the previous claim's");
-        if (p->ended_us < 0 || p->ended_us > a[i].claimed_us)
-            violation(&bad, &a[i], "claimed while the previous attempt was still leased");
-    }
-    return bad;
-}
+/* ---- the verdict (queue_verdict.c), and what only this queue adds to it ---- */
 
 static int64_t col_i64(PGresult *r, int row, int col)
 {
     return PQgetisnull(r, row, col) ? -1 : strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
-/* The attempt history of every job of a queue (rowlock.job_attempt_history: the superseded
- * attempts and each job's latest). */
-static struct attempt_rec *load_history(PGconn *c, const char *queue, size_t *n)
-{
-    const char *params[] = {queue};
-    PGresult *r =
-        PQexecParams(c,
-                     "SELECT a.job_id, a.fence, a.attempt, a.owner, "
-                     "(extract(epoch FROM a.claimed_at) * 1000000)::bigint, "
-                     "(extract(epoch FROM a.ended_at) * 1000000)::bigint, coalesce(a.outcome, '') "
-                     "FROM rowlock.job_attempt_history a JOIN rowlock.jobs j ON j.id = a.job_id "
-                     "JOIN rowlock.queues q ON q.id = j.queue_id WHERE q.name = $1",
-                     1, NULL, params, NULL, NULL, 0);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    *n = (size_t)PQntuples(r);
-    struct attempt_rec *a = calloc(*n + 1, sizeof(*a));
-    for (int i = 0; i < PQntuples(r); i++) {
-        a[i].job = col_i64(r, i, 0);
-        a[i].fence = col_i64(r, i, 1);
-        a[i].attempt = (int)col_i64(r, i, 2);
-        snprintf(a[i].owner, sizeof(a[i].owner), "%s", PQgetvalue(r, i, 3));
-        a[i].claimed_us = col_i64(r, i, 4);
-        a[i].ended_us = col_i64(r, i, 5);
-        snprintf(a[i].outcome, sizeof(a[i].outcome), "%s", PQgetvalue(r, i, 6));
-    }
-    PQclear(r);
-    return a;
-}
-
-static int cmp_accepted(const void *x, const void *y)
-{
-    const struct accepted *a = x, *b = y;
-    return (a->id > b->id) - (a->id < b->id);
-}
-
-/* The accepted complete of job id in the sorted log, or NULL; *count gets how many there are. */
-static const struct accepted *find_accepted(int64_t id, int *count)
-{
-    struct accepted key = {.id = id};
-    const struct accepted *a = bsearch(&key, run.log, run.nlog, sizeof(key), cmp_accepted);
-    *count = 0;
-    if (a == NULL)
-        return NULL;
-    while (a > run.log && a[-1].id == id)
-        a--;
-    for (const struct accepted *p = a; p < run.log + run.nlog && p->id == id; p++)
-        (*count)++;
-    return a;
-}
-
-/* Reports one job that broke the rules; returns 1. */
-static int job_problem(int64_t id, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "job %" PRId64 ": ", id);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
-/* One job's verdict against its history h[0..nh) (sorted, claim order): 0 when it holds. A
- * succeeded job has exactly one accepted complete, with the fence and owner of its last attempt,
- * which completed; a failed one has none and spent every attempt, the last ending failed or
- * lease_expired. */
-static int check_job(PGresult *jobs, int row, const struct attempt_rec *h, size_t nh)
-{
-    int64_t id = col_i64(jobs, row, 0), fence = col_i64(jobs, row, 3);
-    const char *state = PQgetvalue(jobs, row, 1);
-    int attempts = (int)col_i64(jobs, row, 2), count = 0;
-    const struct accepted *acc = find_accepted(id, &count);
-    const struct attempt_rec *last = nh ? &h[nh - 1] : NULL;
-    if (last == NULL || last->fence != fence || (int64_t)nh != fence)
-        return job_problem(id, "%zu attempts for fence %" PRId64, nh, fence);
-    if (strcmp(state, "succeeded") == 0) {
-        if (count != 1 || strcmp(last->outcome, "completed") != 0 || acc->fence != last->fence ||
-            strcmp(acc->owner, last->owner) != 0)
-            return job_problem(id, "succeeded with %d accepted completes; last attempt %s by %s",
-                               count, last->outcome, last->owner);
-        return 0;
-    }
-    if (strcmp(state, "failed") != 0)
-        return job_problem(id, "still %s", state);
-    int seen[MAX_ATTEMPTS + 1] = {0}, distinct = 0;
-    for (size_t i = 0; i < nh; i++)
-        if (h[i].attempt >= 1 && h[i].attempt <= MAX_ATTEMPTS && !seen[h[i].attempt]++)
-            distinct++;
-    if (count != 0 || attempts != MAX_ATTEMPTS || distinct != MAX_ATTEMPTS ||
-        (strcmp(last->outcome, "failed") != 0 && strcmp(last->outcome, "lease_expired") != 0))
-        return job_problem(id,
-                           "failed: attempts %d (%d distinct), %d accepted completes, last "
-                           "outcome %s",
-                           attempts, distinct, count, last->outcome);
-    return 0;
 }
 
 /* The API's view of a failed job agrees with the table: attempts spent, why it failed. */
@@ -630,34 +462,17 @@ static void assert_failed_job_shown(int64_t id, size_t nh, const char *last_outc
     th_response_free(&r);
 }
 
-/* Checks every job of queue q: returns how many broke the rules; counts failed ones. */
-static int check_all_jobs(PGconn *c, struct attempt_rec *h, size_t nh, int *nfailed)
+/* Poison and crash jobs (payload kind) always fail, and a failed job reads as such. */
+static int job_kind_rules(void *arg, const struct qv_job *job, const struct qv_attempt *h,
+                          size_t nh)
 {
-    PGresult *jobs = th_sql(c, "SELECT j.id, j.state, j.attempts, j.fence, b.payload->>'kind' "
-                               "FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
-                               "WHERE j.queue_id = (SELECT id FROM rowlock.queues WHERE name = "
-                               "'q') ORDER BY j.id");
-    assert_int_equal(PQntuples(jobs), JOBS);
-    int bad = 0;
-    size_t k = 0;
-    *nfailed = 0;
-    for (int row = 0; row < PQntuples(jobs); row++) {
-        int64_t id = col_i64(jobs, row, 0);
-        size_t from = k;
-        while (k < nh && h[k].job == id)
-            k++;
-        bad += check_job(jobs, row, h + from, k - from);
-        const char *kind = PQgetvalue(jobs, row, 4);
-        int failed = strcmp(PQgetvalue(jobs, row, 1), "failed") == 0;
-        if (strcmp(kind, "normal") != 0 && !failed)
-            bad += job_problem(id, "a %s job that did not fail", kind);
-        if (failed && k > from) {
-            (*nfailed)++;
-            assert_failed_job_shown(id, k - from, h[k - 1].outcome);
-        }
-    }
-    PQclear(jobs);
-    return bad;
+    const char *kind = json_string_value(json_object_get(job->payload, "kind"));
+    int failed = strcmp(job->state, "failed") == 0;
+    if (failed && nh > 0)
+        assert_failed_job_shown(job->id, nh, h[nh - 1].outcome);
+    if (kind == NULL || (strcmp(kind, "normal") != 0 && !failed))
+        return qv_problem(job->id, "a %s job that did not fail", kind ? kind : "kind-less");
+    return 0;
 }
 
 static void start_workers(void)
@@ -749,23 +564,20 @@ static void churned_queue_gives_each_job_to_one_owner_at_a_time(void **state)
     print_run();
 
     PGconn *c = th_pg(dburl);
-    size_t nh = 0;
-    struct attempt_rec *h = load_history(c, "q", &nh);
-    int overlaps = check_history(h, nh);
-    qsort(run.log, run.nlog, sizeof(*run.log), cmp_accepted);
-    int nfailed = 0, bad_jobs = check_all_jobs(c, h, nh, &nfailed);
+    const struct qv_rules rules = {.queue = "q",
+                                   .max_attempts = MAX_ATTEMPTS,
+                                   .acked = &run.accepted,
+                                   .job_rules = job_kind_rules};
+    struct qv_verdict v = qv_check_queue(c, &rules);
     PQfinish(c);
-    free(h);
-    fprintf(stderr,
-            "%zu attempts in the history; %d history violations; %d jobs off the rules; "
-            "%d failed\n",
-            nh, overlaps, bad_jobs, nfailed);
-    assert_int_equal(overlaps, 0);
-    assert_int_equal(bad_jobs, 0);
+    assert_int_equal(v.jobs, JOBS);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.bad_jobs, 0);
     assert_int_equal(atomic_load(&run.stale_accepted), 0);
     assert_int_equal(atomic_load(&run.unexpected), 0);
-    assert_int_equal(run.nlog, JOBS - nfailed); /* each succeeded job once, no other */
-    assert_run_exercised(nfailed);
+    assert_int_equal(run.accepted.n, JOBS - v.failed); /* each succeeded job once, no other */
+    assert_run_exercised(v.failed);
+    qv_log_free(&run.accepted);
 }
 
 /* ---- the broken claim, and the checker catching it ---- */
@@ -801,7 +613,7 @@ struct claimer {
     struct race *race;
     char owner[32];
     int pid; /* its backend, for the gate to see it wait */
-    struct attempt_rec got[RACE_ROUNDS];
+    struct qv_attempt got[RACE_ROUNDS];
     size_t n;
     int errors;
 };
@@ -815,7 +627,7 @@ static int64_t claimer_claim(struct claimer *k, PGconn *c)
     k->errors += PQresultStatus(r) != PGRES_TUPLES_OK;
     int64_t id = 0;
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-        struct attempt_rec *a = &k->got[k->n++];
+        struct qv_attempt *a = &k->got[k->n++];
         a->job = id = col_i64(r, 0, 0);
         a->fence = col_i64(r, 0, 1);
         a->claimed_us = col_i64(r, 0, 2);
@@ -941,7 +753,7 @@ static void race_claimers(const char *queue, const char *locking, int violations
             half[0] = k[0].n, half[1] = k[1].n;
     }
     PQfinish(gate);
-    struct attempt_rec all[2][2 * RACE_ROUNDS];
+    struct qv_attempt all[2][2 * RACE_ROUNDS];
     size_t n[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         pthread_join(k[i].thread, NULL);
@@ -955,8 +767,8 @@ static void race_claimers(const char *queue, const char *locking, int violations
     pthread_barrier_destroy(&race.start);
     pthread_barrier_destroy(&race.end);
     *claims = n[0] + n[1];
-    violations[0] = check_history(all[0], n[0]);
-    violations[1] = check_history(all[1], n[1]);
+    violations[0] = qv_check_history(all[0], n[0]);
+    violations[1] = qv_check_history(all[1], n[1]);
 }
 
 static void broken_claim_without_skip_locked_is_caught_by_the_checker(void **state)
