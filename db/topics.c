@@ -534,15 +534,46 @@ enum db_status db_topics_head_write(struct db_pool *pool, struct db_head_write *
                : st;
 }
 
-struct read_log {
+/* What every paged read of a topic carries through its transaction: the topic, the page's byte
+ * budget, the rows read last and the verdict. */
+struct paged_read {
     const char *topic;
+    size_t budget;
+    PGresult *rows;
+    enum db_topic_verdict verdict;
+};
+
+/* The start of a paged read's transaction (which may run more than once): the rows of an
+ * earlier attempt forgotten and the topic resolved with the page budget set; the verdict says
+ * whether it was found (*found). */
+static enum db_status paged_read_start(struct db_conn *c, struct paged_read *p, struct db_topic *t,
+                                       int *found, struct db_error *err)
+{
+    PQclear(p->rows);
+    p->rows = NULL;
+    p->verdict = DB_TOPIC_NOT_FOUND;
+    enum db_status st = db_topic_resolve_paged(c, p->topic, p->budget, t, found, err);
+    if (st == DB_OK && *found)
+        p->verdict = DB_TOPIC_OK;
+    return st;
+}
+
+/* A paged read's statement on topic's tables, its rows in p->rows (a topic deleted meanwhile is
+ * "no such topic"). */
+static enum db_status paged_query(struct db_conn *c, struct paged_read *p, int64_t topic,
+                                  const char *tag, const char *sql, int nparams,
+                                  const char *const *params, struct db_error *err)
+{
+    return topic_gone(db_topic_query(c, topic, tag, sql, nparams, params, &p->rows, err), err,
+                      &p->verdict);
+}
+
+struct read_log {
+    struct paged_read p;  /* p.rows: the visible rows read last */
     const char *consumer; /* NULL: read after `after` */
     int64_t after;
     int limit;
-    size_t budget;
-    PGresult *rows; /* the visible rows read last */
-    int usable;     /* how many of them are safe to show (no unresolved gap before them) */
-    enum db_topic_verdict verdict;
+    int usable; /* how many of p.rows are safe to show (no unresolved gap before them) */
 };
 
 static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -550,24 +581,21 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
     struct read_log *a = arg;
     struct db_topic t;
     int found = 0;
-    PQclear(a->rows);
-    a->rows = NULL;
     a->usable = 0;
-    a->verdict = DB_TOPIC_NOT_FOUND;
-    enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
+    enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
     if (a->consumer != NULL) {
-        a->verdict = DB_TOPIC_CONSUMER_NOT_FOUND;
+        a->p.verdict = DB_TOPIC_CONSUMER_NOT_FOUND;
         st = db_consumer_offset(c, t.id, a->consumer, &a->after, &found, err);
         if (st != DB_OK || !found)
             return st;
     }
-    a->verdict = DB_TOPIC_OK;
+    a->p.verdict = DB_TOPIC_OK;
     struct db_gen g = {'t', t.id, db_topic_tables};
     return topic_gone(db_gen_read_log(c, &g, sql_log_read, sql_log_fill, a->after, a->limit,
-                                      &a->rows, &a->usable, err),
-                      err, &a->verdict);
+                                      &a->p.rows, &a->usable, err),
+                      err, &a->p.verdict);
 }
 
 static enum db_status read_log(struct db_pool *pool, struct read_log *a, db_log_each each,
@@ -576,7 +604,7 @@ static enum db_status read_log(struct db_pool *pool, struct read_log *a, db_log_
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, read_log_tx, a, err);
     *next = a->after;
     for (int i = 0; st == DB_OK && i < a->usable; i++) {
-        const PGresult *r = a->rows;
+        const PGresult *r = a->p.rows;
         int64_t offset = strtoll(PQgetvalue(r, i, 0), NULL, 10);
         if (PQgetvalue(r, i, 1)[0] != 't') { /* else a hole: nothing was committed there */
             struct db_log_message m = {
@@ -594,7 +622,7 @@ static enum db_status read_log(struct db_pool *pool, struct read_log *a, db_log_
         }
         *next = offset;
     }
-    PQclear(a->rows);
+    PQclear(a->p.rows);
     return st == DB_ABORTED ? DB_OK : st;
 }
 
@@ -602,9 +630,9 @@ enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64
                                   size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct read_log a = {topic, NULL, after, limit, budget, NULL, 0, DB_TOPIC_NOT_FOUND};
+    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, NULL, after, limit, 0};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
-    *verdict = a.verdict;
+    *verdict = a.p.verdict;
     return st;
 }
 
@@ -614,19 +642,17 @@ enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *top
                                            int64_t *next, enum db_topic_verdict *verdict,
                                            struct db_error *err)
 {
-    struct read_log a = {topic, consumer, 0, limit, budget, NULL, 0, DB_TOPIC_NOT_FOUND};
+    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, consumer, 0, limit, 0};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
-    *verdict = a.verdict;
+    *verdict = a.p.verdict;
     *after = a.after;
     return st;
 }
 
 struct list_keys {
-    const char *topic, *after;
+    struct paged_read p;
+    const char *after;
     int limit;
-    size_t budget;
-    PGresult *rows;
-    enum db_topic_verdict verdict;
 };
 
 static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -634,30 +660,25 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
     struct list_keys *a = arg;
     struct db_topic t;
     int found = 0;
-    PQclear(a->rows);
-    a->rows = NULL;
-    a->verdict = DB_TOPIC_NOT_FOUND;
-    enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
+    enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    a->verdict = DB_TOPIC_OK;
     char limit[16];
     snprintf(limit, sizeof(limit), "%d", a->limit);
     const char *params[] = {a->after, limit};
-    return topic_gone(db_topic_query(c, t.id, "keys", sql_keys, 2, params, &a->rows, err), err,
-                      &a->verdict);
+    return paged_query(c, &a->p, t.id, "keys", sql_keys, 2, params, err);
 }
 
 enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, const char *after,
                                    int limit, size_t budget, db_key_each each, void *ctx, int *more,
                                    enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct list_keys a = {topic, after, limit, budget, NULL, DB_TOPIC_NOT_FOUND};
+    struct list_keys a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, after, limit};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_keys_tx, &a, err);
-    *verdict = a.verdict;
-    int n = st == DB_OK ? PQntuples(a.rows) : 0, i = 0;
+    *verdict = a.p.verdict;
+    int n = st == DB_OK ? PQntuples(a.p.rows) : 0, i = 0;
     for (; i < n; i++) {
-        const PGresult *r = a.rows;
+        const PGresult *r = a.p.rows;
         struct db_key_entry k = {
             .key = PQgetvalue(r, i, 0),
             .value = PQgetvalue(r, i, 1),
@@ -671,8 +692,8 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
             break;
     }
     /* more heads may follow: a page cut short (here or by the budget), or a full one */
-    *more = i < n || (n > 0 && PQgetvalue(a.rows, n - 1, 6)[0] == 't') || n == limit;
-    PQclear(a.rows);
+    *more = i < n || (n > 0 && PQgetvalue(a.p.rows, n - 1, 6)[0] == 't') || n == limit;
+    PQclear(a.p.rows);
     return st == DB_ABORTED ? DB_OK : st;
 }
 
@@ -859,12 +880,10 @@ enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_eac
 }
 
 struct key_history {
-    const char *topic, *key;
+    struct paged_read p;
+    const char *key;
     int64_t before;
     int limit;
-    size_t budget;
-    PGresult *rows;
-    enum db_topic_verdict verdict;
 };
 
 static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -872,29 +891,23 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
     struct key_history *a = arg;
     struct db_topic t;
     int found = 0;
-    PQclear(a->rows);
-    a->rows = NULL;
-    a->verdict = DB_TOPIC_NOT_FOUND;
-    enum db_status st = db_topic_resolve_paged(c, a->topic, a->budget, &t, &found, err);
+    enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    a->verdict = DB_TOPIC_OK;
     if (a->before == 0) {
-        st = topic_gone(db_topic_query(c, t.id, "log_end", sql_log_end, 0, NULL, &a->rows, err),
-                        err, &a->verdict);
+        st = paged_query(c, &a->p, t.id, "log_end", sql_log_end, 0, NULL, err);
         if (st != DB_OK)
             return st;
-        a->before = strtoll(PQgetvalue(a->rows, 0, 0), NULL, 10);
-        PQclear(a->rows);
-        a->rows = NULL;
+        a->before = strtoll(PQgetvalue(a->p.rows, 0, 0), NULL, 10);
+        PQclear(a->p.rows);
+        a->p.rows = NULL;
     }
     char before[24], limit[16], window[16];
     snprintf(before, sizeof(before), "%" PRId64, a->before);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(window, sizeof(window), "%d", DB_TOPIC_HISTORY_WINDOW);
     const char *params[] = {a->key, before, limit, window};
-    return topic_gone(db_topic_query(c, t.id, "history", sql_history, 4, params, &a->rows, err),
-                      err, &a->verdict);
+    return paged_query(c, &a->p, t.id, "history", sql_history, 4, params, err);
 }
 
 enum db_status db_topics_key_history(struct db_pool *pool, const char *topic, const char *key,
@@ -902,12 +915,12 @@ enum db_status db_topics_key_history(struct db_pool *pool, const char *topic, co
                                      void *ctx, int64_t *next, enum db_topic_verdict *verdict,
                                      struct db_error *err)
 {
-    struct key_history a = {topic, key, before, limit, budget, NULL, DB_TOPIC_NOT_FOUND};
+    struct key_history a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, key, before, limit};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, key_history_tx, &a, err);
-    int n = st == DB_OK && a.rows != NULL ? PQntuples(a.rows) : 0, i = 0;
+    int n = st == DB_OK && a.p.rows != NULL ? PQntuples(a.p.rows) : 0, i = 0;
     int64_t oldest = 0;
     for (; i < n; i++) {
-        const PGresult *r = a.rows;
+        const PGresult *r = a.p.rows;
         struct db_log_message m = {
             .offset = strtoll(PQgetvalue(r, i, 0), NULL, 10),
             .key = key,
@@ -924,13 +937,13 @@ enum db_status db_topics_key_history(struct db_pool *pool, const char *topic, co
     }
     /* cut short (here, by the budget, or at limit): go on below the oldest given; else the
      * whole window was looked at: go on below it, unless it reached the log's start */
-    int64_t total = n > 0 ? strtoll(PQgetvalue(a.rows, 0, 6), NULL, 10) : 0;
+    int64_t total = n > 0 ? strtoll(PQgetvalue(a.p.rows, 0, 6), NULL, 10) : 0;
     int64_t start = a.before - DB_TOPIC_HISTORY_WINDOW;
     if (i > 0 && (i < n || n < total || n == limit))
         *next = oldest;
     else
         *next = start > 1 ? start : 0;
-    PQclear(a.rows);
-    *verdict = a.verdict;
+    PQclear(a.p.rows);
+    *verdict = a.p.verdict;
     return st == DB_ABORTED ? DB_OK : st;
 }
