@@ -9,41 +9,18 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("ledger_list", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
-}
-
-static json_t *call(const char *method, const char *path, const char *body, long want)
-{
-    return th_call(svc.port, method, path, body, want);
-}
-
-static void expect_problem(const char *path, const char *code)
-{
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
-    th_assert_problem(&r, 400, code);
-    th_response_free(&r);
+    return th_svc_start("ledger_list", NULL);
 }
 
 static long long pending(const char *ledger)
 {
     char path[128];
     snprintf(path, sizeof(path), "/ledgers/%s", ledger);
-    json_t *l = th_get_json(svc.port, path);
+    json_t *l = th_svc_get(path);
     json_t *n = json_object_get(json_object_get(l, "counts"), "pending_transactions");
     assert_true(json_is_integer(n));
     long long v = json_integer_value(n);
@@ -59,16 +36,17 @@ static void ledgers_page_in_name_order(void **state)
     for (int i = 4; i >= 0; i--) {
         char path[64];
         snprintf(path, sizeof(path), "/ledgers/%s", names[i]);
-        json_decref(call("PUT", path, "{}", 201));
+        json_decref(th_svc_call("PUT", path, "{}", 201));
     }
-    json_decref(call("POST", "/ledgers/l-c/transactions",
-                     "{\"digest\":\"t1\",\"writes\":[{\"object_id\":\"o1\",\"version\":1,"
-                     "\"type\":\"T\",\"data\":{}}],\"events\":[{\"type\":\"E\",\"data\":{}}]}",
-                     201));
+    json_decref(
+        th_svc_call("POST", "/ledgers/l-c/transactions",
+                    "{\"digest\":\"t1\",\"writes\":[{\"object_id\":\"o1\",\"version\":1,"
+                    "\"type\":\"T\",\"data\":{}}],\"events\":[{\"type\":\"E\",\"data\":{}}]}",
+                    201));
     char path[128] = "/ledgers?limit=2";
     int seen = 0;
     for (int page = 0; page < 4; page++) {
-        json_t *r = th_get_json(svc.port, path);
+        json_t *r = th_svc_get(path);
         json_t *list = json_object_get(r, "ledgers"), *next = json_object_get(r, "next");
         size_t i;
         json_t *l;
@@ -78,7 +56,7 @@ static void ledgers_page_in_name_order(void **state)
             assert_string_equal(name, names[seen]);
             char one[64];
             snprintf(one, sizeof(one), "/ledgers/%s", name);
-            json_t *alone = th_get_json(svc.port, one);
+            json_t *alone = th_svc_get(one);
             assert_true(json_equal(l, alone));
             json_decref(alone);
             seen++;
@@ -93,47 +71,47 @@ static void ledgers_page_in_name_order(void **state)
         json_decref(r);
     }
     assert_int_equal(seen, 5);
-    json_t *all = th_get_json(svc.port, "/ledgers");
+    json_t *all = th_svc_get("/ledgers");
     assert_int_equal(json_array_size(json_object_get(all, "ledgers")), 5);
     assert_true(json_is_null(json_object_get(all, "next")));
     json_t *c = json_object_get(json_array_get(json_object_get(all, "ledgers"), 2), "counts");
     assert_int_equal(json_integer_value(json_object_get(c, "transactions")), 1);
     assert_int_equal(json_integer_value(json_object_get(c, "events")), 1);
     json_decref(all);
-    json_t *after = th_get_json(svc.port, "/ledgers?after=l-e");
+    json_t *after = th_svc_get("/ledgers?after=l-e");
     assert_int_equal(json_array_size(json_object_get(after, "ledgers")), 0);
     json_decref(after);
 }
 
 static void bad_paging_is_refused(void **state)
 {
-    expect_problem("/ledgers?limit=0", "invalid_parameter");
-    expect_problem("/ledgers?limit=1001", "invalid_parameter");
-    expect_problem("/ledgers?limit=x", "invalid_parameter");
+    th_svc_get_problem("/ledgers?limit=0", 400, "invalid_parameter");
+    th_svc_get_problem("/ledgers?limit=1001", 400, "invalid_parameter");
+    th_svc_get_problem("/ledgers?limit=x", 400, "invalid_parameter");
 }
 
 /* Two optimistic transactions are pending until a checkpoint carries them; a transaction that
  * came only through a checkpoint never is. */
 static void pending_transactions_until_a_checkpoint_carries_them(void **state)
 {
-    json_decref(call("PUT", "/ledgers/pend", "{}", 201));
+    json_decref(th_svc_call("PUT", "/ledgers/pend", "{}", 201));
     assert_int_equal(pending("pend"), 0);
-    json_decref(call("POST", "/ledgers/pend/transactions",
-                     "{\"digest\":\"p1\",\"events\":[{\"type\":\"E\",\"data\":{}}]}", 201));
-    json_decref(call("POST", "/ledgers/pend/transactions",
-                     "{\"digest\":\"p2\",\"events\":[{\"type\":\"E\",\"data\":{}}]}", 201));
+    json_decref(th_svc_call("POST", "/ledgers/pend/transactions",
+                            "{\"digest\":\"p1\",\"events\":[{\"type\":\"E\",\"data\":{}}]}", 201));
+    json_decref(th_svc_call("POST", "/ledgers/pend/transactions",
+                            "{\"digest\":\"p2\",\"events\":[{\"type\":\"E\",\"data\":{}}]}", 201));
     assert_int_equal(pending("pend"), 2);
-    json_decref(call("POST", "/ledgers/pend/checkpoints",
-                     "{\"sequence\":1,\"transactions\":[{\"digest\":\"p1\"},{\"digest\":\"c1\"}]}",
-                     201));
+    json_decref(th_svc_call(
+        "POST", "/ledgers/pend/checkpoints",
+        "{\"sequence\":1,\"transactions\":[{\"digest\":\"p1\"},{\"digest\":\"c1\"}]}", 201));
     assert_int_equal(pending("pend"), 1);
-    json_t *list = th_get_json(svc.port, "/ledgers?after=pemd&limit=1");
+    json_t *list = th_svc_get("/ledgers?after=pemd&limit=1");
     json_t *c = json_object_get(json_array_get(json_object_get(list, "ledgers"), 0), "counts");
     assert_int_equal(json_integer_value(json_object_get(c, "pending_transactions")), 1);
     assert_int_equal(json_integer_value(json_object_get(c, "transactions")), 3);
     json_decref(list);
-    json_decref(call("POST", "/ledgers/pend/checkpoints",
-                     "{\"sequence\":2,\"transactions\":[{\"digest\":\"p2\"}]}", 201));
+    json_decref(th_svc_call("POST", "/ledgers/pend/checkpoints",
+                            "{\"sequence\":2,\"transactions\":[{\"digest\":\"p2\"}]}", 201));
     assert_int_equal(pending("pend"), 0);
 }
 
@@ -144,5 +122,5 @@ int main(void)
         cmocka_unit_test(bad_paging_is_refused),
         cmocka_unit_test(pending_transactions_until_a_checkpoint_carries_them),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

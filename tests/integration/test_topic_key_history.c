@@ -11,28 +11,13 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define WINDOW 10000 /* DB_TOPIC_HISTORY_WINDOW */
 
-static struct th_service svc;
-
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("topic_key_history", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
-}
-
-static json_t *call(const char *method, const char *path, const char *body, long want)
-{
-    return th_call(svc.port, method, path, body, want);
+    return th_svc_start("topic_key_history", NULL);
 }
 
 static long long offset_at(json_t *page, size_t i)
@@ -41,29 +26,21 @@ static long long offset_at(json_t *page, size_t i)
         json_object_get(json_array_get(json_object_get(page, "messages"), i), "offset"));
 }
 
-static void expect_problem(const char *path, long status, const char *code)
-{
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
-    th_assert_problem(&r, status, code);
-    th_response_free(&r);
-}
-
 /* k written three times among other keys, then deleted: four messages newest first, the
  * tombstone's value null; limit 2 pages through them with next, the last page's next null. */
 static void newest_first_with_tombstones_and_paging(void **state)
 {
-    json_decref(call("PUT", "/topics/h", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/h", "{}", 201));
     for (int i = 1; i <= 3; i++) {
         char body[128];
         snprintf(body, sizeof(body),
                  "{\"messages\":[{\"key\":\"k\",\"value\":{\"v\":%d}},{\"key\":\"other\","
                  "\"value\":{\"v\":%d}}]}",
                  i, i);
-        json_decref(call("POST", "/topics/h/messages", body, 201));
+        json_decref(th_svc_call("POST", "/topics/h/messages", body, 201));
     }
-    json_decref(call("DELETE", "/topics/h/keys/k/head", NULL, 200));
-    json_t *all = th_get_json(svc.port, "/topics/h/keys/k/messages");
+    json_decref(th_svc_call("DELETE", "/topics/h/keys/k/head", NULL, 200));
+    json_t *all = th_svc_get("/topics/h/keys/k/messages");
     json_t *msgs = json_object_get(all, "messages");
     assert_int_equal(json_array_size(msgs), 4);
     assert_string_equal(json_string_value(json_object_get(all, "key")), "k");
@@ -76,17 +53,17 @@ static void newest_first_with_tombstones_and_paging(void **state)
                          (json_int_t)(4 - i));
         assert_true(offset_at(all, i) < offset_at(all, i - 1));
     }
-    json_t *p1 = th_get_json(svc.port, "/topics/h/keys/k/messages?limit=2");
+    json_t *p1 = th_svc_get("/topics/h/keys/k/messages?limit=2");
     assert_int_equal(json_array_size(json_object_get(p1, "messages")), 2);
     assert_int_equal(json_integer_value(json_object_get(p1, "next")), offset_at(all, 1));
     char path[128];
     snprintf(path, sizeof(path), "/topics/h/keys/k/messages?limit=2&before=%lld",
              (long long)json_integer_value(json_object_get(p1, "next")));
-    json_t *p2 = th_get_json(svc.port, path);
+    json_t *p2 = th_svc_get(path);
     assert_int_equal(json_array_size(json_object_get(p2, "messages")), 2);
     assert_int_equal(offset_at(p2, 0), offset_at(all, 2));
     assert_int_equal(offset_at(p2, 1), offset_at(all, 3));
-    json_t *none = th_get_json(svc.port, "/topics/h/keys/never/messages");
+    json_t *none = th_svc_get("/topics/h/keys/never/messages");
     assert_int_equal(json_array_size(json_object_get(none, "messages")), 0);
     assert_true(json_is_null(json_object_get(none, "next")));
     json_decref(none);
@@ -99,24 +76,24 @@ static void newest_first_with_tombstones_and_paging(void **state)
  * next a window below the log's end; following next reaches it, and then the start (null). */
 static void a_request_examines_one_window_of_the_log(void **state)
 {
-    json_decref(call("PUT", "/topics/w", "{}", 201));
-    json_decref(call("POST", "/topics/w/messages", "{\"key\":\"old\",\"value\":1}", 201));
+    json_decref(th_svc_call("PUT", "/topics/w", "{}", 201));
+    json_decref(th_svc_call("POST", "/topics/w/messages", "{\"key\":\"old\",\"value\":1}", 201));
     json_t *batch = json_array();
     for (int i = 0; i < 1000; i++)
         json_array_append_new(batch, json_pack("{s:s, s:i}", "key", "filler", "value", i));
     json_t *body = json_pack("{s:o}", "messages", batch);
     char *text = json_dumps(body, JSON_COMPACT);
     for (int i = 0; i < WINDOW / 1000 + 1; i++)
-        json_decref(call("POST", "/topics/w/messages", text, 201));
+        json_decref(th_svc_call("POST", "/topics/w/messages", text, 201));
     free(text);
     json_decref(body);
     long long end = 1 + 1 + (WINDOW / 1000 + 1) * 1000LL; /* offsets 1 .. end - 1 */
-    json_t *first = th_get_json(svc.port, "/topics/w/keys/old/messages");
+    json_t *first = th_svc_get("/topics/w/keys/old/messages");
     assert_int_equal(json_array_size(json_object_get(first, "messages")), 0);
     assert_int_equal(json_integer_value(json_object_get(first, "next")), end - WINDOW);
     char path[128];
     snprintf(path, sizeof(path), "/topics/w/keys/old/messages?before=%lld", end - WINDOW);
-    json_t *second = th_get_json(svc.port, path);
+    json_t *second = th_svc_get(path);
     assert_int_equal(json_array_size(json_object_get(second, "messages")), 1);
     assert_int_equal(offset_at(second, 0), 1);
     assert_true(json_is_null(json_object_get(second, "next")));
@@ -126,11 +103,11 @@ static void a_request_examines_one_window_of_the_log(void **state)
 
 static void bad_input_and_unknown_topic(void **state)
 {
-    expect_problem("/topics/h/keys/k/messages?limit=0", 400, "invalid_parameter");
-    expect_problem("/topics/h/keys/k/messages?limit=1001", 400, "invalid_parameter");
-    expect_problem("/topics/h/keys/k/messages?before=0", 400, "invalid_parameter");
-    expect_problem("/topics/h/keys/k/messages?before=x", 400, "invalid_parameter");
-    expect_problem("/topics/nope/keys/k/messages", 404, "topic_not_found");
+    th_svc_get_problem("/topics/h/keys/k/messages?limit=0", 400, "invalid_parameter");
+    th_svc_get_problem("/topics/h/keys/k/messages?limit=1001", 400, "invalid_parameter");
+    th_svc_get_problem("/topics/h/keys/k/messages?before=0", 400, "invalid_parameter");
+    th_svc_get_problem("/topics/h/keys/k/messages?before=x", 400, "invalid_parameter");
+    th_svc_get_problem("/topics/nope/keys/k/messages", 404, "topic_not_found");
 }
 
 int main(void)
@@ -140,5 +117,5 @@ int main(void)
         cmocka_unit_test(a_request_examines_one_window_of_the_log),
         cmocka_unit_test(bad_input_and_unknown_topic),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
