@@ -1,6 +1,6 @@
 /* Per-key gates (see gate.h): counters in hashed slots, guarded by striped mutexes. A refused
  * request waits as a long-poll does, on its slot's wake channel; whoever leaves wakes one. */
-#include "service/gate.h"
+#include "routes/gate.h"
 
 #include <pthread.h>
 #include <stdint.h>

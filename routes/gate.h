@@ -5,8 +5,8 @@
  * waiter makes each handover slower. Keys are told apart by a hash: two keys that share a slot
  * share its limit (a slower key, never a wrong one). Correctness never rests on a gate: the row
  * lock decides. */
-#ifndef SVC_GATE_H
-#define SVC_GATE_H
+#ifndef ROUTES_GATE_H
+#define ROUTES_GATE_H
 
 #include "service/http.h"
 

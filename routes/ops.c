@@ -1,6 +1,6 @@
-/* Operations routes: /healthz (process alive), /readyz (database reachable, schema current,
- * commits completing),
- * /metrics (Prometheus text) and /openapi.json (the embedded document). */
+/* The operations family: /healthz (process alive), /readyz (database reachable, schema current,
+ * commits completing), /metrics (Prometheus text: the process's series, then each family's) and
+ * /openapi.json (the embedded document). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,35 +16,41 @@
 #include "service/openapi.h"
 #include "service/version.h"
 
+enum ops_problem { OPS_PC_SCHEMA_NOT_READY, OPS_PC_COUNT };
+static const struct svc_problem_info ops_problems[OPS_PC_COUNT] = {
+    [OPS_PC_SCHEMA_NOT_READY] = {"schema_not_ready", 503, "Database schema not ready"},
+};
+#define OPS_P(name) (&ops_problems[OPS_PC_##name])
+
 #ifndef ROWLOCK_VERSION
 #define ROWLOCK_VERSION "dev"
 #endif
 
-enum svc_outcome route_healthz(struct svc_request *req)
+static enum svc_outcome route_healthz(struct svc_request *req)
 {
     static const char ok[] = "{\"status\":\"ok\"}";
     return svc_reply_static(req, 200, "application/json", ok, sizeof(ok) - 1);
 }
 
-enum svc_outcome route_readyz(struct svc_request *req)
+static enum svc_outcome route_readyz(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     struct db_error err = {{0}, {0}};
     int version = 0, serves_from = 0;
     enum db_status st = db_schema_ready(app->pool, &version, &serves_from, &err);
     if (st == DB_ERR_OUTCOME_UNKNOWN) /* the deadline cut the probe's COMMIT */
-        return svc_reply_problem(req, SVC_P_DATABASE_UNAVAILABLE,
+        return svc_reply_problem(req, ROUTE_P(DATABASE_UNAVAILABLE),
                                  "a probe transaction did not commit within the deadline of %d "
                                  "ms (a synchronous standby not answering?): %s",
                                  db_pool_deadline_ms(app->pool), err.message);
     if (st != DB_OK) {
         if (st == DB_ERR_HARD)
-            return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
+            return svc_reply_problem(req, OPS_P(SCHEMA_NOT_READY),
                                      "cannot read the schema version: %s", err.message);
         return route_db_problem(req, st, &err);
     }
     if (!db_schema_serves(version, serves_from))
-        return svc_reply_problem(req, SVC_P_SCHEMA_NOT_READY,
+        return svc_reply_problem(req, OPS_P(SCHEMA_NOT_READY),
                                  "the database holds schema version %d and serves builds of "
                                  "version %d and later; this build has version %d",
                                  version, serves_from, DB_SCHEMA_VERSION);
@@ -209,7 +215,7 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
     render_scalars(b, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
-enum svc_outcome route_metrics(struct svc_request *req)
+static enum svc_outcome route_metrics(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     struct svc_buf b;
@@ -219,9 +225,9 @@ enum svc_outcome route_metrics(struct svc_request *req)
     render_tx(&b);
     render_notify(&b, app);
     render_resources(&b, app);
-    route_topics_render_metrics(&b, app);
-    route_queues_render_metrics(&b, app);
-    route_ledgers_render_metrics(&b, app);
+    for (size_t f = 0; f < app->nfamilies; f++)
+        if (app->families[f]->render_metrics != NULL)
+            app->families[f]->render_metrics(&b, app);
     svc_metrics_render_vecs(&b);
     svc_metrics_family(&b, "rowlock_http_long_polls_waiting", "gauge",
                        "Requests suspended now: long-polls and head writes queued behind their key "
@@ -243,16 +249,31 @@ enum svc_outcome route_metrics(struct svc_request *req)
      * a scrape that fails is seen, one that silently lacks series is not */
     if (svc_buf_failed(&b)) {
         svc_buf_free(&b);
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "metrics could not be rendered whole");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "metrics could not be rendered whole");
     }
     size_t len = 0;
     char *text = svc_buf_steal(&b, &len);
     if (text == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot render metrics");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot render metrics");
     return svc_reply_raw(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
-enum svc_outcome route_openapi(struct svc_request *req)
+static enum svc_outcome route_openapi(struct svc_request *req)
 {
     return svc_reply_static(req, 200, "application/json", svc_openapi_json, svc_openapi_json_len);
 }
+
+static const struct svc_route ops_routes[] = {
+    {"GET", "/healthz", route_healthz, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/readyz", route_readyz, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/metrics", route_metrics, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/openapi.json", route_openapi, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_INLINE},
+};
+
+const struct svc_family route_ops_family = {
+    .name = "ops",
+    .routes = ops_routes,
+    .nroutes = sizeof(ops_routes) / sizeof(ops_routes[0]),
+    .problems = ops_problems,
+    .nproblems = OPS_PC_COUNT,
+};

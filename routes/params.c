@@ -73,7 +73,7 @@ int route_int_query(struct svc_request *req, const char *name, long long min, lo
     /* strtoll would skip leading white space and take a '+': the text must be the number */
     const char *digit = v[0] == '-' ? v + 1 : v;
     if (*digit < '0' || *digit > '9' || *end != '\0' || errno == ERANGE || n < min || n > max) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
                                  "%s must be an integer from %lld to %lld", name, min, max);
         return -1;
     }
@@ -85,7 +85,7 @@ int route_cursor_query(struct svc_request *req, const char **after, enum svc_out
 {
     *after = svc_req_query(req, "after");
     if (*after != NULL && !svc_utf8_valid(*after, strlen(*after))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "after must be valid UTF-8");
+        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER), "after must be valid UTF-8");
         return -1;
     }
     return 0;
@@ -97,7 +97,7 @@ int route_valid_name(struct svc_request *req, const char *value, const char *wha
     char why[160];
     if (svc_valid_name(value, why, sizeof(why)))
         return 0;
-    *out = svc_reply_problem(req, SVC_P_INVALID_NAME, "%s name: %s", what, why);
+    *out = svc_reply_problem(req, ROUTE_P(INVALID_NAME), "%s name: %s", what, why);
     return -1;
 }
 

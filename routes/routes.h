@@ -1,13 +1,30 @@
-/* The route table main hands to the HTTP server, and helpers every route file shares: mapping a
- * db/ status to its problem response. Each resource's handlers live in their own file. */
+/* What every route file shares: the problem codes several families answer, mapping a db/ status
+ * to its problem response, and the request validators of routes/params.c. Each family's
+ * handlers, route table and own codes live in its own file (see service/family.h). */
 #ifndef ROUTES_ROUTES_H
 #define ROUTES_ROUTES_H
 
 #include "db/db.h"
+#include "service/family.h"
 #include "service/http.h"
 
-extern const struct svc_route routes_table[];
-extern const size_t routes_count;
+/* The codes several families answer (the "common" family registers them). */
+enum route_problem {
+    ROUTE_PC_INVALID_NAME,
+    ROUTE_PC_INVALID_KEY,
+    ROUTE_PC_INVALID_CONFIG,
+    ROUTE_PC_BATCH_TOO_LARGE,
+    ROUTE_PC_DATABASE_UNAVAILABLE,
+    ROUTE_PC_POOL_EXHAUSTED,
+    ROUTE_PC_DATABASE_TIMEOUT,
+    ROUTE_PC_DATABASE_BUSY,
+    ROUTE_PC_OUTCOME_UNKNOWN,
+    ROUTE_PC_COUNT
+};
+extern const struct svc_problem_info route_problems[ROUTE_PC_COUNT];
+#define ROUTE_P(name) (&route_problems[ROUTE_PC_##name])
+
+#include "routes/pending.h"
 
 /* Replies with the problem matching a failed db/ status (503 family, or 500 for hard errors,
  * which are logged with their SQLSTATE). */
@@ -33,33 +50,6 @@ int route_valid_name(struct svc_request *req, const char *value, const char *wha
                      enum svc_outcome *out);
 /* The path parameter param as a valid name (see route_valid_name), or NULL after replying 400. */
 const char *route_name_param(struct svc_request *req, const char *param, enum svc_outcome *out);
-
-/* Handlers of routes/topics.c, its metrics and its janitor pass. */
-void route_topics_init(void);
-enum svc_outcome route_topic_put(struct svc_request *req);
-enum svc_outcome route_topic_get(struct svc_request *req);
-enum svc_outcome route_topics_list(struct svc_request *req);
-enum svc_outcome route_topic_delete(struct svc_request *req);
-enum svc_outcome route_producer_put(struct svc_request *req);
-enum svc_outcome route_messages_produce(struct svc_request *req);
-enum svc_outcome route_messages_read(struct svc_request *req);
-enum svc_outcome route_keys_list(struct svc_request *req);
-enum svc_outcome route_key_history(struct svc_request *req);
-enum svc_outcome route_head_get(struct svc_request *req);
-enum svc_outcome route_head_patch(struct svc_request *req);
-enum svc_outcome route_head_put(struct svc_request *req);
-enum svc_outcome route_head_delete(struct svc_request *req);
-void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app);
-void route_topics_janitor_pass(void *app);
-
-/* Handlers of routes/topic_consumers.c and its lag metrics (rendered with the topics'). */
-void route_topic_consumers_init(void);
-enum svc_outcome route_consumer_put(struct svc_request *req);
-enum svc_outcome route_consumer_get(struct svc_request *req);
-enum svc_outcome route_consumers_list(struct svc_request *req);
-enum svc_outcome route_consumer_delete(struct svc_request *req);
-enum svc_outcome route_consumer_commit(struct svc_request *req);
-void route_topic_consumers_render_metrics(struct svc_buf *b, struct svc_app *app);
 
 /* Handlers of routes/queues.c, its metrics and its janitor pass. */
 void route_queues_init(void);
@@ -97,17 +87,8 @@ void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app);
 enum svc_outcome route_ledger_delete(struct svc_request *req);
 void route_ledgers_janitor_pass(void *app);
 
-/* Handlers of routes/ops.c. */
-enum svc_outcome route_healthz(struct svc_request *req);
-enum svc_outcome route_readyz(struct svc_request *req);
-enum svc_outcome route_metrics(struct svc_request *req);
-enum svc_outcome route_openapi(struct svc_request *req);
-
-/* Handlers of routes/ui.c: the dashboard's embedded files and the token's scopes. */
-enum svc_outcome route_ui_page(struct svc_request *req);
-enum svc_outcome route_ui_slash(struct svc_request *req);
-enum svc_outcome route_ui_script(struct svc_request *req);
-enum svc_outcome route_ui_style(struct svc_request *req);
-enum svc_outcome route_whoami(struct svc_request *req);
+/* The families of routes/families.c (each defined in its own file). */
+extern const struct svc_family route_common_family, route_ops_family, route_ui_family,
+    route_topics_family, route_queues_family, route_ledgers_family;
 
 #endif

@@ -11,7 +11,7 @@
 
 #include "db/topic_consumers.h"
 #include "db/topics.h"
-#include "routes/routes.h"
+#include "routes/topics.h"
 #include "service/app.h"
 #include "service/json_util.h"
 #include "service/log.h"
@@ -99,21 +99,21 @@ static enum svc_outcome refusal(struct svc_request *req, enum db_status st,
         return route_db_problem(req, st, err);
     switch (v) {
     case DB_CONSUMER_TOPIC_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_TOPIC_NOT_FOUND, "there is no topic %s", topic);
+        return svc_reply_problem(req, TOPIC_P(TOPIC_NOT_FOUND), "there is no topic %s", topic);
     case DB_CONSUMER_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_CONSUMER_NOT_FOUND,
+        return svc_reply_problem(req, TOPIC_P(CONSUMER_NOT_FOUND),
                                  "topic %s has no consumer %s (create it with PUT "
                                  "/topics/%s/consumers/%s)",
                                  topic, consumer, topic, consumer);
     case DB_CONSUMER_CONFLICT:
         return svc_reply_problem_ext(
-            req, SVC_P_CONSUMER_CONFLICT, json_pack("{s:I}", "offset", (json_int_t)c->offset),
+            req, TOPIC_P(CONSUMER_CONFLICT), json_pack("{s:I}", "offset", (json_int_t)c->offset),
             "consumer %s is at offset %" PRId64 ": the commit of offset %" PRId64
             " expected another offset or would move it backwards; read its offset and go on "
             "from there",
             consumer, c->offset, wanted);
     default: /* DB_CONSUMER_BEYOND_END */
-        return svc_reply_problem_ext(req, SVC_P_OFFSET_BEYOND_END,
+        return svc_reply_problem_ext(req, TOPIC_P(OFFSET_BEYOND_END),
                                      json_pack("{s:I, s:I}", "offset", (json_int_t)c->offset,
                                                "readable_end", (json_int_t)c->readable_end),
                                      "offset %" PRId64
@@ -165,7 +165,7 @@ enum svc_outcome route_consumer_put(struct svc_request *req)
     long long offset;
     char why[160] = "the body must be a JSON object";
     if (!start_member(svc_req_json(req), &start, &offset, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONSUMER, "%s", why);
+        return svc_reply_problem(req, TOPIC_P(INVALID_CONSUMER), "%s", why);
     struct db_consumer c;
     enum db_consumer_verdict v;
     struct db_error err;
@@ -289,7 +289,7 @@ enum svc_outcome route_consumer_commit(struct svc_request *req)
     struct db_consumer_commit k;
     char why[200] = "the body must be a JSON object";
     if (!commit_members(req, &k, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONSUMER, "%s", why);
+        return svc_reply_problem(req, TOPIC_P(INVALID_CONSUMER), "%s", why);
     struct db_consumer c;
     enum db_consumer_verdict v;
     struct db_error err;

@@ -10,15 +10,30 @@
 #include <string.h>
 
 #include "db/topics.h"
-#include "routes/routes.h"
+#include "routes/topics.h"
 #include "service/app.h"
-#include "service/gate.h"
+#include "routes/gate.h"
 #include "service/jpage.h"
 #include "service/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
 #define DEFAULT_HEADLESS_TTL 3600
+
+const struct svc_problem_info topic_problems[TOPIC_PC_COUNT] = {
+    [TOPIC_PC_INVALID_MESSAGE] = {"invalid_message", 400, "Invalid message"},
+    [TOPIC_PC_INVALID_MERGE_PATCH] = {"invalid_merge_patch", 400, "Invalid merge patch"},
+    [TOPIC_PC_INVALID_CONSUMER] = {"invalid_consumer", 400, "Invalid consumer request"},
+    [TOPIC_PC_TOPIC_NOT_FOUND] = {"topic_not_found", 404, "No such topic"},
+    [TOPIC_PC_PRODUCER_NOT_FOUND] = {"producer_not_found", 404, "No such producer"},
+    [TOPIC_PC_HEAD_NOT_FOUND] = {"head_not_found", 404, "Key has no head"},
+    [TOPIC_PC_KEY_DELETED] = {"key_deleted", 404, "Key deleted"},
+    [TOPIC_PC_CONSUMER_NOT_FOUND] = {"consumer_not_found", 404, "No such consumer"},
+    [TOPIC_PC_CONSUMER_CONFLICT] = {"consumer_conflict", 409,
+                                    "Consumer not at the expected offset"},
+    [TOPIC_PC_OFFSET_BEYOND_END] = {"offset_beyond_end", 409, "Offset past the log's readable end"},
+    [TOPIC_PC_PRECONDITION_FAILED] = {"precondition_failed", 412, "Precondition failed"},
+};
 
 static struct svc_counter_vec *m_produced, *m_advanced, *m_rejected, *m_duplicates,
     *m_janitor_deleted, *m_compacted, *m_gate_waits, *m_metrics_failures, *m_janitor_failures,
@@ -61,7 +76,9 @@ static void metrics_init(void)
                             "topic");
 }
 
-void route_topics_init(void)
+static struct svc_gate *head_gate; /* head writes, per key (ROWLOCK_KEY_WRITERS) */
+
+static int route_topics_init(const struct svc_app *app)
 {
     pthread_once(&metrics_once, metrics_init);
     /* one series per topic, up to ROWLOCK_METRICS_MAX_RESOURCES topics (then topic="_other") */
@@ -71,6 +88,14 @@ void route_topics_init(void)
     for (size_t i = 0; i < sizeof(per_topic) / sizeof(per_topic[0]); i++)
         svc_counter_vec_bound(per_topic[i]);
     route_topic_consumers_init();
+    head_gate = svc_gate_new((int)app->config->key_writers);
+    return head_gate != NULL ? 0 : -1;
+}
+
+static void route_topics_fini(void)
+{
+    svc_gate_free(head_gate);
+    head_gate = NULL;
 }
 
 static void count_effects(const char *topic, const struct db_message_out *out, size_t n)
@@ -102,7 +127,7 @@ static const char *key_param(struct svc_request *req, enum svc_outcome *out)
     const char *k = svc_req_param(req, "key");
     char why[160];
     if (!svc_valid_key(k, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_KEY, "%s", why);
+        *out = svc_reply_problem(req, ROUTE_P(INVALID_KEY), "%s", why);
         return NULL;
     }
     return k;
@@ -123,7 +148,7 @@ static int consumer_query(struct svc_request *req, const char **consumer, enum s
     if (*consumer != NULL && route_valid_name(req, *consumer, "consumer", out) != 0)
         return -1;
     if (*consumer != NULL && svc_req_query(req, "after") != NULL) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
                                  "give after or consumer, not both: a consumer's read starts "
                                  "after its committed offset");
         return -1;
@@ -135,16 +160,16 @@ static enum svc_outcome topic_problem(struct svc_request *req, enum db_topic_ver
                                       const char *topic, const char *producer)
 {
     if (v == DB_TOPIC_CONSUMER_NOT_FOUND) /* producer names the consumer of a log read */
-        return svc_reply_problem(req, SVC_P_CONSUMER_NOT_FOUND,
+        return svc_reply_problem(req, TOPIC_P(CONSUMER_NOT_FOUND),
                                  "topic %s has no consumer %s (create it with PUT "
                                  "/topics/%s/consumers/%s)",
                                  topic, producer, topic, producer);
     if (v == DB_TOPIC_PRODUCER_NOT_FOUND)
-        return svc_reply_problem(req, SVC_P_PRODUCER_NOT_FOUND,
+        return svc_reply_problem(req, TOPIC_P(PRODUCER_NOT_FOUND),
                                  "topic %s has no producer %s (register it with PUT "
                                  "/topics/%s/producers/%s)",
                                  topic, producer ? producer : "", topic, producer ? producer : "");
-    return svc_reply_problem(req, SVC_P_TOPIC_NOT_FOUND, "there is no topic %s", topic);
+    return svc_reply_problem(req, TOPIC_P(TOPIC_NOT_FOUND), "there is no topic %s", topic);
 }
 
 static void set_etag(struct svc_request *req, int64_t offset)
@@ -205,7 +230,7 @@ static json_t *topic_json(const struct db_topic *t, const struct db_topic_stats 
     return j;
 }
 
-enum svc_outcome route_topic_put(struct svc_request *req)
+static enum svc_outcome route_topic_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -220,7 +245,7 @@ enum svc_outcome route_topic_put(struct svc_request *req)
     char why[160] = "the body must be a JSON object";
     json_t *ignores = json_object_get(body, "retention_ignores_consumers");
     if (ignores != NULL && !json_is_boolean(ignores))
-        return svc_reply_problem(req, SVC_P_INVALID_CONFIG,
+        return svc_reply_problem(req, ROUTE_P(INVALID_CONFIG),
                                  "\"retention_ignores_consumers\" must be true or false");
     if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
         !route_int_member(body, "headless_ttl_seconds", 1, 2147483647, DEFAULT_HEADLESS_TTL, 0,
@@ -229,7 +254,7 @@ enum svc_outcome route_topic_put(struct svc_request *req)
                           sizeof(why)) ||
         !route_int_member(body, "default_schema_version", 1, 2147483647, 1, 0, &sv, why,
                           sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+        return svc_reply_problem(req, ROUTE_P(INVALID_CONFIG), "%s", why);
     struct db_topic_config cfg = {ttl, retention, (int)sv, json_is_true(ignores)};
     struct db_topic t;
     enum db_topic_verdict v;
@@ -240,7 +265,7 @@ enum svc_outcome route_topic_put(struct svc_request *req)
     return svc_reply_json(req, v == DB_TOPIC_CREATED ? 201 : 200, topic_json(&t, NULL));
 }
 
-enum svc_outcome route_topic_get(struct svc_request *req)
+static enum svc_outcome route_topic_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -264,7 +289,7 @@ static void list_one(const struct db_topic *t, const struct db_topic_stats *s, v
     json_array_append_new(ctx, topic_json(t, s));
 }
 
-enum svc_outcome route_topics_list(struct svc_request *req)
+static enum svc_outcome route_topics_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -287,7 +312,7 @@ enum svc_outcome route_topics_list(struct svc_request *req)
     return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "topics", topics, "next", next));
 }
 
-enum svc_outcome route_topic_delete(struct svc_request *req)
+static enum svc_outcome route_topic_delete(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -304,7 +329,7 @@ enum svc_outcome route_topic_delete(struct svc_request *req)
     return svc_reply_json(req, 200, json_pack("{s:s, s:b}", "name", name, "deleted", 1));
 }
 
-enum svc_outcome route_producer_put(struct svc_request *req)
+static enum svc_outcome route_producer_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -314,13 +339,13 @@ enum svc_outcome route_producer_put(struct svc_request *req)
     const char *name = svc_req_param(req, "producer");
     char why[160] = "the body must be a JSON object";
     if (!svc_valid_name(name, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_NAME, "producer name: %s", why);
+        return svc_reply_problem(req, ROUTE_P(INVALID_NAME), "producer name: %s", why);
     json_t *body = svc_req_json(req);
     static const char *const allowed[] = {"schema_version", NULL};
     long long sv;
     if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
         !route_int_member(body, "schema_version", 1, 2147483647, 1, 0, &sv, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+        return svc_reply_problem(req, ROUTE_P(INVALID_CONFIG), "%s", why);
     enum db_topic_verdict v;
     struct db_error err;
     enum db_status st = db_topics_producer_put(app->pool, topic, name, (int)sv, &v, &err);
@@ -402,7 +427,7 @@ static json_t *produced_json(const char *key, const struct db_message_out *o)
                      effect_name(o->effect), "head_offset", (json_int_t)o->head_offset);
 }
 
-enum svc_outcome route_messages_produce(struct svc_request *req)
+static enum svc_outcome route_messages_produce(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -411,26 +436,26 @@ enum svc_outcome route_messages_produce(struct svc_request *req)
         return out;
     json_t *body = svc_req_json(req);
     if (!json_is_object(body))
-        return svc_reply_problem(req, SVC_P_INVALID_MESSAGE, "the body is a JSON object");
+        return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "the body is a JSON object");
     json_t *batch = json_object_get(body, "messages");
     json_t *pj = json_object_get(body, "producer");
     const char *producer = json_string_value(pj);
     char why[200];
     if (pj != NULL && (producer == NULL || !svc_valid_name(producer, why, sizeof(why))))
-        return svc_reply_problem(req, SVC_P_INVALID_NAME, "producer name: %s",
+        return svc_reply_problem(req, ROUTE_P(INVALID_NAME), "producer name: %s",
                                  producer ? why : "a string");
     size_t n = 1;
     if (batch != NULL) {
         if (!json_is_array(batch) || json_array_size(batch) == 0)
-            return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
+            return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE),
                                      "\"messages\" is a non-empty array");
         n = json_array_size(batch);
         if (n > DB_TOPIC_BATCH_MAX)
-            return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+            return svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
                                      "a batch holds at most %d messages; this one has %zu",
                                      DB_TOPIC_BATCH_MAX, n);
         if (json_object_size(body) != (pj ? 2u : 1u))
-            return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
+            return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE),
                                      "a batch body holds only \"producer\" and \"messages\"");
     }
     struct db_message_in *msgs = calloc(n, sizeof(*msgs));
@@ -443,14 +468,15 @@ enum svc_outcome route_messages_produce(struct svc_request *req)
         json_object_del(single, "producer");
     }
     if (msgs == NULL || res == NULL || values == NULL) {
-        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *mj = batch ? json_array_get(batch, i) : single;
         if (!parse_message(mj, producer, &msgs[i], &values[i], why, sizeof(why))) {
-            out = batch ? svc_reply_problem(req, SVC_P_INVALID_MESSAGE, "message %zu: %s", i, why)
-                        : svc_reply_problem(req, SVC_P_INVALID_MESSAGE, "%s", why);
+            out = batch
+                      ? svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "message %zu: %s", i, why)
+                      : svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "%s", why);
             goto done;
         }
     }
@@ -526,11 +552,11 @@ static enum svc_outcome reply_page(struct svc_request *req, struct svc_jpage *p,
     size_t len = 0;
     char *text = svc_jpage_finish(p, tail, &len);
     if (text == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the page");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode the page");
     return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
-enum svc_outcome route_messages_read(struct svc_request *req)
+static enum svc_outcome route_messages_read(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -594,7 +620,7 @@ static int key_one(const struct db_key_entry *k, void *ctx)
     return rc;
 }
 
-enum svc_outcome route_keys_list(struct svc_request *req)
+static enum svc_outcome route_keys_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -625,7 +651,7 @@ enum svc_outcome route_keys_list(struct svc_request *req)
 
 /* GET /topics/{topic}/keys/{key}/messages: the key's messages, newest first, a window of the log
  * at a time (see db_topics_key_history); next (or null at the log's start) goes in before. */
-enum svc_outcome route_key_history(struct svc_request *req)
+static enum svc_outcome route_key_history(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -666,13 +692,13 @@ static enum svc_outcome no_head(struct svc_request *req, const char *key, const 
     if (h->has_head && h->deleted) {
         set_etag(req, h->offset);
         return svc_reply_problem_ext(
-            req, SVC_P_KEY_DELETED, json_pack("{s:I}", "offset", (json_int_t)h->offset),
+            req, TOPIC_P(KEY_DELETED), json_pack("{s:I}", "offset", (json_int_t)h->offset),
             "key %s was deleted by the tombstone at offset %" PRId64, key, h->offset);
     }
-    return svc_reply_problem(req, SVC_P_HEAD_NOT_FOUND, "key %s has no head", key);
+    return svc_reply_problem(req, TOPIC_P(HEAD_NOT_FOUND), "key %s has no head", key);
 }
 
-enum svc_outcome route_head_get(struct svc_request *req)
+static enum svc_outcome route_head_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -771,11 +797,11 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
         return out;
     json_t *body = svc_req_json(req);
     if (kind == HEAD_PATCH && !json_is_object(body))
-        return svc_reply_problem(req, SVC_P_INVALID_MERGE_PATCH,
+        return svc_reply_problem(req, TOPIC_P(INVALID_MERGE_PATCH),
                                  "a merge patch is a JSON object (to replace the value with "
                                  "something else, use PUT)");
     if (kind == HEAD_PUT && json_is_null(body))
-        return svc_reply_problem(req, SVC_P_INVALID_MESSAGE,
+        return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE),
                                  "a head value is not null (DELETE the head to write a "
                                  "tombstone)");
     struct head_decision d = {
@@ -785,12 +811,12 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
     /* At most ROWLOCK_KEY_WRITERS writes of a key wait on its row lock; the others wait here,
      * suspended, up to a statement timeout. */
     unsigned slot;
-    if (!svc_gate_req_enter(req, app->head_gate, topic, key,
+    if (!svc_gate_req_enter(req, head_gate, topic, key,
                             (double)app->config->statement_timeout_ms / 1000.0, &slot, &out))
         return out;
     struct db_error err;
     enum db_status st = db_topics_head_write(app->pool, &w, &err);
-    svc_gate_req_exit(req, app->head_gate, slot);
+    svc_gate_req_exit(req, head_gate, slot);
     if (svc_req_resumes(req) > 0 && st == DB_OK && w.verdict != DB_TOPIC_NOT_FOUND)
         svc_counter_vec_add(m_gate_waits, topic, 1); /* it queued; no label for a non-topic */
     if (st != DB_OK)
@@ -801,7 +827,7 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
         if (w.before.has_head && !w.before.deleted)
             set_etag(req, w.before.offset);
         out = svc_reply_problem_ext(
-            req, SVC_P_PRECONDITION_FAILED,
+            req, TOPIC_P(PRECONDITION_FAILED),
             json_pack("{s:o}", "current", head_or_null(topic, key, &w.before)),
             "the head of %s does not match the precondition", key);
     } else if (w.verdict == DB_TOPIC_UNCHANGED) {
@@ -831,17 +857,17 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
     return out;
 }
 
-enum svc_outcome route_head_patch(struct svc_request *req)
+static enum svc_outcome route_head_patch(struct svc_request *req)
 {
     return head_write(req, HEAD_PATCH);
 }
 
-enum svc_outcome route_head_put(struct svc_request *req)
+static enum svc_outcome route_head_put(struct svc_request *req)
 {
     return head_write(req, HEAD_PUT);
 }
 
-enum svc_outcome route_head_delete(struct svc_request *req)
+static enum svc_outcome route_head_delete(struct svc_request *req)
 {
     return head_write(req, HEAD_DELETE);
 }
@@ -871,7 +897,7 @@ static void metrics_failed(const char *topic, enum db_status st, const struct db
             "sqlstate", err->sqlstate, "detail", err->message, NULL);
 }
 
-void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
+static void route_topics_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
     struct svc_buf rows;
     svc_buf_init(&rows, 16 * 1024 * 1024);
@@ -923,7 +949,7 @@ static void janitor_failed(const char *topic, enum db_status st, const struct db
             db_status_name(st), "sqlstate", err->sqlstate, "detail", err->message, NULL);
 }
 
-void route_topics_janitor_pass(void *ctx)
+static void route_topics_janitor_pass(void *ctx)
 {
     struct svc_app *app = ctx;
     struct db_error err;
@@ -933,3 +959,50 @@ void route_topics_janitor_pass(void *ctx)
         svc_log(SVC_LOG_WARN, "topic janitor pass failed", "status", db_status_name(st), "detail",
                 err.message, NULL);
 }
+
+static const struct svc_route topic_routes[] = {
+    {"GET", "/topics", route_topics_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"PUT", "/topics/{topic}", route_topic_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}", route_topic_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"DELETE", "/topics/{topic}", route_topic_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"PUT", "/topics/{topic}/producers/{producer}", route_producer_put, SVC_SCOPE_ADMIN,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"POST", "/topics/{topic}/messages", route_messages_produce, SVC_SCOPE_WRITE, SVC_BODY_JSON,
+     SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/messages", route_messages_read, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/keys", route_keys_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/keys/{key}/messages", route_key_history, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/keys/{key}/head", route_head_get, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"PATCH", "/topics/{topic}/keys/{key}/head", route_head_patch, SVC_SCOPE_WRITE,
+     SVC_BODY_MERGE_PATCH, SVC_RUN_WORKER},
+    {"PUT", "/topics/{topic}/keys/{key}/head", route_head_put, SVC_SCOPE_WRITE, SVC_BODY_JSON,
+     SVC_RUN_WORKER},
+    {"DELETE", "/topics/{topic}/keys/{key}/head", route_head_delete, SVC_SCOPE_WRITE, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/consumers", route_consumers_list, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"PUT", "/topics/{topic}/consumers/{consumer}", route_consumer_put, SVC_SCOPE_WRITE,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/consumers/{consumer}", route_consumer_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"DELETE", "/topics/{topic}/consumers/{consumer}", route_consumer_delete, SVC_SCOPE_WRITE,
+     SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"POST", "/topics/{topic}/consumers/{consumer}/commit", route_consumer_commit, SVC_SCOPE_WRITE,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+};
+
+const struct svc_family route_topics_family = {
+    .name = "topics",
+    .routes = topic_routes,
+    .nroutes = sizeof(topic_routes) / sizeof(topic_routes[0]),
+    .problems = topic_problems,
+    .nproblems = TOPIC_PC_COUNT,
+    .init = route_topics_init,
+    .fini = route_topics_fini,
+    .render_metrics = route_topics_render_metrics,
+    .janitor_pass = route_topics_janitor_pass,
+};

@@ -67,40 +67,40 @@ static enum svc_outcome ui_serve(struct svc_request *req, struct ui_asset *a)
         svc_req_add_header(req, "Referrer-Policy", "no-referrer") != 0 ||
         svc_req_add_header(req, "Cache-Control", "no-cache") != 0 ||
         svc_req_add_header(req, "ETag", a->etag) != 0)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot add the response headers");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot add the response headers");
     if (ui_not_modified(svc_req_header(req, "If-None-Match"), a->etag))
         return svc_reply_static(req, 304, a->type, "", 0);
     return svc_reply_static(req, 200, a->type, a->body, *a->len);
 }
 
-enum svc_outcome route_ui_page(struct svc_request *req)
+static enum svc_outcome route_ui_page(struct svc_request *req)
 {
     return ui_serve(req, &ui_assets[0]);
 }
 
 /* /ui/ is where people type the page: 308 to /ui (a fragment such as #/queues survives it, the
  * browser keeps it). */
-enum svc_outcome route_ui_slash(struct svc_request *req)
+static enum svc_outcome route_ui_slash(struct svc_request *req)
 {
     static const char body[] = "The dashboard is at /ui\n";
     if (svc_req_add_header(req, "Location", "/ui") != 0)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot add the Location header");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot add the Location header");
     return svc_reply_static(req, 308, "text/plain; charset=utf-8", body, sizeof(body) - 1);
 }
 
-enum svc_outcome route_ui_script(struct svc_request *req)
+static enum svc_outcome route_ui_script(struct svc_request *req)
 {
     return ui_serve(req, &ui_assets[1]);
 }
 
-enum svc_outcome route_ui_style(struct svc_request *req)
+static enum svc_outcome route_ui_style(struct svc_request *req)
 {
     return ui_serve(req, &ui_assets[2]);
 }
 
 /* The scopes the Authorization header's token holds (every scope when the service runs open);
  * 401 for a missing or unknown token. No scope is needed to ask. */
-enum svc_outcome route_whoami(struct svc_request *req)
+static enum svc_outcome route_whoami(struct svc_request *req)
 {
     static const struct {
         const char *name;
@@ -119,7 +119,7 @@ enum svc_outcome route_whoami(struct svc_request *req)
         if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
             json_decref(list);
             svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
-            return svc_reply_problem(req, SVC_P_UNAUTHORIZED, "%s",
+            return svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
                                      ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
                                                             : "the bearer token is not valid");
         }
@@ -129,3 +129,17 @@ enum svc_outcome route_whoami(struct svc_request *req)
     return svc_reply_json(req, 200,
                           json_pack("{s:b, s:o}", "open", app->auth == NULL, "scopes", list));
 }
+
+static const struct svc_route ui_routes[] = {
+    {"GET", "/ui", route_ui_page, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/ui/", route_ui_slash, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/ui/app.js", route_ui_script, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/ui/app.css", route_ui_style, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/whoami", route_whoami, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
+};
+
+const struct svc_family route_ui_family = {
+    .name = "ui",
+    .routes = ui_routes,
+    .nroutes = sizeof(ui_routes) / sizeof(ui_routes[0]),
+};

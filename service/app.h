@@ -9,8 +9,8 @@
 #include "service/config.h"
 
 struct db_listener;
+struct svc_family;
 struct db_pool;
-struct svc_gate;
 struct svc_server;
 
 struct svc_app {
@@ -20,7 +20,9 @@ struct svc_app {
     time_t started_at;
     /* set once listening, by main while the workers already run: atomic */
     struct svc_server *_Atomic server;
-    struct svc_gate *head_gate; /* topic head writes, per key (ROWLOCK_KEY_WRITERS) */
+    /* the families served (see service/family.h), for /metrics */
+    const struct svc_family *const *families;
+    size_t nfamilies;
     /* cross-process wake-ups (ROWLOCK_NOTIFY); NULL when off. Set once listening: atomic */
     struct db_listener *_Atomic listener;
 };

@@ -245,15 +245,15 @@ enum svc_outcome svc_reply_json(struct svc_request *req, int status, json_t *bod
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(body);
     if (text == NULL) /* a problem reply cannot fail: it has a constant fallback */
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the response");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode the response");
     return svc_reply_raw(req, status, "application/json", text, strlen(text));
 }
 
 /* Queues the problem document; out of memory, the constant internal_error one instead. */
-static enum svc_outcome reply_problem_v(struct svc_request *req, enum svc_problem p, json_t *ext,
-                                        const char *fmt, va_list ap)
+static enum svc_outcome reply_problem_v(struct svc_request *req, const struct svc_problem_info *p,
+                                        json_t *ext, const char *fmt, va_list ap)
 {
-    const struct svc_problem_info *info = svc_problem_info(p);
+    const struct svc_problem_info *info = p != NULL ? p : SVC_P(INTERNAL_ERROR);
     /* longer than the encoder keeps, so that its cut (at a character boundary) is the one made */
     char detail[SVC_PROBLEM_DETAIL_MAX + 64];
     vsnprintf(detail, sizeof(detail), fmt, ap);
@@ -261,7 +261,7 @@ static enum svc_outcome reply_problem_v(struct svc_request *req, enum svc_proble
     char *text = svc_problem_encode(p, detail, req->request_id, ext, &len);
     json_decref(ext);
     if (text == NULL) {
-        req->problem_code = svc_problem_info(SVC_P_INTERNAL_ERROR)->code;
+        req->problem_code = SVC_P(INTERNAL_ERROR)->code;
         return svc_reply_static(req, 500, "application/problem+json", svc_problem_fallback,
                                 svc_problem_fallback_len);
     }
@@ -271,8 +271,8 @@ static enum svc_outcome reply_problem_v(struct svc_request *req, enum svc_proble
     return svc_reply_raw(req, info->status, "application/problem+json", text, len);
 }
 
-enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
-                                   ...)
+enum svc_outcome svc_reply_problem(struct svc_request *req, const struct svc_problem_info *p,
+                                   const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -281,8 +281,8 @@ enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, 
     return o;
 }
 
-enum svc_outcome svc_reply_problem_ext(struct svc_request *req, enum svc_problem p, json_t *ext,
-                                       const char *fmt, ...)
+enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc_problem_info *p,
+                                       json_t *ext, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -337,7 +337,7 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
     if (w == NULL || ch == NULL) {
         free(w);
         free(ch);
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
     }
     pthread_mutex_lock(&s->wait_mu);
     if (s->generation != gen || s->stopping) {
@@ -731,14 +731,14 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
     const struct svc_config *cfg = s->cfg;
     enum svc_match_result mr;
     if (strlen(req->target) > (size_t)cfg->url_limit) {
-        *out = svc_reply_problem(req, SVC_P_URI_TOO_LONG,
+        *out = svc_reply_problem(req, SVC_P(URI_TOO_LONG),
                                  "the request target is longer than %ld bytes", cfg->url_limit);
         return 1;
     }
     struct header_sum hs = {0};
     MHD_get_connection_values(req->conn, MHD_HEADER_KIND, sum_header, &hs);
     if (hs.total > (size_t)cfg->header_limit) {
-        *out = svc_reply_problem(req, SVC_P_HEADERS_TOO_LARGE,
+        *out = svc_reply_problem(req, SVC_P(HEADERS_TOO_LARGE),
                                  "request headers total more than %ld bytes", cfg->header_limit);
         return 1;
     }
@@ -746,7 +746,7 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
                               ? "an HTTP/1.1 request carries a Host header (RFC 9112)"
                               : framing_problem(req);
     if (framing != NULL) {
-        *out = svc_reply_problem(req, SVC_P_BAD_REQUEST, "%s", framing);
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "%s", framing);
         return 1;
     }
     mr = svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match);
@@ -755,26 +755,26 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
         req->matched = 1;
         break;
     case SVC_MATCH_NOT_FOUND:
-        *out = svc_reply_problem(req, SVC_P_ROUTE_NOT_FOUND, "no route matches %s", req->target);
+        *out = svc_reply_problem(req, SVC_P(ROUTE_NOT_FOUND), "no route matches %s", req->target);
         return 1;
     case SVC_MATCH_METHOD_NOT_ALLOWED: {
         char allow[sizeof(req->match.allow)];
         memcpy(allow, req->match.allow, sizeof(allow));
         svc_req_add_header(req, "Allow", allow);
-        *out = svc_reply_problem(req, SVC_P_METHOD_NOT_ALLOWED,
+        *out = svc_reply_problem(req, SVC_P(METHOD_NOT_ALLOWED),
                                  "%s is not allowed here; allowed: %s", req->method, allow);
         return 1;
     }
     case SVC_MATCH_BAD_ENCODING:
-        *out = svc_reply_problem(req, SVC_P_BAD_REQUEST,
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
                                  "the request target has an invalid percent-encoding");
         return 1;
     case SVC_MATCH_TOO_MANY_QUERY:
-        *out = svc_reply_problem(req, SVC_P_BAD_REQUEST, "more than %d query parameters",
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "more than %d query parameters",
                                  SVC_MAX_QUERY);
         return 1;
     case SVC_MATCH_DUPLICATE_QUERY:
-        *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
                                  "query parameter %s is given more than once; send it once",
                                  req->match.bad_query);
         return 1;
@@ -787,27 +787,27 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
             s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION), route->scope);
         if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
             svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
-            *out = svc_reply_problem(req, SVC_P_UNAUTHORIZED, "%s",
+            *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
                                      ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
                                                             : "the bearer token is not valid");
             return 1;
         }
         if (ar == SVC_AUTH_FORBIDDEN) {
-            *out = svc_reply_problem(req, SVC_P_FORBIDDEN, "this route needs the %s scope",
+            *out = svc_reply_problem(req, SVC_P(FORBIDDEN), "this route needs the %s scope",
                                      scope_names[route->scope]);
             return 1;
         }
     }
     const char *cl = svc_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)cfg->body_limit) {
-        *out = svc_reply_problem(req, SVC_P_PAYLOAD_TOO_LARGE,
+        *out = svc_reply_problem(req, SVC_P(PAYLOAD_TOO_LARGE),
                                  "the body is %s bytes; the limit is %ld", cl, cfg->body_limit);
         return 1;
     }
     if (route->body != SVC_BODY_NONE &&
         !content_type_ok(svc_req_header(req, MHD_HTTP_HEADER_CONTENT_TYPE), route->body)) {
         *out =
-            svc_reply_problem(req, SVC_P_UNSUPPORTED_MEDIA_TYPE, "send Content-Type: %s",
+            svc_reply_problem(req, SVC_P(UNSUPPORTED_MEDIA_TYPE), "send Content-Type: %s",
                               route->body == SVC_BODY_MERGE_PATCH ? "application/merge-patch+json"
                                                                   : "application/json");
         return 1;
@@ -846,16 +846,16 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
     const struct svc_route *route = &s->routes[req->match.route];
     if (route->body != SVC_BODY_NONE) {
         if (req->body.len == 0)
-            return svc_reply_problem(req, SVC_P_INVALID_JSON, "the request body is empty");
+            return svc_reply_problem(req, SVC_P(INVALID_JSON), "the request body is empty");
         if (json_depth(req->body.data, req->body.len, s->cfg->json_max_depth) >
             s->cfg->json_max_depth)
-            return svc_reply_problem(req, SVC_P_JSON_TOO_DEEP,
+            return svc_reply_problem(req, SVC_P(JSON_TOO_DEEP),
                                      "arrays and objects nest deeper than %ld levels",
                                      s->cfg->json_max_depth);
         json_error_t jerr;
         req->json = json_loadb(req->body.data, req->body.len, JSON_DECODE_ANY, &jerr);
         if (req->json == NULL)
-            return svc_reply_problem(req, SVC_P_INVALID_JSON, "line %d column %d: %s", jerr.line,
+            return svc_reply_problem(req, SVC_P(INVALID_JSON), "line %d column %d: %s", jerr.line,
                                      jerr.column, jerr.text);
     }
     if (route->run == SVC_RUN_INLINE)
@@ -873,11 +873,11 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
  * connection; nothing else was written on it for this request. */
 static void reply_early_413(struct svc_request *req)
 {
-    const struct svc_problem_info *info = svc_problem_info(SVC_P_PAYLOAD_TOO_LARGE);
+    const struct svc_problem_info *info = SVC_P(PAYLOAD_TOO_LARGE);
     char detail[96];
     snprintf(detail, sizeof(detail), "the body exceeds %ld bytes", req->server->cfg->body_limit);
     size_t blen = 0;
-    char *body = svc_problem_encode(SVC_P_PAYLOAD_TOO_LARGE, detail, req->request_id, NULL, &blen);
+    char *body = svc_problem_encode(info, detail, req->request_id, NULL, &blen);
     char head[512];
     int hlen = snprintf(head, sizeof(head),
                         "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"

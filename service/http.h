@@ -50,11 +50,12 @@ enum svc_outcome svc_reply_raw(struct svc_request *req, int status, const char *
 /* A body that outlives the server (a constant), sent without copying. */
 enum svc_outcome svc_reply_static(struct svc_request *req, int status, const char *content_type,
                                   const char *body, size_t len);
-enum svc_outcome svc_reply_problem(struct svc_request *req, enum svc_problem p, const char *fmt,
-                                   ...) __attribute__((format(printf, 3, 4)));
+enum svc_outcome svc_reply_problem(struct svc_request *req, const struct svc_problem_info *p,
+                                   const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The same with extra members (stolen, may be NULL) merged into the problem document. */
-enum svc_outcome svc_reply_problem_ext(struct svc_request *req, enum svc_problem p, json_t *ext,
-                                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc_problem_info *p,
+                                       json_t *ext, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* ---- long-polls: waiting without a thread or a database connection ----
  * A handler that found nothing to return may suspend its connection on a channel (a string

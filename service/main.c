@@ -1,6 +1,7 @@
 /* The rowlock process: configuration, logging, the database pool and schema check, the HTTP
- * server with the route table from routes/, and shutdown on SIGTERM/SIGINT (drain, then stop).
- * main is the one place that wires routes/ into service/; request handling lives elsewhere. */
+ * server with the families' routes, their janitors, and shutdown on SIGTERM/SIGINT (drain, then
+ * stop). main is the composition root: it knows the families only as the svc_families table of
+ * service/family.h (which routes/families.c defines), so service/ includes nothing of routes/. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,11 +14,10 @@
 #include "db/listener.h"
 #include "db/pool.h"
 #include "db/schema.h"
-#include "routes/routes.h"
 #include "service/app.h"
 #include "service/auth.h"
 #include "service/config.h"
-#include "service/gate.h"
+#include "service/family.h"
 #include "service/healthcheck.h"
 #include "service/http.h"
 #include "service/janitor.h"
@@ -235,6 +235,25 @@ static void log_config_warnings(const struct svc_config *cfg)
     free(text);
 }
 
+/* One janitor thread for each family with a janitor pass (at most n). */
+static void start_janitors(struct svc_app *app, struct svc_janitor **janitors, size_t n)
+{
+    for (size_t f = 0, j = 0; f < svc_families_count && j < n; f++)
+        if (svc_families[f]->janitor_pass != NULL)
+            janitors[j++] =
+                svc_janitor_start(svc_families[f]->name, app->config->janitor_interval_ms,
+                                  svc_families[f]->janitor_pass, app);
+}
+
+/* Stops them after their pass in progress. */
+static void stop_janitors(struct svc_janitor **janitors, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        svc_janitor_stop(janitors[j]);
+        janitors[j] = NULL;
+    }
+}
+
 /* rowlock --version: what this build is, without configuration or database. */
 static int print_version(int argc, char **argv)
 {
@@ -263,9 +282,10 @@ int main(int argc, char **argv)
     int rc = 1;
     struct svc_auth *auth = NULL;
     struct db_pool *pool = NULL;
-    struct svc_gate *head_gate = NULL;
     struct svc_server *server = NULL;
-    struct svc_janitor *janitor = NULL, *queue_janitor = NULL, *ledger_janitor = NULL;
+    struct svc_janitor *janitors[16] = {NULL};
+    struct svc_route *routes = NULL;
+    size_t nroutes = 0, started = 0;
     struct db_listener *listener = NULL;
     svc_log_set_level((enum svc_log_level)cfg.log_level);
     if (cfg.log_level_file[0] != '\0') {
@@ -325,31 +345,31 @@ int main(int argc, char **argv)
         goto done;
     }
 
-    head_gate = svc_gate_new((int)cfg.key_writers);
-    if (head_gate == NULL)
-        goto done;
     struct svc_app app = {.config = &cfg,
                           .pool = pool,
                           .auth = auth,
                           .started_at = time(NULL),
-                          .head_gate = head_gate};
+                          .families = svc_families,
+                          .nfamilies = svc_families_count};
+    routes = svc_families_routes(svc_families, svc_families_count, &nroutes);
     svc_metrics_set_series_limit(cfg.metrics_max_resources);
-    if (svc_metrics_init(routes_table, routes_count) != 0)
+    if (routes == NULL || svc_families_register_problems(svc_families, svc_families_count) != 0 ||
+        svc_metrics_init(routes, nroutes) != 0)
         goto done;
-    route_topics_init();
-    route_queues_init();
-    route_ledgers_init();
-    server = svc_server_start(&cfg, routes_table, routes_count, auth, &app);
+    for (; started < svc_families_count; started++) {
+        const struct svc_family *f = svc_families[started];
+        if (f->init != NULL && f->init(&app) != 0) {
+            svc_log(SVC_LOG_ERROR, "a family could not start", "family", f->name, NULL);
+            goto done;
+        }
+    }
+    server = svc_server_start(&cfg, routes, nroutes, auth, &app);
     if (server == NULL)
         goto done;
     app.server = server;
     listener = notify_start(&cfg, server);
     app.listener = listener;
-    janitor = svc_janitor_start("topics", cfg.janitor_interval_ms, route_topics_janitor_pass, &app);
-    queue_janitor =
-        svc_janitor_start("queues", cfg.janitor_interval_ms, route_queues_janitor_pass, &app);
-    ledger_janitor =
-        svc_janitor_start("ledgers", cfg.janitor_interval_ms, route_ledgers_janitor_pass, &app);
+    start_janitors(&app, janitors, sizeof(janitors) / sizeof(janitors[0]));
     char port[16], threads[16];
     snprintf(port, sizeof(port), "%u", svc_server_port(server));
     snprintf(threads, sizeof(threads), "%ld", cfg.threads);
@@ -365,10 +385,7 @@ int main(int argc, char **argv)
     snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
     svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
             SVC_NUM("in_flight"), inflight, NULL);
-    svc_janitor_stop(janitor);
-    svc_janitor_stop(queue_janitor);
-    svc_janitor_stop(ledger_janitor);
-    janitor = queue_janitor = ledger_janitor = NULL;
+    stop_janitors(janitors, sizeof(janitors) / sizeof(janitors[0]));
     db_listener_stop(listener); /* no more wakes from it; freed once no request can publish */
     int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
     server = NULL;
@@ -376,15 +393,16 @@ int main(int argc, char **argv)
     svc_log(SVC_LOG_INFO, "stopped", SVC_NUM("requests_cut_short"), inflight, NULL);
     rc = 0;
 done:
-    svc_janitor_stop(janitor);
-    svc_janitor_stop(queue_janitor);
-    svc_janitor_stop(ledger_janitor);
+    stop_janitors(janitors, sizeof(janitors) / sizeof(janitors[0]));
     db_listener_stop(listener);
     svc_server_shutdown(server, 0);
     db_listener_free(listener);
+    while (started > 0) /* the families started, last first, once no request runs */
+        if (svc_families[--started]->fini != NULL)
+            svc_families[started]->fini();
     svc_metrics_shutdown();
+    free(routes);
     db_pool_destroy(pool);
-    svc_gate_free(head_gate);
     svc_auth_free(auth);
     svc_config_free(&cfg);
     return rc;

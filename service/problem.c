@@ -1,6 +1,5 @@
-/* The problem code table and the problem document encoder (see problem.h). Add a row here and
- * to openapi/openapi.json (components.schemas.ProblemCode) together; tests fail when they
- * differ. */
+/* The problem code table and the problem document encoder (see problem.h). A code belongs to
+ * openapi/openapi.json (components.schemas.ProblemCode) too: tests fail when they differ. */
 #include "service/problem.h"
 
 #include <stdio.h>
@@ -9,74 +8,79 @@
 
 #include "service/json_util.h"
 
-static const struct svc_problem_info problems[SVC_P_COUNT] = {
-    [SVC_P_BAD_REQUEST] = {"bad_request", 400, "Bad request"},
-    [SVC_P_INVALID_JSON] = {"invalid_json", 400, "Request body is not valid JSON"},
-    [SVC_P_JSON_TOO_DEEP] = {"json_too_deep", 400, "JSON body nests too deeply"},
-    [SVC_P_INVALID_NAME] = {"invalid_name", 400, "Invalid name"},
-    [SVC_P_INVALID_PARAMETER] = {"invalid_parameter", 400, "Invalid parameter"},
-    [SVC_P_INVALID_KEY] = {"invalid_key", 400, "Invalid key"},
-    [SVC_P_INVALID_CONFIG] = {"invalid_config", 400, "Invalid configuration"},
-    [SVC_P_INVALID_MESSAGE] = {"invalid_message", 400, "Invalid message"},
-    [SVC_P_INVALID_MERGE_PATCH] = {"invalid_merge_patch", 400, "Invalid merge patch"},
-    [SVC_P_BATCH_TOO_LARGE] = {"batch_too_large", 400, "Batch too large"},
-    [SVC_P_INVALID_JOB] = {"invalid_job", 400, "Invalid job"},
-    [SVC_P_INVALID_LEASE] = {"invalid_lease", 400, "Invalid lease request"},
-    [SVC_P_INVALID_TRANSACTION] = {"invalid_transaction", 400, "Invalid transaction"},
-    [SVC_P_INVALID_CHECKPOINT] = {"invalid_checkpoint", 400, "Invalid checkpoint"},
-    [SVC_P_INVALID_CONSUMER] = {"invalid_consumer", 400, "Invalid consumer request"},
-    [SVC_P_UNAUTHORIZED] = {"unauthorized", 401, "Missing or invalid bearer token"},
-    [SVC_P_FORBIDDEN] = {"forbidden", 403, "Token lacks the required scope"},
-    [SVC_P_ROUTE_NOT_FOUND] = {"route_not_found", 404, "No such route"},
-    [SVC_P_TOPIC_NOT_FOUND] = {"topic_not_found", 404, "No such topic"},
-    [SVC_P_PRODUCER_NOT_FOUND] = {"producer_not_found", 404, "No such producer"},
-    [SVC_P_HEAD_NOT_FOUND] = {"head_not_found", 404, "Key has no head"},
-    [SVC_P_KEY_DELETED] = {"key_deleted", 404, "Key deleted"},
-    [SVC_P_CONSUMER_NOT_FOUND] = {"consumer_not_found", 404, "No such consumer"},
-    [SVC_P_QUEUE_NOT_FOUND] = {"queue_not_found", 404, "No such queue"},
-    [SVC_P_JOB_NOT_FOUND] = {"job_not_found", 404, "No such job"},
-    [SVC_P_LEASE_OWNER_MISMATCH] = {"lease_owner_mismatch", 409, "Lease held by another owner"},
-    [SVC_P_LEASE_FENCE_MISMATCH] = {"lease_fence_mismatch", 409, "Stale lease fence"},
-    [SVC_P_LEASE_EXPIRED] = {"lease_expired", 409, "Lease expired"},
-    [SVC_P_JOB_TERMINAL] = {"job_terminal", 409, "Job already finished"},
-    [SVC_P_JOB_NOT_FAILED] = {"job_not_failed", 409, "Job is not failed"},
-    [SVC_P_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
-    [SVC_P_LEDGER_NOT_FOUND] = {"ledger_not_found", 404, "No such ledger"},
-    [SVC_P_TRANSACTION_NOT_FOUND] = {"transaction_not_found", 404, "Transaction not executed"},
-    [SVC_P_OBJECT_NOT_FOUND] = {"object_not_found", 404, "No such object"},
-    [SVC_P_OBJECT_DELETED] = {"object_deleted", 404, "Object deleted"},
-    [SVC_P_DISPLAY_NOT_FOUND] = {"display_not_found", 404, "No such display"},
-    [SVC_P_DEPENDENCIES_PENDING] = {"dependencies_pending", 409,
-                                    "Inputs not yet at their versions"},
-    [SVC_P_SUPERSEDED] = {"superseded", 409, "Inputs already past their versions"},
-    [SVC_P_BELOW_HORIZON] = {"below_horizon", 409, "Below the ledger's horizon"},
-    [SVC_P_CONSUMER_CONFLICT] = {"consumer_conflict", 409, "Consumer not at the expected offset"},
-    [SVC_P_OFFSET_BEYOND_END] = {"offset_beyond_end", 409, "Offset past the log's readable end"},
-    [SVC_P_PRECONDITION_FAILED] = {"precondition_failed", 412, "Precondition failed"},
-    [SVC_P_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405, "Method not allowed"},
-    [SVC_P_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413, "Request body too large"},
-    [SVC_P_URI_TOO_LONG] = {"uri_too_long", 414, "Request target too long"},
-    [SVC_P_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415, "Unsupported media type"},
-    [SVC_P_HEADERS_TOO_LARGE] = {"headers_too_large", 431, "Request headers too large"},
-    [SVC_P_INTERNAL_ERROR] = {"internal_error", 500, "Internal error"},
-    [SVC_P_DATABASE_UNAVAILABLE] = {"database_unavailable", 503, "Database unavailable"},
-    [SVC_P_POOL_EXHAUSTED] = {"pool_exhausted", 503, "No database connection free"},
-    [SVC_P_DATABASE_TIMEOUT] = {"database_timeout", 503, "Database statement timed out"},
-    [SVC_P_DATABASE_BUSY] = {"database_busy", 503, "Transaction kept conflicting; retry"},
-    [SVC_P_SCHEMA_NOT_READY] = {"schema_not_ready", 503, "Database schema not ready"},
-    [SVC_P_OUTCOME_UNKNOWN] = {"outcome_unknown", 503, "Connection lost after COMMIT was sent"},
+const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
+    [SVC_PC_BAD_REQUEST] = {"bad_request", 400, "Bad request"},
+    [SVC_PC_INVALID_JSON] = {"invalid_json", 400, "Request body is not valid JSON"},
+    [SVC_PC_JSON_TOO_DEEP] = {"json_too_deep", 400, "JSON body nests too deeply"},
+    [SVC_PC_INVALID_PARAMETER] = {"invalid_parameter", 400, "Invalid parameter"},
+    [SVC_PC_UNAUTHORIZED] = {"unauthorized", 401, "Missing or invalid bearer token"},
+    [SVC_PC_FORBIDDEN] = {"forbidden", 403, "Token lacks the required scope"},
+    [SVC_PC_ROUTE_NOT_FOUND] = {"route_not_found", 404, "No such route"},
+    [SVC_PC_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405, "Method not allowed"},
+    [SVC_PC_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413, "Request body too large"},
+    [SVC_PC_URI_TOO_LONG] = {"uri_too_long", 414, "Request target too long"},
+    [SVC_PC_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415, "Unsupported media type"},
+    [SVC_PC_HEADERS_TOO_LARGE] = {"headers_too_large", 431, "Request headers too large"},
+    [SVC_PC_INTERNAL_ERROR] = {"internal_error", 500, "Internal error"},
 };
 
-const struct svc_problem_info *svc_problem_info(enum svc_problem p)
-{
-    if ((unsigned)p >= SVC_P_COUNT)
-        p = SVC_P_INTERNAL_ERROR;
-    return &problems[p];
-}
+/* The registered families' rows, in registration order (written before serving only). */
+#define FAMILIES_MAX 16
+static struct {
+    const struct svc_problem_info *rows;
+    size_t n;
+} families[FAMILIES_MAX];
+static size_t nfamilies;
 
 size_t svc_problem_count(void)
 {
-    return SVC_P_COUNT;
+    size_t n = SVC_PC_COUNT;
+    for (size_t f = 0; f < nfamilies; f++)
+        n += families[f].n;
+    return n;
+}
+
+const struct svc_problem_info *svc_problem_at(size_t i)
+{
+    if (i < SVC_PC_COUNT)
+        return &svc_core_problems[i];
+    i -= SVC_PC_COUNT;
+    for (size_t f = 0; f < nfamilies; f++) {
+        if (i < families[f].n)
+            return &families[f].rows[i];
+        i -= families[f].n;
+    }
+    return NULL;
+}
+
+static int taken(const char *code)
+{
+    for (size_t i = 0, n = svc_problem_count(); i < n; i++)
+        if (strcmp(svc_problem_at(i)->code, code) == 0)
+            return 1;
+    return 0;
+}
+
+int svc_problem_register(const struct svc_problem_info *rows, size_t n)
+{
+    if (nfamilies == FAMILIES_MAX)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (taken(rows[i].code))
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(rows[i].code, rows[j].code) == 0)
+                return -1;
+    }
+    families[nfamilies].rows = rows;
+    families[nfamilies].n = n;
+    nfamilies++;
+    return 0;
+}
+
+void svc_problem_unregister_all(void)
+{
+    nfamilies = 0;
 }
 
 #define FALLBACK                                                                                   \
@@ -104,10 +108,11 @@ static json_t *clean_string(const char *s, size_t max)
     return j;
 }
 
-char *svc_problem_encode(enum svc_problem p, const char *detail, const char *request_id,
-                         json_t *ext, size_t *len)
+char *svc_problem_encode(const struct svc_problem_info *info, const char *detail,
+                         const char *request_id, json_t *ext, size_t *len)
 {
-    const struct svc_problem_info *info = svc_problem_info(p);
+    if (info == NULL)
+        info = SVC_P(INTERNAL_ERROR);
     char *text = NULL;
     char type[96];
     snprintf(type, sizeof(type), "%s%s", SVC_PROBLEM_TYPE_PREFIX, info->code);

@@ -11,6 +11,18 @@
 #include "service/problem.h"
 #include "tests/fuzz/fuzz.h"
 
+static struct svc_route *routes_table;
+static size_t routes_count;
+
+/* The route table main serves (every family's routes) and the families' problem codes. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    routes_table = svc_families_routes(svc_families, svc_families_count, &routes_count);
+    return routes_table == NULL || svc_families_register_problems(svc_families, svc_families_count);
+}
+
 /* Longest method the line must always hold (MHD hands any token; 128 is far past real ones). */
 #define METHOD_MAX 128
 
@@ -61,8 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .path_len = strcspn(path, "?"),
         .status = 100 + data[1] % 500,
         .duration_ms = data[2] * 1000.0 + data[3] / 7.0,
-        .code =
-            data[3] % 4 ? svc_problem_info((enum svc_problem)(data[3] % SVC_P_COUNT))->code : NULL,
+        .code = data[3] % 4 ? svc_problem_at(data[3] % svc_problem_count())->code : NULL,
     };
     size_t len = 0;
     char *line = svc_log_access_format(&a, &len);

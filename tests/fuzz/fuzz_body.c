@@ -14,7 +14,7 @@
 static void refusal(const char *why)
 {
     size_t len = 0;
-    char *text = svc_problem_encode(SVC_P_INVALID_CONFIG, why, "fuzz", NULL, &len);
+    char *text = svc_problem_encode(ROUTE_P(INVALID_CONFIG), why, "fuzz", NULL, &len);
     FUZZ_ASSERT(text != NULL);
     json_error_t err;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);

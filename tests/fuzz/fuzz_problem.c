@@ -27,10 +27,9 @@ static void check_string(json_t *doc, const char *name, const char *in, size_t m
         FUZZ_ASSERT(strcmp(got, in) == 0);
 }
 
-static void check_doc(enum svc_problem p, const char *detail, const char *rid, json_t *ext,
-                      const char *text, size_t len)
+static void check_doc(const struct svc_problem_info *info, const char *detail, const char *rid,
+                      json_t *ext, const char *text, size_t len)
 {
-    const struct svc_problem_info *info = svc_problem_info(p);
     FUZZ_ASSERT(text != NULL && strlen(text) == len && svc_utf8_valid(text, len));
     json_error_t err;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
@@ -61,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    enum svc_problem p = (enum svc_problem)(data[0] % SVC_P_COUNT);
+    const struct svc_problem_info *p = svc_problem_at(data[0] % svc_problem_count());
     char *detail, *rest, *rid, *exttext;
     fuzz_split(data + 1, size - 1, &detail, &rest);
     fuzz_split((const uint8_t *)rest, strlen(rest), &rid, &exttext);

@@ -10,6 +10,18 @@
 #include "service/router.h"
 #include "tests/fuzz/fuzz.h"
 
+static struct svc_route *routes_table;
+static size_t routes_count;
+
+/* The route table main serves (every family's routes) and the families' problem codes. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    routes_table = svc_families_routes(svc_families, svc_families_count, &routes_count);
+    return routes_table == NULL || svc_families_register_problems(svc_families, svc_families_count);
+}
+
 static int hex(char c)
 {
     if (c >= '0' && c <= '9')

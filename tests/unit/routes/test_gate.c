@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "service/gate.h"
+#include "routes/gate.h"
 
 #define THREADS 8
 #define ROUNDS  300

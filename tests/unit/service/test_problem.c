@@ -1,9 +1,9 @@
-/* Unit tests of service/problem.c: every enum value has a row with a code, an HTTP status from
- * 400 to 599 and a title; codes are unique lowercase words joined by underscores; out-of-range
- * values fall back to internal_error instead of reading past the table; svc_problem_count() is
- * the number of distinct rows a walk of the table finds, each documented in openapi.json. The
- * encoder turns any detail (cut inside a character, bytes that are not UTF-8) into well-formed
- * JSON. */
+/* Unit tests of service/problem.c: every core code has a row with a code, an HTTP status from
+ * 400 to 599 and a title; codes are unique lowercase words joined by underscores, documented in
+ * openapi.json; a family's codes join the table and a code taken twice is refused (the whole
+ * table with every family is checked against openapi.json in
+ * tests/unit/routes/test_route_table_openapi.c). The encoder turns any detail (cut inside a
+ * character, bytes that are not UTF-8) into well-formed JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +16,9 @@
 #include "service/json_util.h"
 #include "service/openapi.h"
 #include "service/problem.h"
+
+/* A family's code, as routes register theirs. */
+static const struct svc_problem_info key_problem = {"invalid_key", 400, "Invalid key"};
 
 /* Lowercase words of a-z joined by single underscores: "payload_too_large". */
 static int is_code_word(const char *s)
@@ -53,82 +56,78 @@ static int documented(json_t *codes, const char *code)
     return 0;
 }
 
-/* Walks the table from its first row until a value falls back to internal_error (out of
- * range): every row walked is its own, its code distinct from the earlier rows' and documented
- * in the OpenAPI problem code enum, which lists no other code; svc_problem_count() is the
- * number of rows walked. */
-static void test_count_is_the_walked_table(void **state)
+/* The core table with no family registered: every row complete, its code a distinct code word
+ * documented in openapi.json's ProblemCode enum, and the table ends where svc_problem_at says. */
+static void test_core_rows(void **state)
 {
     json_t *doc = json_loadb(svc_openapi_json, svc_openapi_json_len, 0, NULL);
     assert_non_null(doc);
     json_t *codes = documented_codes(doc);
-    const struct svc_problem_info *internal = svc_problem_info(SVC_P_INTERNAL_ERROR);
-    const struct svc_problem_info *rows[1024];
-    size_t walked = 0;
-    for (size_t i = 0; i < 1024; i++) {
-        const struct svc_problem_info *p = svc_problem_info((enum svc_problem)i);
-        if (p == internal && i != (size_t)SVC_P_INTERNAL_ERROR)
-            break;
-        if (p->code == NULL || p->status < 400 || p->status > 599 || p->title == NULL ||
-            p->title[0] == '\0')
-            fail_msg("problem %zu is incomplete", i);
-        for (size_t j = 0; j < walked; j++)
-            if (rows[j] == p || strcmp(rows[j]->code, p->code) == 0)
+    svc_problem_unregister_all();
+    assert_int_equal(svc_problem_count(), SVC_PC_COUNT);
+    for (size_t i = 0; i < svc_problem_count(); i++) {
+        const struct svc_problem_info *p = svc_problem_at(i);
+        assert_ptr_equal(p, &svc_core_problems[i]);
+        if (p->code == NULL || !is_code_word(p->code))
+            fail_msg("core problem %zu has no code word", i);
+        if (p->status < 400 || p->status > 599 || p->title == NULL || p->title[0] == '\0')
+            fail_msg("problem %s is incomplete", p->code);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(svc_problem_at(j)->code, p->code) == 0)
                 fail_msg("problems %zu and %zu share code %s", j, i, p->code);
         if (!documented(codes, p->code))
             fail_msg("problem code %s is not in openapi.json's ProblemCode enum", p->code);
-        rows[walked++] = p;
     }
-    assert_true(walked > (size_t)SVC_P_INTERNAL_ERROR);
-    assert_int_equal(svc_problem_count(), walked);
-    assert_int_equal(json_array_size(codes), walked);
+    assert_null(svc_problem_at(SVC_PC_COUNT));
+    assert_null(svc_problem_at((size_t)-1));
     json_decref(doc);
 }
 
-static void test_every_row_complete(void **state)
+/* A family's rows join the table after the core's, in registration order; a set that reuses a
+ * code (another's or its own) is refused whole and the table is left as it was. */
+static void test_register(void **state)
 {
-    for (size_t i = 0; i < svc_problem_count(); i++) {
-        const struct svc_problem_info *p = svc_problem_info((enum svc_problem)i);
-        assert_non_null(p);
-        if (p->code == NULL || p->code[0] == '\0')
-            fail_msg("problem %zu has no code", i);
-        if (p->status < 400 || p->status > 599)
-            fail_msg("problem %s has status %d, outside 400-599", p->code, p->status);
-        if (p->title == NULL || p->title[0] == '\0')
-            fail_msg("problem %s has no title", p->code);
-        if (!is_code_word(p->code))
-            fail_msg("problem code \"%s\" is not lowercase words with underscores", p->code);
-    }
-}
-
-static void test_codes_unique(void **state)
-{
-    size_t n = svc_problem_count();
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++)
-            if (strcmp(svc_problem_info((enum svc_problem)i)->code,
-                       svc_problem_info((enum svc_problem)j)->code) == 0)
-                fail_msg("problems %zu and %zu share code %s", i, j,
-                         svc_problem_info((enum svc_problem)i)->code);
+    static const struct svc_problem_info a[] = {{"alpha_one", 400, "A1"}, {"alpha_two", 404, "A2"}};
+    static const struct svc_problem_info b[] = {{"beta_one", 409, "B1"}};
+    static const struct svc_problem_info taken_core[] = {{"gamma", 400, "G"},
+                                                         {"bad_request", 400, "again"}};
+    static const struct svc_problem_info taken_a[] = {{"alpha_two", 409, "again"}};
+    static const struct svc_problem_info twice[] = {{"delta", 400, "D"}, {"delta", 404, "D"}};
+    svc_problem_unregister_all();
+    assert_int_equal(svc_problem_register(a, 2), 0);
+    assert_int_equal(svc_problem_register(b, 1), 0);
+    assert_int_equal(svc_problem_count(), SVC_PC_COUNT + 3);
+    assert_ptr_equal(svc_problem_at(SVC_PC_COUNT), &a[0]);
+    assert_ptr_equal(svc_problem_at(SVC_PC_COUNT + 1), &a[1]);
+    assert_ptr_equal(svc_problem_at(SVC_PC_COUNT + 2), &b[0]);
+    assert_null(svc_problem_at(SVC_PC_COUNT + 3));
+    assert_int_equal(svc_problem_register(taken_core, 2), -1);
+    assert_int_equal(svc_problem_register(taken_a, 1), -1);
+    assert_int_equal(svc_problem_register(twice, 2), -1);
+    assert_int_equal(svc_problem_count(), SVC_PC_COUNT + 3);
+    svc_problem_unregister_all();
+    assert_int_equal(svc_problem_count(), SVC_PC_COUNT);
 }
 
 static void test_known_rows(void **state)
 {
-    assert_string_equal(svc_problem_info(SVC_P_ROUTE_NOT_FOUND)->code, "route_not_found");
-    assert_int_equal(svc_problem_info(SVC_P_ROUTE_NOT_FOUND)->status, 404);
-    assert_int_equal(svc_problem_info(SVC_P_METHOD_NOT_ALLOWED)->status, 405);
-    assert_int_equal(svc_problem_info(SVC_P_PAYLOAD_TOO_LARGE)->status, 413);
-    assert_int_equal(svc_problem_info(SVC_P_UNAUTHORIZED)->status, 401);
-    assert_int_equal(svc_problem_info(SVC_P_FORBIDDEN)->status, 403);
-    assert_int_equal(svc_problem_info(SVC_P_INTERNAL_ERROR)->status, 500);
+    assert_string_equal(SVC_P(ROUTE_NOT_FOUND)->code, "route_not_found");
+    assert_int_equal(SVC_P(ROUTE_NOT_FOUND)->status, 404);
+    assert_int_equal(SVC_P(METHOD_NOT_ALLOWED)->status, 405);
+    assert_int_equal(SVC_P(PAYLOAD_TOO_LARGE)->status, 413);
+    assert_int_equal(SVC_P(UNAUTHORIZED)->status, 401);
+    assert_int_equal(SVC_P(FORBIDDEN)->status, 403);
+    assert_int_equal(SVC_P(INTERNAL_ERROR)->status, 500);
 }
 
-static void test_out_of_range_falls_back(void **state)
+/* No problem at all (NULL) encodes as internal_error rather than crashing. */
+static void test_null_is_internal_error(void **state)
 {
-    const struct svc_problem_info *internal = svc_problem_info(SVC_P_INTERNAL_ERROR);
-    assert_ptr_equal(svc_problem_info(SVC_P_COUNT), internal);
-    assert_ptr_equal(svc_problem_info((enum svc_problem)1000), internal);
-    assert_ptr_equal(svc_problem_info((enum svc_problem) - 1), internal);
+    size_t len = 0;
+    char *text = svc_problem_encode(NULL, "x", "r", NULL, &len);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"code\":\"internal_error\""));
+    free(text);
 }
 
 static void test_code_word_checker(void **state)
@@ -146,7 +145,8 @@ static void test_code_word_checker(void **state)
 
 /* Encodes detail and checks the text: well-formed UTF-8 without NUL, parsed by jansson, with
  * the table's members. Returns the parsed document (json_decref it). */
-static json_t *encode_ok(enum svc_problem p, const char *detail, const char *rid, json_t *ext)
+static json_t *encode_ok(const struct svc_problem_info *p, const char *detail, const char *rid,
+                         json_t *ext)
 {
     size_t len = 0;
     char *text = svc_problem_encode(p, detail, rid, ext, &len);
@@ -158,7 +158,7 @@ static json_t *encode_ok(enum svc_problem p, const char *detail, const char *rid
     if (doc == NULL)
         fail_msg("not JSON (%s): %s", err.text, text);
     free(text);
-    const struct svc_problem_info *info = svc_problem_info(p);
+    const struct svc_problem_info *info = p;
     assert_string_equal(json_string_value(json_object_get(doc, "code")), info->code);
     assert_int_equal(json_integer_value(json_object_get(doc, "status")), info->status);
     assert_non_null(json_string_value(json_object_get(doc, "detail")));
@@ -173,7 +173,7 @@ static const char *detail_of(json_t *doc)
 static void test_encode_plain(void **state)
 {
     json_t *ext = json_pack("{s:i, s:s}", "retry", 3, "code", "not_this_one");
-    json_t *doc = encode_ok(SVC_P_ROUTE_NOT_FOUND, "no route matches /x", "rid-1", ext);
+    json_t *doc = encode_ok(SVC_P(ROUTE_NOT_FOUND), "no route matches /x", "rid-1", ext);
     assert_string_equal(detail_of(doc), "no route matches /x");
     assert_string_equal(json_string_value(json_object_get(doc, "request_id")), "rid-1");
     assert_string_equal(json_string_value(json_object_get(doc, "type")),
@@ -199,7 +199,7 @@ static void test_encode_cuts_at_character_boundary(void **state)
                 n += w;
             }
             detail[n] = '\0';
-            json_t *doc = encode_ok(SVC_P_INVALID_KEY, detail, "r", NULL);
+            json_t *doc = encode_ok(&key_problem, detail, "r", NULL);
             const char *d = detail_of(doc);
             size_t dl = strlen(d);
             /* kept whole characters only, then the ellipsis */
@@ -214,18 +214,18 @@ static void test_encode_cuts_at_character_boundary(void **state)
 
 static void test_encode_replaces_invalid_bytes(void **state)
 {
-    json_t *doc = encode_ok(SVC_P_ROUTE_NOT_FOUND, "no route matches /nope\xff", "r", NULL);
+    json_t *doc = encode_ok(SVC_P(ROUTE_NOT_FOUND), "no route matches /nope\xff", "r", NULL);
     assert_string_equal(detail_of(doc), "no route matches /nope\xef\xbf\xbd");
     json_decref(doc);
     /* a stray continuation, an overlong '/', a surrogate, a truncated character, controls */
-    doc = encode_ok(SVC_P_METHOD_NOT_ALLOWED, "G\xffT \x80 \xc0\xaf \xed\xa0\x80 \x01\n\xe2\x82",
+    doc = encode_ok(SVC_P(METHOD_NOT_ALLOWED), "G\xffT \x80 \xc0\xaf \xed\xa0\x80 \x01\n\xe2\x82",
                     "r", NULL);
     assert_string_equal(detail_of(doc), "G\xef\xbf\xbdT \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd "
                                         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \x01\n"
                                         "\xef\xbf\xbd\xef\xbf\xbd");
     json_decref(doc);
     /* the request id is cleaned the same way; NULL detail and id are empty strings */
-    doc = encode_ok(SVC_P_BAD_REQUEST, NULL, "\xfe\"id", NULL);
+    doc = encode_ok(SVC_P(BAD_REQUEST), NULL, "\xfe\"id", NULL);
     assert_string_equal(json_string_value(json_object_get(doc, "request_id")), "\xef\xbf\xbd\"id");
     assert_string_equal(detail_of(doc), "");
     json_decref(doc);
@@ -244,11 +244,10 @@ static void test_fallback_is_a_problem_document(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_count_is_the_walked_table),
-        cmocka_unit_test(test_every_row_complete),
-        cmocka_unit_test(test_codes_unique),
+        cmocka_unit_test(test_core_rows),
+        cmocka_unit_test(test_register),
         cmocka_unit_test(test_known_rows),
-        cmocka_unit_test(test_out_of_range_falls_back),
+        cmocka_unit_test(test_null_is_internal_error),
         cmocka_unit_test(test_code_word_checker),
         cmocka_unit_test(test_encode_plain),
         cmocka_unit_test(test_encode_cuts_at_character_boundary),

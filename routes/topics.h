@@ -1,0 +1,34 @@
+/* The topics family's own header: its problem codes, and what routes/topic_consumers.c (consumer
+ * cursors, part of the family) gives routes/topics.c, which holds the family's route table. */
+#ifndef ROUTES_TOPICS_H
+#define ROUTES_TOPICS_H
+
+#include "routes/routes.h"
+
+enum topic_problem {
+    TOPIC_PC_INVALID_MESSAGE,
+    TOPIC_PC_INVALID_MERGE_PATCH,
+    TOPIC_PC_INVALID_CONSUMER,
+    TOPIC_PC_TOPIC_NOT_FOUND,
+    TOPIC_PC_PRODUCER_NOT_FOUND,
+    TOPIC_PC_HEAD_NOT_FOUND,
+    TOPIC_PC_KEY_DELETED,
+    TOPIC_PC_CONSUMER_NOT_FOUND,
+    TOPIC_PC_CONSUMER_CONFLICT,
+    TOPIC_PC_OFFSET_BEYOND_END,
+    TOPIC_PC_PRECONDITION_FAILED,
+    TOPIC_PC_COUNT
+};
+extern const struct svc_problem_info topic_problems[TOPIC_PC_COUNT];
+#define TOPIC_P(name) (&topic_problems[TOPIC_PC_##name])
+
+/* routes/topic_consumers.c: its handlers, metrics start and lag metrics. */
+void route_topic_consumers_init(void);
+enum svc_outcome route_consumer_put(struct svc_request *req);
+enum svc_outcome route_consumer_get(struct svc_request *req);
+enum svc_outcome route_consumers_list(struct svc_request *req);
+enum svc_outcome route_consumer_delete(struct svc_request *req);
+enum svc_outcome route_consumer_commit(struct svc_request *req);
+void route_topic_consumers_render_metrics(struct svc_buf *b, struct svc_app *app);
+
+#endif
