@@ -316,19 +316,17 @@ enum svc_outcome route_ledger_put(struct svc_request *req)
     if (name == NULL)
         return out;
     json_t *b = svc_req_json(req);
-    json_t *r = json_object_get(b, "tombstone_retention_seconds");
-    if (!json_is_object(b) || json_object_size(b) > (r ? 1u : 0u) ||
-        (r != NULL &&
-         (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 2147483647)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONFIG,
-                                 "the body is {\"tombstone_retention_seconds\": an integer "
-                                 "from 1 to 2147483647} (default %d)",
-                                 DEFAULT_TOMBSTONE_RETENTION);
+    static const char *const allowed[] = {"tombstone_retention_seconds", NULL};
+    long long retention;
+    char why[160] = "the body must be a JSON object";
+    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
+        !route_int_member(b, "tombstone_retention_seconds", 1, 2147483647,
+                          DEFAULT_TOMBSTONE_RETENTION, 0, &retention, why, sizeof(why)))
+        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
     struct db_ledger l;
     enum db_ledger_verdict v;
     struct db_error err;
-    enum db_status st = db_ledgers_put(
-        app->pool, name, r ? json_integer_value(r) : DEFAULT_TOMBSTONE_RETENTION, &l, &v, &err);
+    enum db_status st = db_ledgers_put(app->pool, name, retention, &l, &v, &err);
     if (st != DB_OK)
         return route_db_problem(req, st, &err);
     return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, ledger_json(&l, NULL));
