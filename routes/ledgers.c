@@ -104,6 +104,12 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *led
     }
 }
 
+/* The answer when a request could not be held in memory (a 500, never a 400 blaming it). */
+static enum svc_outcome out_of_memory(struct svc_request *req)
+{
+    return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+}
+
 /* ---- parsing a transaction ---- */
 
 /* A transaction parsed from JSON; strings borrow from the JSON, data texts are owned. */
@@ -115,6 +121,7 @@ struct parsed_tx {
     struct db_ledger_event *events;
     char **texts;
     size_t ntexts;
+    int no_memory; /* the parse failed for want of memory, not because of the transaction */
 };
 
 static void parsed_tx_free(struct parsed_tx *p)
@@ -129,12 +136,14 @@ static void parsed_tx_free(struct parsed_tx *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* JSON text of v, kept in p (freed with it). NULL when out of memory. */
+/* JSON text of v, kept in p (freed with it). NULL when out of memory (p->no_memory set). */
 static const char *keep_text(struct parsed_tx *p, json_t *v)
 {
     char *t = json_dumps(v ? v : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
     if (t != NULL)
         p->texts[p->ntexts++] = t;
+    else
+        p->no_memory = 1;
     return t;
 }
 
@@ -187,8 +196,10 @@ static int parse_objects(json_t *writes, json_t *deletes, struct parsed_tx *p, c
 {
     size_t nw = json_array_size(writes), nd = json_array_size(deletes);
     p->objects = calloc(nw + nd + 1, sizeof(*p->objects));
-    if (p->objects == NULL)
+    if (p->objects == NULL) {
+        p->no_memory = 1;
         return 0;
+    }
     for (size_t i = 0; i < nw + nd; i++) {
         int del = i >= nw;
         json_t *o = json_array_get(del ? deletes : writes, del ? i - nw : i);
@@ -216,7 +227,8 @@ static int parse_objects(json_t *writes, json_t *deletes, struct parsed_tx *p, c
     return 1;
 }
 
-/* Parses {digest, inputs, writes, deletes, displays, events} (plus extra allowed members). */
+/* Parses {digest, inputs, writes, deletes, displays, events} (plus extra allowed members). 1
+ * when valid; else 0, with why saying what is wrong unless p->no_memory is set. */
 static int parse_tx(json_t *j, struct parsed_tx *p, const char *extra, char *why, size_t size)
 {
     json_t *inputs, *writes, *deletes, *displays, *events;
@@ -250,8 +262,11 @@ static int parse_tx(json_t *j, struct parsed_tx *p, const char *extra, char *why
     p->inputs = calloc(ni + 1, sizeof(*p->inputs));
     p->displays = calloc(ndi + 1, sizeof(*p->displays));
     p->events = calloc(ne + 1, sizeof(*p->events));
-    if (p->texts == NULL || p->inputs == NULL || p->displays == NULL || p->events == NULL ||
-        !parse_objects(writes, deletes, p, why, size))
+    if (p->texts == NULL || p->inputs == NULL || p->displays == NULL || p->events == NULL) {
+        p->no_memory = 1;
+        return 0;
+    }
+    if (!parse_objects(writes, deletes, p, why, size))
         return 0;
     for (size_t i = 0; i < ni; i++) {
         json_t *o = json_array_get(inputs, i);
@@ -291,19 +306,24 @@ static json_t *status_json(const char *digest, const struct db_ledger_status *s)
 
 /* ---- handlers ---- */
 
+/* A ledger as GET shows it (with its counts when c is given); NULL when out of memory. */
 static json_t *ledger_json(const struct db_ledger *l, const struct db_ledger_counts *c)
 {
     json_t *j = json_pack("{s:s, s:I, s:I, s:s}", "name", l->name, "tombstone_retention_seconds",
                           (json_int_t)l->tombstone_retention_seconds, "horizon",
                           (json_int_t)l->horizon, "created_at", l->created_at);
-    if (j != NULL && c != NULL) {
-        json_object_set_new(j, "watermark", json_integer(c->watermark));
-        json_object_set_new(
-            j, "counts",
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "objects", (json_int_t)c->objects,
-                      "tombstones", (json_int_t)c->tombstones, "transactions",
-                      (json_int_t)c->transactions, "pending_transactions", (json_int_t)c->pending,
-                      "events", (json_int_t)c->events, "checkpoints", (json_int_t)c->checkpoints));
+    if (j == NULL || c == NULL)
+        return j;
+    if (json_object_set_new(j, "watermark", json_integer(c->watermark)) != 0 ||
+        json_object_set_new(j, "counts",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "objects",
+                                      (json_int_t)c->objects, "tombstones",
+                                      (json_int_t)c->tombstones, "transactions",
+                                      (json_int_t)c->transactions, "pending_transactions",
+                                      (json_int_t)c->pending, "events", (json_int_t)c->events,
+                                      "checkpoints", (json_int_t)c->checkpoints)) != 0) {
+        json_decref(j);
+        return NULL;
     }
     return j;
 }
@@ -332,9 +352,17 @@ enum svc_outcome route_ledger_put(struct svc_request *req)
     return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, ledger_json(&l, NULL));
 }
 
+/* The ledgers of a page as they are read; failed once one could not be added. */
+struct ledger_page {
+    json_t *ledgers;
+    int failed;
+};
+
 static void list_one(const struct db_ledger *l, const struct db_ledger_counts *c, void *ctx)
 {
-    json_array_append_new(ctx, ledger_json(l, c));
+    struct ledger_page *page = ctx;
+    if (json_array_append_new(page->ledgers, ledger_json(l, c)) != 0)
+        page->failed = 1;
 }
 
 /* GET /ledgers: a page of ledgers by name, each as GET /ledgers/{ledger} shows it. */
@@ -347,18 +375,20 @@ enum svc_outcome route_ledgers_list(struct svc_request *req)
     if (route_int_query(req, "limit", 1, DB_LEDGER_LIST_MAX, 100, &limit, &out) != 0 ||
         route_cursor_query(req, &after, &out) != 0)
         return out;
-    json_t *ledgers = json_array();
+    struct ledger_page page = {json_array(), 0};
     struct db_error err;
-    enum db_status st = db_ledgers_list(app->pool, after, (int)limit, list_one, ledgers, &err);
-    if (st != DB_OK) {
-        json_decref(ledgers);
-        return route_db_problem(req, st, &err);
+    enum db_status st = db_ledgers_list(app->pool, after, (int)limit, list_one, &page, &err);
+    if (st != DB_OK || page.ledgers == NULL || page.failed) {
+        json_decref(page.ledgers);
+        return st != DB_OK
+                   ? route_db_problem(req, st, &err)
+                   : svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the ledgers");
     }
-    size_t n = json_array_size(ledgers);
+    size_t n = json_array_size(page.ledgers);
     json_t *next = n == (size_t)limit
-                       ? json_incref(json_object_get(json_array_get(ledgers, n - 1), "name"))
+                       ? json_incref(json_object_get(json_array_get(page.ledgers, n - 1), "name"))
                        : json_null();
-    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "ledgers", ledgers, "next", next));
+    return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "ledgers", page.ledgers, "next", next));
 }
 
 enum svc_outcome route_ledger_get(struct svc_request *req)
@@ -410,8 +440,10 @@ enum svc_outcome route_ledger_submit(struct svc_request *req)
     struct parsed_tx p;
     char why[200];
     if (!parse_tx(b, &p, "wait_seconds", why, sizeof(why))) {
+        out = p.no_memory ? out_of_memory(req)
+                          : svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
         parsed_tx_free(&p);
-        return svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
+        return out;
     }
     if (w != NULL && (!json_is_integer(w) || json_integer_value(w) < 0 ||
                       json_integer_value(w) > app->config->max_wait_s)) {
@@ -492,12 +524,14 @@ enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
     struct db_ledger_tx *t = calloc(n + 1, sizeof(*t));
     char why[200];
     if (p == NULL || t == NULL) {
-        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        out = out_of_memory(req);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         if (!parse_tx(json_array_get(txs, i), &p[i], NULL, why, sizeof(why))) {
-            out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT, "transaction %zu: %s", i, why);
+            out = p[i].no_memory ? out_of_memory(req)
+                                 : svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                                     "transaction %zu: %s", i, why);
             goto done;
         }
         for (size_t k = 0; k < i; k++) {
@@ -600,6 +634,31 @@ static int etag_matches(struct svc_request *req, int64_t version)
     return etag_listed(svc_req_header(req, "If-None-Match"), etag);
 }
 
+/* An object or display as GET shows it; NULL when out of memory. */
+static json_t *item_json(const struct db_ledger_item *it, const char *key, int display)
+{
+    json_t *data = it->data ? json_loads(it->data, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *j = json_pack("{s:s, s:I, s:o, s:s}", display ? "type" : "object_id", key, "version",
+                          (json_int_t)it->version, "data", data ? data : json_null(), "updated_at",
+                          it->updated_at);
+    if (j != NULL && !display &&
+        json_object_set_new(j, "type", json_string(it->type ? it->type : "")) != 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* 410 object_deleted, with the version of the tombstone (a 500 if it cannot be said). */
+static enum svc_outcome object_deleted(struct svc_request *req, const char *key, int64_t version)
+{
+    json_t *ext = json_pack("{s:I}", "version", (json_int_t)version);
+    if (ext == NULL)
+        return out_of_memory(req);
+    return svc_reply_problem_ext(req, SVC_P_OBJECT_DELETED, ext,
+                                 "object %s was deleted at version %" PRId64, key, version);
+}
+
 static enum svc_outcome item_get(struct svc_request *req, int display)
 {
     struct svc_app *app = svc_req_app(req);
@@ -616,25 +675,16 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
     struct db_error err;
     enum db_status st = display ? db_ledgers_display_get(app->pool, ledger, key, &it, &v, &err)
                                 : db_ledgers_object_get(app->pool, ledger, key, &it, &v, &err);
-    if (st != DB_OK) {
+    if (st != DB_OK)
         out = route_db_problem(req, st, &err);
-    } else if (v == DB_L_OBJECT_DELETED) {
-        out = svc_reply_problem_ext(req, SVC_P_OBJECT_DELETED,
-                                    json_pack("{s:I}", "version", (json_int_t)it.version),
-                                    "object %s was deleted at version %" PRId64, key, it.version);
-    } else if (v != DB_L_OK) {
+    else if (v == DB_L_OBJECT_DELETED)
+        out = object_deleted(req, key, it.version);
+    else if (v != DB_L_OK)
         out = verdict_problem(req, ledger, v, key);
-    } else if (etag_matches(req, it.version)) {
+    else if (etag_matches(req, it.version))
         out = svc_reply_static(req, 304, "application/json", "", 0);
-    } else {
-        json_t *data = it.data ? json_loads(it.data, JSON_DECODE_ANY, NULL) : NULL;
-        json_t *j = json_pack("{s:s, s:I, s:o, s:s}", display ? "type" : "object_id", key,
-                              "version", (json_int_t)it.version, "data", data ? data : json_null(),
-                              "updated_at", it.updated_at);
-        if (!display)
-            json_object_set_new(j, "type", json_string(it.type ? it.type : ""));
-        out = svc_reply_json(req, 200, j);
-    }
+    else
+        out = svc_reply_json(req, 200, item_json(&it, key, display));
     db_ledger_item_clear(&it);
     return out;
 }
@@ -659,8 +709,8 @@ static int event_one(const struct db_ledger_event_row *e, size_t data_len, void 
                   "index", e->index, "type", e->type, "created_at", e->created_at);
     const char *names[] = {"data"}, *raw[] = {e->data[0] ? e->data : "null"};
     size_t lens[] = {e->data[0] ? data_len : 4};
-    svc_jpage_item(page, env, 1, names, raw, lens);
-    return 0;
+    /* an event that cannot be written fails the page (a 500): stop reading */
+    return svc_jpage_item(page, env, 1, names, raw, lens) != 0;
 }
 
 /* A page of the event log: at most limit events and, past the first, at most the response
@@ -688,8 +738,14 @@ enum svc_outcome route_ledger_events(struct svc_request *req)
         svc_jpage_free(&page);
         return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, ledger, v, "");
     }
+    /* a tail that cannot be built fails the page rather than leave next out */
+    json_t *tail = json_pack("{s:I}", "next", (json_int_t)next);
     size_t len = 0;
-    char *text = svc_jpage_finish(&page, json_pack("{s:I}", "next", (json_int_t)next), &len);
+    char *text = NULL;
+    if (tail == NULL)
+        svc_jpage_free(&page);
+    else
+        text = svc_jpage_finish(&page, tail, &len);
     if (text == NULL)
         return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the events");
     return svc_reply_raw(req, 200, "application/json", text, len);
