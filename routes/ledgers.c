@@ -104,12 +104,6 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *led
     }
 }
 
-/* The answer when a request could not be held in memory (a 500, never a 400 blaming it). */
-static enum svc_outcome out_of_memory(struct svc_request *req)
-{
-    return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
-}
-
 /* ---- parsing a transaction ---- */
 
 /* A transaction parsed from JSON; strings borrow from the JSON, data texts are owned. */
@@ -191,6 +185,50 @@ static int array_member(json_t *o, const char *name, json_t **arr, char *why, si
     return 1;
 }
 
+/* The members of a transaction; a submission also takes wait_seconds. */
+static const char *const tx_members[] = {"digest",   "inputs", "writes", "deletes",
+                                         "displays", "events", NULL};
+static const char *const submit_members[] = {"digest",   "inputs", "writes",       "deletes",
+                                             "displays", "events", "wait_seconds", NULL};
+
+/* The array members of a transaction, in the order they are parsed. */
+struct tx_arrays {
+    json_t *inputs, *writes, *deletes, *displays, *events;
+};
+
+static int parse_tx_members(json_t *j, const char *const *allowed, struct parsed_tx *p,
+                            struct tx_arrays *a, char *why, size_t size)
+{
+    if (!json_is_object(j)) {
+        snprintf(why, size, "a transaction is a JSON object");
+        return 0;
+    }
+    return route_only_members(j, allowed, why, size) &&
+           key_member(j, "digest", &p->tx.digest, why, size) &&
+           array_member(j, "inputs", &a->inputs, why, size) &&
+           array_member(j, "writes", &a->writes, why, size) &&
+           array_member(j, "deletes", &a->deletes, why, size) &&
+           array_member(j, "displays", &a->displays, why, size) &&
+           array_member(j, "events", &a->events, why, size);
+}
+
+/* Is the object change i the same (object, version) as an earlier one? */
+static int object_repeated(const struct parsed_tx *p, size_t i, char *why, size_t size)
+{
+    const struct db_ledger_object *x = &p->objects[i];
+    for (size_t k = 0; k < i; k++) {
+        if (strcmp(p->objects[k].object_id, x->object_id) == 0 &&
+            p->objects[k].version == x->version) {
+            snprintf(why, size, "object %s is %s at version %" PRId64, x->object_id,
+                     p->objects[k].deleted != x->deleted ? "both written and deleted"
+                                                         : "changed twice",
+                     x->version);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int parse_objects(json_t *writes, json_t *deletes, struct parsed_tx *p, char *why,
                          size_t size)
 {
@@ -211,54 +249,51 @@ static int parse_objects(json_t *writes, json_t *deletes, struct parsed_tx *p, c
         if (!del && (!key_member(o, "type", &x->type, why, size) ||
                      (x->data = keep_text(p, json_object_get(o, "data"))) == NULL))
             return 0;
-        for (size_t k = 0; k < i; k++) {
-            if (strcmp(p->objects[k].object_id, x->object_id) == 0 &&
-                p->objects[k].version == x->version) {
-                snprintf(why, size, "object %s is %s at version %" PRId64, x->object_id,
-                         p->objects[k].deleted != del ? "both written and deleted"
-                                                      : "changed twice",
-                         x->version);
-                return 0;
-            }
-        }
+        if (object_repeated(p, i, why, size))
+            return 0;
     }
     p->tx.objects = p->objects;
     p->tx.nobjects = nw + nd;
     return 1;
 }
 
-/* Parses {digest, inputs, writes, deletes, displays, events} (plus extra allowed members). 1
- * when valid; else 0, with why saying what is wrong unless p->no_memory is set. */
-static int parse_tx(json_t *j, struct parsed_tx *p, const char *extra, char *why, size_t size)
+/* Inputs, displays and events, into the arrays parse_tx allocated. */
+static int parse_effects(const struct tx_arrays *a, struct parsed_tx *p, char *why, size_t size)
 {
-    json_t *inputs, *writes, *deletes, *displays, *events;
-    memset(p, 0, sizeof(*p));
-    if (!json_is_object(j)) {
-        snprintf(why, size, "a transaction is a JSON object");
-        return 0;
-    }
-    const char *name;
-    json_t *v;
-    json_object_foreach(j, name, v)
-    {
-        if (strcmp(name, "digest") != 0 && strcmp(name, "inputs") != 0 &&
-            strcmp(name, "writes") != 0 && strcmp(name, "deletes") != 0 &&
-            strcmp(name, "displays") != 0 && strcmp(name, "events") != 0 &&
-            (extra == NULL || strcmp(name, extra) != 0)) {
-            snprintf(why, size, "unknown member \"%s\"", name);
+    for (size_t i = 0; i < p->tx.ninputs; i++) {
+        json_t *o = json_array_get(a->inputs, i);
+        if (!json_is_object(o) || !key_member(o, "object_id", &p->inputs[i].object_id, why, size) ||
+            !version_of(o, &p->inputs[i].version, why, size))
             return 0;
-        }
     }
-    if (!key_member(j, "digest", &p->tx.digest, why, size) ||
-        !array_member(j, "inputs", &inputs, why, size) ||
-        !array_member(j, "writes", &writes, why, size) ||
-        !array_member(j, "deletes", &deletes, why, size) ||
-        !array_member(j, "displays", &displays, why, size) ||
-        !array_member(j, "events", &events, why, size))
+    for (size_t i = 0; i < p->tx.ndisplays; i++) {
+        json_t *o = json_array_get(a->displays, i);
+        if (!json_is_object(o) || !key_member(o, "type", &p->displays[i].type, why, size) ||
+            !version_of(o, &p->displays[i].version, why, size) ||
+            (p->displays[i].data = keep_text(p, json_object_get(o, "data"))) == NULL)
+            return 0;
+    }
+    for (size_t i = 0; i < p->tx.nevents; i++) {
+        json_t *o = json_array_get(a->events, i);
+        if (!json_is_object(o) || !key_member(o, "type", &p->events[i].type, why, size) ||
+            (p->events[i].data = keep_text(p, json_object_get(o, "data"))) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
+/* Parses {digest, inputs, writes, deletes, displays, events} (the members allowed). 1 when
+ * valid; else 0, with why saying what is wrong unless p->no_memory is set. */
+static int parse_tx(json_t *j, const char *const *allowed, struct parsed_tx *p, char *why,
+                    size_t size)
+{
+    struct tx_arrays a = {NULL, NULL, NULL, NULL, NULL};
+    memset(p, 0, sizeof(*p));
+    if (!parse_tx_members(j, allowed, p, &a, why, size))
         return 0;
-    size_t ni = json_array_size(inputs), ndi = json_array_size(displays),
-           ne = json_array_size(events);
-    p->texts = calloc(json_array_size(writes) + ndi + ne + 1, sizeof(char *));
+    size_t ni = json_array_size(a.inputs), ndi = json_array_size(a.displays),
+           ne = json_array_size(a.events);
+    p->texts = calloc(json_array_size(a.writes) + ndi + ne + 1, sizeof(char *));
     p->inputs = calloc(ni + 1, sizeof(*p->inputs));
     p->displays = calloc(ndi + 1, sizeof(*p->displays));
     p->events = calloc(ne + 1, sizeof(*p->events));
@@ -266,34 +301,15 @@ static int parse_tx(json_t *j, struct parsed_tx *p, const char *extra, char *why
         p->no_memory = 1;
         return 0;
     }
-    if (!parse_objects(writes, deletes, p, why, size))
+    if (!parse_objects(a.writes, a.deletes, p, why, size))
         return 0;
-    for (size_t i = 0; i < ni; i++) {
-        json_t *o = json_array_get(inputs, i);
-        if (!json_is_object(o) || !key_member(o, "object_id", &p->inputs[i].object_id, why, size) ||
-            !version_of(o, &p->inputs[i].version, why, size))
-            return 0;
-    }
-    for (size_t i = 0; i < ndi; i++) {
-        json_t *o = json_array_get(displays, i);
-        if (!json_is_object(o) || !key_member(o, "type", &p->displays[i].type, why, size) ||
-            !version_of(o, &p->displays[i].version, why, size) ||
-            (p->displays[i].data = keep_text(p, json_object_get(o, "data"))) == NULL)
-            return 0;
-    }
-    for (size_t i = 0; i < ne; i++) {
-        json_t *o = json_array_get(events, i);
-        if (!json_is_object(o) || !key_member(o, "type", &p->events[i].type, why, size) ||
-            (p->events[i].data = keep_text(p, json_object_get(o, "data"))) == NULL)
-            return 0;
-    }
     p->tx.inputs = p->inputs;
     p->tx.ninputs = ni;
     p->tx.displays = p->displays;
     p->tx.ndisplays = ndi;
     p->tx.events = p->events;
     p->tx.nevents = ne;
-    return 1;
+    return parse_effects(&a, p, why, size);
 }
 
 static json_t *status_json(const char *digest, const struct db_ledger_status *s)
@@ -302,6 +318,26 @@ static json_t *status_json(const char *digest, const struct db_ledger_status *s)
                      s->path[0] ? json_string(s->path) : json_null(), "checkpoint",
                      s->checkpoint > 0 ? json_integer(s->checkpoint) : json_null(), "executed_at",
                      s->executed_at[0] ? json_string(s->executed_at) : json_null());
+}
+
+/* The answer when a request could not be held in memory (a 500, never a 400 blaming it). */
+static enum svc_outcome out_of_memory(struct svc_request *req)
+{
+    return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+}
+
+/* Counts what an ingestion path applied and skipped, wakes the ledger's waiters when this call
+ * applied something, and replies 201 (applied) or 200 (a replay) with body (stolen; NULL: 500). */
+static enum svc_outcome reply_ingested(struct svc_request *req, const char *ledger,
+                                       const char *path, enum db_ledger_verdict v, size_t applied,
+                                       size_t skipped, json_t *body)
+{
+    count2(m_applied, ledger, path, applied);
+    count2(m_skipped, ledger, path, skipped);
+    char channel[160];
+    if (v == DB_L_APPLIED)
+        svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
+    return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, body);
 }
 
 /* ---- handlers ---- */
@@ -427,151 +463,226 @@ enum svc_outcome route_ledger_delete(struct svc_request *req)
     return svc_reply_json(req, 200, json_pack("{s:s, s:b}", "name", name, "deleted", 1));
 }
 
+/* ---- optimistic ingestion ---- */
+
+/* A POST /ledgers/{ledger}/transactions as parsed; free with parsed_tx_free(&s->p). */
+struct submission {
+    const char *ledger;
+    struct parsed_tx p;
+    long long wait_seconds;
+};
+
+/* What a db/ ingestion workflow answered. */
+struct ingested {
+    enum db_status st;
+    enum db_ledger_verdict v;
+    struct db_ledger_status status; /* optimistic: the transaction's row as it ends */
+    size_t applied, skipped;        /* checkpoint: its transactions applied and skipped */
+    struct db_error err;
+};
+
+/* 0 with s filled, or -1 after replying (in *out) with nothing left to free. */
+static int submission_parse(struct svc_request *req, struct submission *s, enum svc_outcome *out)
+{
+    struct svc_app *app = svc_req_app(req);
+    memset(s, 0, sizeof(*s));
+    s->ledger = route_name_param(req, "ledger", out);
+    if (s->ledger == NULL)
+        return -1;
+    json_t *b = svc_req_json(req);
+    char why[200];
+    if (!parse_tx(b, submit_members, &s->p, why, sizeof(why)))
+        *out = s->p.no_memory ? out_of_memory(req)
+                              : svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
+    else if (!route_int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, 0,
+                               &s->wait_seconds, why, sizeof(why)))
+        *out = svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
+    else
+        return 0;
+    parsed_tx_free(&s->p);
+    return -1;
+}
+
+/* Checks the dependencies (when there are inputs: without them the apply itself spots a
+ * replay); while they are pending and the request may wait, suspends it (1, in *out). Else
+ * applies when they are satisfied, and returns 0 with the verdict in r. */
+static int submission_call(struct svc_request *req, const struct submission *s, struct ingested *r,
+                           enum svc_outcome *out)
+{
+    struct svc_app *app = svc_req_app(req);
+    unsigned gen = svc_wake_generation(req);
+    memset(r, 0, sizeof(*r));
+    r->st = DB_OK;
+    r->v = DB_L_OK;
+    if (s->p.tx.ninputs > 0)
+        r->st = db_ledgers_check(app->pool, s->ledger, &s->p.tx, &r->status, &r->v, &r->err);
+    double deadline = svc_now() - svc_req_age(req) + (double)s->wait_seconds;
+    char channel[160];
+    if (r->st == DB_OK && r->v == DB_L_DEPS_PENDING && svc_req_may_wait(req, deadline)) {
+        *out = svc_req_wait(req, channel_of(s->ledger, channel, sizeof(channel)), deadline, gen);
+        return 1;
+    }
+    if (svc_req_resumes(req) > 0 && r->st == DB_OK)
+        count2(m_waits, s->ledger,
+               r->v == DB_L_DEPS_PENDING ? "timeout"
+               : r->v == DB_L_SUPERSEDED ? "superseded"
+                                         : "satisfied",
+               1);
+    if (r->st == DB_OK && r->v == DB_L_OK)
+        r->st = db_ledgers_apply(app->pool, s->ledger, &s->p.tx, OPTIMISTIC_LOCK_TIMEOUT_MS,
+                                 &r->status, &r->v, &r->err);
+    return 0;
+}
+
+static enum svc_outcome submission_render(struct svc_request *req, const struct submission *s,
+                                          const struct ingested *r)
+{
+    const char *digest = s->p.tx.digest;
+    if (r->st != DB_OK)
+        return route_db_problem(req, r->st, &r->err);
+    switch (r->v) {
+    case DB_L_DEPS_PENDING:
+        return svc_reply_problem(req, SVC_P_DEPENDENCIES_PENDING,
+                                 "an input of %s is not yet at its version (send wait_seconds to "
+                                 "wait for it)",
+                                 digest);
+    case DB_L_SUPERSEDED:
+        svc_counter_vec_add(m_superseded, s->ledger, 1);
+        return svc_reply_problem(req, SVC_P_SUPERSEDED,
+                                 "an input of %s is already past its version", digest);
+    case DB_L_APPLIED:
+    case DB_L_REPLAY:
+        return reply_ingested(req, s->ledger, "optimistic", r->v, r->v == DB_L_APPLIED,
+                              r->v == DB_L_REPLAY, status_json(digest, &r->status));
+    default:
+        return verdict_problem(req, s->ledger, r->v, digest);
+    }
+}
+
 /* Optimistic ingestion: check the dependencies (waiting for them when asked), then apply. */
 enum svc_outcome route_ledger_submit(struct svc_request *req)
 {
-    struct svc_app *app = svc_req_app(req);
+    struct submission s;
+    struct ingested r;
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = route_name_param(req, "ledger", &out);
-    if (ledger == NULL)
+    if (submission_parse(req, &s, &out) != 0)
         return out;
-    json_t *b = svc_req_json(req);
-    json_t *w = json_object_get(b, "wait_seconds");
-    struct parsed_tx p;
-    char why[200];
-    if (!parse_tx(b, &p, "wait_seconds", why, sizeof(why))) {
-        out = p.no_memory ? out_of_memory(req)
-                          : svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
-        parsed_tx_free(&p);
-        return out;
-    }
-    if (w != NULL && (!json_is_integer(w) || json_integer_value(w) < 0 ||
-                      json_integer_value(w) > app->config->max_wait_s)) {
-        parsed_tx_free(&p);
-        return svc_reply_problem(req, SVC_P_INVALID_TRANSACTION,
-                                 "\"wait_seconds\" is an integer from 0 to %ld",
-                                 app->config->max_wait_s);
-    }
-    unsigned gen = svc_wake_generation(req);
-    struct db_ledger_status s;
-    enum db_ledger_verdict v;
-    struct db_error err;
-    enum db_status st = DB_OK;
-    memset(&s, 0, sizeof(s));
-    v = DB_L_OK;
-    /* without inputs there is nothing to wait for: the apply itself spots a replay */
-    if (p.tx.ninputs > 0)
-        st = db_ledgers_check(app->pool, ledger, &p.tx, &s, &v, &err);
-    double deadline = svc_now() - svc_req_age(req) + (double)json_integer_value(w);
-    char channel[160];
-    if (st == DB_OK && v == DB_L_DEPS_PENDING && svc_req_may_wait(req, deadline)) {
-        parsed_tx_free(&p);
-        return svc_req_wait(req, channel_of(ledger, channel, sizeof(channel)), deadline, gen);
-    }
-    if (svc_req_resumes(req) > 0 && st == DB_OK)
-        count2(m_waits, ledger,
-               v == DB_L_DEPS_PENDING ? "timeout"
-               : v == DB_L_SUPERSEDED ? "superseded"
-                                      : "satisfied",
-               1);
-    if (st == DB_OK && v == DB_L_OK)
-        st = db_ledgers_apply(app->pool, ledger, &p.tx, OPTIMISTIC_LOCK_TIMEOUT_MS, &s, &v, &err);
-    if (st != DB_OK)
-        out = route_db_problem(req, st, &err);
-    else if (v == DB_L_DEPS_PENDING)
-        out = svc_reply_problem(req, SVC_P_DEPENDENCIES_PENDING,
-                                "an input of %s is not yet at its version (send wait_seconds to "
-                                "wait for it)",
-                                p.tx.digest);
-    else if (v == DB_L_SUPERSEDED) {
-        svc_counter_vec_add(m_superseded, ledger, 1);
-        out = svc_reply_problem(req, SVC_P_SUPERSEDED, "an input of %s is already past its version",
-                                p.tx.digest);
-    } else if (v == DB_L_APPLIED || v == DB_L_REPLAY) {
-        count2(v == DB_L_APPLIED ? m_applied : m_skipped, ledger, "optimistic", 1);
-        if (v == DB_L_APPLIED)
-            svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
-        out = svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, status_json(p.tx.digest, &s));
-    } else {
-        out = verdict_problem(req, ledger, v, p.tx.digest);
-    }
-    parsed_tx_free(&p);
+    if (submission_call(req, &s, &r, &out) == 0)
+        out = submission_render(req, &s, &r);
+    parsed_tx_free(&s.p);
     return out;
+}
+
+/* ---- checkpoints ---- */
+
+/* A POST /ledgers/{ledger}/checkpoints as parsed; free with checkpoint_free. */
+struct checkpoint {
+    const char *ledger;
+    int64_t sequence;
+    size_t n;
+    struct parsed_tx *p;    /* n parsed transactions */
+    struct db_ledger_tx *t; /* their db/ views, as db_ledgers_checkpoint takes them */
+};
+
+static void checkpoint_free(struct checkpoint *c)
+{
+    for (size_t i = 0; c->p != NULL && i < c->n; i++)
+        parsed_tx_free(&c->p[i]);
+    free(c->p);
+    free(c->t);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Parses the checkpoint's transactions, each valid and with its own digest. */
+static int checkpoint_parse_txs(struct svc_request *req, json_t *txs, struct checkpoint *c,
+                                enum svc_outcome *out)
+{
+    char why[200];
+    for (size_t i = 0; i < c->n; i++) {
+        if (!parse_tx(json_array_get(txs, i), tx_members, &c->p[i], why, sizeof(why))) {
+            *out = c->p[i].no_memory ? out_of_memory(req)
+                                     : svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                                         "transaction %zu: %s", i, why);
+            return -1;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(c->p[k].tx.digest, c->p[i].tx.digest) == 0) {
+                *out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                         "transaction %zu: digest %s appears twice", i,
+                                         c->p[i].tx.digest);
+                return -1;
+            }
+        }
+        c->t[i] = c->p[i].tx;
+    }
+    return 0;
+}
+
+/* 0 with c filled, or -1 after replying (in *out) with nothing left to free. */
+static int checkpoint_parse(struct svc_request *req, struct checkpoint *c, enum svc_outcome *out)
+{
+    memset(c, 0, sizeof(*c));
+    c->ledger = route_name_param(req, "ledger", out);
+    if (c->ledger == NULL)
+        return -1;
+    json_t *b = svc_req_json(req);
+    json_t *seq = json_object_get(b, "sequence"), *txs = json_object_get(b, "transactions");
+    if (!json_is_object(b) || json_object_size(b) != 2 || !json_is_integer(seq) ||
+        json_integer_value(seq) < 1 || json_integer_value(seq) > DB_LEDGER_INT_MAX ||
+        !json_is_array(txs)) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                 "the body is {\"sequence\": an integer from 1 to %" PRId64
+                                 ", \"transactions\": [transaction, ...]}",
+                                 DB_LEDGER_INT_MAX);
+        return -1;
+    }
+    c->sequence = json_integer_value(seq);
+    c->n = json_array_size(txs);
+    if (c->n > DB_LEDGER_CHECKPOINT_MAX) {
+        *out = svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                 "a checkpoint holds at most %d transactions; this one has %zu",
+                                 DB_LEDGER_CHECKPOINT_MAX, c->n);
+        return -1;
+    }
+    c->p = calloc(c->n + 1, sizeof(*c->p));
+    c->t = calloc(c->n + 1, sizeof(*c->t));
+    if (c->p == NULL || c->t == NULL)
+        *out = out_of_memory(req);
+    else if (checkpoint_parse_txs(req, txs, c, out) == 0)
+        return 0;
+    checkpoint_free(c);
+    return -1;
+}
+
+static enum svc_outcome checkpoint_render(struct svc_request *req, const struct checkpoint *c,
+                                          const struct ingested *r)
+{
+    if (r->st != DB_OK)
+        return route_db_problem(req, r->st, &r->err);
+    if (r->v != DB_L_APPLIED && r->v != DB_L_REPLAY) {
+        char seqtext[24];
+        snprintf(seqtext, sizeof(seqtext), "%" PRId64, c->sequence);
+        return verdict_problem(req, c->ledger, r->v, seqtext);
+    }
+    return reply_ingested(req, c->ledger, "checkpoint", r->v, r->applied, r->skipped,
+                          json_pack("{s:I, s:b, s:I, s:I}", "sequence", (json_int_t)c->sequence,
+                                    "replay", r->v == DB_L_REPLAY, "applied",
+                                    (json_int_t)r->applied, "skipped", (json_int_t)r->skipped));
 }
 
 enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
+    struct checkpoint c;
     enum svc_outcome out = SVC_FATAL;
-    const char *ledger = route_name_param(req, "ledger", &out);
-    if (ledger == NULL)
+    if (checkpoint_parse(req, &c, &out) != 0)
         return out;
-    json_t *b = svc_req_json(req);
-    json_t *seq = json_object_get(b, "sequence"), *txs = json_object_get(b, "transactions");
-    if (!json_is_object(b) || json_object_size(b) != 2 || !json_is_integer(seq) ||
-        json_integer_value(seq) < 1 || json_integer_value(seq) > DB_LEDGER_INT_MAX ||
-        !json_is_array(txs))
-        return svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
-                                 "the body is {\"sequence\": an integer from 1 to %" PRId64
-                                 ", \"transactions\": [transaction, ...]}",
-                                 DB_LEDGER_INT_MAX);
-    size_t n = json_array_size(txs);
-    if (n > DB_LEDGER_CHECKPOINT_MAX)
-        return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
-                                 "a checkpoint holds at most %d transactions; this one has %zu",
-                                 DB_LEDGER_CHECKPOINT_MAX, n);
-    struct parsed_tx *p = calloc(n + 1, sizeof(*p));
-    struct db_ledger_tx *t = calloc(n + 1, sizeof(*t));
-    char why[200];
-    if (p == NULL || t == NULL) {
-        out = out_of_memory(req);
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!parse_tx(json_array_get(txs, i), &p[i], NULL, why, sizeof(why))) {
-            out = p[i].no_memory ? out_of_memory(req)
-                                 : svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
-                                                     "transaction %zu: %s", i, why);
-            goto done;
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (strcmp(p[k].tx.digest, p[i].tx.digest) == 0) {
-                out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
-                                        "transaction %zu: digest %s appears twice", i,
-                                        p[i].tx.digest);
-                goto done;
-            }
-        }
-        t[i] = p[i].tx;
-    }
-    size_t applied = 0, skipped = 0;
-    enum db_ledger_verdict v;
-    struct db_error err;
-    int64_t sequence = json_integer_value(seq);
-    enum db_status st =
-        db_ledgers_checkpoint(app->pool, ledger, sequence, t, n, &applied, &skipped, &v, &err);
-    char seqtext[24];
-    snprintf(seqtext, sizeof(seqtext), "%" PRId64, sequence);
-    if (st != DB_OK) {
-        out = route_db_problem(req, st, &err);
-    } else if (v == DB_L_APPLIED || v == DB_L_REPLAY) {
-        count2(m_applied, ledger, "checkpoint", applied);
-        count2(m_skipped, ledger, "checkpoint", skipped);
-        char channel[160];
-        if (v == DB_L_APPLIED)
-            svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
-        out = svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200,
-                             json_pack("{s:I, s:b, s:I, s:I}", "sequence", (json_int_t)sequence,
-                                       "replay", v == DB_L_REPLAY, "applied", (json_int_t)applied,
-                                       "skipped", (json_int_t)skipped));
-    } else {
-        out = verdict_problem(req, ledger, v, seqtext);
-    }
-done:
-    for (size_t i = 0; p != NULL && i < n; i++)
-        parsed_tx_free(&p[i]);
-    free(p);
-    free(t);
+    struct ingested r;
+    memset(&r, 0, sizeof(r));
+    r.st = db_ledgers_checkpoint(app->pool, c.ledger, c.sequence, c.t, c.n, &r.applied, &r.skipped,
+                                 &r.v, &r.err);
+    out = checkpoint_render(req, &c, &r);
+    checkpoint_free(&c);
     return out;
 }
 
