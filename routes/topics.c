@@ -427,92 +427,127 @@ static json_t *produced_json(const char *key, const struct db_message_out *o)
                      effect_name(o->effect), "head_offset", (json_int_t)o->head_offset);
 }
 
+/* A produce request parsed: its messages (values encoded) and whether it came as a batch. */
+struct produce {
+    const char *producer;
+    int batch;
+    size_t n;
+    struct db_message_in *msgs;
+    struct db_message_out *res;
+    char **values;
+    json_t *single; /* a single message: the body less "producer" */
+};
+
+static void produce_free(struct produce *p)
+{
+    for (size_t i = 0; p->values != NULL && i < p->n; i++)
+        free(p->values[i]);
+    free(p->values);
+    free(p->msgs);
+    free(p->res);
+    json_decref(p->single);
+}
+
+/* The body's shape: a producer name, and one message or a batch within the limit. 0, or -1
+ * after replying 400. */
+static int produce_shape(struct svc_request *req, json_t *body, struct produce *p,
+                         enum svc_outcome *out)
+{
+    char why[200];
+    json_t *batch = json_object_get(body, "messages"), *pj = json_object_get(body, "producer");
+    p->producer = json_string_value(pj);
+    p->batch = batch != NULL;
+    p->n = p->batch ? json_array_size(batch) : 1;
+    if (!json_is_object(body))
+        *out = svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "the body is a JSON object");
+    else if (pj != NULL && (p->producer == NULL || !svc_valid_name(p->producer, why, sizeof(why))))
+        *out = svc_reply_problem(req, ROUTE_P(INVALID_NAME), "producer name: %s",
+                                 p->producer ? why : "a string");
+    else if (p->batch && (!json_is_array(batch) || p->n == 0))
+        *out =
+            svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "\"messages\" is a non-empty array");
+    else if (p->n > DB_TOPIC_BATCH_MAX)
+        *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
+                                 "a batch holds at most %d messages; this one has %zu",
+                                 DB_TOPIC_BATCH_MAX, p->n);
+    else if (p->batch && json_object_size(body) != (pj ? 2u : 1u))
+        *out = svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE),
+                                 "a batch body holds only \"producer\" and \"messages\"");
+    else
+        return 0;
+    return -1;
+}
+
+/* Parses the body into p (produce_free it whatever the result). 0, or -1 after replying. */
+static int produce_parse(struct svc_request *req, struct produce *p, enum svc_outcome *out)
+{
+    json_t *body = svc_req_json(req);
+    if (produce_shape(req, body, p, out) != 0)
+        return -1;
+    p->msgs = calloc(p->n, sizeof(*p->msgs));
+    p->res = calloc(p->n, sizeof(*p->res));
+    p->values = calloc(p->n, sizeof(char *));
+    if (!p->batch && (p->single = json_deep_copy(body)) != NULL)
+        json_object_del(p->single, "producer");
+    if (p->msgs == NULL || p->res == NULL || p->values == NULL || (!p->batch && !p->single)) {
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+        return -1;
+    }
+    char why[200];
+    for (size_t i = 0; i < p->n; i++) {
+        json_t *mj = p->batch ? json_array_get(json_object_get(body, "messages"), i) : p->single;
+        if (!parse_message(mj, p->producer, &p->msgs[i], &p->values[i], why, sizeof(why))) {
+            *out = p->batch
+                       ? svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "message %zu: %s", i, why)
+                       : svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "%s", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* 201 when a message was written (200 when every one was a duplicate): the one message, or the
+ * batch's in order. */
+static enum svc_outcome produce_render(struct svc_request *req, const struct produce *p)
+{
+    int written = 0;
+    for (size_t i = 0; i < p->n; i++)
+        written |= p->res[i].effect != DB_HEAD_DUPLICATE;
+    if (!p->batch) {
+        set_etag(req, p->res[0].head_offset);
+        return svc_reply_json(req, written ? 201 : 200, produced_json(p->msgs[0].key, &p->res[0]));
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < p->n; i++)
+        json_array_append_new(arr, produced_json(p->msgs[i].key, &p->res[i]));
+    return svc_reply_json(req, written ? 201 : 200, json_pack("{s:o}", "messages", arr));
+}
+
 static enum svc_outcome route_messages_produce(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
+    struct produce p = {0};
     const char *topic = route_name_param(req, "topic", &out);
-    if (topic == NULL)
+    if (topic == NULL || produce_parse(req, &p, &out) != 0) {
+        produce_free(&p);
         return out;
-    json_t *body = svc_req_json(req);
-    if (!json_is_object(body))
-        return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "the body is a JSON object");
-    json_t *batch = json_object_get(body, "messages");
-    json_t *pj = json_object_get(body, "producer");
-    const char *producer = json_string_value(pj);
-    char why[200];
-    if (pj != NULL && (producer == NULL || !svc_valid_name(producer, why, sizeof(why))))
-        return svc_reply_problem(req, ROUTE_P(INVALID_NAME), "producer name: %s",
-                                 producer ? why : "a string");
-    size_t n = 1;
-    if (batch != NULL) {
-        if (!json_is_array(batch) || json_array_size(batch) == 0)
-            return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE),
-                                     "\"messages\" is a non-empty array");
-        n = json_array_size(batch);
-        if (n > DB_TOPIC_BATCH_MAX)
-            return svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
-                                     "a batch holds at most %d messages; this one has %zu",
-                                     DB_TOPIC_BATCH_MAX, n);
-        if (json_object_size(body) != (pj ? 2u : 1u))
-            return svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE),
-                                     "a batch body holds only \"producer\" and \"messages\"");
-    }
-    struct db_message_in *msgs = calloc(n, sizeof(*msgs));
-    struct db_message_out *res = calloc(n, sizeof(*res));
-    char **values = calloc(n, sizeof(char *));
-    json_t *single = NULL;
-    if (batch == NULL) {
-        /* a single message: the body itself, less "producer" */
-        single = json_deep_copy(body);
-        json_object_del(single, "producer");
-    }
-    if (msgs == NULL || res == NULL || values == NULL) {
-        out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *mj = batch ? json_array_get(batch, i) : single;
-        if (!parse_message(mj, producer, &msgs[i], &values[i], why, sizeof(why))) {
-            out = batch
-                      ? svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "message %zu: %s", i, why)
-                      : svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "%s", why);
-            goto done;
-        }
     }
     enum db_topic_verdict v;
     struct db_error err;
-    enum db_status st = db_topics_produce(app->pool, topic, producer, msgs, n, res, &v, &err);
+    enum db_status st =
+        db_topics_produce(app->pool, topic, p.producer, p.msgs, p.n, p.res, &v, &err);
     if (st != DB_OK) {
         out = route_db_problem(req, st, &err);
-        goto done;
-    }
-    if (v != DB_TOPIC_OK) {
-        out = topic_problem(req, v, topic, producer);
-        goto done;
-    }
-    count_effects(topic, res, n);
-    char channel[160];
-    svc_req_wake(req, wake_channel(topic, channel, sizeof(channel)));
-    int written = 0;
-    for (size_t i = 0; i < n; i++)
-        written |= res[i].effect != DB_HEAD_DUPLICATE;
-    if (batch == NULL) {
-        set_etag(req, res[0].head_offset);
-        out = svc_reply_json(req, written ? 201 : 200, produced_json(msgs[0].key, &res[0]));
+    } else if (v != DB_TOPIC_OK) {
+        out = topic_problem(req, v, topic, p.producer);
     } else {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(arr, produced_json(msgs[i].key, &res[i]));
-        out = svc_reply_json(req, written ? 201 : 200, json_pack("{s:o}", "messages", arr));
+        count_effects(topic, p.res, p.n);
+        char channel[160];
+        svc_req_wake(req, wake_channel(topic, channel, sizeof(channel)));
+        out = produce_render(req, &p);
     }
-done:
-    for (size_t i = 0; values != NULL && i < n; i++)
-        free(values[i]);
-    free(values);
-    free(msgs);
-    free(res);
-    json_decref(single);
+    produce_free(&p);
     return out;
 }
 
@@ -786,6 +821,45 @@ static json_t *head_or_null(const char *topic, const char *key, const struct db_
     return h->has_head && !h->deleted ? head_json(topic, key, h) : json_null();
 }
 
+/* The answer to a head write that ran: its refusal, its unchanged head, or what it wrote. */
+static enum svc_outcome head_render(struct svc_request *req, const struct db_head_write *w,
+                                    const struct head_decision *d)
+{
+    const char *topic = w->topic, *key = w->key;
+    if (w->verdict == DB_TOPIC_NOT_FOUND || w->verdict == DB_TOPIC_PRODUCER_NOT_FOUND)
+        return topic_problem(req, w->verdict, topic, w->producer);
+    if (d->precondition_failed) {
+        if (w->before.has_head && !w->before.deleted)
+            set_etag(req, w->before.offset);
+        return svc_reply_problem_ext(
+            req, TOPIC_P(PRECONDITION_FAILED),
+            json_pack("{s:o}", "current", head_or_null(topic, key, &w->before)),
+            "the head of %s does not match the precondition", key);
+    }
+    json_t *j;
+    if (w->verdict == DB_TOPIC_UNCHANGED) {
+        j = head_or_null(topic, key, &w->before);
+        if (json_is_null(j)) {
+            json_decref(j);
+            j = json_pack("{s:s, s:s, s:n, s:O}", "topic", topic, "key", key, "offset", "value",
+                          d->value);
+        } else {
+            set_etag(req, w->before.offset);
+        }
+        json_object_set_new(j, "produced", json_false());
+        return svc_reply_json(req, 200, j);
+    }
+    count_effects(topic, &w->produced, 1);
+    char channel[160];
+    svc_req_wake(req, wake_channel(topic, channel, sizeof(channel)));
+    set_etag(req, w->produced.head_offset);
+    j = produced_json(key, &w->produced);
+    json_object_set_new(j, "topic", json_string(topic));
+    json_object_set(j, "value", d->value ? d->value : json_null());
+    json_object_set_new(j, "produced", json_true());
+    return svc_reply_json(req, 200, j);
+}
+
 static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
 {
     struct svc_app *app = svc_req_app(req);
@@ -821,37 +895,8 @@ static enum svc_outcome head_write(struct svc_request *req, enum head_kind kind)
         svc_counter_vec_add(m_gate_waits, topic, 1); /* it queued; no label for a non-topic */
     if (st != DB_OK)
         out = route_db_problem(req, st, &err);
-    else if (w.verdict == DB_TOPIC_NOT_FOUND || w.verdict == DB_TOPIC_PRODUCER_NOT_FOUND)
-        out = topic_problem(req, w.verdict, topic, producer);
-    else if (d.precondition_failed) {
-        if (w.before.has_head && !w.before.deleted)
-            set_etag(req, w.before.offset);
-        out = svc_reply_problem_ext(
-            req, TOPIC_P(PRECONDITION_FAILED),
-            json_pack("{s:o}", "current", head_or_null(topic, key, &w.before)),
-            "the head of %s does not match the precondition", key);
-    } else if (w.verdict == DB_TOPIC_UNCHANGED) {
-        json_t *j = head_or_null(topic, key, &w.before);
-        if (json_is_null(j)) {
-            json_decref(j);
-            j = json_pack("{s:s, s:s, s:n, s:O}", "topic", topic, "key", key, "offset", "value",
-                          d.value);
-        } else {
-            set_etag(req, w.before.offset);
-        }
-        json_object_set_new(j, "produced", json_false());
-        out = svc_reply_json(req, 200, j);
-    } else {
-        count_effects(topic, &w.produced, 1);
-        char channel[160];
-        svc_req_wake(req, wake_channel(topic, channel, sizeof(channel)));
-        set_etag(req, w.produced.head_offset);
-        json_t *j = produced_json(key, &w.produced);
-        json_object_set_new(j, "topic", json_string(topic));
-        json_object_set(j, "value", d.value ? d.value : json_null());
-        json_object_set_new(j, "produced", json_true());
-        out = svc_reply_json(req, 200, j);
-    }
+    else
+        out = head_render(req, &w, &d);
     json_decref(d.value);
     db_head_clear(&w.before);
     return out;
