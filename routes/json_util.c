@@ -1,10 +1,12 @@
-/* Merge patch and name/key validation (see json_util.h). */
-#include "service/json_util.h"
+/* Merge patch and the validation of names, keys and times (see json_util.h). */
+#include "routes/json_util.h"
+
+#include "service/utf8.h"
 
 #include <stdio.h>
 #include <string.h>
 
-json_t *svc_merge_patch(const json_t *target, const json_t *patch)
+json_t *route_merge_patch(const json_t *target, const json_t *patch)
 {
     if (!json_is_object(patch))
         return json_deep_copy(patch);
@@ -19,7 +21,7 @@ json_t *svc_merge_patch(const json_t *target, const json_t *patch)
             json_object_del(result, name);
             continue;
         }
-        json_t *merged = svc_merge_patch(json_object_get(result, name), value);
+        json_t *merged = route_merge_patch(json_object_get(result, name), value);
         if (merged == NULL || json_object_set_new(result, name, merged) != 0) {
             json_decref(result);
             return NULL;
@@ -28,70 +30,7 @@ json_t *svc_merge_patch(const json_t *target, const json_t *patch)
     return result;
 }
 
-size_t svc_utf8_char_len(const char *s, size_t avail)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    if (avail == 0 || p[0] == 0)
-        return 0;
-    unsigned c = p[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0) {
-        n = 1, min = 0x80, c &= 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        n = 2, min = 0x800, c &= 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        n = 3, min = 0x10000, c &= 0x07;
-    } else {
-        return 0;
-    }
-    if (avail <= n)
-        return 0;
-    for (size_t i = 1; i <= n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        c = (c << 6) | (p[i] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-        return 0;
-    return n + 1;
-}
-
-int svc_utf8_valid(const char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        size_t n = svc_utf8_char_len(s + i, len - i);
-        if (n == 0)
-            return 0;
-        i += n;
-    }
-    return 1;
-}
-
-size_t svc_utf8_clean(const char *s, size_t len, char *out, size_t max, int *cut)
-{
-    static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
-    size_t i = 0, o = 0;
-    while (i < len) {
-        size_t n = svc_utf8_char_len(s + i, len - i);
-        const char *from = n > 0 ? s + i : replacement;
-        size_t w = n > 0 ? n : 3;
-        if (w > max - o)
-            break;
-        memcpy(out + o, from, w);
-        o += w;
-        i += n > 0 ? n : 1;
-    }
-    out[o] = '\0';
-    if (cut != NULL)
-        *cut = i < len;
-    return o;
-}
-
-int svc_valid_name(const char *name, char *why, size_t whysize)
+int route_name_ok(const char *name, char *why, size_t whysize)
 {
     size_t len = strlen(name);
     if (len == 0 || len > 128) {
@@ -116,7 +55,7 @@ int svc_valid_name(const char *name, char *why, size_t whysize)
     return 1;
 }
 
-int svc_valid_key(const char *key, char *why, size_t whysize)
+int route_key_ok(const char *key, char *why, size_t whysize)
 {
     size_t len = strlen(key);
     if (len == 0) {
@@ -155,7 +94,7 @@ static int take_char(const char **s, const char *one_of)
     return 1;
 }
 
-int svc_rfc3339_valid(const char *s)
+int route_rfc3339_ok(const char *s)
 {
     if (!take_num(&s, 4, 0, 9999) || !take_char(&s, "-") || !take_num(&s, 2, 1, 12) ||
         !take_char(&s, "-") || !take_num(&s, 2, 1, 31) || !take_char(&s, "Tt ") ||

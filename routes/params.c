@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "routes/routes.h"
-#include "service/json_util.h"
+#include "routes/json_util.h"
+#include "service/utf8.h"
 
 int route_only_members(json_t *obj, const char *const *allowed, char *why, size_t size)
 {
@@ -95,7 +96,7 @@ int route_valid_name(struct svc_request *req, const char *value, const char *wha
                      enum svc_outcome *out)
 {
     char why[160];
-    if (svc_valid_name(value, why, sizeof(why)))
+    if (route_name_ok(value, why, sizeof(why)))
         return 0;
     *out = svc_reply_problem(req, ROUTE_P(INVALID_NAME), "%s name: %s", what, why);
     return -1;

@@ -13,7 +13,7 @@
 #include "db/topics.h"
 #include "routes/topics.h"
 #include "service/app.h"
-#include "service/json_util.h"
+#include "routes/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 

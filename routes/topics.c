@@ -14,7 +14,7 @@
 #include "service/app.h"
 #include "routes/gate.h"
 #include "service/jpage.h"
-#include "service/json_util.h"
+#include "routes/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
@@ -126,7 +126,7 @@ static const char *key_param(struct svc_request *req, enum svc_outcome *out)
 {
     const char *k = svc_req_param(req, "key");
     char why[160];
-    if (!svc_valid_key(k, why, sizeof(why))) {
+    if (!route_key_ok(k, why, sizeof(why))) {
         *out = svc_reply_problem(req, ROUTE_P(INVALID_KEY), "%s", why);
         return NULL;
     }
@@ -338,7 +338,7 @@ static enum svc_outcome route_producer_put(struct svc_request *req)
         return out;
     const char *name = svc_req_param(req, "producer");
     char why[160] = "the body must be a JSON object";
-    if (!svc_valid_name(name, why, sizeof(why)))
+    if (!route_name_ok(name, why, sizeof(why)))
         return svc_reply_problem(req, ROUTE_P(INVALID_NAME), "producer name: %s", why);
     json_t *body = svc_req_json(req);
     static const char *const allowed[] = {"schema_version", NULL};
@@ -378,7 +378,7 @@ static int parse_message(json_t *j, const char *producer, struct db_message_in *
         snprintf(why, whysize, "a message has a string \"key\"");
         return 0;
     }
-    if (!svc_valid_key(key, why, whysize))
+    if (!route_key_ok(key, why, whysize))
         return 0;
     json_t *v = json_object_get(j, "value");
     if (v == NULL) {
@@ -460,7 +460,7 @@ static int produce_shape(struct svc_request *req, json_t *body, struct produce *
     p->n = p->batch ? json_array_size(batch) : 1;
     if (!json_is_object(body))
         *out = svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "the body is a JSON object");
-    else if (pj != NULL && (p->producer == NULL || !svc_valid_name(p->producer, why, sizeof(why))))
+    else if (pj != NULL && (p->producer == NULL || !route_name_ok(p->producer, why, sizeof(why))))
         *out = svc_reply_problem(req, ROUTE_P(INVALID_NAME), "producer name: %s",
                                  p->producer ? why : "a string");
     else if (p->batch && (!json_is_array(batch) || p->n == 0))
@@ -804,7 +804,7 @@ static int decide_head(const struct db_head *cur, char **value, void *ctx)
     } else {
         int live = cur->has_head && !cur->deleted;
         json_t *target = live ? json_loads(cur->value, JSON_DECODE_ANY, NULL) : json_object();
-        d->value = svc_merge_patch(target, d->body);
+        d->value = route_merge_patch(target, d->body);
         int same = d->value != NULL && json_equal(d->value, target);
         json_decref(target);
         if (d->value == NULL)

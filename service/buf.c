@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/json_util.h"
+#include "service/utf8.h"
 
 void svc_buf_init(struct svc_buf *b, size_t max)
 {

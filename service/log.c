@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "service/buf.h"
-#include "service/json_util.h"
+#include "service/utf8.h"
 
 static atomic_int log_level = SVC_LOG_INFO;
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/json_util.h"
+#include "service/utf8.h"
 
 const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
     [SVC_PC_BAD_REQUEST] = {"bad_request", 400, "Bad request"},

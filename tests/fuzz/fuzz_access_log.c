@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "routes/routes.h"
-#include "service/json_util.h"
+#include "service/utf8.h"
 #include "service/log.h"
 #include "service/problem.h"
 #include "tests/fuzz/fuzz.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "routes/routes.h"
-#include "service/json_util.h"
+#include "routes/json_util.h"
 #include "service/problem.h"
 #include "tests/fuzz/fuzz.h"
 

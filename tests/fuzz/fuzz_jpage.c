@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "service/jpage.h"
-#include "service/json_util.h"
+#include "service/utf8.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_VALUES 8

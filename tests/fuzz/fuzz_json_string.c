@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "service/buf.h"
-#include "service/json_util.h"
+#include "service/utf8.h"
 #include "tests/fuzz/fuzz.h"
 
 /* The text appended for s, out[0..outlen): a JSON string of s, each byte that is not UTF-8

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/json_util.h"
+#include "routes/json_util.h"
 #include "tests/fuzz/fuzz.h"
 
 /* The patch with every null member of every object removed (arrays are kept whole). */
@@ -42,7 +42,7 @@ static void check_members(const json_t *target, const json_t *patch, const json_
             continue;
         }
         json_t *old = json_is_object(target) ? json_object_get(target, name) : NULL;
-        json_t *want = svc_merge_patch(old, value);
+        json_t *want = route_merge_patch(old, value);
         FUZZ_ASSERT(want != NULL && got != NULL && json_equal(got, want));
         json_decref(want);
     }
@@ -63,16 +63,16 @@ static void check_members(const json_t *target, const json_t *patch, const json_
 static void check(json_t *target, json_t *patch)
 {
     json_t *target0 = json_deep_copy(target), *patch0 = json_deep_copy(patch);
-    json_t *result = svc_merge_patch(target, patch);
+    json_t *result = route_merge_patch(target, patch);
     FUZZ_ASSERT(result != NULL);
     FUZZ_ASSERT(json_equal(target, target0) == (target != NULL) && json_equal(patch, patch0));
     check_members(target, patch, result);
     /* a merge patch is idempotent */
-    json_t *twice = svc_merge_patch(result, patch);
+    json_t *twice = route_merge_patch(result, patch);
     FUZZ_ASSERT(twice != NULL && json_equal(twice, result));
     /* onto nothing, or onto {}, a patch is itself with its nulls removed */
-    json_t *empty = json_object(), *onto_empty = svc_merge_patch(empty, patch);
-    json_t *onto_absent = svc_merge_patch(NULL, patch), *stripped = strip_nulls(patch);
+    json_t *empty = json_object(), *onto_empty = route_merge_patch(empty, patch);
+    json_t *onto_absent = route_merge_patch(NULL, patch), *stripped = strip_nulls(patch);
     FUZZ_ASSERT(json_equal(onto_empty, stripped) && json_equal(onto_absent, stripped));
     json_decref(result);
     json_decref(twice);

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/json_util.h"
+#include "routes/json_util.h"
+#include "service/utf8.h"
 #include "tests/fuzz/fuzz.h"
 
 static int name_char(char c, int first)
@@ -22,7 +23,7 @@ static void check_name(const char *s)
     for (size_t i = 0; want && i < len; i++)
         want = name_char(s[i], i == 0);
     char why[160] = "";
-    FUZZ_ASSERT(svc_valid_name(s, why, sizeof(why)) == want);
+    FUZZ_ASSERT(route_name_ok(s, why, sizeof(why)) == want);
     FUZZ_ASSERT(want || (why[0] != '\0' && svc_utf8_valid(why, strlen(why))));
 }
 
@@ -31,7 +32,7 @@ static void check_key(const char *s)
     size_t len = strlen(s);
     int want = len >= 1 && len <= 1024 && fuzz_utf8_ref(s, len);
     char why[160] = "";
-    FUZZ_ASSERT(svc_valid_key(s, why, sizeof(why)) == want);
+    FUZZ_ASSERT(route_key_ok(s, why, sizeof(why)) == want);
     FUZZ_ASSERT(want || (why[0] != '\0' && svc_utf8_valid(why, strlen(why))));
 }
 
@@ -47,7 +48,7 @@ static int digits(const char *s, size_t n)
  * optional fraction, and Z or a +hh:mm / -hh:mm offset. */
 static void check_rfc3339(const char *s)
 {
-    if (!svc_rfc3339_valid(s))
+    if (!route_rfc3339_ok(s))
         return;
     size_t len = strlen(s);
     FUZZ_ASSERT(len >= 20);

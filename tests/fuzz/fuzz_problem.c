@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/json_util.h"
+#include "service/utf8.h"
 #include "service/problem.h"
 #include "tests/fuzz/fuzz.h"
 

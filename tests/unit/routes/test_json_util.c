@@ -1,5 +1,5 @@
-/* Unit tests of service/json_util.c: RFC 7396 merge patch (the examples of its appendix A),
- * resource-name rules, key rules and UTF-8 validation. */
+/* Unit tests of routes/json_util.c: RFC 7396 merge patch (the examples of its appendix A),
+ * resource-name rules, key rules and RFC 3339 times. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "service/json_util.h"
+#include "routes/json_util.h"
 
 static void check_merge(const char *target, const char *patch, const char *want)
 {
@@ -18,7 +18,7 @@ static void check_merge(const char *target, const char *patch, const char *want)
     assert_non_null(t);
     assert_non_null(p);
     assert_non_null(w);
-    json_t *got = svc_merge_patch(t, p);
+    json_t *got = route_merge_patch(t, p);
     if (!json_equal(got, w)) {
         char *g = json_dumps(got, JSON_ENCODE_ANY | JSON_COMPACT);
         fail_msg("merge(%s, %s) = %s, want %s", target, patch, g, want);
@@ -56,7 +56,7 @@ static void test_rfc7396_appendix_a(void **state)
 static void test_merge_onto_absent_target(void **state)
 {
     json_t *p = json_loads("{\"x\":{\"y\":1},\"z\":null}", 0, NULL);
-    json_t *got = svc_merge_patch(NULL, p);
+    json_t *got = route_merge_patch(NULL, p);
     json_t *want = json_loads("{\"x\":{\"y\":1}}", 0, NULL);
     assert_true(json_equal(got, want));
     json_decref(got);
@@ -69,52 +69,39 @@ static void test_names(void **state)
     char why[160];
     const char *good[] = {"a", "orders", "Orders.v2", "a_b-c.d", "0", NULL};
     for (size_t i = 0; good[i]; i++)
-        if (!svc_valid_name(good[i], why, sizeof(why)))
+        if (!route_name_ok(good[i], why, sizeof(why)))
             fail_msg("%s rejected: %s", good[i], why);
     const char *bad[] = {"", ".a", "-a", "_a", "a b", "a/b", "a%b", "é", NULL};
     for (size_t i = 0; bad[i]; i++) {
         why[0] = '\0';
-        if (svc_valid_name(bad[i], why, sizeof(why)))
+        if (route_name_ok(bad[i], why, sizeof(why)))
             fail_msg("\"%s\" accepted", bad[i]);
         assert_true(strlen(why) > 0);
     }
     char longest[130];
     memset(longest, 'a', 128);
     longest[128] = '\0';
-    assert_true(svc_valid_name(longest, why, sizeof(why)));
+    assert_true(route_name_ok(longest, why, sizeof(why)));
     longest[128] = 'a';
     longest[129] = '\0';
-    assert_false(svc_valid_name(longest, why, sizeof(why)));
+    assert_false(route_name_ok(longest, why, sizeof(why)));
     assert_non_null(strstr(why, "129"));
 }
 
 static void test_keys(void **state)
 {
     char why[160];
-    assert_true(svc_valid_key("user/42 with spaces", why, sizeof(why)));
-    assert_true(svc_valid_key("ключ-🔑", why, sizeof(why)));
-    assert_false(svc_valid_key("", why, sizeof(why)));
+    assert_true(route_key_ok("user/42 with spaces", why, sizeof(why)));
+    assert_true(route_key_ok("ключ-🔑", why, sizeof(why)));
+    assert_false(route_key_ok("", why, sizeof(why)));
     char big[1026];
     memset(big, 'k', 1024);
     big[1024] = '\0';
-    assert_true(svc_valid_key(big, why, sizeof(why)));
+    assert_true(route_key_ok(big, why, sizeof(why)));
     big[1024] = 'k';
     big[1025] = '\0';
-    assert_false(svc_valid_key(big, why, sizeof(why)));
-    assert_false(svc_valid_key("\xff", why, sizeof(why)));
-}
-
-static void test_utf8(void **state)
-{
-    assert_true(svc_utf8_valid("plain", 5));
-    assert_true(svc_utf8_valid("\xc3\xa9", 2));          /* é */
-    assert_true(svc_utf8_valid("\xf0\x9f\x94\x91", 4));  /* U+1F511 */
-    assert_false(svc_utf8_valid("\xc3", 1));             /* truncated */
-    assert_false(svc_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
-    assert_false(svc_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
-    assert_false(svc_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
-    assert_false(svc_utf8_valid("a\0b", 3));             /* NUL */
-    assert_false(svc_utf8_valid("\x80", 1));             /* stray continuation */
+    assert_false(route_key_ok(big, why, sizeof(why)));
+    assert_false(route_key_ok("\xff", why, sizeof(why)));
 }
 
 static void test_rfc3339(void **state)
@@ -122,7 +109,7 @@ static void test_rfc3339(void **state)
     const char *good[] = {"2026-01-02T03:04:05Z", "2026-01-02T03:04:05.123456+01:00",
                           "2026-12-31t23:59:60z", "2026-01-02 03:04:05-05:30", NULL};
     for (size_t i = 0; good[i]; i++)
-        if (!svc_rfc3339_valid(good[i]))
+        if (!route_rfc3339_ok(good[i]))
             fail_msg("%s rejected", good[i]);
     const char *bad[] = {"infinity",
                          "-infinity",
@@ -138,47 +125,8 @@ static void test_rfc3339(void **state)
                          "2025-01-01T00:00:00Zjunk",
                          NULL};
     for (size_t i = 0; bad[i]; i++)
-        if (svc_rfc3339_valid(bad[i]))
+        if (route_rfc3339_ok(bad[i]))
             fail_msg("%s accepted", bad[i]);
-}
-
-static void test_utf8_char_len(void **state)
-{
-    assert_int_equal(svc_utf8_char_len("a", 1), 1);
-    assert_int_equal(svc_utf8_char_len("\xc3\xa9x", 3), 2);
-    assert_int_equal(svc_utf8_char_len("\xe2\x82\xac", 3), 3);
-    assert_int_equal(svc_utf8_char_len("\xf0\x9f\x94\x91", 4), 4);
-    assert_int_equal(svc_utf8_char_len("\xf0\x9f\x94\x91", 3), 0); /* truncated by avail */
-    assert_int_equal(svc_utf8_char_len("\xc3", 1), 0);
-    assert_int_equal(svc_utf8_char_len("\x80", 1), 0);
-    assert_int_equal(svc_utf8_char_len("", 1), 0); /* NUL */
-    assert_int_equal(svc_utf8_char_len("a", 0), 0);
-}
-
-static void test_utf8_clean(void **state)
-{
-    char out[16];
-    int cut;
-    /* invalid bytes become U+FFFD; valid text is copied as it is */
-    assert_int_equal(svc_utf8_clean("a\xff"
-                                    "b",
-                                    3, out, 15, &cut),
-                     5);
-    assert_string_equal(out, "a\xef\xbf\xbd"
-                             "b");
-    assert_false(cut);
-    /* an embedded NUL is not copied as one */
-    assert_int_equal(svc_utf8_clean("a\0b", 3, out, 15, &cut), 5);
-    assert_true(svc_utf8_valid(out, 5));
-    /* a character that does not fit whole is left out, and the cut is reported */
-    assert_int_equal(svc_utf8_clean("ab\xe2\x82\xac", 5, out, 4, &cut), 2);
-    assert_string_equal(out, "ab");
-    assert_true(cut);
-    assert_int_equal(svc_utf8_clean("\xc3\xa9\xc3\xa9", 4, out, 3, &cut), 2);
-    assert_string_equal(out, "\xc3\xa9");
-    assert_true(cut);
-    assert_int_equal(svc_utf8_clean("", 0, out, 0, NULL), 0);
-    assert_string_equal(out, "");
 }
 
 int main(void)
@@ -188,9 +136,6 @@ int main(void)
         cmocka_unit_test(test_merge_onto_absent_target),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_keys),
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_utf8_char_len),
-        cmocka_unit_test(test_utf8_clean),
         cmocka_unit_test(test_rfc3339),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

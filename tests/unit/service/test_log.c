@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/json_util.h"
+#include "service/utf8.h"
 #include "service/log.h"
 
 /* Formats a and returns the parsed line (json_decref it), after checking it is UTF-8 JSON. */

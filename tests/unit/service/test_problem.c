@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/json_util.h"
+#include "service/utf8.h"
 #include "service/openapi.h"
 #include "service/problem.h"
 
