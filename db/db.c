@@ -90,7 +90,8 @@ int db_arrays_build(struct db_arrays *a, const void *items, size_t n, size_t nco
 
 const char *db_status_name(enum db_status s)
 {
-    static const char *const names[] = {"ok",           "aborted", "retry", "unavailable",
-                                        "pool_timeout", "timeout", "error", "outcome_unknown"};
+    static const char *const names[] = {"ok",      "aborted",     "retry",
+                                        "redo",    "unavailable", "pool_timeout",
+                                        "timeout", "error",       "outcome_unknown"};
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }

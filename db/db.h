@@ -7,9 +7,13 @@
 #include <stddef.h>
 
 enum db_status {
-    DB_OK = 0,           /* done (for db_tx_run: committed) */
-    DB_ABORTED,          /* the workflow chose to roll back; its verdict is in its own result */
-    DB_ERR_RETRY,        /* serialization failure or deadlock (40001, 40P01): run again */
+    DB_OK = 0,    /* done (for db_tx_run: committed) */
+    DB_ABORTED,   /* the workflow chose to roll back; its verdict is in its own result */
+    DB_ERR_RETRY, /* serialization failure or deadlock (40001, 40P01): run again */
+    /* the workflow found what it ran on changed under it (a stale id hint, a resource deleted
+     * while it was written, an offset a reader recorded as a hole): run again (db_tx_run does,
+     * without waiting); not a conflict the database reported */
+    DB_ERR_REDO,
     DB_ERR_UNAVAILABLE,  /* the database cannot be reached, or the connection broke */
     DB_ERR_POOL_TIMEOUT, /* no pooled connection came free within the acquire timeout */
     DB_ERR_TIMEOUT,      /* statement or lock timeout (57014, 55P03) */

@@ -254,7 +254,7 @@ enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struc
     *out = NULL;
     *found = 0;
     db_error_set(err, "", "queue %s is no longer id %" PRId64, name, hint);
-    return DB_ERR_RETRY;
+    return DB_ERR_REDO;
 }
 
 enum db_status db_queue_arrays(struct db_arrays *arr, const void *items, size_t n, size_t ncols,

@@ -51,7 +51,7 @@ enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct d
  * (a hint, db/hints.h), the lookup and stmt go in one round trip (with BEGIN, and COMMIT when
  * commit is set); else the lookup goes first. stmt must change nothing for a queue id no queue
  * has (every queue statement here filters its rows by queue id, and a queue's jobs go with it),
- * since that is what a stale hint runs it on: the workflow then answers DB_ERR_RETRY, and runs
+ * since that is what a stale hint runs it on: the workflow then answers DB_ERR_REDO, and runs
  * again without it. *found 0 (and *out NULL): no such queue. */
 enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struct db_stmt *stmt,
                                 const char **params, int qid_param, int commit, struct db_queue *q,

@@ -347,7 +347,7 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
     const char *params[] = {a_keys, a_vals, a_ranks, a_seqs, p->name, sv};
     st = db_topic_query(c, p->topic->id, "produce", sql_produce, 6, params, &r, err);
     if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23505") == 0)
-        st = DB_ERR_RETRY; /* a reader recorded one of our fresh offsets as a hole: redraw */
+        st = DB_ERR_REDO; /* a reader recorded one of our fresh offsets as a hole: redraw */
     if (st != DB_OK)
         goto done;
     for (int i = 0; i < PQntuples(r) && (size_t)i < n; i++) {
@@ -400,7 +400,7 @@ done:
 /* A head write's first round trip when the topic's id is hinted: BEGIN (pending), the topic
  * lookup, the producer lookup, and the key's locked read, together. *locked 0 means the lock
  * is not taken yet (the insert lost a race): the caller goes on with db_key_lock_head. A stale
- * hint is dropped and answered DB_ERR_RETRY: the transaction runs again without it. */
+ * hint is dropped and answered DB_ERR_REDO: the transaction runs again without it. */
 enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, int64_t hint,
                                     struct db_topic *t, struct db_producer *p, int *locked,
                                     struct db_error *err)
@@ -449,7 +449,7 @@ enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, 
         PQclear(r.head);
         db_topic_hint_set(w->topic, 0);
         db_error_set(err, "", "topic %s is no longer id %" PRId64, w->topic, hint);
-        return DB_ERR_RETRY;
+        return DB_ERR_REDO;
     }
     if (st != DB_OK)
         return st;

@@ -221,8 +221,11 @@ static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error
     if (PQntuples(r) == 1)
         db_topic_from_row(r, 0, 0, a->out);
     PQclear(r);
-    /* deleted between our insert attempt and update: let the caller retry */
-    return a->verdict == DB_TOPIC_OK ? DB_OK : DB_ERR_RETRY;
+    if (a->verdict == DB_TOPIC_OK)
+        return DB_OK;
+    /* deleted between our insert attempt and update: run again (and create it) */
+    db_error_set(err, "", "topic %s was deleted while it was being put", a->name);
+    return DB_ERR_REDO;
 }
 
 enum db_status db_topics_put(struct db_pool *pool, const char *name,

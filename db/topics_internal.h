@@ -45,7 +45,7 @@ void db_topic_hint_set(const char *name, int64_t id);
  * and the key's locked read together. Fills *t and *p, w->verdict and w->before; *locked 0 means
  * the insert lost a race and the caller goes on with db_key_lock_head. A producer that is not
  * registered answers DB_ABORTED (verdict PRODUCER_NOT_FOUND: roll back the lock); a stale hint
- * is dropped and answered DB_ERR_RETRY. */
+ * is dropped and answered DB_ERR_REDO. */
 enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, int64_t hint,
                                     struct db_topic *t, struct db_producer *p, int *locked,
                                     struct db_error *err);

@@ -9,7 +9,7 @@
 
 #include "db/conn.h"
 
-static atomic_uint_fast64_t tx_commits, tx_rollbacks, tx_retries, tx_failures;
+static atomic_uint_fast64_t tx_commits, tx_rollbacks, tx_retries, tx_redos, tx_failures;
 
 void db_tx_commit_with_next(struct db_conn *c)
 {
@@ -95,9 +95,11 @@ enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflo
             attempt--;
             continue;
         }
-        if (st != DB_ERR_RETRY)
+        if (st != DB_ERR_RETRY && st != DB_ERR_REDO)
             break;
-        if (attempt < DB_TX_MAX_ATTEMPTS) {
+        if (attempt < DB_TX_MAX_ATTEMPTS && st == DB_ERR_REDO) {
+            atomic_fetch_add(&tx_redos, 1);
+        } else if (attempt < DB_TX_MAX_ATTEMPTS) {
             atomic_fetch_add(&tx_retries, 1);
             backoff(attempt);
         }
@@ -112,5 +114,6 @@ void db_tx_get_stats(struct db_tx_stats *out)
     out->commits = atomic_load(&tx_commits);
     out->rollbacks = atomic_load(&tx_rollbacks);
     out->retries = atomic_load(&tx_retries);
+    out->redos = atomic_load(&tx_redos);
     out->failures = atomic_load(&tx_failures);
 }

@@ -174,6 +174,11 @@ static void render_tx(struct svc_buf *b)
     svc_metrics_family(b, "rowlock_db_transaction_retries_total", "counter",
                        "Transaction attempts repeated after a serialization failure or deadlock");
     svc_metrics_sample(b, "rowlock_db_transaction_retries_total", NULL, (double)ts.retries);
+    svc_metrics_family(b, "rowlock_db_transaction_redos_total", "counter",
+                       "Transaction attempts repeated because what the workflow ran on changed "
+                       "under it (a stale id hint, an offset a reader recorded as a hole), not "
+                       "after a database conflict");
+    svc_metrics_sample(b, "rowlock_db_transaction_redos_total", NULL, (double)ts.redos);
     svc_metrics_family(b, "rowlock_db_transaction_failures_total", "counter",
                        "Transactions that ended in a database error");
     svc_metrics_sample(b, "rowlock_db_transaction_failures_total", NULL, (double)ts.failures);
