@@ -267,143 +267,179 @@ static int print_version(int argc, char **argv)
     return 0;
 }
 
+/* What a running process holds, released in reverse by teardown. */
+struct process {
+    struct svc_config cfg;
+    sigset_t signals, serving; /* SIGTERM and SIGINT; those and SIGHUP */
+    struct svc_auth *auth;
+    struct db_pool *pool;
+    struct svc_app app;
+    struct svc_route *routes;
+    size_t nroutes, started; /* families started */
+    struct svc_server *server;
+    struct db_listener *listener;
+    struct svc_janitor *janitors[16];
+};
+
+/* Log level, warnings, signals (blocked in every thread; waited for by the main thread) and the
+ * open-files limit. 0, or the exit status. */
+static int setup(struct process *p)
+{
+    svc_log_set_level((enum svc_log_level)p->cfg.log_level);
+    if (p->cfg.log_level_file[0] != '\0') {
+        char why[512];
+        if (svc_level_file_apply(p->cfg.log_level_file, why, sizeof(why)) != 0) {
+            fprintf(stderr, "rowlock: %s\n", why);
+            return 2;
+        }
+    }
+    log_config_warnings(&p->cfg);
+    sigemptyset(&p->signals);
+    sigaddset(&p->signals, SIGTERM);
+    sigaddset(&p->signals, SIGINT);
+    /* SIGHUP (reload) is blocked from the start too: one that comes during startup waits */
+    p->serving = p->signals;
+    sigaddset(&p->serving, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &p->serving, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit(p->cfg.connection_limit, p->cfg.pool_size);
+    return 0;
+}
+
+/* The bearer tokens (ROWLOCK_TOKENS_FILE), or running open without them. 0, or 2 to exit. */
+static int load_tokens(struct process *p)
+{
+    if (p->cfg.tokens_file[0] == '\0') {
+        svc_log(SVC_LOG_WARN,
+                "RUNNING OPEN: no tokens file (ROWLOCK_TOKENS_FILE), every route accepts requests "
+                "without a bearer token",
+                NULL);
+        return 0;
+    }
+    p->auth = svc_auth_load(p->cfg.tokens_file, stderr);
+    if (p->auth == NULL)
+        return 2;
+    char n[16];
+    snprintf(n, sizeof(n), "%zu", svc_auth_count(p->auth));
+    svc_log(SVC_LOG_INFO, "bearer tokens loaded", SVC_NUM("tokens"), n, NULL);
+    return 0;
+}
+
+static struct db_pool *open_pool(const struct svc_config *cfg)
+{
+    struct db_pool_config pc = {
+        .conninfo = cfg->database_url,
+        .size = (int)cfg->pool_size,
+        .acquire_timeout_ms = (int)cfg->pool_acquire_timeout_ms,
+        .statement_timeout_ms = (int)cfg->statement_timeout_ms,
+        .connect_timeout_s = (int)cfg->db_connect_timeout_s,
+        .deadline_ms = (int)cfg->db_deadline_ms,
+        .statement_cache = (int)cfg->db_statement_cache,
+        .log = db_log,
+    };
+    return db_pool_create(&pc);
+}
+
+/* The families started (routes, problem codes, metrics, init), the server listening, the
+ * listener and the janitors running. 0, or -1 (logged). */
+static int serve(struct process *p)
+{
+    p->app = (struct svc_app){.config = &p->cfg,
+                              .pool = p->pool,
+                              .auth = p->auth,
+                              .started_at = time(NULL),
+                              .families = svc_families,
+                              .nfamilies = svc_families_count};
+    p->routes = svc_families_routes(svc_families, svc_families_count, &p->nroutes);
+    svc_metrics_set_series_limit(p->cfg.metrics_max_resources);
+    if (p->routes == NULL ||
+        svc_families_register_problems(svc_families, svc_families_count) != 0 ||
+        svc_metrics_init(p->routes, p->nroutes) != 0)
+        return -1;
+    for (; p->started < svc_families_count; p->started++) {
+        const struct svc_family *f = svc_families[p->started];
+        if (f->init != NULL && f->init(&p->app) != 0) {
+            svc_log(SVC_LOG_ERROR, "a family could not start", "family", f->name, NULL);
+            return -1;
+        }
+    }
+    p->server = svc_server_start(&p->cfg, p->routes, p->nroutes, p->auth, &p->app);
+    if (p->server == NULL)
+        return -1;
+    p->app.server = p->server;
+    p->listener = notify_start(&p->cfg, p->server);
+    p->app.listener = p->listener;
+    start_janitors(&p->app, p->janitors, sizeof(p->janitors) / sizeof(p->janitors[0]));
+    char port[16], threads[16];
+    snprintf(port, sizeof(port), "%u", svc_server_port(p->server));
+    snprintf(threads, sizeof(threads), "%ld", p->cfg.threads);
+    svc_log(SVC_LOG_INFO, "listening", "address", p->cfg.listen_address, SVC_NUM("port"), port,
+            SVC_NUM("threads"), threads, NULL);
+    return 0;
+}
+
+/* After SIGTERM or SIGINT: no new connection, janitors and listener stopped, requests in flight
+ * given ROWLOCK_DRAIN_TIMEOUT_S to finish. */
+static void drain(struct process *p, int sig)
+{
+    svc_notify("STOPPING=1\nSTATUS=draining");
+    svc_server_quiesce(p->server); /* no new connection from here on: then say so */
+    char inflight[32];
+    snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(p->server));
+    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            SVC_NUM("in_flight"), inflight, NULL);
+    stop_janitors(p->janitors, sizeof(p->janitors) / sizeof(p->janitors[0]));
+    db_listener_stop(p->listener); /* no more wakes from it; freed once no request can publish */
+    int cut = svc_server_shutdown(p->server, (int)p->cfg.drain_timeout_s);
+    p->server = NULL;
+    snprintf(inflight, sizeof(inflight), "%d", cut);
+    svc_log(SVC_LOG_INFO, "stopped", SVC_NUM("requests_cut_short"), inflight, NULL);
+}
+
+/* Releases whatever p holds, whatever stage it reached. */
+static void teardown(struct process *p)
+{
+    stop_janitors(p->janitors, sizeof(p->janitors) / sizeof(p->janitors[0]));
+    db_listener_stop(p->listener);
+    svc_server_shutdown(p->server, 0);
+    db_listener_free(p->listener);
+    while (p->started > 0) /* the families started, last first, once no request runs */
+        if (svc_families[--p->started]->fini != NULL)
+            svc_families[p->started]->fini();
+    svc_metrics_shutdown();
+    free(p->routes);
+    db_pool_destroy(p->pool);
+    svc_auth_free(p->auth);
+    svc_config_free(&p->cfg);
+}
+
 int main(int argc, char **argv)
 {
     if (print_version(argc, argv))
         return 0;
     if (svc_healthcheck_wanted(argc, argv))
         return svc_healthcheck_main(argc, argv, stdout, stderr); /* no config, no database */
-    struct svc_config cfg;
-    enum svc_config_result cr = svc_config_load(&cfg, argc, argv, env_lookup, stdout, stderr);
+    static struct process p; /* zeroed: teardown releases only what was taken */
+    enum svc_config_result cr = svc_config_load(&p.cfg, argc, argv, env_lookup, stdout, stderr);
     if (cr == SVC_CONFIG_EXIT_OK)
         return 0;
     if (cr == SVC_CONFIG_INVALID)
         return 2;
-    int rc = 1;
-    struct svc_auth *auth = NULL;
-    struct db_pool *pool = NULL;
-    struct svc_server *server = NULL;
-    struct svc_janitor *janitors[16] = {NULL};
-    struct svc_route *routes = NULL;
-    size_t nroutes = 0, started = 0;
-    struct db_listener *listener = NULL;
-    svc_log_set_level((enum svc_log_level)cfg.log_level);
-    if (cfg.log_level_file[0] != '\0') {
-        char why[512];
-        if (svc_level_file_apply(cfg.log_level_file, why, sizeof(why)) != 0) {
-            fprintf(stderr, "rowlock: %s\n", why);
-            rc = 2;
-            goto done;
-        }
+    int rc = setup(&p);
+    if (rc == 0)
+        rc = load_tokens(&p);
+    if (rc == 0) {
+        p.pool = open_pool(&p.cfg);
+        rc = p.pool == NULL || database_ready(p.pool, &p.cfg, &p.signals) != 0 ? 1 : 0;
     }
-
-    log_config_warnings(&cfg);
-
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    /* SIGHUP (reload) is blocked from the start too: one that comes during startup waits */
-    sigset_t serving = signals;
-    sigaddset(&serving, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &serving, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    raise_fd_limit(cfg.connection_limit, cfg.pool_size);
-
-    if (cfg.tokens_file[0] != '\0') {
-        auth = svc_auth_load(cfg.tokens_file, stderr);
-        if (auth == NULL) {
-            rc = 2;
-            goto done;
-        }
-        char n[16];
-        snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
-        svc_log(SVC_LOG_INFO, "bearer tokens loaded", SVC_NUM("tokens"), n, NULL);
-    } else {
-        svc_log(SVC_LOG_WARN,
-                "RUNNING OPEN: no tokens file (ROWLOCK_TOKENS_FILE), every route accepts requests "
-                "without a bearer token",
-                NULL);
-    }
-
-    struct db_pool_config pc = {
-        .conninfo = cfg.database_url,
-        .size = (int)cfg.pool_size,
-        .acquire_timeout_ms = (int)cfg.pool_acquire_timeout_ms,
-        .statement_timeout_ms = (int)cfg.statement_timeout_ms,
-        .connect_timeout_s = (int)cfg.db_connect_timeout_s,
-        .deadline_ms = (int)cfg.db_deadline_ms,
-        .statement_cache = (int)cfg.db_statement_cache,
-        .log = db_log,
-    };
-    pool = db_pool_create(&pc);
-    if (pool == NULL || database_ready(pool, &cfg, &signals) != 0)
-        goto done;
-    if (cfg.migrate_only) {
+    if (rc == 0 && p.cfg.migrate_only) {
         svc_log(SVC_LOG_INFO, "schema migrations done; exiting (--migrate-only)", NULL);
-        rc = 0;
-        goto done;
+    } else if (rc == 0 && serve(&p) != 0) {
+        rc = 1;
+    } else if (rc == 0) {
+        svc_notify("READY=1\nSTATUS=serving"); /* schema checked, socket listening */
+        drain(&p, svc_process_wait(&p.serving, &p.cfg, p.auth));
     }
-
-    struct svc_app app = {.config = &cfg,
-                          .pool = pool,
-                          .auth = auth,
-                          .started_at = time(NULL),
-                          .families = svc_families,
-                          .nfamilies = svc_families_count};
-    routes = svc_families_routes(svc_families, svc_families_count, &nroutes);
-    svc_metrics_set_series_limit(cfg.metrics_max_resources);
-    if (routes == NULL || svc_families_register_problems(svc_families, svc_families_count) != 0 ||
-        svc_metrics_init(routes, nroutes) != 0)
-        goto done;
-    for (; started < svc_families_count; started++) {
-        const struct svc_family *f = svc_families[started];
-        if (f->init != NULL && f->init(&app) != 0) {
-            svc_log(SVC_LOG_ERROR, "a family could not start", "family", f->name, NULL);
-            goto done;
-        }
-    }
-    server = svc_server_start(&cfg, routes, nroutes, auth, &app);
-    if (server == NULL)
-        goto done;
-    app.server = server;
-    listener = notify_start(&cfg, server);
-    app.listener = listener;
-    start_janitors(&app, janitors, sizeof(janitors) / sizeof(janitors[0]));
-    char port[16], threads[16];
-    snprintf(port, sizeof(port), "%u", svc_server_port(server));
-    snprintf(threads, sizeof(threads), "%ld", cfg.threads);
-    svc_log(SVC_LOG_INFO, "listening", "address", cfg.listen_address, SVC_NUM("port"), port,
-            SVC_NUM("threads"), threads, NULL);
-
-    svc_notify("READY=1\nSTATUS=serving"); /* schema checked, socket listening */
-
-    int sig = svc_process_wait(&serving, &cfg, auth);
-    svc_notify("STOPPING=1\nSTATUS=draining");
-    svc_server_quiesce(server); /* no new connection from here on: then say so */
-    char inflight[32];
-    snprintf(inflight, sizeof(inflight), "%ld", svc_server_in_flight(server));
-    svc_log(SVC_LOG_INFO, "draining", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
-            SVC_NUM("in_flight"), inflight, NULL);
-    stop_janitors(janitors, sizeof(janitors) / sizeof(janitors[0]));
-    db_listener_stop(listener); /* no more wakes from it; freed once no request can publish */
-    int cut = svc_server_shutdown(server, (int)cfg.drain_timeout_s);
-    server = NULL;
-    snprintf(inflight, sizeof(inflight), "%d", cut);
-    svc_log(SVC_LOG_INFO, "stopped", SVC_NUM("requests_cut_short"), inflight, NULL);
-    rc = 0;
-done:
-    stop_janitors(janitors, sizeof(janitors) / sizeof(janitors[0]));
-    db_listener_stop(listener);
-    svc_server_shutdown(server, 0);
-    db_listener_free(listener);
-    while (started > 0) /* the families started, last first, once no request runs */
-        if (svc_families[--started]->fini != NULL)
-            svc_families[started]->fini();
-    svc_metrics_shutdown();
-    free(routes);
-    db_pool_destroy(pool);
-    svc_auth_free(auth);
-    svc_config_free(&cfg);
+    teardown(&p);
     return rc;
 }
