@@ -725,11 +725,10 @@ static int content_type_ok(const char *ct, enum svc_body body)
 
 /* Validates the request before its body: ids, limits, route, auth, media type. Returns 1 when a
  * problem reply was queued (the outcome in *out), 0 to go on. */
-static int request_check(struct svc_request *req, enum svc_outcome *out)
+/* The target's length, the headers' total and the framing. */
+static int check_limits(struct svc_request *req, enum svc_outcome *out)
 {
-    struct svc_server *s = req->server;
-    const struct svc_config *cfg = s->cfg;
-    enum svc_match_result mr;
+    const struct svc_config *cfg = req->server->cfg;
     if (strlen(req->target) > (size_t)cfg->url_limit) {
         *out = svc_reply_problem(req, SVC_P(URI_TOO_LONG),
                                  "the request target is longer than %ld bytes", cfg->url_limit);
@@ -749,11 +748,17 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
         *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "%s", framing);
         return 1;
     }
-    mr = svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match);
-    switch (mr) {
+    return 0;
+}
+
+/* The route of the method and target (req->match). */
+static int check_route(struct svc_request *req, enum svc_outcome *out)
+{
+    struct svc_server *s = req->server;
+    switch (svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match)) {
     case SVC_MATCH_OK:
         req->matched = 1;
-        break;
+        return 0;
     case SVC_MATCH_NOT_FOUND:
         *out = svc_reply_problem(req, SVC_P(ROUTE_NOT_FOUND), "no route matches %s", req->target);
         return 1;
@@ -779,25 +784,38 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
                                  req->match.bad_query);
         return 1;
     }
-    const struct svc_route *route = &s->routes[req->match.route];
-    if (s->auth != NULL && route->scope != SVC_SCOPE_PUBLIC &&
-        !(route->scope == SVC_SCOPE_OPS && cfg->open_ops)) {
-        static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
-        enum svc_auth_result ar = svc_auth_check(
-            s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION), route->scope);
-        if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
-            svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
-            *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
-                                     ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
-                                                            : "the bearer token is not valid");
-            return 1;
-        }
-        if (ar == SVC_AUTH_FORBIDDEN) {
-            *out = svc_reply_problem(req, SVC_P(FORBIDDEN), "this route needs the %s scope",
-                                     scope_names[route->scope]);
-            return 1;
-        }
+    return 1;
+}
+
+/* The bearer token's scopes against the route's (with tokens configured). */
+static int check_auth(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
+{
+    struct svc_server *s = req->server;
+    if (s->auth == NULL || route->scope == SVC_SCOPE_PUBLIC ||
+        (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops))
+        return 0;
+    static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
+    enum svc_auth_result ar =
+        svc_auth_check(s->auth, svc_req_header(req, MHD_HTTP_HEADER_AUTHORIZATION), route->scope);
+    if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
+        svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
+        *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
+                                 ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
+                                                        : "the bearer token is not valid");
+        return 1;
     }
+    if (ar == SVC_AUTH_FORBIDDEN) {
+        *out = svc_reply_problem(req, SVC_P(FORBIDDEN), "this route needs the %s scope",
+                                 scope_names[route->scope]);
+        return 1;
+    }
+    return 0;
+}
+
+/* The announced body's size and its media type. */
+static int check_body(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
+{
+    const struct svc_config *cfg = req->server->cfg;
     const char *cl = svc_req_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)cfg->body_limit) {
         *out = svc_reply_problem(req, SVC_P(PAYLOAD_TOO_LARGE),
@@ -813,6 +831,14 @@ static int request_check(struct svc_request *req, enum svc_outcome *out)
         return 1;
     }
     return 0;
+}
+
+static int request_check(struct svc_request *req, enum svc_outcome *out)
+{
+    if (check_limits(req, out) || check_route(req, out))
+        return 1;
+    const struct svc_route *route = &req->server->routes[req->match.route];
+    return check_auth(req, route, out) || check_body(req, route, out);
 }
 
 /* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */
@@ -978,6 +1004,28 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     svc_log(SVC_LOG_WARN, "libmicrohttpd", "detail", msg, NULL);
 }
 
+/* libmicrohttpd on the listening socket fd, with our callbacks and limits; NULL on failure. */
+static struct MHD_Daemon *start_daemon(struct svc_server *s, int fd)
+{
+    const struct svc_config *cfg = s->cfg;
+    /* Room for our own 414/431 checks to fire before MHD's plain-text ones. */
+    size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
+    /* Above ours (on_accept), so that libmicrohttpd, which splits its limit between its threads
+     * and stops accepting at it, never leaves connections in the backlog before ours refuses. */
+    unsigned mhd_limit = (unsigned)(cfg->connection_limit + 8 * cfg->threads + 16);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_TURBO;
+    return MHD_start_daemon(
+        flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_END);
+}
+
 struct svc_server *svc_server_start(const struct svc_config *cfg, const struct svc_route *routes,
                                     size_t nroutes, const struct svc_auth *auth, void *app)
 {
@@ -1012,22 +1060,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         free(s);
         return NULL;
     }
-    /* Room for our own 414/431 checks to fire before MHD's plain-text ones. */
-    size_t memory = (size_t)(cfg->url_limit + cfg->header_limit) * 2 + 32768;
-    /* Above ours (on_accept), so that libmicrohttpd, which splits its limit between its threads
-     * and stops accepting at it, never leaves connections in the backlog before ours refuses. */
-    unsigned mhd_limit = (unsigned)(cfg->connection_limit + 8 * cfg->threads + 16);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                     MHD_USE_TURBO;
-    s->daemon = MHD_start_daemon(
-        flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_END);
+    s->daemon = start_daemon(s, fd);
     if (s->daemon == NULL) {
         close(fd);
         svc_log(SVC_LOG_ERROR, "cannot start the HTTP server", "address", cfg->listen_address,
