@@ -13,9 +13,38 @@
 #include "routes/routes.h"
 #include "service/app.h"
 #include "service/jpage.h"
-#include "service/json_util.h"
+#include "routes/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
+
+/* The codes only ledgers answer (registered through the family; listed in openapi.json). */
+enum ledger_problem {
+    LEDGER_PC_INVALID_TRANSACTION,
+    LEDGER_PC_INVALID_CHECKPOINT,
+    LEDGER_PC_LEDGER_NOT_FOUND,
+    LEDGER_PC_TRANSACTION_NOT_FOUND,
+    LEDGER_PC_OBJECT_NOT_FOUND,
+    LEDGER_PC_OBJECT_DELETED,
+    LEDGER_PC_DISPLAY_NOT_FOUND,
+    LEDGER_PC_DEPENDENCIES_PENDING,
+    LEDGER_PC_SUPERSEDED,
+    LEDGER_PC_BELOW_HORIZON,
+    LEDGER_PC_COUNT
+};
+static const struct svc_problem_info ledger_problems[LEDGER_PC_COUNT] = {
+    [LEDGER_PC_INVALID_TRANSACTION] = {"invalid_transaction", 400, "Invalid transaction"},
+    [LEDGER_PC_INVALID_CHECKPOINT] = {"invalid_checkpoint", 400, "Invalid checkpoint"},
+    [LEDGER_PC_LEDGER_NOT_FOUND] = {"ledger_not_found", 404, "No such ledger"},
+    [LEDGER_PC_TRANSACTION_NOT_FOUND] = {"transaction_not_found", 404, "Transaction not executed"},
+    [LEDGER_PC_OBJECT_NOT_FOUND] = {"object_not_found", 404, "No such object"},
+    [LEDGER_PC_OBJECT_DELETED] = {"object_deleted", 404, "Object deleted"},
+    [LEDGER_PC_DISPLAY_NOT_FOUND] = {"display_not_found", 404, "No such display"},
+    [LEDGER_PC_DEPENDENCIES_PENDING] = {"dependencies_pending", 409,
+                                        "Inputs not yet at their versions"},
+    [LEDGER_PC_SUPERSEDED] = {"superseded", 409, "Inputs already past their versions"},
+    [LEDGER_PC_BELOW_HORIZON] = {"below_horizon", 409, "Below the ledger's horizon"},
+};
+#define LEDGER_P(name) (&ledger_problems[LEDGER_PC_##name])
 
 #define DEFAULT_TOMBSTONE_RETENTION 86400
 #define OPTIMISTIC_LOCK_TIMEOUT_MS  1000
@@ -54,8 +83,9 @@ static void metrics_init(void)
         "outcome");
 }
 
-void route_ledgers_init(void)
+static int route_ledgers_init(const struct svc_app *app)
 {
+    (void)app;
     pthread_once(&metrics_once, metrics_init);
     /* one series per ledger, up to ROWLOCK_METRICS_MAX_RESOURCES (then ledger="_other") */
     struct svc_counter_vec *per_ledger[] = {m_applied,         m_skipped, m_waits,
@@ -63,6 +93,7 @@ void route_ledgers_init(void)
                                             m_janitor_failures};
     for (size_t i = 0; i < sizeof(per_ledger) / sizeof(per_ledger[0]); i++)
         svc_counter_vec_bound(per_ledger[i]);
+    return 0;
 }
 
 static void count2(struct svc_counter_vec *v, const char *ledger, const char *label, uint64_t n)
@@ -84,23 +115,23 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *led
 {
     switch (v) {
     case DB_L_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_LEDGER_NOT_FOUND, "there is no ledger %s", ledger);
+        return svc_reply_problem(req, LEDGER_P(LEDGER_NOT_FOUND), "there is no ledger %s", ledger);
     case DB_L_TX_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_TRANSACTION_NOT_FOUND,
+        return svc_reply_problem(req, LEDGER_P(TRANSACTION_NOT_FOUND),
                                  "transaction %s has not been executed in ledger %s", what, ledger);
     case DB_L_OBJECT_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_OBJECT_NOT_FOUND, "ledger %s has no object %s", ledger,
-                                 what);
+        return svc_reply_problem(req, LEDGER_P(OBJECT_NOT_FOUND), "ledger %s has no object %s",
+                                 ledger, what);
     case DB_L_DISPLAY_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_DISPLAY_NOT_FOUND, "ledger %s has no display %s",
+        return svc_reply_problem(req, LEDGER_P(DISPLAY_NOT_FOUND), "ledger %s has no display %s",
                                  ledger, what);
     case DB_L_BELOW_HORIZON:
-        return svc_reply_problem(req, SVC_P_BELOW_HORIZON,
+        return svc_reply_problem(req, LEDGER_P(BELOW_HORIZON),
                                  "checkpoint %s is at or below the ledger's horizon, where "
                                  "tombstones may have been purged",
                                  what);
     default:
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "unexpected ledger verdict %d", v);
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "unexpected ledger verdict %d", v);
     }
 }
 
@@ -161,7 +192,7 @@ static int key_member(json_t *o, const char *name, const char **out, char *why, 
         return 0;
     }
     char rule[160];
-    if (!svc_valid_key(*out, rule, sizeof(rule))) {
+    if (!route_key_ok(*out, rule, sizeof(rule))) {
         snprintf(why, size, "\"%s\": %s", name, rule);
         return 0;
     }
@@ -323,7 +354,7 @@ static json_t *status_json(const char *digest, const struct db_ledger_status *s)
 /* The answer when a request could not be held in memory (a 500, never a 400 blaming it). */
 static enum svc_outcome out_of_memory(struct svc_request *req)
 {
-    return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
 }
 
 /* Counts what an ingestion path applied and skipped, wakes the ledger's waiters when this call
@@ -364,7 +395,7 @@ static json_t *ledger_json(const struct db_ledger *l, const struct db_ledger_cou
     return j;
 }
 
-enum svc_outcome route_ledger_put(struct svc_request *req)
+static enum svc_outcome route_ledger_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -378,7 +409,7 @@ enum svc_outcome route_ledger_put(struct svc_request *req)
     if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
         !route_int_member(b, "tombstone_retention_seconds", 1, 2147483647,
                           DEFAULT_TOMBSTONE_RETENTION, 0, &retention, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+        return svc_reply_problem(req, ROUTE_P(INVALID_CONFIG), "%s", why);
     struct db_ledger l;
     enum db_ledger_verdict v;
     struct db_error err;
@@ -402,7 +433,7 @@ static void list_one(const struct db_ledger *l, const struct db_ledger_counts *c
 }
 
 /* GET /ledgers: a page of ledgers by name, each as GET /ledgers/{ledger} shows it. */
-enum svc_outcome route_ledgers_list(struct svc_request *req)
+static enum svc_outcome route_ledgers_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -418,7 +449,7 @@ enum svc_outcome route_ledgers_list(struct svc_request *req)
         json_decref(page.ledgers);
         return st != DB_OK
                    ? route_db_problem(req, st, &err)
-                   : svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the ledgers");
+                   : svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode the ledgers");
     }
     size_t n = json_array_size(page.ledgers);
     json_t *next = n == (size_t)limit
@@ -427,7 +458,7 @@ enum svc_outcome route_ledgers_list(struct svc_request *req)
     return svc_reply_json(req, 200, json_pack("{s:o, s:o}", "ledgers", page.ledgers, "next", next));
 }
 
-enum svc_outcome route_ledger_get(struct svc_request *req)
+static enum svc_outcome route_ledger_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -446,7 +477,7 @@ enum svc_outcome route_ledger_get(struct svc_request *req)
     return svc_reply_json(req, 200, ledger_json(&l, &c));
 }
 
-enum svc_outcome route_ledger_delete(struct svc_request *req)
+static enum svc_outcome route_ledger_delete(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -493,10 +524,10 @@ static int submission_parse(struct svc_request *req, struct submission *s, enum 
     char why[200];
     if (!parse_tx(b, submit_members, &s->p, why, sizeof(why)))
         *out = s->p.no_memory ? out_of_memory(req)
-                              : svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
+                              : svc_reply_problem(req, LEDGER_P(INVALID_TRANSACTION), "%s", why);
     else if (!route_int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, 0,
                                &s->wait_seconds, why, sizeof(why)))
-        *out = svc_reply_problem(req, SVC_P_INVALID_TRANSACTION, "%s", why);
+        *out = svc_reply_problem(req, LEDGER_P(INVALID_TRANSACTION), "%s", why);
     else
         return 0;
     parsed_tx_free(&s->p);
@@ -542,13 +573,13 @@ static enum svc_outcome submission_render(struct svc_request *req, const struct 
         return route_db_problem(req, r->st, &r->err);
     switch (r->v) {
     case DB_L_DEPS_PENDING:
-        return svc_reply_problem(req, SVC_P_DEPENDENCIES_PENDING,
+        return svc_reply_problem(req, LEDGER_P(DEPENDENCIES_PENDING),
                                  "an input of %s is not yet at its version (send wait_seconds to "
                                  "wait for it)",
                                  digest);
     case DB_L_SUPERSEDED:
         svc_counter_vec_add(m_superseded, s->ledger, 1);
-        return svc_reply_problem(req, SVC_P_SUPERSEDED,
+        return svc_reply_problem(req, LEDGER_P(SUPERSEDED),
                                  "an input of %s is already past its version", digest);
     case DB_L_APPLIED:
     case DB_L_REPLAY:
@@ -560,7 +591,7 @@ static enum svc_outcome submission_render(struct svc_request *req, const struct 
 }
 
 /* Optimistic ingestion: check the dependencies (waiting for them when asked), then apply. */
-enum svc_outcome route_ledger_submit(struct svc_request *req)
+static enum svc_outcome route_ledger_submit(struct svc_request *req)
 {
     struct submission s;
     struct ingested r;
@@ -601,13 +632,13 @@ static int checkpoint_parse_txs(struct svc_request *req, json_t *txs, struct che
     for (size_t i = 0; i < c->n; i++) {
         if (!parse_tx(json_array_get(txs, i), tx_members, &c->p[i], why, sizeof(why))) {
             *out = c->p[i].no_memory ? out_of_memory(req)
-                                     : svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                                     : svc_reply_problem(req, LEDGER_P(INVALID_CHECKPOINT),
                                                          "transaction %zu: %s", i, why);
             return -1;
         }
         for (size_t k = 0; k < i; k++) {
             if (strcmp(c->p[k].tx.digest, c->p[i].tx.digest) == 0) {
-                *out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+                *out = svc_reply_problem(req, LEDGER_P(INVALID_CHECKPOINT),
                                          "transaction %zu: digest %s appears twice", i,
                                          c->p[i].tx.digest);
                 return -1;
@@ -630,7 +661,7 @@ static int checkpoint_parse(struct svc_request *req, struct checkpoint *c, enum 
     if (!json_is_object(b) || json_object_size(b) != 2 || !json_is_integer(seq) ||
         json_integer_value(seq) < 1 || json_integer_value(seq) > DB_LEDGER_INT_MAX ||
         !json_is_array(txs)) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_CHECKPOINT,
+        *out = svc_reply_problem(req, LEDGER_P(INVALID_CHECKPOINT),
                                  "the body is {\"sequence\": an integer from 1 to %" PRId64
                                  ", \"transactions\": [transaction, ...]}",
                                  DB_LEDGER_INT_MAX);
@@ -639,7 +670,7 @@ static int checkpoint_parse(struct svc_request *req, struct checkpoint *c, enum 
     c->sequence = json_integer_value(seq);
     c->n = json_array_size(txs);
     if (c->n > DB_LEDGER_CHECKPOINT_MAX) {
-        *out = svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+        *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
                                  "a checkpoint holds at most %d transactions; this one has %zu",
                                  DB_LEDGER_CHECKPOINT_MAX, c->n);
         return -1;
@@ -670,7 +701,7 @@ static enum svc_outcome checkpoint_render(struct svc_request *req, const struct 
                                     (json_int_t)r->applied, "skipped", (json_int_t)r->skipped));
 }
 
-enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
+static enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     struct checkpoint c;
@@ -686,7 +717,7 @@ enum svc_outcome route_ledger_checkpoint(struct svc_request *req)
     return out;
 }
 
-enum svc_outcome route_ledger_tx_get(struct svc_request *req)
+static enum svc_outcome route_ledger_tx_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -695,8 +726,8 @@ enum svc_outcome route_ledger_tx_get(struct svc_request *req)
         return out;
     const char *digest = svc_req_param(req, "digest");
     char why[160];
-    if (!svc_valid_key(digest, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_KEY, "digest: %s", why);
+    if (!route_key_ok(digest, why, sizeof(why)))
+        return svc_reply_problem(req, ROUTE_P(INVALID_KEY), "digest: %s", why);
     struct db_ledger_status s;
     enum db_ledger_verdict v;
     struct db_error err;
@@ -766,7 +797,7 @@ static enum svc_outcome object_deleted(struct svc_request *req, const char *key,
     json_t *ext = json_pack("{s:I}", "version", (json_int_t)version);
     if (ext == NULL)
         return out_of_memory(req);
-    return svc_reply_problem_ext(req, SVC_P_OBJECT_DELETED, ext,
+    return svc_reply_problem_ext(req, LEDGER_P(OBJECT_DELETED), ext,
                                  "object %s was deleted at version %" PRId64, key, version);
 }
 
@@ -779,8 +810,8 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
         return out;
     const char *key = svc_req_param(req, display ? "type" : "id");
     char why[160];
-    if (!svc_valid_key(key, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_KEY, "%s", why);
+    if (!route_key_ok(key, why, sizeof(why)))
+        return svc_reply_problem(req, ROUTE_P(INVALID_KEY), "%s", why);
     struct db_ledger_item it;
     enum db_ledger_verdict v;
     struct db_error err;
@@ -800,12 +831,12 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
     return out;
 }
 
-enum svc_outcome route_ledger_object_get(struct svc_request *req)
+static enum svc_outcome route_ledger_object_get(struct svc_request *req)
 {
     return item_get(req, 0);
 }
 
-enum svc_outcome route_ledger_display_get(struct svc_request *req)
+static enum svc_outcome route_ledger_display_get(struct svc_request *req)
 {
     return item_get(req, 1);
 }
@@ -826,7 +857,7 @@ static int event_one(const struct db_ledger_event_row *e, size_t data_len, void 
 
 /* A page of the event log: at most limit events and, past the first, at most the response
  * budget of event data; next is where to go on. */
-enum svc_outcome route_ledger_events(struct svc_request *req)
+static enum svc_outcome route_ledger_events(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -858,7 +889,7 @@ enum svc_outcome route_ledger_events(struct svc_request *req)
     else
         text = svc_jpage_finish(&page, tail, &len);
     if (text == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the events");
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode the events");
     return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
@@ -887,7 +918,7 @@ static void gauge_one(const char *ledger, int64_t watermark, int64_t tombstones,
 }
 
 /* The gauges of every ledger that can be read; one that cannot is left out and counted. */
-void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
+static void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
     struct svc_buf wm, ts;
     svc_buf_init(&wm, 16 * 1024 * 1024);
@@ -925,7 +956,7 @@ static void janitor_one(const char *ledger, int64_t horizon, int64_t purged,
     }
 }
 
-void route_ledgers_janitor_pass(void *ctx)
+static void route_ledgers_janitor_pass(void *ctx)
 {
     struct svc_app *app = ctx;
     struct db_error err;
@@ -935,3 +966,34 @@ void route_ledgers_janitor_pass(void *ctx)
         svc_log(SVC_LOG_WARN, "ledger janitor pass failed", "status", db_status_name(st), "detail",
                 err.message, NULL);
 }
+
+static const struct svc_route ledger_routes[] = {
+    {"GET", "/ledgers", route_ledgers_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"PUT", "/ledgers/{ledger}", route_ledger_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"GET", "/ledgers/{ledger}", route_ledger_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"DELETE", "/ledgers/{ledger}", route_ledger_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"POST", "/ledgers/{ledger}/transactions", route_ledger_submit, SVC_SCOPE_WRITE, SVC_BODY_JSON,
+     SVC_RUN_WORKER},
+    {"POST", "/ledgers/{ledger}/checkpoints", route_ledger_checkpoint, SVC_SCOPE_WRITE,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"GET", "/ledgers/{ledger}/transactions/{digest}", route_ledger_tx_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/ledgers/{ledger}/objects/{id}", route_ledger_object_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/ledgers/{ledger}/displays/{type}", route_ledger_display_get, SVC_SCOPE_READ,
+     SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/ledgers/{ledger}/events", route_ledger_events, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+};
+
+const struct svc_family route_ledgers_family = {
+    .name = "ledgers",
+    .routes = ledger_routes,
+    .nroutes = sizeof(ledger_routes) / sizeof(ledger_routes[0]),
+    .problems = ledger_problems,
+    .nproblems = LEDGER_PC_COUNT,
+    .init = route_ledgers_init,
+    .render_metrics = route_ledgers_render_metrics,
+    .janitor_pass = route_ledgers_janitor_pass,
+};

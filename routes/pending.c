@@ -14,31 +14,10 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
 };
 
-const struct svc_problem_info ledger_problems[LEDGER_PC_COUNT] = {
-    [LEDGER_PC_INVALID_TRANSACTION] = {"invalid_transaction", 400, "Invalid transaction"},
-    [LEDGER_PC_INVALID_CHECKPOINT] = {"invalid_checkpoint", 400, "Invalid checkpoint"},
-    [LEDGER_PC_LEDGER_NOT_FOUND] = {"ledger_not_found", 404, "No such ledger"},
-    [LEDGER_PC_TRANSACTION_NOT_FOUND] = {"transaction_not_found", 404, "Transaction not executed"},
-    [LEDGER_PC_OBJECT_NOT_FOUND] = {"object_not_found", 404, "No such object"},
-    [LEDGER_PC_OBJECT_DELETED] = {"object_deleted", 404, "Object deleted"},
-    [LEDGER_PC_DISPLAY_NOT_FOUND] = {"display_not_found", 404, "No such display"},
-    [LEDGER_PC_DEPENDENCIES_PENDING] = {"dependencies_pending", 409,
-                                        "Inputs not yet at their versions"},
-    [LEDGER_PC_SUPERSEDED] = {"superseded", 409, "Inputs already past their versions"},
-    [LEDGER_PC_BELOW_HORIZON] = {"below_horizon", 409, "Below the ledger's horizon"},
-};
-
 static int queues_init(const struct svc_app *app)
 {
     (void)app;
     route_queues_init();
-    return 0;
-}
-
-static int ledgers_init(const struct svc_app *app)
-{
-    (void)app;
-    route_ledgers_init();
     return 0;
 }
 
@@ -82,35 +61,4 @@ const struct svc_family route_queues_family = {
     .init = queues_init,
     .render_metrics = route_queues_render_metrics,
     .janitor_pass = route_queues_janitor_pass,
-};
-
-static const struct svc_route ledger_routes[] = {
-    {"GET", "/ledgers", route_ledgers_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"PUT", "/ledgers/{ledger}", route_ledger_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER},
-    {"GET", "/ledgers/{ledger}", route_ledger_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"DELETE", "/ledgers/{ledger}", route_ledger_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
-    {"POST", "/ledgers/{ledger}/transactions", route_ledger_submit, SVC_SCOPE_WRITE, SVC_BODY_JSON,
-     SVC_RUN_WORKER},
-    {"POST", "/ledgers/{ledger}/checkpoints", route_ledger_checkpoint, SVC_SCOPE_WRITE,
-     SVC_BODY_JSON, SVC_RUN_WORKER},
-    {"GET", "/ledgers/{ledger}/transactions/{digest}", route_ledger_tx_get, SVC_SCOPE_READ,
-     SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/ledgers/{ledger}/objects/{id}", route_ledger_object_get, SVC_SCOPE_READ,
-     SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/ledgers/{ledger}/displays/{type}", route_ledger_display_get, SVC_SCOPE_READ,
-     SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/ledgers/{ledger}/events", route_ledger_events, SVC_SCOPE_READ, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
-};
-
-const struct svc_family route_ledgers_family = {
-    .name = "ledgers",
-    .routes = ledger_routes,
-    .nroutes = sizeof(ledger_routes) / sizeof(ledger_routes[0]),
-    .problems = ledger_problems,
-    .nproblems = LEDGER_PC_COUNT,
-    .init = ledgers_init,
-    .render_metrics = route_ledgers_render_metrics,
-    .janitor_pass = route_ledgers_janitor_pass,
 };

@@ -72,21 +72,6 @@ enum svc_outcome route_leases_complete_batch(struct svc_request *req);
 void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app);
 void route_queues_janitor_pass(void *app);
 
-/* Handlers of routes/ledgers.c, its metrics and its janitor pass. */
-void route_ledgers_init(void);
-enum svc_outcome route_ledger_put(struct svc_request *req);
-enum svc_outcome route_ledgers_list(struct svc_request *req);
-enum svc_outcome route_ledger_get(struct svc_request *req);
-enum svc_outcome route_ledger_submit(struct svc_request *req);
-enum svc_outcome route_ledger_checkpoint(struct svc_request *req);
-enum svc_outcome route_ledger_tx_get(struct svc_request *req);
-enum svc_outcome route_ledger_object_get(struct svc_request *req);
-enum svc_outcome route_ledger_display_get(struct svc_request *req);
-enum svc_outcome route_ledger_events(struct svc_request *req);
-void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app);
-enum svc_outcome route_ledger_delete(struct svc_request *req);
-void route_ledgers_janitor_pass(void *app);
-
 /* The families of routes/families.c (each defined in its own file). */
 extern const struct svc_family route_common_family, route_ops_family, route_ui_family,
     route_topics_family, route_queues_family, route_ledgers_family;
