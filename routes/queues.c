@@ -1,8 +1,9 @@
 /* REST routes of leased work queues: /queues, jobs (enqueue, read, list, operator retry and
  * cancel), leases (claim with long-poll, heartbeat, complete, fail, hand-back, release, batch
- * completion). Each handler validates, calls one db/queues.c function and maps its verdict; the
- * refusal of a fenced write becomes a 409 whose code says why. Also queue metrics and the
- * janitor pass. */
+ * completion). Each handler parses its request (into a struct when it has several parts), calls
+ * one db/queues.c workflow and renders the result; the refusal of a fenced write becomes a 409
+ * whose code says why, and a value that cannot be encoded a 500 (never a dropped member). Also
+ * queue metrics and the janitor pass. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -72,6 +73,13 @@ static const char *channel_of(const char *queue, char *buf, size_t size)
     return buf;
 }
 
+/* Wakes n claims waiting on the queue (-1: every one). */
+static void wake_queue(struct svc_request *req, const char *queue, long n)
+{
+    char channel[160];
+    svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), n);
+}
+
 /* ---- validation ---- */
 
 /* The {id} or {job_id} path parameter as a positive integer; 0 after replying 400. */
@@ -87,6 +95,56 @@ static int64_t id_param(struct svc_request *req, const char *name, enum svc_outc
         return 0;
     }
     return id;
+}
+
+/* The {queue} path parameter into *queue and the job id parameter name; 0 after replying 400. */
+static int64_t job_params(struct svc_request *req, const char *name, const char **queue,
+                          enum svc_outcome *out)
+{
+    *queue = route_name_param(req, "queue", out);
+    return *queue != NULL ? id_param(req, name, out) : 0;
+}
+
+/* "owner": non-empty UTF-8 up to 255 bytes. 1, or 0 with why. */
+static int owner_member(json_t *b, const char **owner, char *why, size_t size)
+{
+    *owner = json_string_value(json_object_get(b, "owner"));
+    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > 255 ||
+        !svc_utf8_valid(*owner, strlen(*owner))) {
+        snprintf(why, size, "\"owner\" is a non-empty string of at most 255 bytes");
+        return 0;
+    }
+    return 1;
+}
+
+/* The JSON text of j's member name into *text (malloc'd, the caller frees it; NULL when the
+ * member is absent). 0, or -1 when it cannot be encoded. */
+static int member_text(json_t *j, const char *name, char **text)
+{
+    json_t *m = json_object_get(j, name);
+    *text = m != NULL ? json_dumps(m, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    return m != NULL && *text == NULL ? -1 : 0;
+}
+
+/* ---- answers ---- */
+
+/* o with its member name set to v (both stolen). A NULL v (a json_pack or copy that failed)
+ * fails the whole value: NULL, which svc_reply_json answers with 500 internal_error. */
+static json_t *with(json_t *o, const char *name, json_t *v)
+{
+    if (json_object_set_new(o, name, v) == 0)
+        return o;
+    json_decref(o);
+    return NULL;
+}
+
+/* The same for an array's element. */
+static json_t *appended(json_t *arr, json_t *v)
+{
+    if (json_array_append_new(arr, v) == 0)
+        return arr;
+    json_decref(arr);
+    return NULL;
 }
 
 static enum svc_outcome verdict_problem(struct svc_request *req, const char *queue,
@@ -124,13 +182,20 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *que
     }
 }
 
+/* The answer to a workflow that did not succeed: its database failure (st), else its verdict v
+ * on the queue (and job id, 0 when none). */
+static enum svc_outcome refused(struct svc_request *req, enum db_status st,
+                                const struct db_error *err, const char *queue,
+                                enum db_queue_verdict v, int64_t id)
+{
+    return st != DB_OK ? route_db_problem(req, st, err) : verdict_problem(req, queue, v, id);
+}
+
 /* Counts a refused lease write by its reason. */
 static void count_rejection(const char *queue, enum db_queue_verdict v)
 {
-    if (v < DB_Q_OWNER_MISMATCH || v > DB_Q_JOB_TERMINAL) {
-        if (v != DB_Q_JOB_NOT_FOUND)
-            return;
-    }
+    if (v != DB_Q_JOB_NOT_FOUND && (v < DB_Q_OWNER_MISMATCH || v > DB_Q_JOB_TERMINAL))
+        return;
     char labels[200];
     snprintf(labels, sizeof(labels), "%s\x1f%s", queue, db_queue_verdict_name(v));
     svc_counter_vec_add(m_rejections, labels, 1);
@@ -146,23 +211,19 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
                   "backoff_base_seconds", q->cfg.backoff_base_seconds, "backoff_max_seconds",
                   q->cfg.backoff_max_seconds, "retention_seconds", q->cfg.retention_seconds,
                   "created_at", q->created_at, "updated_at", q->updated_at);
-    if (j != NULL && s != NULL)
-        json_object_set_new(j, "counts",
-                            json_pack("{s:I, s:I, s:I, s:I, s:f}", "pending",
-                                      (json_int_t)s->pending, "processing",
-                                      (json_int_t)s->processing, "succeeded",
-                                      (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
-                                      "oldest_pending_age_seconds", s->oldest_pending_age_seconds));
-    return j;
+    if (s == NULL)
+        return j;
+    return with(j, "counts",
+                json_pack("{s:I, s:I, s:I, s:I, s:f}", "pending", (json_int_t)s->pending,
+                          "processing", (json_int_t)s->processing, "succeeded",
+                          (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
+                          "oldest_pending_age_seconds", s->oldest_pending_age_seconds));
 }
 
-enum svc_outcome route_queue_put(struct svc_request *req)
+/* PUT /queues/{queue}'s body: the queue's configuration. 0, or -1 after replying 400. */
+static int queue_config_parse(struct svc_request *req, struct db_queue_config *cfg,
+                              enum svc_outcome *out)
 {
-    struct svc_app *app = svc_req_app(req);
-    enum svc_outcome out = SVC_FATAL;
-    const char *name = route_name_param(req, "queue", &out);
-    if (name == NULL)
-        return out;
     json_t *b = svc_req_json(req);
     static const char *const allowed[] = {"max_attempts",         "lease_seconds",
                                           "backoff_base_seconds", "backoff_max_seconds",
@@ -176,9 +237,22 @@ enum svc_outcome route_queue_put(struct svc_request *req)
         !route_num_member(b, "backoff_base_seconds", 0, 86400, 1, &bb, why, sizeof(why)) ||
         !route_num_member(b, "backoff_max_seconds", 0, 86400 * 7, 300, &bm, why, sizeof(why)) ||
         !route_int_member(b, "retention_seconds", 1, 86400 * 3650, 7 * 86400, 0, &rs, why,
-                          sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
-    struct db_queue_config cfg = {(int)ma, (int)ls, bb, bm, (int)rs};
+                          sizeof(why))) {
+        *out = svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+        return -1;
+    }
+    *cfg = (struct db_queue_config){(int)ma, (int)ls, bb, bm, (int)rs};
+    return 0;
+}
+
+enum svc_outcome route_queue_put(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    struct db_queue_config cfg;
+    const char *name = route_name_param(req, "queue", &out);
+    if (name == NULL || queue_config_parse(req, &cfg, &out) != 0)
+        return out;
     struct db_queue q;
     enum db_queue_verdict v;
     struct db_error err;
@@ -200,10 +274,8 @@ enum svc_outcome route_queue_get(struct svc_request *req)
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = db_queues_get(app->pool, name, &q, &s, &v, &err);
-    if (st != DB_OK)
-        return route_db_problem(req, st, &err);
-    if (v != DB_Q_OK)
-        return verdict_problem(req, name, v, 0);
+    if (st != DB_OK || v != DB_Q_OK)
+        return refused(req, st, &err, name, v, 0);
     return svc_reply_json(req, 200, queue_json(&q, &s));
 }
 
@@ -224,12 +296,9 @@ enum svc_outcome route_queue_delete(struct svc_request *req)
     struct db_error err;
     enum db_status st =
         db_queues_delete(app->pool, name, force != NULL && force[0] == 't', &processing, &v, &err);
-    if (st != DB_OK)
-        return route_db_problem(req, st, &err);
-    if (v != DB_Q_OK)
-        return verdict_problem(req, name, v, 0);
-    char channel[160];
-    svc_req_wake(req, channel_of(name, channel, sizeof(channel)));
+    if (st != DB_OK || v != DB_Q_OK)
+        return refused(req, st, &err, name, v, 0);
+    wake_queue(req, name, -1);
     return svc_reply_json(req, 200,
                           json_pack("{s:s, s:b, s:I}", "name", name, "deleted", 1,
                                     "processing_deleted", (json_int_t)processing));
@@ -237,7 +306,8 @@ enum svc_outcome route_queue_delete(struct svc_request *req)
 
 static void queue_one(const struct db_queue *q, const struct db_queue_stats *s, void *ctx)
 {
-    json_array_append_new(ctx, queue_json(q, s));
+    json_t **arr = ctx;
+    *arr = appended(*arr, queue_json(q, s));
 }
 
 enum svc_outcome route_queues_list(struct svc_request *req)
@@ -251,7 +321,7 @@ enum svc_outcome route_queues_list(struct svc_request *req)
         return out;
     json_t *arr = json_array();
     struct db_error err;
-    enum db_status st = db_queues_list(app->pool, after, (int)limit, queue_one, arr, &err);
+    enum db_status st = db_queues_list(app->pool, after, (int)limit, queue_one, &arr, &err);
     if (st != DB_OK) {
         json_decref(arr);
         return route_db_problem(req, st, &err);
@@ -265,8 +335,13 @@ enum svc_outcome route_queues_list(struct svc_request *req)
 
 /* ---- jobs ---- */
 
-/* Parses one job object. payload/run_at texts are malloc'd into *payload / *run_at. */
-static int parse_job(json_t *j, struct db_job_in *out, char **payload, char *why, size_t size)
+/* How a request item parsed: into the workflow's input, refused with a reason (400), or valid
+ * but its JSON could not be encoded for the database (500: out of memory). */
+enum parsed { PARSED, INVALID, UNENCODABLE };
+
+/* Parses one job object. The payload's text is malloc'd into *payload (the caller frees it). */
+static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, char *why,
+                             size_t size)
 {
     static const char *const allowed[] = {"payload",  "dedupe_key",   "run_at", "delay_seconds",
                                           "priority", "max_attempts", NULL};
@@ -276,116 +351,144 @@ static int parse_job(json_t *j, struct db_job_in *out, char **payload, char *why
     *payload = NULL;
     if (!json_is_object(j)) {
         snprintf(why, size, "a job is a JSON object");
-        return 0;
+        return INVALID;
     }
     if (!route_only_members(j, allowed, why, size) ||
         !route_int_member(j, "priority", -1000000, 1000000, 0, 0, &prio, why, size) ||
         !route_int_member(j, "max_attempts", 1, 1000000, 0, 0, &ma, why, size) ||
         !route_num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size))
-        return 0;
-    json_t *p = json_object_get(j, "payload");
-    if (p == NULL) {
+        return INVALID;
+    if (json_object_get(j, "payload") == NULL) {
         snprintf(why, size, "a job has a \"payload\" (any JSON)");
-        return 0;
+        return INVALID;
     }
     json_t *dk = json_object_get(j, "dedupe_key"), *ra = json_object_get(j, "run_at");
     if (dk != NULL && (!json_is_string(dk) || !svc_valid_key(json_string_value(dk), why, size))) {
         if (!json_is_string(dk))
             snprintf(why, size, "\"dedupe_key\" is a string");
-        return 0;
+        return INVALID;
     }
     if (ra != NULL && (!json_is_string(ra) || !svc_rfc3339_valid(json_string_value(ra)))) {
         snprintf(why, size, "\"run_at\" is an RFC 3339 timestamp string");
-        return 0;
+        return INVALID;
     }
     if (ra != NULL && json_object_get(j, "delay_seconds") != NULL) {
         snprintf(why, size, "give \"run_at\" or \"delay_seconds\", not both");
-        return 0;
+        return INVALID;
     }
-    *payload = json_dumps(p, JSON_COMPACT | JSON_ENCODE_ANY);
-    out->payload = *payload;
-    out->dedupe_key = json_string_value(dk);
-    out->run_at = json_string_value(ra);
-    out->delay_seconds = delay;
-    out->priority = (int)prio;
-    out->max_attempts = (int)ma;
-    return *payload != NULL;
+    if (member_text(j, "payload", payload) != 0)
+        return UNENCODABLE;
+    *out = (struct db_job_in){
+        *payload, json_string_value(dk), json_string_value(ra), delay, (int)prio, (int)ma};
+    return PARSED;
+}
+
+/* POST /queues/{queue}/jobs: one job, or a batch {"jobs": [...]}, as the workflow's input. */
+struct enqueue_req {
+    json_t *batch; /* the "jobs" array (borrowed), NULL for one job */
+    size_t n;
+    struct db_job_in *jobs;
+    struct db_job_ref *refs; /* out: each job's id and whether it was a duplicate */
+    char **payloads;         /* the jobs' payload texts, owned */
+};
+
+static void enqueue_free(struct enqueue_req *e)
+{
+    for (size_t i = 0; e->payloads != NULL && i < e->n; i++)
+        free(e->payloads[i]);
+    free(e->payloads);
+    free(e->jobs);
+    free(e->refs);
+}
+
+/* Each job of the body (the one, or the batch's) into e. 0, or -1 after replying. */
+static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_req *e,
+                        enum svc_outcome *out)
+{
+    char why[200];
+    for (size_t i = 0; i < e->n; i++) {
+        json_t *j = e->batch ? json_array_get(e->batch, i) : body;
+        enum parsed p = parse_job(j, &e->jobs[i], &e->payloads[i], why, sizeof(why));
+        if (p == UNENCODABLE)
+            *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR,
+                                     "cannot encode the payload of job %zu", i);
+        else if (p == INVALID && e->batch != NULL)
+            *out = svc_reply_problem(req, SVC_P_INVALID_JOB, "job %zu: %s", i, why);
+        else if (p == INVALID)
+            *out = svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", why);
+        if (p != PARSED)
+            return -1;
+    }
+    return 0;
+}
+
+/* Validates the body into e (enqueue_free frees it either way). 0, or -1 after replying. */
+static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum svc_outcome *out)
+{
+    json_t *body = svc_req_json(req);
+    e->batch = json_object_get(body, "jobs");
+    e->n = json_is_array(e->batch) ? json_array_size(e->batch) : 1;
+    if (!json_is_object(body))
+        *out = svc_reply_problem(req, SVC_P_INVALID_JOB, "the body is a JSON object");
+    else if (e->batch != NULL &&
+             (!json_is_array(e->batch) || e->n == 0 || json_object_size(body) != 1))
+        *out = svc_reply_problem(req, SVC_P_INVALID_JOB,
+                                 "a batch body is {\"jobs\": [job, ...]} with at least one job");
+    else if (e->n > DB_QUEUE_BATCH_MAX)
+        *out = svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                 "a batch holds at most %d jobs; this one has %zu",
+                                 DB_QUEUE_BATCH_MAX, e->n);
+    else if ((e->jobs = calloc(e->n, sizeof(*e->jobs))) == NULL ||
+             (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
+             (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
+        *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    else
+        return enqueue_jobs(req, body, e, out);
+    return -1;
+}
+
+/* The enqueued jobs' ids: the one job's {"id", "duplicate"}, or a batch's {"jobs": [...]}; 201
+ * when any was created. */
+static enum svc_outcome enqueue_render(struct svc_request *req, const struct enqueue_req *e,
+                                       size_t created)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < e->n; i++)
+        arr = appended(arr, json_pack("{s:I, s:b}", "id", (json_int_t)e->refs[i].id, "duplicate",
+                                      e->refs[i].verdict == DB_Q_DUPLICATE));
+    json_t *res =
+        e->batch != NULL ? json_pack("{s:o}", "jobs", arr) : json_incref(json_array_get(arr, 0));
+    if (e->batch == NULL)
+        json_decref(arr);
+    return svc_reply_json(req, created ? 201 : 200, res);
 }
 
 enum svc_outcome route_jobs_enqueue(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
+    struct enqueue_req e = {0};
     const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL)
-        return out;
-    json_t *body = svc_req_json(req);
-    json_t *batch = json_object_get(body, "jobs");
-    size_t n = 1;
-    if (!json_is_object(body))
-        return svc_reply_problem(req, SVC_P_INVALID_JOB, "the body is a JSON object");
-    if (batch != NULL) {
-        if (!json_is_array(batch) || json_array_size(batch) == 0 || json_object_size(body) != 1)
-            return svc_reply_problem(
-                req, SVC_P_INVALID_JOB,
-                "a batch body is {\"jobs\": [job, ...]} with at least one job");
-        n = json_array_size(batch);
-        if (n > DB_QUEUE_BATCH_MAX)
-            return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
-                                     "a batch holds at most %d jobs; this one has %zu",
-                                     DB_QUEUE_BATCH_MAX, n);
-    }
-    struct db_job_in *jobs = calloc(n, sizeof(*jobs));
-    struct db_job_ref *refs = calloc(n, sizeof(*refs));
-    char **payloads = calloc(n, sizeof(char *));
-    char why[200];
-    if (jobs == NULL || refs == NULL || payloads == NULL) {
-        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    if (queue == NULL || enqueue_parse(req, &e, &out) != 0)
         goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!parse_job(batch ? json_array_get(batch, i) : body, &jobs[i], &payloads[i], why,
-                       sizeof(why))) {
-            out = batch ? svc_reply_problem(req, SVC_P_INVALID_JOB, "job %zu: %s", i, why)
-                        : svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", why);
-            goto done;
-        }
-    }
     enum db_queue_verdict v;
     struct db_error err;
-    enum db_status st = db_jobs_enqueue(app->pool, queue, jobs, n, refs, &v, &err);
-    if (st != DB_OK) {
-        out = route_db_problem(req, st, &err);
-        goto done;
-    }
-    if (v != DB_Q_OK) {
-        out = v == DB_Q_BAD_INPUT ? svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", err.message)
-                                  : verdict_problem(req, queue, v, 0);
-        goto done;
-    }
-    size_t created = 0;
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) {
-        created += refs[i].verdict == DB_Q_CREATED;
-        json_array_append_new(arr, json_pack("{s:I, s:b}", "id", (json_int_t)refs[i].id,
-                                             "duplicate", refs[i].verdict == DB_Q_DUPLICATE));
-    }
-    svc_counter_vec_add(m_enqueued, queue, created);
-    char channel[160];
-    if (created > 0)
-        svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), (long)created);
-    if (batch == NULL) {
-        out = svc_reply_json(req, created ? 201 : 200, json_incref(json_array_get(arr, 0)));
-        json_decref(arr);
-    } else {
-        out = svc_reply_json(req, created ? 201 : 200, json_pack("{s:o}", "jobs", arr));
+    enum db_status st = db_jobs_enqueue(app->pool, queue, e.jobs, e.n, e.refs, &v, &err);
+    if (st == DB_OK && v == DB_Q_BAD_INPUT)
+        out = svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", err.message);
+    else if (st != DB_OK || v != DB_Q_OK)
+        out = refused(req, st, &err, queue, v, 0);
+    else {
+        size_t created = 0;
+        for (size_t i = 0; i < e.n; i++)
+            created += e.refs[i].verdict == DB_Q_CREATED;
+        svc_counter_vec_add(m_enqueued, queue, created);
+        if (created > 0)
+            wake_queue(req, queue, (long)created);
+        out = enqueue_render(req, &e, created);
     }
 done:
-    for (size_t i = 0; payloads != NULL && i < n; i++)
-        free(payloads[i]);
-    free(payloads);
-    free(jobs);
-    free(refs);
+    enqueue_free(&e);
     return out;
 }
 
@@ -416,22 +519,35 @@ static json_t *job_env(const struct db_job *j)
 static const char *const job_raw_names[] = {"payload", "progress", "result", "last_error"};
 #define JOB_RAW 4
 
+/* The stored JSON texts of a job, in the order of job_raw_names, with their lengths. */
+static void job_raw(const struct db_job *j, const char *raw[JOB_RAW], size_t lens[JOB_RAW])
+{
+    const char *texts[JOB_RAW] = {j->payload, j->progress, j->result, j->last_error};
+    for (int i = 0; i < JOB_RAW; i++) {
+        raw[i] = texts[i];
+        lens[i] = texts[i] ? strlen(texts[i]) : 0;
+    }
+}
+
+static json_t *attempt_json(const struct db_attempt *a)
+{
+    return json_pack("{s:i, s:I, s:s, s:s, s:o, s:o}", "attempt", a->attempt, "fence",
+                     (json_int_t)a->fence, "owner", a->owner, "claimed_at", a->claimed_at,
+                     "ended_at", str_or_null(a->ended_at), "outcome", str_or_null(a->outcome));
+}
+
 static json_t *job_json(const struct db_job *j)
 {
     json_t *o = job_env(j);
-    const char *raw[JOB_RAW] = {j->payload, j->progress, j->result, j->last_error};
-    for (int i = 0; o != NULL && i < JOB_RAW; i++)
-        json_object_set_new(o, job_raw_names[i], json_text(raw[i]));
+    const char *raw[JOB_RAW];
+    size_t lens[JOB_RAW];
+    job_raw(j, raw, lens);
+    for (int i = 0; i < JOB_RAW; i++)
+        o = with(o, job_raw_names[i], json_text(raw[i]));
     json_t *h = json_array();
-    for (size_t i = 0; o != NULL && i < j->nhistory; i++) {
-        const struct db_attempt *a = &j->history[i];
-        json_array_append_new(
-            h, json_pack("{s:i, s:I, s:s, s:s, s:o, s:o}", "attempt", a->attempt, "fence",
-                         (json_int_t)a->fence, "owner", a->owner, "claimed_at", a->claimed_at,
-                         "ended_at", str_or_null(a->ended_at), "outcome", str_or_null(a->outcome)));
-    }
-    json_object_set_new(o, "history", h);
-    return o;
+    for (size_t i = 0; i < j->nhistory; i++)
+        h = appended(h, attempt_json(&j->history[i]));
+    return with(o, "history", h);
 }
 
 static long long budget_of(struct svc_request *req)
@@ -443,18 +559,16 @@ enum svc_outcome route_job_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = route_name_param(req, "queue", &out);
-    int64_t id = queue ? id_param(req, "id", &out) : 0;
+    const char *queue = NULL;
+    int64_t id = job_params(req, "id", &queue, &out);
     if (id == 0)
         return out;
     struct db_job j;
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = db_jobs_get(app->pool, queue, id, &j, &v, &err);
-    if (st != DB_OK)
-        out = route_db_problem(req, st, &err);
-    else if (v != DB_Q_OK)
-        out = verdict_problem(req, queue, v, id);
+    if (st != DB_OK || v != DB_Q_OK)
+        out = refused(req, st, &err, queue, v, id);
     else
         out = svc_reply_json(req, 200, job_json(&j));
     db_job_clear(&j);
@@ -470,28 +584,48 @@ struct job_page {
 static void job_one(const struct db_job *j, void *ctx)
 {
     struct job_page *p = ctx;
-    const char *raw[JOB_RAW] = {j->payload, j->progress, j->result, j->last_error};
+    const char *raw[JOB_RAW];
     size_t lens[JOB_RAW];
-    for (int i = 0; i < JOB_RAW; i++)
-        lens[i] = raw[i] ? strlen(raw[i]) : 0;
+    job_raw(j, raw, lens);
     svc_jpage_item(&p->page, job_env(j), JOB_RAW, job_raw_names, raw, lens);
     p->last = j->id;
+}
+
+/* Closes a page with the top-level members of tail (stolen) and replies with it; 500 when the
+ * page or tail (a json_pack that failed) could not be encoded. */
+static enum svc_outcome page_reply(struct svc_request *req, struct svc_jpage *page, json_t *tail,
+                                   const char *what)
+{
+    size_t len = 0;
+    char *text = tail != NULL ? svc_jpage_finish(page, tail, &len) : NULL;
+    if (tail == NULL)
+        svc_jpage_free(page);
+    if (text == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode %s", what);
+    return svc_reply_raw(req, 200, "application/json", text, len);
+}
+
+/* ?state= of a job listing: NULL (any) or one of the four states. 0, or -1 after replying. */
+static int state_query(struct svc_request *req, const char **state, enum svc_outcome *out)
+{
+    *state = svc_req_query(req, "state");
+    if (*state == NULL || strcmp(*state, "pending") == 0 || strcmp(*state, "processing") == 0 ||
+        strcmp(*state, "succeeded") == 0 || strcmp(*state, "failed") == 0)
+        return 0;
+    *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+                             "state is pending, processing, succeeded or failed");
+    return -1;
 }
 
 enum svc_outcome route_jobs_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL)
-        return out;
-    const char *state = svc_req_query(req, "state");
-    if (state != NULL && strcmp(state, "pending") != 0 && strcmp(state, "processing") != 0 &&
-        strcmp(state, "succeeded") != 0 && strcmp(state, "failed") != 0)
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
-                                 "state is pending, processing, succeeded or failed");
+    const char *state = NULL;
     long long after, limit;
-    if (route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+    const char *queue = route_name_param(req, "queue", &out);
+    if (queue == NULL || state_query(req, &state, &out) != 0 ||
+        route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
         route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
         return out;
     struct job_page p = {.last = 0};
@@ -503,37 +637,29 @@ enum svc_outcome route_jobs_list(struct svc_request *req)
                                      job_one, &p, &more, &v, &err);
     if (st != DB_OK || v != DB_Q_OK) {
         svc_jpage_free(&p.page);
-        return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
+        return refused(req, st, &err, queue, v, 0);
     }
     /* a page ends at the limit or at the byte budget; either way the next starts after it */
     json_t *next = p.page.items == (size_t)limit || more ? json_integer(p.last) : json_null();
-    size_t len = 0;
-    char *text = svc_jpage_finish(&p.page, json_pack("{s:o}", "next", next), &len);
-    if (text == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the page");
-    return svc_reply_raw(req, 200, "application/json", text, len);
+    return page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the page");
 }
 
 static enum svc_outcome job_admin(struct svc_request *req, int retry)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = route_name_param(req, "queue", &out);
-    int64_t id = queue ? id_param(req, "id", &out) : 0;
+    const char *queue = NULL;
+    int64_t id = job_params(req, "id", &queue, &out);
     if (id == 0)
         return out;
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = retry ? db_jobs_retry(app->pool, queue, id, &v, &err)
                               : db_jobs_cancel(app->pool, queue, id, &v, &err);
-    if (st != DB_OK)
-        return route_db_problem(req, st, &err);
-    if (v != DB_Q_OK)
-        return verdict_problem(req, queue, v, id);
-    if (retry) {
-        char channel[160];
-        svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), 1);
-    }
+    if (st != DB_OK || v != DB_Q_OK)
+        return refused(req, st, &err, queue, v, id);
+    if (retry)
+        wake_queue(req, queue, 1);
     return svc_reply_json(
         req, 200,
         json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "failed"));
@@ -551,61 +677,39 @@ enum svc_outcome route_job_cancel(struct svc_request *req)
 
 /* ---- leases ---- */
 
-/* "owner": non-empty UTF-8 up to 255 bytes. 1, or 0 with why. */
-static int owner_member(json_t *b, const char **owner, char *why, size_t size)
-{
-    *owner = json_string_value(json_object_get(b, "owner"));
-    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > 255 ||
-        !svc_utf8_valid(*owner, strlen(*owner))) {
-        snprintf(why, size, "\"owner\" is a non-empty string of at most 255 bytes");
-        return 0;
-    }
-    return 1;
-}
+/* POST /queues/{queue}/leases: who claims how many, for how long, waiting how long. */
+struct claim_req {
+    const char *owner;
+    long long max_jobs, lease, wait;
+};
 
-enum svc_outcome route_leases_claim(struct svc_request *req)
+/* 0, or -1 after replying 400. */
+static int claim_parse(struct svc_request *req, struct claim_req *c, enum svc_outcome *out)
 {
     struct svc_app *app = svc_req_app(req);
-    enum svc_outcome out = SVC_FATAL;
-    const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL)
-        return out;
     json_t *b = svc_req_json(req);
     static const char *const allowed[] = {"owner", "max_jobs", "lease_seconds", "wait_seconds",
                                           NULL};
-    const char *owner = NULL;
-    long long max_jobs, lease, wait;
     char why[160] = "the body must be a JSON object";
-    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
-        !owner_member(b, &owner, why, sizeof(why)) ||
-        !route_int_member(b, "max_jobs", 1, DB_QUEUE_BATCH_MAX, 1, 0, &max_jobs, why,
-                          sizeof(why)) ||
-        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &lease, why, sizeof(why)) ||
-        !route_int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, 0, &wait, why,
-                          sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
-    unsigned gen = svc_wake_generation(req);
-    struct db_claimed *claimed = calloc((size_t)max_jobs, sizeof(*claimed));
-    if (claimed == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
-    size_t n = 0;
-    enum db_queue_verdict v;
-    struct db_error err;
-    enum db_status st = db_leases_claim(app->pool, queue, owner, (int)max_jobs, (int)lease,
-                                        app->config->response_budget, claimed, &n, &v, &err);
-    if (st != DB_OK || v != DB_Q_OK) {
-        free(claimed);
-        return st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
-    }
-    double deadline = svc_now() - svc_req_age(req) + (double)wait;
-    if (n == 0 && svc_req_may_wait(req, deadline)) {
-        free(claimed);
-        char channel[160];
-        return svc_req_wait(req, channel_of(queue, channel, sizeof(channel)), deadline, gen);
-    }
+    if (json_is_object(b) && route_only_members(b, allowed, why, sizeof(why)) &&
+        owner_member(b, &c->owner, why, sizeof(why)) &&
+        route_int_member(b, "max_jobs", 1, DB_QUEUE_BATCH_MAX, 1, 0, &c->max_jobs, why,
+                         sizeof(why)) &&
+        route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &c->lease, why, sizeof(why)) &&
+        route_int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, 0, &c->wait, why,
+                         sizeof(why)))
+        return 0;
+    *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
+    return -1;
+}
+
+/* The claimed jobs, each payload spliced as stored, and the owner; counts the claims. */
+static enum svc_outcome claim_render(struct svc_request *req, const char *queue, const char *owner,
+                                     const struct db_claimed *claimed, size_t n)
+{
     size_t reclaimed = 0;
     struct svc_jpage page;
-    svc_jpage_begin(&page, "leases", (size_t)app->config->response_budget);
+    svc_jpage_begin(&page, "leases", (size_t)budget_of(req));
     static const char *const names[] = {"payload"};
     /* every job claimed is answered: the statement already kept the claim within the budget */
     for (size_t i = 0; i < n; i++) {
@@ -619,104 +723,158 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
                                  c->priority, "lease_expires_at", c->lease_expires_at),
                        1, names, raw, lens);
     }
-    db_claimed_clear(claimed, n);
-    free(claimed);
     svc_counter_vec_add(m_claims, queue, n);
     if (reclaimed)
         svc_counter_vec_add(m_reclaims, queue, reclaimed);
-    size_t len = 0;
-    char *text = svc_jpage_finish(&page, json_pack("{s:s}", "owner", owner), &len);
-    if (text == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the claimed leases");
-    return svc_reply_raw(req, 200, "application/json", text, len);
+    return page_reply(req, &page, json_pack("{s:s}", "owner", owner), "the claimed leases");
+}
+
+enum svc_outcome route_leases_claim(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    struct claim_req c;
+    const char *queue = route_name_param(req, "queue", &out);
+    if (queue == NULL || claim_parse(req, &c, &out) != 0)
+        return out;
+    unsigned gen = svc_wake_generation(req);
+    struct db_claimed *claimed = calloc((size_t)c.max_jobs, sizeof(*claimed));
+    if (claimed == NULL)
+        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    size_t n = 0;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_leases_claim(app->pool, queue, c.owner, (int)c.max_jobs, (int)c.lease,
+                                        app->config->response_budget, claimed, &n, &v, &err);
+    double deadline = svc_now() - svc_req_age(req) + (double)c.wait;
+    char channel[160];
+    if (st != DB_OK || v != DB_Q_OK)
+        out = refused(req, st, &err, queue, v, 0);
+    else if (n == 0 && svc_req_may_wait(req, deadline))
+        out = svc_req_wait(req, channel_of(queue, channel, sizeof(channel)), deadline, gen);
+    else
+        out = claim_render(req, queue, c.owner, claimed, n);
+    db_claimed_clear(claimed, n);
+    free(claimed);
+    return out;
 }
 
 enum lease_op { OP_HEARTBEAT, OP_COMPLETE, OP_FAIL, OP_HANDBACK, OP_RELEASE };
+
+/* A fenced write on one lease: PATCH /queues/{queue}/leases/{job_id} (heartbeat), or POST to
+ * its /complete, /fail, /handback or /release. */
+struct lease_req {
+    enum lease_op op;
+    const char *queue;
+    struct db_lease l;
+    long long lease; /* heartbeat: the new lease_seconds (0: the queue's) */
+    int retry;       /* fail: back to pending when attempts are left */
+    char *text;      /* progress, result or error as JSON text (owned), NULL when absent */
+};
+
+/* The body's members of each operation, and the one of them stored as JSON text (by op). */
+static const char *const lease_allowed[][6] = {
+    [OP_HEARTBEAT] = {"owner", "fence", "lease_seconds", "progress", NULL},
+    [OP_COMPLETE] = {"owner", "fence", "result", NULL},
+    [OP_FAIL] = {"owner", "fence", "error", "retry", NULL},
+    [OP_HANDBACK] = {"owner", "fence", NULL},
+    [OP_RELEASE] = {"owner", "fence", NULL},
+};
+static const char *const lease_member[] = {"progress", "result", "error", NULL, NULL};
+
+/* Validates the path and body into w (w->text is w's). 0, or -1 after replying. */
+static int lease_parse(struct svc_request *req, struct lease_req *w, enum svc_outcome *out)
+{
+    w->l.job_id = job_params(req, "job_id", &w->queue, out);
+    if (w->l.job_id == 0)
+        return -1;
+    json_t *b = svc_req_json(req);
+    long long fence;
+    char why[160] = "the body must be a JSON object";
+    json_t *retry = json_object_get(b, "retry");
+    if (!json_is_object(b) || !route_only_members(b, lease_allowed[w->op], why, sizeof(why)) ||
+        !owner_member(b, &w->l.owner, why, sizeof(why)) ||
+        !route_int_member(b, "fence", 1, INT64_MAX, 0, 0, &fence, why, sizeof(why)) ||
+        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &w->lease, why, sizeof(why)))
+        *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
+    else if (fence == 0)
+        *out =
+            svc_reply_problem(req, SVC_P_INVALID_LEASE, "\"fence\" (from the claim) is required");
+    else if (retry != NULL && !json_is_boolean(retry))
+        *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "\"retry\" is true or false");
+    else if (lease_member[w->op] != NULL && member_text(b, lease_member[w->op], &w->text) != 0)
+        *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the \"%s\"",
+                                 lease_member[w->op]);
+    else {
+        w->l.fence = fence;
+        w->retry = retry == NULL || json_is_true(retry);
+        return 0;
+    }
+    return -1;
+}
+
+/* Runs the operation's workflow; info (40 bytes) gets the new expiry or state. */
+static enum db_status lease_call(struct db_pool *pool, const struct lease_req *w, char *info,
+                                 enum db_queue_verdict *v, struct db_error *err)
+{
+    switch (w->op) {
+    case OP_HEARTBEAT:
+        return db_leases_heartbeat(pool, w->queue, &w->l, (int)w->lease, w->text, info, v, err);
+    case OP_COMPLETE:
+        return db_leases_complete(pool, w->queue, &w->l, w->text, v, err);
+    case OP_FAIL:
+        return db_leases_fail(pool, w->queue, &w->l, w->text, w->retry, info, v, err);
+    case OP_HANDBACK:
+        return db_leases_handback(pool, w->queue, &w->l, v, err);
+    case OP_RELEASE:
+        return db_leases_release(pool, w->queue, &w->l, info, v, err);
+    }
+    return DB_OK;
+}
+
+/* The accepted write: the job and fence, with the new expiry (heartbeat) or state. */
+static enum svc_outcome lease_render(struct svc_request *req, const struct lease_req *w,
+                                     const char *info)
+{
+    json_t *res =
+        json_pack("{s:I, s:I}", "job_id", (json_int_t)w->l.job_id, "fence", (json_int_t)w->l.fence);
+    const char *state = info;
+    switch (w->op) {
+    case OP_HEARTBEAT:
+        return svc_reply_json(req, 200, with(res, "lease_expires_at", json_string(info)));
+    case OP_COMPLETE:
+        svc_counter_vec_add(m_completions, w->queue, 1);
+        state = "succeeded";
+        break;
+    case OP_FAIL:
+        svc_counter_vec_add(m_failures, w->queue, 1);
+        break;
+    case OP_HANDBACK:
+    case OP_RELEASE:
+        state = w->op == OP_HANDBACK ? "pending" : info;
+        wake_queue(req, w->queue, 1);
+        break;
+    }
+    return svc_reply_json(req, 200, with(res, "state", json_string(state)));
+}
 
 static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    const char *queue = route_name_param(req, "queue", &out);
-    int64_t id = queue ? id_param(req, "job_id", &out) : 0;
-    if (id == 0)
+    struct lease_req w = {.op = op};
+    if (lease_parse(req, &w, &out) != 0)
         return out;
-    json_t *b = svc_req_json(req);
-    static const char *const allowed[][6] = {
-        [OP_HEARTBEAT] = {"owner", "fence", "lease_seconds", "progress", NULL},
-        [OP_COMPLETE] = {"owner", "fence", "result", NULL},
-        [OP_FAIL] = {"owner", "fence", "error", "retry", NULL},
-        [OP_HANDBACK] = {"owner", "fence", NULL},
-        [OP_RELEASE] = {"owner", "fence", NULL},
-    };
-    const char *owner = NULL;
-    long long fence, lease;
-    char why[160] = "the body must be a JSON object";
-    json_t *retry = json_object_get(b, "retry");
-    if (!json_is_object(b) || !route_only_members(b, allowed[op], why, sizeof(why)) ||
-        !owner_member(b, &owner, why, sizeof(why)) ||
-        !route_int_member(b, "fence", 1, INT64_MAX, 0, 0, &fence, why, sizeof(why)) ||
-        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &lease, why, sizeof(why)))
-        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
-    if (fence == 0)
-        return svc_reply_problem(req, SVC_P_INVALID_LEASE,
-                                 "\"fence\" (from the claim) is required");
-    if (retry != NULL && !json_is_boolean(retry))
-        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "\"retry\" is true or false");
-    const char *member = op == OP_HEARTBEAT ? "progress" : op == OP_COMPLETE ? "result" : "error";
-    json_t *extra = json_object_get(b, member);
-    char *text = extra ? json_dumps(extra, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    struct db_lease l = {id, owner, fence};
     enum db_queue_verdict v = DB_Q_OK;
     struct db_error err;
     char info[40] = "";
-    enum db_status st = DB_OK;
-    switch (op) {
-    case OP_HEARTBEAT:
-        st = db_leases_heartbeat(app->pool, queue, &l, (int)lease, text, info, &v, &err);
-        break;
-    case OP_COMPLETE:
-        st = db_leases_complete(app->pool, queue, &l, text, &v, &err);
-        break;
-    case OP_FAIL:
-        st = db_leases_fail(app->pool, queue, &l, text, retry == NULL || json_is_true(retry), info,
-                            &v, &err);
-        break;
-    case OP_HANDBACK:
-        st = db_leases_handback(app->pool, queue, &l, &v, &err);
-        break;
-    case OP_RELEASE:
-        st = db_leases_release(app->pool, queue, &l, info, &v, &err);
-        break;
-    }
-    free(text);
-    if (st != DB_OK)
-        return route_db_problem(req, st, &err);
-    if (v != DB_Q_OK) {
-        count_rejection(queue, v);
-        return verdict_problem(req, queue, v, id);
-    }
-    char channel[160];
-    json_t *res = json_pack("{s:I, s:I}", "job_id", (json_int_t)id, "fence", (json_int_t)fence);
-    switch (op) {
-    case OP_HEARTBEAT:
-        json_object_set_new(res, "lease_expires_at", json_string(info));
-        break;
-    case OP_COMPLETE:
-        svc_counter_vec_add(m_completions, queue, 1);
-        json_object_set_new(res, "state", json_string("succeeded"));
-        break;
-    case OP_FAIL:
-        svc_counter_vec_add(m_failures, queue, 1);
-        json_object_set_new(res, "state", json_string(info));
-        break;
-    case OP_HANDBACK:
-    case OP_RELEASE:
-        json_object_set_new(res, "state", json_string(op == OP_HANDBACK ? "pending" : info));
-        svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), 1);
-        break;
-    }
-    return svc_reply_json(req, 200, res);
+    enum db_status st = lease_call(app->pool, &w, info, &v, &err);
+    free(w.text);
+    if (st == DB_OK && v != DB_Q_OK)
+        count_rejection(w.queue, v);
+    if (st != DB_OK || v != DB_Q_OK)
+        return refused(req, st, &err, w.queue, v, w.l.job_id);
+    return lease_render(req, &w, info);
 }
 
 enum svc_outcome route_lease_heartbeat(struct svc_request *req)
@@ -744,108 +902,140 @@ enum svc_outcome route_lease_release(struct svc_request *req)
     return lease_write(req, OP_RELEASE);
 }
 
-/* Parses one settlement item; owner defaults to the body's. */
-static int parse_settlement(json_t *it, const char *owner, struct db_settlement *s, char **result,
-                            char *why, size_t size)
+/* Parses item i of a settlement into s[i]; owner defaults to the body's, and a job already in
+ * s[0..i) is refused. The result's text is malloc'd into *result (the caller frees it). */
+static enum parsed parse_settlement(json_t *it, const char *owner, struct db_settlement *s,
+                                    size_t i, char **result, char *why, size_t size)
 {
     static const char *const allowed[] = {"job_id", "fence", "owner", "result", NULL};
     long long id, fence;
-    memset(s, 0, sizeof(*s));
     *result = NULL;
     if (!json_is_object(it)) {
         snprintf(why, size, "an item is a JSON object");
-        return 0;
+        return INVALID;
     }
     if (!route_only_members(it, allowed, why, size) ||
         !route_int_member(it, "job_id", 1, INT64_MAX, 0, 0, &id, why, size) ||
         !route_int_member(it, "fence", 1, INT64_MAX, 0, 0, &fence, why, size))
-        return 0;
+        return INVALID;
     if (id == 0 || fence == 0) {
         snprintf(why, size, "an item has \"job_id\" and \"fence\"");
-        return 0;
+        return INVALID;
     }
     if (json_object_get(it, "owner") != NULL && !owner_member(it, &owner, why, size))
-        return 0;
+        return INVALID;
     if (owner == NULL) {
         snprintf(why, size, "an item needs an \"owner\" (its own, or the body's)");
-        return 0;
+        return INVALID;
     }
-    json_t *r = json_object_get(it, "result");
-    if (r != NULL && (*result = json_dumps(r, JSON_COMPACT | JSON_ENCODE_ANY)) == NULL)
-        return 0;
-    s->lease = (struct db_lease){id, owner, fence};
-    s->result = *result;
-    return 1;
+    for (size_t k = 0; k < i; k++) {
+        if (s[k].lease.job_id == id) {
+            snprintf(why, size, "job %lld appears twice", id);
+            return INVALID;
+        }
+    }
+    if (member_text(it, "result", result) != 0)
+        return UNENCODABLE;
+    s[i] = (struct db_settlement){{id, owner, fence}, *result, DB_Q_OK};
+    return PARSED;
+}
+
+/* POST /queues/{queue}/leases/complete: the items to settle, as the workflow's input. */
+struct settle_req {
+    size_t n;
+    struct db_settlement *s; /* each item's verdict out */
+    char **results;          /* the items' result texts, owned */
+};
+
+static void settle_free(struct settle_req *b)
+{
+    for (size_t i = 0; b->results != NULL && i < b->n; i++)
+        free(b->results[i]);
+    free(b->results);
+    free(b->s);
+}
+
+/* The items into b->s. 0, or -1 after replying. */
+static int settle_items(struct svc_request *req, json_t *items, const char *owner,
+                        struct settle_req *b, enum svc_outcome *out)
+{
+    char why[200];
+    for (size_t i = 0; i < b->n; i++) {
+        enum parsed p = parse_settlement(json_array_get(items, i), owner, b->s, i, &b->results[i],
+                                         why, sizeof(why));
+        if (p == UNENCODABLE)
+            *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR,
+                                     "cannot encode the result of item %zu", i);
+        else if (p == INVALID)
+            *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "item %zu: %s", i, why);
+        if (p != PARSED)
+            return -1;
+    }
+    return 0;
+}
+
+/* Validates the body into b (settle_free frees it either way). 0, or -1 after replying. */
+static int settle_parse(struct svc_request *req, struct settle_req *b, enum svc_outcome *out)
+{
+    json_t *body = svc_req_json(req);
+    json_t *items = json_object_get(body, "items");
+    const char *owner = NULL;
+    char why[200] = "the body is {\"owner\": ..., \"items\": [{\"job_id\", \"fence\"}, ...]}";
+    static const char *const allowed[] = {"owner", "items", NULL};
+    b->n = json_array_size(items);
+    if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
+        (json_object_get(body, "owner") != NULL && !owner_member(body, &owner, why, sizeof(why))) ||
+        b->n == 0)
+        *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
+    else if (b->n > DB_QUEUE_BATCH_MAX)
+        *out = svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+                                 "a settlement holds at most %d items; this one has %zu",
+                                 DB_QUEUE_BATCH_MAX, b->n);
+    else if ((b->s = calloc(b->n, sizeof(*b->s))) == NULL ||
+             (b->results = calloc(b->n, sizeof(char *))) == NULL)
+        *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    else
+        return settle_items(req, items, owner, b, out);
+    return -1;
+}
+
+/* Each item's outcome, "completed" or the refusal's name; counts completions and refusals. */
+static enum svc_outcome settle_render(struct svc_request *req, const char *queue,
+                                      const struct settle_req *b)
+{
+    json_t *arr = json_array();
+    size_t completed = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        int ok = b->s[i].verdict == DB_Q_OK;
+        completed += ok;
+        if (!ok)
+            count_rejection(queue, b->s[i].verdict);
+        arr = appended(arr,
+                       json_pack("{s:I, s:s}", "job_id", (json_int_t)b->s[i].lease.job_id, "status",
+                                 ok ? "completed" : db_queue_verdict_name(b->s[i].verdict)));
+    }
+    svc_counter_vec_add(m_completions, queue, completed);
+    return svc_reply_json(
+        req, 200, json_pack("{s:I, s:o}", "completed", (json_int_t)completed, "results", arr));
 }
 
 enum svc_outcome route_leases_complete_batch(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
+    struct settle_req b = {0};
     const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL)
-        return out;
-    json_t *b = svc_req_json(req);
-    json_t *items = json_object_get(b, "items");
-    const char *owner = NULL;
-    char why[200] = "the body is {\"owner\": ..., \"items\": [{\"job_id\", \"fence\"}, ...]}";
-    static const char *const allowed[] = {"owner", "items", NULL};
-    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
-        (json_object_get(b, "owner") != NULL && !owner_member(b, &owner, why, sizeof(why))) ||
-        !json_is_array(items) || json_array_size(items) == 0)
-        return svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
-    size_t n = json_array_size(items);
-    if (n > DB_QUEUE_BATCH_MAX)
-        return svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
-                                 "a settlement holds at most %d items; this one has %zu",
-                                 DB_QUEUE_BATCH_MAX, n);
-    struct db_settlement *s = calloc(n, sizeof(*s));
-    char **results = calloc(n, sizeof(char *));
-    if (s == NULL || results == NULL) {
-        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+    if (queue == NULL || settle_parse(req, &b, &out) != 0)
         goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!parse_settlement(json_array_get(items, i), owner, &s[i], &results[i], why,
-                              sizeof(why))) {
-            out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "item %zu: %s", i, why);
-            goto done;
-        }
-        for (size_t k = 0; k < i; k++) {
-            if (s[k].lease.job_id == s[i].lease.job_id) {
-                out = svc_reply_problem(req, SVC_P_INVALID_LEASE,
-                                        "item %zu: job %" PRId64 " appears twice", i,
-                                        s[i].lease.job_id);
-                goto done;
-            }
-        }
-    }
     enum db_queue_verdict v;
     struct db_error err;
-    enum db_status st = db_leases_complete_batch(app->pool, queue, s, n, &v, &err);
-    if (st != DB_OK || v != DB_Q_OK) {
-        out = st != DB_OK ? route_db_problem(req, st, &err) : verdict_problem(req, queue, v, 0);
-        goto done;
-    }
-    json_t *arr = json_array();
-    size_t completed = 0;
-    for (size_t i = 0; i < n; i++) {
-        int ok = s[i].verdict == DB_Q_OK;
-        completed += ok;
-        if (!ok)
-            count_rejection(queue, s[i].verdict);
-        json_array_append_new(
-            arr, json_pack("{s:I, s:s}", "job_id", (json_int_t)s[i].lease.job_id, "status",
-                           ok ? "completed" : db_queue_verdict_name(s[i].verdict)));
-    }
-    svc_counter_vec_add(m_completions, queue, completed);
-    out = svc_reply_json(
-        req, 200, json_pack("{s:I, s:o}", "completed", (json_int_t)completed, "results", arr));
+    enum db_status st = db_leases_complete_batch(app->pool, queue, b.s, b.n, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK)
+        out = refused(req, st, &err, queue, v, 0);
+    else
+        out = settle_render(req, queue, &b);
 done:
-    for (size_t i = 0; results != NULL && i < n; i++)
-        free(results[i]);
-    free(results);
-    free(s);
+    settle_free(&b);
     return out;
 }
 
