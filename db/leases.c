@@ -260,6 +260,7 @@ struct claim {
     struct db_claimed *out;
     size_t n;
     enum db_queue_verdict verdict;
+    int copy_failed; /* a payload could not be copied out of the result (out of memory) */
     enum db_status st;
     struct db_error err;
 };
@@ -271,9 +272,11 @@ static void claim_reset(struct claim *a)
     db_claimed_clear(a->out, a->n);
     a->n = 0;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    a->copy_failed = 0;
 }
 
-/* Appends row i of a claim's result (CLAIMED from column 1) to a's leases. */
+/* Appends row i of a claim's result (CLAIMED from column 1) to a's leases. A payload that cannot
+ * be copied sets a->copy_failed: the lease is still recorded, for db_leases_claim to give back. */
 static void claimed_row(struct claim *a, const PGresult *r, int i)
 {
     if (a->n >= (size_t)a->max_jobs)
@@ -286,6 +289,8 @@ static void claimed_row(struct claim *a, const PGresult *r, int i)
     o->reclaimed = PQgetvalue(r, i, 5)[0] == 't';
     db_copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 6));
     o->payload = strdup(PQgetvalue(r, i, 7));
+    if (o->payload == NULL)
+        a->copy_failed = 1;
 }
 
 static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -395,15 +400,36 @@ static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_
     }
 }
 
+/* A claim whose payloads could not all be copied is an error, never a lease handed to a worker
+ * without its payload. The claim committed with its statement (COMMIT rides with it), so there
+ * is no rolling it back: each of its jobs is handed back instead (as db_leases_handback: pending
+ * again at once, the attempt not spent), so that none waits for its lease to run out. */
+static enum db_status claim_copy_failed(struct db_pool *pool, struct claim *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        struct db_lease l = {a->out[i].id, a->owner, a->out[i].fence};
+        enum db_queue_verdict v;
+        struct db_error ignored; /* (one that fails comes back when its lease runs out) */
+        db_leases_handback(pool, a->queue, &l, &v, &ignored);
+    }
+    db_error_set(&a->err, "",
+                 "out of memory copying a claimed job's payload: its claim of %zu "
+                 "jobs was handed back",
+                 a->n);
+    return DB_ERR_HARD;
+}
+
 enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const char *owner,
                                int max_jobs, int lease_seconds, long long budget,
                                struct db_claimed *out, size_t *n, enum db_queue_verdict *verdict,
                                struct db_error *err)
 {
-    struct claim a = {queue, owner,   max_jobs, lease_seconds, budget, out, 0, DB_Q_QUEUE_NOT_FOUND,
-                      DB_OK, {"", ""}};
+    struct claim a = {queue, owner, max_jobs, lease_seconds, budget, out, 0, DB_Q_QUEUE_NOT_FOUND,
+                      0,     DB_OK, {"", ""}};
     struct db_combine_req req = {.queue = queue, .weight = (size_t)max_jobs, .arg = &a};
     db_combine(&claims, pool, &req, claim_run);
+    if (a.st == DB_OK && a.copy_failed)
+        a.st = claim_copy_failed(pool, &a);
     *verdict = a.verdict;
     *n = a.st == DB_OK ? a.n : 0;
     if (a.st != DB_OK)
