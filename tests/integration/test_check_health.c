@@ -17,21 +17,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("check_health", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("check_health", NULL);
 }
 
 /* Runs `rowlock --check-health URL [extra]`; returns its exit status, its output in out. */
@@ -67,11 +57,11 @@ static void healthy_service_passes(void **state)
     char url[128], out[1024];
     const char *paths[] = {"/healthz", "/readyz"};
     for (size_t i = 0; i < 2; i++) {
-        snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", svc.port, paths[i]);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_svc.port, paths[i]);
         if (check(url, NULL, out, sizeof(out)) != 0)
             fail_msg("%s: %s", url, out);
     }
-    snprintf(url, sizeof(url), "http://localhost:%d/healthz", svc.port);
+    snprintf(url, sizeof(url), "http://localhost:%d/healthz", th_svc.port);
     if (check(url, "--timeout-ms=3000", out, sizeof(out)) != 0)
         fail_msg("%s: %s", url, out);
 }
@@ -79,7 +69,7 @@ static void healthy_service_passes(void **state)
 static void other_status_fails(void **state)
 {
     char url[128], out[1024];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/no-such-route", svc.port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/no-such-route", th_svc.port);
     assert_int_equal(check(url, NULL, out, sizeof(out)), 1);
     assert_non_null(strstr(out, "answered 404"));
 }
@@ -151,5 +141,5 @@ int main(void)
         cmocka_unit_test(unavailable_fails),         cmocka_unit_test(closed_port_fails),
         cmocka_unit_test(silent_listener_times_out), cmocka_unit_test(malformed_url_exits_2),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

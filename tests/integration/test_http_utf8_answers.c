@@ -13,29 +13,19 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("http_utf8", url, sizeof(url)) != 0)
-        return -1;
-    if (th_service_start(&svc, url, NULL) != 0)
+    if (th_svc_start("http_utf8", NULL) != 0)
         return -1;
     struct th_response r;
     const char *json[] = {"Content-Type: application/json", NULL};
-    if (th_http(svc.port, "PUT", "/topics/t1", json, "{}", 2, &r) != 0)
+    if (th_http(th_svc.port, "PUT", "/topics/t1", json, "{}", 2, &r) != 0)
         return -1;
     long status = r.status;
     th_response_free(&r);
     return status == 201 || status == 200 ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 /* Well-formed UTF-8 without NUL (the test's own check, independent of the service's). */
@@ -52,7 +42,7 @@ static int utf8_ok(const char *s, size_t len)
 static void assert_raw_problem(const char *req, size_t reqlen, const char *status, const char *code)
 {
     char answer[8192];
-    size_t len = th_raw_exchange(svc.port, req, reqlen, answer, sizeof(answer), 5000);
+    size_t len = th_raw_exchange(th_svc.port, req, reqlen, answer, sizeof(answer), 5000);
     if (strncmp(answer, status, strlen(status)) != 0)
         fail_msg("expected %s, got: %.200s", status, answer);
     assert_non_null(strcasestr(answer, "Content-Type: application/problem+json"));
@@ -76,11 +66,11 @@ static void assert_logged(const char *rid, long status)
     double until = th_now() + 5;
     line[0] = '\0';
     while (th_now() < until && line[0] == '\0') {
-        pthread_mutex_lock(&svc.mu);
-        const char *at = strstr(svc.log_tail, needle);
+        pthread_mutex_lock(&th_svc.mu);
+        const char *at = strstr(th_svc.log_tail, needle);
         if (at != NULL) {
             const char *start = at;
-            while (start > svc.log_tail && start[-1] != '\n')
+            while (start > th_svc.log_tail && start[-1] != '\n')
                 start--;
             size_t n = strcspn(start, "\n");
             if (start[n] == '\n' && n < sizeof(line)) {
@@ -88,7 +78,7 @@ static void assert_logged(const char *rid, long status)
                 line[n] = '\0';
             }
         }
-        pthread_mutex_unlock(&svc.mu);
+        pthread_mutex_unlock(&th_svc.mu);
         if (line[0] == '\0')
             usleep(20 * 1000);
     }
@@ -138,7 +128,7 @@ static void unknown_member_of_100_e_acute(void **state)
     n += (size_t)snprintf(body + n, sizeof(body) - n, "\":1}");
     const char *h[] = {"Content-Type: application/json", "X-Request-Id: u8-member", NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "PUT", "/topics/t1", h, body, n, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "PUT", "/topics/t1", h, body, n, &r), 0);
     th_assert_problem(&r, 400, "invalid_config");
     assert_true(utf8_ok(r.body, r.len));
     th_response_free(&r);
@@ -154,7 +144,7 @@ static void head_key_of_510_encoded_e_acute(void **state)
     snprintf(path + n, sizeof(path) - n, "/head");
     const char *h[] = {"X-Request-Id: u8-head", NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, h, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, h, NULL, 0, &r), 0);
     assert_true(r.status == 404);
     assert_non_null(r.json);
     assert_true(utf8_ok(r.body, r.len));
@@ -171,5 +161,5 @@ int main(void)
         cmocka_unit_test(unknown_member_of_100_e_acute),
         cmocka_unit_test(head_key_of_510_encoded_e_acute),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define BIG   9007199254740991LL /* 2^53 - 1 */
 #define ALIVE "/ledgers/bnd"
@@ -27,21 +27,12 @@
 /* a checkpoint of sequence s carrying one transaction with member m */
 #define CPT(s, d, m) "{\"sequence\":" s ",\"transactions\":[{\"digest\":\"" d "\"," m "}]}"
 
-static struct th_service svc;
-static char dburl[1024];
-
 static int setup(void **state)
 {
-    if (th_db_create("ledger_boundaries", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("ledger_boundaries", NULL) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", ALIVE, "{}", 201));
+    json_decref(th_svc_call("PUT", ALIVE, "{}", 201));
     return 0;
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 static const struct th_bound cases[] = {
@@ -75,7 +66,7 @@ static const struct th_bound cases[] = {
 
 static void every_ledger_number_is_bounded(void **state)
 {
-    assert_int_equal(th_bounds_check(svc.port, cases, sizeof(cases) / sizeof(cases[0])), 0);
+    assert_int_equal(th_bounds_check(th_svc.port, cases, sizeof(cases) / sizeof(cases[0])), 0);
 }
 
 /* Replaces the first occurrence of token in tmpl by value, into out. */
@@ -105,14 +96,14 @@ static void values_above_the_maxima_are_refused(void **state)
                 fill(path, sizeof(path), b->path, "{V}", over[v]);
             }
             struct th_response r;
-            assert_int_equal(th_http(svc.port, b->method, path, b->body ? ct : NULL,
+            assert_int_equal(th_http(th_svc.port, b->method, path, b->body ? ct : NULL,
                                      b->body ? body : NULL, b->body ? strlen(body) : 0, &r),
                              0);
             if (r.status != 400 || strcmp(th_problem_code(&r), b->code) != 0)
                 fail_msg("%s %s %s: expected 400 %s, got %ld %s", b->method, path,
                          b->body ? body : "", b->code, r.status, r.body);
             th_response_free(&r);
-            json_decref(th_get_json(svc.port, b->alive));
+            json_decref(th_svc_get(b->alive));
         }
     }
 }
@@ -120,14 +111,14 @@ static void values_above_the_maxima_are_refused(void **state)
 /* The right effect: the values at the maxima were applied, and the ledger reads them back. */
 static void the_maxima_were_applied(void **state)
 {
-    json_t *l = th_get_json(svc.port, ALIVE);
+    json_t *l = th_svc_get(ALIVE);
     assert_int_equal(json_integer_value(json_object_get(l, "tombstone_retention_seconds")),
                      2147483647);
     /* checkpoints 0 and -1 refused; BIG recorded, as were 11 to 14 */
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(l, "counts"), "checkpoints")), 5);
     json_decref(l);
-    json_t *e = th_get_json(svc.port, "/ledgers/bnd/events?after=9007199254740991&limit=1000");
+    json_t *e = th_svc_get("/ledgers/bnd/events?after=9007199254740991&limit=1000");
     assert_int_equal(json_array_size(json_object_get(e, "events")), 0);
     json_decref(e);
 }
@@ -139,5 +130,5 @@ int main(void)
         cmocka_unit_test(values_above_the_maxima_are_refused),
         cmocka_unit_test(the_maxima_were_applied),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

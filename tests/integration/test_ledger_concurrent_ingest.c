@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define SENDERS     16
 #define ROUNDS      8
@@ -31,19 +31,9 @@
 #define MIX_PER_CP  5
 #define SUBMITTERS  3
 
-static struct th_service svc;
-static char dburl[1024];
-
 static int setup(void **state)
 {
-    if (th_db_create("ledger_concurrent", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("ledger_concurrent", NULL);
 }
 
 /* ---- requests ---- */
@@ -52,7 +42,7 @@ static int teardown(void **state)
  * Returns th_http's result (safe to call from any thread: it asserts nothing). */
 static int call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    return th_http_json(svc.port, method, path, body, r);
+    return th_http_json(th_svc.port, method, path, body, r);
 }
 
 static void ledger_create(const char *l)
@@ -655,5 +645,5 @@ int main(void)
         cmocka_unit_test(optimistic_and_checkpoint_paths_race_each_transaction_once),
         cmocka_unit_test(waiting_submission_applied_when_input_arrives_superseded_at_once),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

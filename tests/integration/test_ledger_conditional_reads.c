@@ -12,28 +12,19 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    if (th_db_create("ledger_conditional_reads", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("ledger_conditional_reads", NULL) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", "/ledgers/c", "{}", 201));
-    json_decref(
-        th_call(svc.port, "POST", "/ledgers/c/transactions",
-                "{\"digest\":\"t1\",\"writes\":[{\"object_id\":\"x\",\"version\":3,\"type\":\"T\","
-                "\"data\":{\"v\":1}}],\"displays\":[{\"type\":\"T\",\"version\":5,\"data\":[1]}]}",
-                201));
+    json_decref(th_svc_call("PUT", "/ledgers/c", "{}", 201));
+    json_decref(th_svc_call(
+        "POST", "/ledgers/c/transactions",
+        "{\"digest\":\"t1\",\"writes\":[{\"object_id\":\"x\",\"version\":3,\"type\":\"T\","
+        "\"data\":{\"v\":1}}],\"displays\":[{\"type\":\"T\",\"version\":5,\"data\":[1]}]}",
+        201));
     return 0;
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 /* GET path with If-None-Match inm (NULL: none); asserts the status and the ETag sent. */
@@ -43,7 +34,7 @@ static void get(const char *path, const char *inm, long status, const char *etag
     snprintf(h, sizeof(h), "If-None-Match: %s", inm ? inm : "");
     const char *const headers[] = {h, NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, inm ? headers : NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, inm ? headers : NULL, NULL, 0, &r), 0);
     if (r.status != status)
         fail_msg("GET %s If-None-Match %s: expected %ld, got %ld %s", path, inm ? inm : "-", status,
                  r.status, r.body);
@@ -80,11 +71,11 @@ static void matching_tags_answer_304_without_a_body(void **state)
 
 static void a_newer_version_answers_200_to_the_old_tag(void **state)
 {
-    json_decref(
-        th_call(svc.port, "POST", "/ledgers/c/transactions",
-                "{\"digest\":\"t2\",\"writes\":[{\"object_id\":\"x\",\"version\":4,\"type\":\"T\","
-                "\"data\":{\"v\":2}}],\"displays\":[{\"type\":\"T\",\"version\":6,\"data\":[2]}]}",
-                201));
+    json_decref(th_svc_call(
+        "POST", "/ledgers/c/transactions",
+        "{\"digest\":\"t2\",\"writes\":[{\"object_id\":\"x\",\"version\":4,\"type\":\"T\","
+        "\"data\":{\"v\":2}}],\"displays\":[{\"type\":\"T\",\"version\":6,\"data\":[2]}]}",
+        201));
     get("/ledgers/c/objects/x", "\"3\"", 200, "\"4\"");
     get("/ledgers/c/objects/x", "\"4\"", 304, "\"4\"");
     get("/ledgers/c/displays/T", "\"5\"", 200, "\"6\"");
@@ -94,16 +85,16 @@ static void a_newer_version_answers_200_to_the_old_tag(void **state)
 /* What does not exist is not matched by "*": the 404s stay. */
 static void missing_and_deleted_objects_are_not_matched(void **state)
 {
-    json_decref(th_call(svc.port, "POST", "/ledgers/c/transactions",
-                        "{\"digest\":\"t3\",\"deletes\":[{\"object_id\":\"x\",\"version\":5}]}",
-                        201));
+    json_decref(th_svc_call("POST", "/ledgers/c/transactions",
+                            "{\"digest\":\"t3\",\"deletes\":[{\"object_id\":\"x\",\"version\":5}]}",
+                            201));
     const char *const headers[] = {"If-None-Match: *", NULL};
     const char *const paths[] = {"/ledgers/c/objects/x", "/ledgers/c/objects/nope",
                                  "/ledgers/c/displays/nope"};
     const char *const codes[] = {"object_deleted", "object_not_found", "display_not_found"};
     for (int i = 0; i < 3; i++) {
         struct th_response r;
-        assert_int_equal(th_http(svc.port, "GET", paths[i], headers, NULL, 0, &r), 0);
+        assert_int_equal(th_http(th_svc.port, "GET", paths[i], headers, NULL, 0, &r), 0);
         th_assert_problem(&r, 404, codes[i]);
         th_response_free(&r);
     }
@@ -116,5 +107,5 @@ int main(void)
         cmocka_unit_test(a_newer_version_answers_200_to_the_old_tag),
         cmocka_unit_test(missing_and_deleted_objects_are_not_matched),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

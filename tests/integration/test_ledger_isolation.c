@@ -18,10 +18,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
-static struct th_service svc;
-static char dburl[1024];
 static PGconn *pg;
 
 static int64_t sql_int(const char *sql)
@@ -42,37 +40,34 @@ static int64_t ledger_id(const char *name)
 static int setup(void **state)
 {
     static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
-    if (th_db_create("ledger_isolation", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("ledger_isolation", env) != 0)
         return -1;
-    pg = th_pg(dburl);
+    pg = th_pg(th_svc_dburl);
     return 0;
 }
 
 static int teardown(void **state)
 {
     PQfinish(pg);
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_teardown(state);
 }
 
 static void a_broken_ledger_costs_only_its_own_metrics_and_janitor(void **state)
 {
-    json_decref(
-        th_call(svc.port, "PUT", "/ledgers/broken", "{\"tombstone_retention_seconds\":1}", 201));
-    json_decref(
-        th_call(svc.port, "PUT", "/ledgers/healthy", "{\"tombstone_retention_seconds\":1}", 201));
+    json_decref(th_svc_call("PUT", "/ledgers/broken", "{\"tombstone_retention_seconds\":1}", 201));
+    json_decref(th_svc_call("PUT", "/ledgers/healthy", "{\"tombstone_retention_seconds\":1}", 201));
     assert_true(ledger_id("broken") < ledger_id("healthy"));
     /* healthy: an object written by checkpoint 1 and deleted by checkpoint 2 */
-    json_decref(
-        th_call(svc.port, "POST", "/ledgers/healthy/checkpoints",
-                "{\"sequence\":1,\"transactions\":[{\"digest\":\"w\",\"writes\":[{\"object_id\":"
-                "\"x\",\"version\":1,\"type\":\"c\"}]}]}",
-                201));
-    json_decref(
-        th_call(svc.port, "POST", "/ledgers/healthy/checkpoints",
-                "{\"sequence\":2,\"transactions\":[{\"digest\":\"d\",\"deletes\":[{\"object_id\":"
-                "\"x\",\"version\":2}]}]}",
-                201));
+    json_decref(th_svc_call(
+        "POST", "/ledgers/healthy/checkpoints",
+        "{\"sequence\":1,\"transactions\":[{\"digest\":\"w\",\"writes\":[{\"object_id\":"
+        "\"x\",\"version\":1,\"type\":\"c\"}]}]}",
+        201));
+    json_decref(th_svc_call(
+        "POST", "/ledgers/healthy/checkpoints",
+        "{\"sequence\":2,\"transactions\":[{\"digest\":\"d\",\"deletes\":[{\"object_id\":"
+        "\"x\",\"version\":2}]}]}",
+        201));
     char sql[256];
     snprintf(sql, sizeof(sql),
              "INSERT INTO rowlock.checkpoints_%" PRId64
@@ -89,25 +84,26 @@ static void a_broken_ledger_costs_only_its_own_metrics_and_janitor(void **state)
     while (sql_int(sql) != 0 && th_now() < deadline)
         usleep(100 * 1000);
     assert_int_equal(sql_int(sql), 0);
-    json_t *l = th_get_json(svc.port, "/ledgers/healthy");
+    json_t *l = th_svc_get("/ledgers/healthy");
     assert_int_equal(json_integer_value(json_object_get(l, "horizon")), 2);
     json_decref(l);
-    assert_true(th_metric(svc.port, "rowlock_ledger_janitor_failures_total{ledger=\"broken\"}") >=
-                1);
-    assert_true(th_metric(svc.port, "rowlock_ledger_janitor_failures_total{ledger=\"healthy\"}") <
-                0);
+    assert_true(
+        th_metric(th_svc.port, "rowlock_ledger_janitor_failures_total{ledger=\"broken\"}") >= 1);
+    assert_true(
+        th_metric(th_svc.port, "rowlock_ledger_janitor_failures_total{ledger=\"healthy\"}") < 0);
 
     /* healthy's gauges are still served; broken's are missing and counted */
-    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_up") == 1);
-    assert_true(th_metric(svc.port, "rowlock_ledger_watermark{ledger=\"healthy\"}") == 2);
-    assert_true(th_metric(svc.port, "rowlock_ledger_tombstones{ledger=\"healthy\"}") == 0);
-    assert_true(th_metric(svc.port, "rowlock_ledger_watermark{ledger=\"broken\"}") < 0);
-    double before = th_metric(svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"broken\"}");
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_metrics_up") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_watermark{ledger=\"healthy\"}") == 2);
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_tombstones{ledger=\"healthy\"}") == 0);
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_watermark{ledger=\"broken\"}") < 0);
+    double before =
+        th_metric(th_svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"broken\"}");
     assert_true(before >= 1);
-    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"broken\"}") >
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"broken\"}") >
                 before);
-    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"healthy\"}") <
-                0);
+    assert_true(
+        th_metric(th_svc.port, "rowlock_ledger_metrics_failures_total{ledger=\"healthy\"}") < 0);
 }
 
 int main(void)

@@ -21,22 +21,13 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
-static struct th_service svc;
-static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static int setup(void **state)
 {
-    if (th_db_create("ledger_races", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("ledger_races", NULL);
 }
 
 /* ---- requests ---- */
@@ -44,7 +35,7 @@ static int teardown(void **state)
 /* One request; body (borrowed, may be NULL) is sent as JSON. r must be freed by the caller. */
 static void call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    assert_int_equal(th_http_json(svc.port, method, path, body, r), 0);
+    assert_int_equal(th_http_json(th_svc.port, method, path, body, r), 0);
 }
 
 static void ledger_create(const char *l)
@@ -520,7 +511,7 @@ static void *inflight_main(void *arg)
 {
     struct inflight *f = arg;
     struct th_response r;
-    f->status = th_http(svc.port, "POST", "/ledgers/crash-kill/checkpoints", json_ct, f->body,
+    f->status = th_http(th_svc.port, "POST", "/ledgers/crash-kill/checkpoints", json_ct, f->body,
                         strlen(f->body), &r) == 0
                     ? r.status
                     : -1;
@@ -551,10 +542,10 @@ static void checkpoint_cut_short_by_a_crash_is_all_or_nothing(void **state)
         pthread_t t;
         pthread_create(&t, NULL, inflight_main, &f);
         usleep((useconds_t)(rand() % 150000));
-        th_service_signal(&svc, SIGKILL);
+        th_service_signal(&th_svc, SIGKILL);
         pthread_join(t, NULL);
-        assert_int_equal(th_service_wait(&svc, 10), -1);
-        assert_int_equal(th_service_start(&svc, dburl, NULL), 0);
+        assert_int_equal(th_service_wait(&th_svc, 10), -1);
+        assert_int_equal(th_service_start(&th_svc, th_svc_dburl, NULL), 0);
         json_t *after = ledger_counts(l);
         json_int_t n = json_integer_value(json_object_get(after, "transactions")) - base;
         fprintf(stderr, "round %d: the kill left %lld of %d transactions (the request saw %ld)\n",
@@ -600,5 +591,5 @@ int main(void)
         cmocka_unit_test(same_version_by_checkpoint_changes_nothing),
         cmocka_unit_test(checkpoint_cut_short_by_a_crash_is_all_or_nothing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

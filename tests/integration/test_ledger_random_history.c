@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define THREADS        6
 #define CP_THREADS     2   /* of which post checkpoints; the others submit transactions */
@@ -37,8 +37,6 @@
 #define WAIT_SECONDS   3
 #define DISPLAYS       5
 
-static struct th_service svc;
-static char dburl[1024];
 static unsigned seed;
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
@@ -47,14 +45,7 @@ static int setup(void **state)
     const char *env = getenv("ROWLOCK_TEST_SEED");
     seed = env && env[0] ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
     fprintf(stderr, "ROWLOCK_TEST_SEED=%u\n", seed);
-    if (th_db_create("ledger_random", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("ledger_random", NULL);
 }
 
 /* ---- requests ---- */
@@ -63,7 +54,7 @@ static int teardown(void **state)
  * Returns th_http's result (safe from any thread: it asserts nothing). */
 static int call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    return th_http_json(svc.port, method, path, body, r);
+    return th_http_json(th_svc.port, method, path, body, r);
 }
 
 /* ---- the history ---- */
@@ -345,7 +336,7 @@ static void deliver_one(const struct history *h, struct item *it)
     if (text == NULL)
         abort(); /* out of memory in a test */
     it->status =
-        th_http(svc.port, "POST", path, json_ct, text, strlen(text), &r) == 0 ? r.status : -1;
+        th_http(th_svc.port, "POST", path, json_ct, text, strlen(text), &r) == 0 ? r.status : -1;
     free(text);
     snprintf(it->code, sizeof(it->code), "%s", th_problem_code(&r));
     it->applied = json_integer_value(json_object_get(r.json, "applied"));
@@ -716,5 +707,5 @@ int main(void)
         cmocka_unit_test(wide_history_matches_the_model),
         cmocka_unit_test(narrow_history_matches_the_model),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

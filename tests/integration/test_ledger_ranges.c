@@ -14,14 +14,12 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define MAX      "9007199254740991" /* 2^53 - 1 */
 #define OVER     "9007199254740992"
 #define INT64MAX "9223372036854775807"
 
-static struct th_service svc;
-static char dburl[1024];
 static PGconn *pg;
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
@@ -31,13 +29,13 @@ static void expect(const char *method, const char *path, const char *body, long 
                    const char *code)
 {
     if (code == NULL) {
-        json_decref(th_call(svc.port, method, path, body, status));
+        json_decref(th_svc_call(method, path, body, status));
         return;
     }
     struct th_response r;
-    assert_int_equal(
-        th_http(svc.port, method, path, body ? json_ct : NULL, body, body ? strlen(body) : 0, &r),
-        0);
+    assert_int_equal(th_http(th_svc.port, method, path, body ? json_ct : NULL, body,
+                             body ? strlen(body) : 0, &r),
+                     0);
     th_assert_problem(&r, status, code);
     th_response_free(&r);
 }
@@ -52,17 +50,16 @@ static int64_t sql_int(const char *sql)
 
 static int setup(void **state)
 {
-    if (th_db_create("ledger_ranges", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("ledger_ranges", NULL) != 0)
         return -1;
-    pg = th_pg(dburl);
+    pg = th_pg(th_svc_dburl);
     return 0;
 }
 
 static int teardown(void **state)
 {
     PQfinish(pg);
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_teardown(state);
 }
 
 /* The reproduction: the checkpoint is refused and the ledger keeps answering. */
@@ -74,7 +71,7 @@ static void checkpoint_at_int64_max_is_refused_and_the_ledger_answers(void **sta
     expect("POST", "/ledgers/repro/checkpoints", "{\"sequence\":" OVER ",\"transactions\":[]}", 400,
            "invalid_checkpoint");
     assert_int_equal(sql_int("SELECT count(*) FROM rowlock.checkpoints_1"), 0);
-    json_t *l = th_get_json(svc.port, "/ledgers/repro");
+    json_t *l = th_svc_get("/ledgers/repro");
     assert_int_equal(json_integer_value(json_object_get(l, "watermark")), 0);
     json_decref(l);
 }
@@ -88,12 +85,12 @@ static void checkpoint_at_the_maximum_applies(void **state)
            NULL);
     expect("POST", "/ledgers/top/checkpoints", "{\"sequence\":" MAX ",\"transactions\":[]}", 200,
            NULL);
-    json_t *l = th_get_json(svc.port, "/ledgers/top");
+    json_t *l = th_svc_get("/ledgers/top");
     assert_int_equal(json_integer_value(json_object_get(l, "watermark")), 1);
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(l, "counts"), "checkpoints")), 2);
     json_decref(l);
-    assert_true(th_metric(svc.port, "rowlock_ledger_watermark{ledger=\"top\"}") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_watermark{ledger=\"top\"}") == 1);
 }
 
 /* Versions above the maximum are refused wherever they appear; at it they apply. */
@@ -119,10 +116,10 @@ static void versions_stop_at_the_maximum(void **state)
            ",\"type\":\"c\",\"data\":1}],\"displays\":[{\"type\":\"p\",\"version\":" MAX
            ",\"data\":2}]}",
            201, NULL);
-    json_t *o = th_get_json(svc.port, "/ledgers/ver/objects/x");
+    json_t *o = th_svc_get("/ledgers/ver/objects/x");
     assert_int_equal(json_integer_value(json_object_get(o, "version")), INT64_C(9007199254740991));
     json_decref(o);
-    o = th_get_json(svc.port, "/ledgers/ver/displays/p");
+    o = th_svc_get("/ledgers/ver/displays/p");
     assert_int_equal(json_integer_value(json_object_get(o, "version")), INT64_C(9007199254740991));
     json_decref(o);
     /* an input at the maximum is satisfied; a delete at it leaves the tombstone there */

@@ -13,10 +13,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 /* Series of family name (lines "name{...") in a scrape, and whether label value want is one. */
 static int series(const char *text, const char *name, const char *want, int *found)
@@ -43,22 +40,22 @@ static void per_resource_series_bounded_totals_complete(void **state)
     char path[64];
     for (int i = 1; i <= 8; i++) {
         snprintf(path, sizeof(path), "/topics/t%d", i);
-        json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+        json_decref(th_svc_call("PUT", path, "{}", 201));
         snprintf(path, sizeof(path), "/topics/t%d/messages", i);
-        json_decref(th_call(svc.port, "POST", path, "{\"key\":\"k\",\"value\":1}", 201));
+        json_decref(th_svc_call("POST", path, "{\"key\":\"k\",\"value\":1}", 201));
     }
     for (int i = 1; i <= 7; i++) {
         snprintf(path, sizeof(path), "/ledgers/l%d", i);
-        json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+        json_decref(th_svc_call("PUT", path, "{}", 201));
     }
     for (int i = 1; i <= 7; i++) {
         snprintf(path, sizeof(path), "/queues/q%d", i);
-        json_decref(th_call(svc.port, "PUT", path, "{}", 201));
+        json_decref(th_svc_call("PUT", path, "{}", 201));
         snprintf(path, sizeof(path), "/queues/q%d/jobs", i);
-        json_decref(th_call(svc.port, "POST", path, "{\"payload\":1}", 201));
+        json_decref(th_svc_call("POST", path, "{\"payload\":1}", 201));
     }
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     int found = 0;
     assert_int_equal(series(r.body, "rowlock_topic_headless_rows", "\"t1\"", &found), 5);
@@ -86,35 +83,27 @@ static void per_resource_series_bounded_totals_complete(void **state)
     assert_int_equal(series(r.body, "rowlock_queue_jobs_enqueued_total", "\"_other\"", &found), 6);
     assert_true(found);
     th_response_free(&r);
-    assert_true(th_metric(svc.port, "rowlock_topics") == 8);
-    assert_true(th_metric(svc.port, "rowlock_topic_messages_produced_total{topic=\"_other\"}") ==
+    assert_true(th_metric(th_svc.port, "rowlock_topics") == 8);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_messages_produced_total{topic=\"_other\"}") ==
                 3);
-    assert_true(th_metric(svc.port, "rowlock_topic_messages_produced_total{topic=\"t1\"}") == 1);
-    assert_true(th_metric(svc.port, "rowlock_ledgers") == 7);
-    assert_true(th_metric(svc.port, "rowlock_topic_metrics_omitted") == 3);
-    assert_true(th_metric(svc.port, "rowlock_ledger_metrics_omitted") == 2);
-    assert_true(th_metric(svc.port, "rowlock_topic_upkeep_due_seconds") >= 0);
-    assert_true(th_metric(svc.port, "rowlock_ledger_upkeep_due_seconds") >= 0);
-    assert_true(th_metric(svc.port, "rowlock_queues") == 7);
-    assert_true(th_metric(svc.port, "rowlock_queue_metrics_omitted") == 2);
-    assert_true(th_metric(svc.port, "rowlock_queue_upkeep_due_seconds") >= 0);
-    assert_true(th_metric(svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"_other\"}") == 2);
-    assert_true(th_metric(svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"q1\"}") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_messages_produced_total{topic=\"t1\"}") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_ledgers") == 7);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_metrics_omitted") == 3);
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_metrics_omitted") == 2);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_upkeep_due_seconds") >= 0);
+    assert_true(th_metric(th_svc.port, "rowlock_ledger_upkeep_due_seconds") >= 0);
+    assert_true(th_metric(th_svc.port, "rowlock_queues") == 7);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_metrics_omitted") == 2);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_upkeep_due_seconds") >= 0);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"_other\"}") == 2);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"q1\"}") == 1);
 }
 
 static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"ROWLOCK_METRICS_MAX_RESOURCES=5", NULL};
-    if (th_db_create("metrics_bounded", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("metrics_bounded", env);
 }
 
 int main(void)
@@ -122,5 +111,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(per_resource_series_bounded_totals_complete),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -12,21 +12,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("promtool", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("promtool", NULL);
 }
 
 static void metrics_pass_promtool(void **state)
@@ -37,12 +27,12 @@ static void metrics_pass_promtool(void **state)
     const char *paths[] = {"/healthz", "/readyz", "/nowhere", "/openapi.json", "/healthz?%zz"};
     struct th_response r;
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-        assert_int_equal(th_http(svc.port, "GET", paths[i], NULL, NULL, 0, &r), 0);
+        assert_int_equal(th_http(th_svc.port, "GET", paths[i], NULL, NULL, 0, &r), 0);
         th_response_free(&r);
     }
-    assert_int_equal(th_http(svc.port, "POST", "/metrics", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "POST", "/metrics", NULL, NULL, 0, &r), 0);
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
 
     const char *families[] = {"rowlock_http_requests_total",
@@ -90,5 +80,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(metrics_pass_promtool),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -12,21 +12,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("openapi", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("openapi", NULL);
 }
 
 /* Replaces every {param} of tpl with "sample-1". */
@@ -77,7 +67,7 @@ static void check_operation(json_t *doc, const char *tpl, const char *method, js
     const char *headers[] = {ct_header, NULL};
     struct th_response r;
     assert_int_equal(
-        th_http(svc.port, upper, path, body ? headers : NULL, body, body ? strlen(body) : 0, &r),
+        th_http(th_svc.port, upper, path, body ? headers : NULL, body, body ? strlen(body) : 0, &r),
         0);
     if (strcmp(th_problem_code(&r), "route_not_found") == 0 || r.status == 405)
         fail_msg("%s %s is documented but not routed (%ld)", upper, tpl, r.status);
@@ -104,7 +94,7 @@ static void check_operation(json_t *doc, const char *tpl, const char *method, js
 static void every_documented_operation_is_served(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *doc = json_incref(r.json);
     th_response_free(&r);
@@ -134,5 +124,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_documented_operation_is_served),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

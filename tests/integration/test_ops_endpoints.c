@@ -11,27 +11,17 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("ops", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("ops", NULL);
 }
 
 static void healthz_answers_ok(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     assert_string_equal(json_string_value(json_object_get(r.json, "status")), "ok");
     th_response_free(&r);
@@ -40,7 +30,7 @@ static void healthz_answers_ok(void **state)
 static void readyz_reports_schema_version(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/readyz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/readyz", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     assert_string_equal(json_string_value(json_object_get(r.json, "status")), "ready");
     assert_true(json_integer_value(json_object_get(r.json, "schema_version")) >= 1);
@@ -50,7 +40,7 @@ static void readyz_reports_schema_version(void **state)
 static void openapi_is_the_document_in_the_tree(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/openapi.json", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *file = json_load_file(ROWLOCK_SOURCE_DIR "/openapi/openapi.json", 0, NULL);
     assert_non_null(file);
@@ -65,19 +55,19 @@ static void request_id_is_echoed_or_generated(void **state)
     struct th_response r;
     char id[256];
     const char *mine[] = {"X-Request-Id: trace-abc.123", NULL};
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", mine, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", mine, NULL, 0, &r), 0);
     assert_int_equal(th_header(&r, "X-Request-Id", id, sizeof(id)), 0);
     assert_string_equal(id, "trace-abc.123");
     th_response_free(&r);
 
     /* none sent, or one that is unsafe to log: a fresh one is generated */
     const char *bad[] = {"X-Request-Id: has\"quote", NULL};
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", bad, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", bad, NULL, 0, &r), 0);
     assert_int_equal(th_header(&r, "X-Request-Id", id, sizeof(id)), 0);
     assert_int_equal(strlen(id), 32);
     th_response_free(&r);
     char other[256];
-    assert_int_equal(th_http(svc.port, "GET", "/nowhere", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/nowhere", NULL, NULL, 0, &r), 0);
     assert_int_equal(th_header(&r, "X-Request-Id", other, sizeof(other)), 0);
     assert_string_not_equal(id, other);
     /* problems carry it too */
@@ -89,22 +79,23 @@ static void access_log_has_one_line_per_request(void **state)
 {
     struct th_response r;
     const char *mine[] = {"X-Request-Id: access-log-probe-1", NULL};
-    assert_int_equal(th_http(svc.port, "GET", "/readyz", mine, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/readyz", mine, NULL, 0, &r), 0);
     th_response_free(&r);
     /* the line is written at completion, just after the response */
-    for (int i = 0; i < 200 && !th_service_logged(&svc, "access-log-probe-1"); i++)
+    for (int i = 0; i < 200 && !th_service_logged(&th_svc, "access-log-probe-1"); i++)
         usleep(10000);
-    assert_true(th_service_logged(&svc, "\"request_id\":\"access-log-probe-1\",\"method\":\"GET\","
-                                        "\"route\":\"/readyz\",\"path\":\"/readyz\","
-                                        "\"status\":200"));
+    assert_true(th_service_logged(&th_svc,
+                                  "\"request_id\":\"access-log-probe-1\",\"method\":\"GET\","
+                                  "\"route\":\"/readyz\",\"path\":\"/readyz\","
+                                  "\"status\":200"));
 }
 
 static void metrics_count_requests_by_route(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/metrics", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     char ct[128];
     assert_int_equal(th_header(&r, "Content-Type", ct, sizeof(ct)), 0);
@@ -132,5 +123,5 @@ int main(void)
         cmocka_unit_test(access_log_has_one_line_per_request),
         cmocka_unit_test(metrics_count_requests_by_route),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -12,42 +12,32 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
     const char *env[] = {"ROWLOCK_POOL_SIZE=1", "ROWLOCK_THREADS=4",
                          "ROWLOCK_POOL_ACQUIRE_TIMEOUT_MS=300",
                          "ROWLOCK_STATEMENT_TIMEOUT_MS=30000", NULL};
-    if (th_db_create("pool", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("pool", env);
 }
 
 static void *held_readyz(void *arg)
 {
     struct th_response *r = arg;
-    th_http(svc.port, "GET", "/readyz", NULL, NULL, 0, r);
+    th_http(th_svc.port, "GET", "/readyz", NULL, NULL, 0, r);
     return NULL;
 }
 
 /* Value of an unlabelled metric of the service under test, or -1. */
 static double metric(const char *name)
 {
-    return th_metric(svc.port, name);
+    return th_metric(th_svc.port, name);
 }
 
 static void exhausted_pool_answers_503_not_a_hang(void **state)
 {
-    PGconn *locker = th_pg(dburl);
+    PGconn *locker = th_pg(th_svc_dburl);
     PQclear(th_sql(locker, "BEGIN"));
     PQclear(th_sql(locker, "LOCK TABLE rowlock.schema_version IN ACCESS EXCLUSIVE MODE"));
 
@@ -60,7 +50,7 @@ static void exhausted_pool_answers_503_not_a_hang(void **state)
         fail_msg("pool in_use is %g, not 1", metric("rowlock_db_pool_in_use"));
 
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/readyz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/readyz", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 503, "pool_exhausted");
     char retry[32];
     assert_int_equal(th_header(&r, "Retry-After", retry, sizeof(retry)), 0);
@@ -68,7 +58,7 @@ static void exhausted_pool_answers_503_not_a_hang(void **state)
     assert_true(r.seconds < 5.0); /* bounded by the 300 ms acquire timeout, not the lock */
     th_response_free(&r);
     /* requests that need no connection are unaffected */
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     th_response_free(&r);
 
@@ -88,5 +78,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exhausted_pool_answers_503_not_a_hang),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

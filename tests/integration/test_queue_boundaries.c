@@ -14,28 +14,18 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-
-static struct th_service svc;
-static char dburl[1024];
 
 static int setup(void **state)
 {
     (void)state;
     /* the longest wait allowed is one second here, so that the maximum costs one second */
     const char *env[] = {"ROWLOCK_MAX_WAIT_S=1", NULL};
-    if (th_db_create("qbounds", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("qbounds", env) != 0)
         return -1;
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 #define TB(method, path, body, max, code, alive)                                                   \
@@ -46,8 +36,8 @@ static int teardown(void **state)
 static void queue_and_job_inputs(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/b", "{}", 201));
-    json_decref(th_call(svc.port, "POST", "/queues/b/jobs", "{\"payload\":1}", 201));
+    json_decref(th_svc_call("PUT", "/queues/b", "{}", 201));
+    json_decref(th_svc_call("POST", "/queues/b/jobs", "{\"payload\":1}", 201));
     const struct th_bound cases[] = {
         TB("PUT", "/queues/b", "{\"max_attempts\":@V@}", 1000000, "invalid_config", "/queues/b"),
         TB("PUT", "/queues/b", "{\"lease_seconds\":@V@}", 604800, "invalid_config", "/queues/b"),
@@ -78,17 +68,17 @@ static void queue_and_job_inputs(void **state)
         TB("POST", "/queues/b/leases", "{\"owner\":\"w\",\"wait_seconds\":@V@}", 1, "invalid_lease",
            "/queues/b"),
     };
-    assert_int_equal(th_bounds_check(svc.port, cases, N(cases)), 0);
+    assert_int_equal(th_bounds_check(th_svc.port, cases, N(cases)), 0);
 }
 
 static void lease_inputs(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/l", "{}", 201));
-    json_t *e = th_call(svc.port, "POST", "/queues/l/jobs", "{\"payload\":1}", 201);
+    json_decref(th_svc_call("PUT", "/queues/l", "{}", 201));
+    json_t *e = th_svc_call("POST", "/queues/l/jobs", "{\"payload\":1}", 201);
     int64_t id = json_integer_value(json_object_get(e, "id"));
     json_decref(e);
-    json_t *c = th_call(svc.port, "POST", "/queues/l/leases", "{\"owner\":\"w\"}", 200);
+    json_t *c = th_svc_call("POST", "/queues/l/leases", "{\"owner\":\"w\"}", 200);
     int64_t fence = json_integer_value(
         json_object_get(json_array_get(json_object_get(c, "leases"), 0), "fence"));
     json_decref(c);
@@ -125,11 +115,11 @@ static void lease_inputs(void **state)
            "/queues/l"),
         TB("POST", "/queues/l/leases:complete", b_item_id, INT64_MAX, "invalid_lease", "/queues/l"),
     };
-    assert_int_equal(th_bounds_check(svc.port, cases, N(cases)), 0);
+    assert_int_equal(th_bounds_check(th_svc.port, cases, N(cases)), 0);
     /* the lease survived every refused write: it still completes */
     char body[96];
     snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" PRId64 "}", fence);
-    json_decref(th_call(svc.port, "POST", p_complete, body, 200));
+    json_decref(th_svc_call("POST", p_complete, body, 200));
 }
 
 int main(void)
@@ -138,5 +128,5 @@ int main(void)
         cmocka_unit_test(queue_and_job_inputs),
         cmocka_unit_test(lease_inputs),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -17,33 +17,23 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define BUDGET 2048
-
-static struct th_service svc;
-static char dburl[1024];
 
 static int setup(void **state)
 {
     (void)state;
     const char *env[] = {"ROWLOCK_RESPONSE_BUDGET=2048", NULL};
-    if (th_db_create("qbudget", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("qbudget", env) != 0)
         return -1;
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 /* th_call that also asserts the answer is JSON; returns it (the caller's). */
 static json_t *call(const char *method, const char *path, const char *body, long want)
 {
-    json_t *j = th_call(svc.port, method, path, body, want);
+    json_t *j = th_svc_call(method, path, body, want);
     assert_non_null(j);
     return j;
 }
@@ -208,7 +198,7 @@ static void *claimer_run(void *arg)
     const char *h[] = {"Content-Type: application/json", NULL};
     for (int k = 0; k < CROWD && c->n < CROWD; k++) {
         struct th_response r;
-        if (th_http(svc.port, "POST", "/queues/crowd/leases", h, body, strlen(body), &r) != 0)
+        if (th_http(th_svc.port, "POST", "/queues/crowd/leases", h, body, strlen(body), &r) != 0)
             break;
         json_t *leases = r.status == 200 ? json_object_get(r.json, "leases") : NULL;
         c->refused += leases == NULL;
@@ -257,7 +247,7 @@ static void concurrent_claims_keep_the_budget(void **state)
         }
     }
     /* every job leased in the database was answered, to its owner */
-    PGconn *pg = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl);
     PGresult *r = th_sql(pg, "SELECT j.id, j.owner FROM rowlock.jobs j JOIN rowlock.queues q ON "
                              "q.id = j.queue_id WHERE q.name = 'crowd' AND j.state = "
                              "'processing'");
@@ -272,8 +262,8 @@ static void concurrent_claims_keep_the_budget(void **state)
     PQfinish(pg);
     json_decref(answered);
     fprintf(stderr, "claims %.0f in %.0f transactions\n",
-            th_metric(svc.port, "rowlock_queue_combined_calls_total{kind=\"claim\"}"),
-            th_metric(svc.port, "rowlock_queue_combined_transactions_total{kind=\"claim\"}"));
+            th_metric(th_svc.port, "rowlock_queue_combined_calls_total{kind=\"claim\"}"),
+            th_metric(th_svc.port, "rowlock_queue_combined_transactions_total{kind=\"claim\"}"));
 }
 
 /* Bytes a listed job carries: payload, progress, result and last error. */
@@ -351,5 +341,5 @@ int main(void)
         cmocka_unit_test(concurrent_claims_keep_the_budget),
         cmocka_unit_test(listing_pages_at_the_budget),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

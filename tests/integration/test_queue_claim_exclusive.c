@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 #include "queue_verdict.h"
 
 #define JOBS         3000
@@ -44,8 +44,6 @@
 #define LONG_JOBS    6 /* jobs that outlive the lease on heartbeats */
 #define CHURN_MAX_S  60
 
-static struct th_service svc;
-static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static void sleep_ms(long ms)
@@ -56,14 +54,7 @@ static void sleep_ms(long ms)
 static int setup(void **state)
 {
     const char *env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=200", NULL};
-    if (th_db_create("claimexcl", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("claimexcl", env);
 }
 
 /* ---- one keep-alive HTTP connection per worker ---- */
@@ -83,7 +74,7 @@ static long client_call(struct client *c, const char *method, const char *path, 
     struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
     hl = curl_slist_append(hl, "Expect:");
     json_decref(body);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", svc.port, path);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_svc.port, path);
     c->buf.len = 0;
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
@@ -399,7 +390,7 @@ static void enqueue_batch(int first, int n)
     }
     o += (size_t)snprintf(b + o, cap - o, "]}");
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "POST", "/queues/q/jobs", json_ct, b, o, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "POST", "/queues/q/jobs", json_ct, b, o, &r), 0);
     if (r.status != 201)
         fprintf(stderr, "enqueue: %ld %s\n", r.status, r.body);
     assert_int_equal(r.status, 201);
@@ -413,7 +404,7 @@ static long unfinished(void)
 {
     struct th_response r;
     long n = -1;
-    if (th_http(svc.port, "GET", "/queues/q", NULL, NULL, 0, &r) == 0 && r.status == 200) {
+    if (th_http(th_svc.port, "GET", "/queues/q", NULL, NULL, 0, &r) == 0 && r.status == 200) {
         json_t *c = json_object_get(r.json, "counts");
         n = (long)(json_integer_value(json_object_get(c, "pending")) +
                    json_integer_value(json_object_get(c, "processing")));
@@ -429,7 +420,7 @@ static double queue_metric(const char *name)
     double v = -1;
     char key[160];
     snprintf(key, sizeof(key), "\n%s{queue=\"q\"} ", name);
-    if (th_http(svc.port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
+    if (th_http(th_svc.port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
         const char *p = strstr(r.body, key);
         v = p ? atof(p + strlen(key)) : 0;
     }
@@ -450,7 +441,7 @@ static void assert_failed_job_shown(int64_t id, size_t nh, const char *last_outc
     char path[96];
     struct th_response r;
     snprintf(path, sizeof(path), "/queues/q/jobs/%" PRId64, id);
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *h = json_object_get(r.json, "history");
     assert_string_equal(json_string_value(json_object_get(r.json, "state")), "failed");
@@ -553,7 +544,7 @@ static void churned_queue_gives_each_job_to_one_owner_at_a_time(void **state)
     struct th_response r;
     const char *cfg = "{\"max_attempts\":3,\"lease_seconds\":2,\"backoff_base_seconds\":0.05,"
                       "\"backoff_max_seconds\":0.2}";
-    assert_int_equal(th_http(svc.port, "PUT", "/queues/q", json_ct, cfg, strlen(cfg), &r), 0);
+    assert_int_equal(th_http(th_svc.port, "PUT", "/queues/q", json_ct, cfg, strlen(cfg), &r), 0);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
     atomic_store(&run.deaths_left, DEATHS);
@@ -563,7 +554,7 @@ static void churned_queue_gives_each_job_to_one_owner_at_a_time(void **state)
     churn();
     print_run();
 
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     const struct qv_rules rules = {.queue = "q",
                                    .max_attempts = MAX_ATTEMPTS,
                                    .acked = &run.accepted,
@@ -642,7 +633,7 @@ static int64_t claimer_claim(struct claimer *k, PGconn *c)
 static void *claimer_main(void *arg)
 {
     struct claimer *k = arg;
-    PGconn *c = PQconnectdb(dburl);
+    PGconn *c = PQconnectdb(th_svc_dburl);
     k->errors += PQstatus(c) != CONNECTION_OK;
     k->pid = PQbackendPID(c);
     pthread_barrier_wait(&k->race->end); /* pid published */
@@ -699,7 +690,7 @@ static void race_queue(const char *queue, char *qid, size_t size)
     char path[64], body[100 * 20 + 16];
     struct th_response r;
     snprintf(path, sizeof(path), "/queues/%s", queue);
-    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
     th_response_free(&r);
     snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
     for (int i = 0; i < (RACE_JOBS + 99) / 100; i++) {
@@ -707,11 +698,11 @@ static void race_queue(const char *queue, char *qid, size_t size)
         for (int k = 0; k < 100; k++)
             strcat(body, k ? ",{\"payload\":1}" : "{\"payload\":1}");
         strcat(body, "]}");
-        assert_int_equal(th_http(svc.port, "POST", path, json_ct, body, strlen(body), &r), 0);
+        assert_int_equal(th_http(th_svc.port, "POST", path, json_ct, body, strlen(body), &r), 0);
         assert_int_equal(r.status, 201);
         th_response_free(&r);
     }
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     const char *params[] = {queue};
     PGresult *res = PQexecParams(c, "SELECT id FROM rowlock.queues WHERE name = $1", 1, NULL,
                                  params, NULL, NULL, 0);
@@ -738,7 +729,7 @@ static void race_claimers(const char *queue, const char *locking, int violations
         snprintf(k[i].owner, sizeof(k[i].owner), "%s-%d", queue, i);
         assert_int_equal(pthread_create(&k[i].thread, NULL, claimer_main, &k[i]), 0);
     }
-    PGconn *gate = th_pg(dburl);
+    PGconn *gate = th_pg(th_svc_dburl);
     pthread_barrier_wait(&race.end);
     snprintf(pids, sizeof(pids), "{%d,%d}", k[0].pid, k[1].pid);
     size_t half[2] = {0, 0};
@@ -802,7 +793,7 @@ int main(void)
         cmocka_unit_test(churned_queue_gives_each_job_to_one_owner_at_a_time),
         cmocka_unit_test(broken_claim_without_skip_locked_is_caught_by_the_checker),
     };
-    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    int rc = cmocka_run_group_tests(tests, setup, th_svc_teardown);
     curl_global_cleanup();
     return rc;
 }

@@ -21,33 +21,23 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
     (void)state;
     const char *env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", "ROWLOCK_STATEMENT_TIMEOUT_MS=300",
                          NULL};
-    if (th_db_create("qisolation", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("qisolation", env) != 0)
         return -1;
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 static int64_t enqueue(const char *queue)
 {
     char path[128];
     snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
-    json_t *j = th_call(svc.port, "POST", path, "{\"payload\":{\"n\":1}}", 201);
+    json_t *j = th_svc_call("POST", path, "{\"payload\":{\"n\":1}}", 201);
     int64_t id = json_integer_value(json_object_get(j, "id"));
     json_decref(j);
     return id;
@@ -58,16 +48,16 @@ static int64_t finished_job(const char *queue)
 {
     char path[128], body[128];
     snprintf(path, sizeof(path), "/queues/%s", queue);
-    json_decref(th_call(svc.port, "PUT", path, "{\"retention_seconds\":60}", 201));
+    json_decref(th_svc_call("PUT", path, "{\"retention_seconds\":60}", 201));
     int64_t id = enqueue(queue);
     snprintf(path, sizeof(path), "/queues/%s/leases", queue);
-    json_t *c = th_call(svc.port, "POST", path, "{\"owner\":\"w\"}", 200);
+    json_t *c = th_svc_call("POST", path, "{\"owner\":\"w\"}", 200);
     int64_t fence = json_integer_value(
         json_object_get(json_array_get(json_object_get(c, "leases"), 0), "fence"));
     json_decref(c);
     snprintf(path, sizeof(path), "/queues/%s/leases/%" PRId64 "/complete", queue, id);
     snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" PRId64 "}", fence);
-    json_decref(th_call(svc.port, "POST", path, body, 200));
+    json_decref(th_svc_call("POST", path, body, 200));
     return id;
 }
 
@@ -100,12 +90,12 @@ static int job_exists(PGconn *pg, int64_t id)
 static void metrics_of_other_queues_survive_one_that_fails(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/m1", "{}", 201));
-    json_decref(th_call(svc.port, "PUT", "/queues/m2", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/m1", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/m2", "{}", 201));
     int64_t bad = enqueue("m1");
     enqueue("m1");
     enqueue("m2");
-    PGconn *pg = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl);
     char sql[128];
     snprintf(sql, sizeof(sql), "UPDATE rowlock.jobs SET run_at = '-infinity' WHERE id = %" PRId64,
              bad);
@@ -113,23 +103,24 @@ static void metrics_of_other_queues_survive_one_that_fails(void **state)
     PQfinish(pg);
 
     for (int scrape = 1; scrape <= 2; scrape++) {
-        assert_true(th_metric(svc.port, "rowlock_queue_jobs{queue=\"m2\",state=\"pending\"}") == 1);
-        assert_true(th_metric(svc.port, "rowlock_queue_oldest_pending_age_seconds{queue=\"m2\"}") >=
-                    0);
-        assert_true(th_metric(svc.port, "rowlock_queue_metrics_up") == 1);
+        assert_true(th_metric(th_svc.port, "rowlock_queue_jobs{queue=\"m2\",state=\"pending\"}") ==
+                    1);
+        assert_true(
+            th_metric(th_svc.port, "rowlock_queue_oldest_pending_age_seconds{queue=\"m2\"}") >= 0);
+        assert_true(th_metric(th_svc.port, "rowlock_queue_metrics_up") == 1);
         /* the failing queue's gauges are left out, not shown wrong */
-        assert_true(th_metric(svc.port, "rowlock_queue_jobs{queue=\"m1\",state=\"pending\"}") ==
+        assert_true(th_metric(th_svc.port, "rowlock_queue_jobs{queue=\"m1\",state=\"pending\"}") ==
                     -1);
     }
     /* every scrape above (eight) counted it */
-    assert_true(th_metric(svc.port, "rowlock_queue_metrics_failures_total{queue=\"m1\"}") >= 8);
-    assert_true(th_metric(svc.port, "rowlock_queue_metrics_failures_total{queue=\"m2\"}") == -1);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_metrics_failures_total{queue=\"m1\"}") >= 8);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_metrics_failures_total{queue=\"m2\"}") == -1);
 }
 
 static void janitor_of_other_queues_survives_one_that_fails(void **state)
 {
     (void)state;
-    PGconn *pg = th_pg(dburl), *locker = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl), *locker = th_pg(th_svc_dburl);
     int64_t stuck = finished_job("j1"), other = finished_job("j2");
     /* a long transaction holds the body of j1's job: its purge cannot delete it */
     char sql[160];
@@ -143,12 +134,12 @@ static void janitor_of_other_queues_survives_one_that_fails(void **state)
     double t0 = th_now();
     while (th_now() - t0 < 20 &&
            (job_exists(pg, other) ||
-            th_metric(svc.port, "rowlock_queue_janitor_failures_total{queue=\"j1\"}") < 2))
+            th_metric(th_svc.port, "rowlock_queue_janitor_failures_total{queue=\"j1\"}") < 2))
         usleep(100 * 1000);
     assert_int_equal(job_exists(pg, other), 0);
-    assert_true(th_metric(svc.port, "rowlock_queue_janitor_purged_total{queue=\"j2\"}") == 1);
-    assert_true(th_metric(svc.port, "rowlock_queue_janitor_failures_total{queue=\"j1\"}") >= 2);
-    assert_true(th_metric(svc.port, "rowlock_queue_janitor_failures_total{queue=\"j2\"}") == -1);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_janitor_purged_total{queue=\"j2\"}") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_janitor_failures_total{queue=\"j1\"}") >= 2);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_janitor_failures_total{queue=\"j2\"}") == -1);
     assert_int_equal(job_exists(pg, stuck), 1);
     /* the lock goes: j1's job is purged by the next pass */
     PQclear(th_sql(locker, "ROLLBACK"));
@@ -166,11 +157,11 @@ static void janitor_of_other_queues_survives_one_that_fails(void **state)
 static void failing_expiry_sweep_holds_back_no_purge(void **state)
 {
     (void)state;
-    PGconn *pg = th_pg(dburl);
-    json_decref(th_call(svc.port, "PUT", "/queues/x1", "{\"max_attempts\":1}", 201));
+    PGconn *pg = th_pg(th_svc_dburl);
+    json_decref(th_svc_call("PUT", "/queues/x1", "{\"max_attempts\":1}", 201));
     int64_t dying = enqueue("x1");
-    json_decref(th_call(svc.port, "POST", "/queues/x1/leases",
-                        "{\"owner\":\"w\",\"lease_seconds\":1}", 200));
+    json_decref(
+        th_svc_call("POST", "/queues/x1/leases", "{\"owner\":\"w\",\"lease_seconds\":1}", 200));
     PQclear(th_sql(pg, "CREATE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS "
                        "$$BEGIN RAISE EXCEPTION 'refused by the test'; END$$"));
     char sql[256];
@@ -186,7 +177,7 @@ static void failing_expiry_sweep_holds_back_no_purge(void **state)
     while (th_now() - t0 < 20 && job_exists(pg, other))
         usleep(100 * 1000);
     assert_int_equal(job_exists(pg, other), 0);
-    assert_true(th_service_logged(&svc, "refused by the test"));
+    assert_true(th_service_logged(&th_svc, "refused by the test"));
     PQclear(th_sql(pg, "DROP TRIGGER refuse ON rowlock.jobs"));
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64 " AND state = 'failed'",
@@ -211,5 +202,5 @@ int main(void)
         cmocka_unit_test(janitor_of_other_queues_survives_one_that_fails),
         cmocka_unit_test(failing_expiry_sweep_holds_back_no_purge),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -21,25 +21,14 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define HOLD_S "1" /* how long the other transaction keeps its row lock */
-
-static struct th_service svc;
-static char dburl[1024];
 
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("rowlocks", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("rowlocks", NULL);
 }
 
 static json_int_t int_at(json_t *j, const char *member)
@@ -54,7 +43,7 @@ static json_int_t enqueue(const char *queue)
 {
     char path[128];
     snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
-    json_t *r = th_call(svc.port, "POST", path, "{\"payload\":{}}", 201);
+    json_t *r = th_svc_call("POST", path, "{\"payload\":{}}", 201);
     json_int_t id = int_at(r, "id");
     json_decref(r);
     return id;
@@ -96,13 +85,13 @@ static void take_over(PGconn *c, json_int_t id, const char *owner)
 static void claim_skips_a_locked_job(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/skip", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/skip", "{}", 201));
     json_int_t held = enqueue("skip"), other = enqueue("skip");
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     take_over(c, held, "elsewhere");
     double t0 = th_now();
-    json_t *r = th_call(svc.port, "POST", "/queues/skip/leases",
-                        "{\"owner\":\"here\",\"max_jobs\":2}", 200);
+    json_t *r =
+        th_svc_call("POST", "/queues/skip/leases", "{\"owner\":\"here\",\"max_jobs\":2}", 200);
     double waited = th_now() - t0;
     json_t *leases = json_object_get(r, "leases");
     assert_int_equal(json_array_size(leases), 1);
@@ -125,7 +114,7 @@ static json_int_t claim_here(const char *queue, json_int_t *fence)
 {
     char path[128];
     snprintf(path, sizeof(path), "/queues/%s/leases", queue);
-    json_t *r = th_call(svc.port, "POST", path, "{\"owner\":\"here\",\"max_jobs\":1}", 200);
+    json_t *r = th_svc_call("POST", path, "{\"owner\":\"here\",\"max_jobs\":1}", 200);
     json_t *l = json_array_get(json_object_get(r, "leases"), 0);
     assert_non_null(l);
     json_int_t id = int_at(l, "job_id");
@@ -137,17 +126,17 @@ static json_int_t claim_here(const char *queue, json_int_t *fence)
 static void complete_judges_the_row_under_its_lock(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/one", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/one", "{}", 201));
     enqueue("one");
     json_int_t fence, id = claim_here("one", &fence);
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     take_over(c, id, "elsewhere");
     char path[128], body[128];
     snprintf(path, sizeof(path), "/queues/one/leases/%" JSON_INTEGER_FORMAT "/complete", id);
     snprintf(body, sizeof(body), "{\"owner\":\"here\",\"fence\":%" JSON_INTEGER_FORMAT "}", fence);
     static const char *const json_ct[] = {"Content-Type: application/json", NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "POST", path, json_ct, body, strlen(body), &r), 0);
+    assert_int_equal(th_http(th_svc.port, "POST", path, json_ct, body, strlen(body), &r), 0);
     th_assert_problem(&r, 409, "lease_owner_mismatch");
     th_response_free(&r);
     finish_held(c);
@@ -157,17 +146,17 @@ static void complete_judges_the_row_under_its_lock(void **state)
 static void batch_complete_judges_the_row_under_its_lock(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/batch", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/batch", "{}", 201));
     enqueue("batch");
     json_int_t fence, id = claim_here("batch", &fence);
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     take_over(c, id, "elsewhere");
     char body[256];
     snprintf(body, sizeof(body),
              "{\"owner\":\"here\",\"items\":[{\"job_id\":%" JSON_INTEGER_FORMAT
              ",\"fence\":%" JSON_INTEGER_FORMAT "}]}",
              id, fence);
-    json_t *r = th_call(svc.port, "POST", "/queues/batch/leases:complete", body, 200);
+    json_t *r = th_svc_call("POST", "/queues/batch/leases:complete", body, 200);
     assert_int_equal(int_at(r, "completed"), 0);
     json_t *item = json_array_get(json_object_get(r, "results"), 0);
     assert_string_equal(json_string_value(json_object_get(item, "status")), "lease_owner_mismatch");
@@ -183,5 +172,5 @@ int main(void)
         cmocka_unit_test(complete_judges_the_row_under_its_lock),
         cmocka_unit_test(batch_complete_judges_the_row_under_its_lock),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define MAX_STEPS 256
 
@@ -31,19 +31,9 @@ struct tour {
     int n;
 };
 
-static struct th_service svc;
-
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("readme_tour", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("readme_tour", NULL);
 }
 
 /* Appends s (n bytes) to a malloc'd string. */
@@ -403,7 +393,7 @@ static int tour_check(const char *text, int *nsteps)
     tour_parse(text, &t);
     char dir[] = "/tmp/rowlock-tour.XXXXXX";
     assert_non_null(mkdtemp(dir));
-    tour_run(&t, svc.port, dir);
+    tour_run(&t, th_svc.port, dir);
     int bad = 0;
     for (int i = 0; i < t.n; i++)
         bad += step_check(&t.steps[i], i, dir);
@@ -461,5 +451,5 @@ int main(void)
         cmocka_unit_test(wrong_answers_are_caught),
         cmocka_unit_test(readme_tour_answers_as_shown),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -20,10 +20,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
-static struct th_service svc;
-static char dburl[1024];
 static PGconn *pg;
 
 static long long count(const char *sql)
@@ -44,41 +42,40 @@ static void topic_delete_frees_its_tables(void **state)
 {
     (void)state;
     long long before = relations();
-    json_decref(th_call(svc.port, "PUT", "/topics/gone", "{}", 201));
-    json_decref(
-        th_call(svc.port, "POST", "/topics/gone/messages", "{\"key\":\"k\",\"value\":1}", 201));
+    json_decref(th_svc_call("PUT", "/topics/gone", "{}", 201));
+    json_decref(th_svc_call("POST", "/topics/gone/messages", "{\"key\":\"k\",\"value\":1}", 201));
     assert_true(relations() > before);
     assert_int_equal(count("SELECT count(*) FROM rowlock.topic_upkeep"), 1);
-    json_decref(th_call(svc.port, "DELETE", "/topics/gone", NULL, 200));
+    json_decref(th_svc_call("DELETE", "/topics/gone", NULL, 200));
     assert_int_equal(relations(), before);
     assert_int_equal(count("SELECT count(*) FROM rowlock.topic_upkeep"), 0);
-    json_decref(th_call(svc.port, "GET", "/topics/gone", NULL, 404));
-    json_decref(th_call(svc.port, "DELETE", "/topics/gone", NULL, 404));
-    json_decref(th_call(svc.port, "PUT", "/topics/gone", "{}", 201));
-    json_t *page = th_call(svc.port, "GET", "/topics/gone/messages?after=0", NULL, 200);
+    json_decref(th_svc_call("GET", "/topics/gone", NULL, 404));
+    json_decref(th_svc_call("DELETE", "/topics/gone", NULL, 404));
+    json_decref(th_svc_call("PUT", "/topics/gone", "{}", 201));
+    json_t *page = th_svc_call("GET", "/topics/gone/messages?after=0", NULL, 200);
     assert_int_equal(json_array_size(json_object_get(page, "messages")), 0);
     json_decref(page);
-    json_decref(th_call(svc.port, "DELETE", "/topics/gone", NULL, 200));
+    json_decref(th_svc_call("DELETE", "/topics/gone", NULL, 200));
 }
 
 static void ledger_delete_frees_its_tables(void **state)
 {
     (void)state;
     long long before = relations();
-    json_decref(th_call(svc.port, "PUT", "/ledgers/gone", "{}", 201));
+    json_decref(th_svc_call("PUT", "/ledgers/gone", "{}", 201));
     assert_true(relations() > before);
     assert_int_equal(count("SELECT count(*) FROM rowlock.ledger_upkeep"), 1);
-    json_t *d = th_call(svc.port, "DELETE", "/ledgers/gone", NULL, 200);
+    json_t *d = th_svc_call("DELETE", "/ledgers/gone", NULL, 200);
     assert_string_equal(json_string_value(json_object_get(d, "name")), "gone");
     assert_true(json_is_true(json_object_get(d, "deleted")));
     json_decref(d);
     assert_int_equal(relations(), before);
     assert_int_equal(count("SELECT count(*) FROM rowlock.ledger_upkeep"), 0);
-    json_decref(th_call(svc.port, "GET", "/ledgers/gone", NULL, 404));
-    json_decref(th_call(svc.port, "DELETE", "/ledgers/gone", NULL, 404));
-    json_decref(th_call(svc.port, "DELETE", "/ledgers/bad%20name", NULL, 400));
-    json_decref(th_call(svc.port, "PUT", "/ledgers/gone", "{}", 201));
-    json_t *l = th_call(svc.port, "GET", "/ledgers/gone", NULL, 200);
+    json_decref(th_svc_call("GET", "/ledgers/gone", NULL, 404));
+    json_decref(th_svc_call("DELETE", "/ledgers/gone", NULL, 404));
+    json_decref(th_svc_call("DELETE", "/ledgers/bad%20name", NULL, 400));
+    json_decref(th_svc_call("PUT", "/ledgers/gone", "{}", 201));
+    json_t *l = th_svc_call("GET", "/ledgers/gone", NULL, 200);
     assert_int_equal(json_integer_value(json_object_get(l, "watermark")), 0);
     json_decref(l);
 }
@@ -108,18 +105,18 @@ static json_t *claim_one(const char *queue, const char *owner, long want)
     char path[128], body[128];
     snprintf(path, sizeof(path), "/queues/%s/leases", queue);
     snprintf(body, sizeof(body), "{\"owner\":\"%s\",\"max_jobs\":1}", owner);
-    return th_call(svc.port, "POST", path, body, want);
+    return th_svc_call("POST", path, body, want);
 }
 
 static void queue_delete_frees_everything(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/gone", "{\"backoff_base_seconds\":0}", 201));
-    json_decref(
-        th_call(svc.port, "POST", "/queues/gone/jobs",
-                "{\"jobs\":[{\"payload\":1,\"priority\":9},{\"payload\":2,\"dedupe_key\":\"d\"},"
-                "{\"payload\":3}]}",
-                201));
+    json_decref(th_svc_call("PUT", "/queues/gone", "{\"backoff_base_seconds\":0}", 201));
+    json_decref(th_svc_call(
+        "POST", "/queues/gone/jobs",
+        "{\"jobs\":[{\"payload\":1,\"priority\":9},{\"payload\":2,\"dedupe_key\":\"d\"},"
+        "{\"payload\":3}]}",
+        201));
     /* an attempt that failed and was claimed again leaves a row in the attempt history */
     json_t *c = claim_one("gone", "w", 200);
     json_t *l = json_array_get(json_object_get(c, "leases"), 0);
@@ -128,7 +125,7 @@ static void queue_delete_frees_everything(void **state)
              (long long)json_integer_value(json_object_get(l, "job_id")));
     snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld,\"retry\":true}",
              (long long)json_integer_value(json_object_get(l, "fence")));
-    json_decref(th_call(svc.port, "POST", path, body, 200));
+    json_decref(th_svc_call("POST", path, body, 200));
     json_decref(c);
     json_decref(claim_one("gone", "w", 200));
     assert_int_equal(count("SELECT count(*) FROM rowlock.job_attempts"), 1);
@@ -137,12 +134,12 @@ static void queue_delete_frees_everything(void **state)
     assert_int_equal(queue_leftovers(qid, ids), 3 + 3 + 1);
     /* a job in processing: refused, nothing changed */
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "DELETE", "/queues/gone", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "DELETE", "/queues/gone", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 409, "queue_busy");
     th_response_free(&r);
     assert_int_equal(queue_leftovers(qid, ids), 3 + 3 + 1);
-    json_decref(th_call(svc.port, "DELETE", "/queues/gone?force=yes", NULL, 400));
-    json_t *d = th_call(svc.port, "DELETE", "/queues/gone?force=true", NULL, 200);
+    json_decref(th_svc_call("DELETE", "/queues/gone?force=yes", NULL, 400));
+    json_t *d = th_svc_call("DELETE", "/queues/gone?force=true", NULL, 200);
     assert_int_equal(json_integer_value(json_object_get(d, "processing_deleted")), 1);
     assert_true(json_is_true(json_object_get(d, "deleted")));
     json_decref(d);
@@ -152,18 +149,18 @@ static void queue_delete_frees_everything(void **state)
     snprintf(upkeep, sizeof(upkeep),
              "SELECT count(*) FROM rowlock.queue_upkeep WHERE queue_id = %s", qid);
     assert_int_equal(count(upkeep), 0);
-    json_decref(th_call(svc.port, "GET", "/queues/gone", NULL, 404));
-    json_decref(th_call(svc.port, "DELETE", "/queues/gone", NULL, 404));
-    json_decref(th_call(svc.port, "DELETE", "/queues/bad%20name", NULL, 400));
-    json_decref(th_call(svc.port, "POST", "/queues/gone/jobs", "{\"payload\":4}", 404));
+    json_decref(th_svc_call("GET", "/queues/gone", NULL, 404));
+    json_decref(th_svc_call("DELETE", "/queues/gone", NULL, 404));
+    json_decref(th_svc_call("DELETE", "/queues/bad%20name", NULL, 400));
+    json_decref(th_svc_call("POST", "/queues/gone/jobs", "{\"payload\":4}", 404));
     /* created again: empty; with pending jobs only, a plain DELETE goes through */
-    json_decref(th_call(svc.port, "PUT", "/queues/gone", "{}", 201));
-    json_t *q = th_call(svc.port, "GET", "/queues/gone", NULL, 200);
+    json_decref(th_svc_call("PUT", "/queues/gone", "{}", 201));
+    json_t *q = th_svc_call("GET", "/queues/gone", NULL, 200);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(q, "counts"), "pending")),
                      0);
     json_decref(q);
-    json_decref(th_call(svc.port, "POST", "/queues/gone/jobs", "{\"payload\":5}", 201));
-    json_decref(th_call(svc.port, "DELETE", "/queues/gone", NULL, 200));
+    json_decref(th_svc_call("POST", "/queues/gone/jobs", "{\"payload\":5}", 201));
+    json_decref(th_svc_call("DELETE", "/queues/gone", NULL, 200));
     assert_int_equal(count("SELECT count(*) FROM rowlock.jobs"), 0);
     free(qid);
     free(ids);
@@ -178,7 +175,7 @@ struct delete_call {
 static void *delete_thread(void *arg)
 {
     struct delete_call *d = arg;
-    if (th_http(svc.port, "DELETE", d->path, NULL, NULL, 0, &d->r) != 0)
+    if (th_http(th_svc.port, "DELETE", d->path, NULL, NULL, 0, &d->r) != 0)
         d->r.status = -1;
     __atomic_store_n(&d->done, 1, __ATOMIC_SEQ_CST);
     return NULL;
@@ -190,9 +187,9 @@ static void *delete_thread(void *arg)
 static void queue_delete_after_claim_in_flight(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/inflight", "{}", 201));
-    json_decref(th_call(svc.port, "POST", "/queues/inflight/jobs", "{\"payload\":1}", 201));
-    PGconn *claim = th_pg(dburl);
+    json_decref(th_svc_call("PUT", "/queues/inflight", "{}", 201));
+    json_decref(th_svc_call("POST", "/queues/inflight/jobs", "{\"payload\":1}", 201));
+    PGconn *claim = th_pg(th_svc_dburl);
     PQclear(th_sql(claim, "BEGIN"));
     PQclear(th_sql(claim,
                    "UPDATE rowlock.jobs SET state = 'processing', owner = 'w', fence = fence + 1, "
@@ -213,7 +210,7 @@ static void queue_delete_after_claim_in_flight(void **state)
     th_assert_problem(&d.r, 409, "queue_busy");
     th_response_free(&d.r);
     assert_int_equal(count("SELECT count(*) FROM rowlock.jobs WHERE state = 'processing'"), 1);
-    json_decref(th_call(svc.port, "DELETE", "/queues/inflight?force=true", NULL, 200));
+    json_decref(th_svc_call("DELETE", "/queues/inflight?force=true", NULL, 200));
 }
 
 struct http_call {
@@ -228,7 +225,7 @@ static void *http_thread(void *arg)
     struct http_call *h = arg;
     static const char *const json[] = {"Content-Type: application/json", NULL};
     double t0 = th_now();
-    if (th_http(svc.port, h->method, h->path, h->body ? json : NULL, h->body,
+    if (th_http(th_svc.port, h->method, h->path, h->body ? json : NULL, h->body,
                 h->body ? strlen(h->body) : 0, &h->r) != 0)
         h->r.status = -1;
     h->seconds = th_now() - t0;
@@ -245,9 +242,9 @@ static void *http_thread(void *arg)
 static void enqueue_and_waiting_claim_meet_a_delete(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/queues/late", "{}", 201));
-    json_decref(th_call(svc.port, "POST", "/queues/late/jobs", "{\"payload\":0}", 201));
-    PGconn *del = th_pg(dburl);
+    json_decref(th_svc_call("PUT", "/queues/late", "{}", 201));
+    json_decref(th_svc_call("POST", "/queues/late/jobs", "{\"payload\":0}", 201));
+    PGconn *del = th_pg(th_svc_dburl);
     PQclear(th_sql(del, "BEGIN"));
     PQclear(th_sql(del, "SELECT id FROM rowlock.queues WHERE name = 'late' FOR UPDATE"));
     struct http_call e = {"POST", "/queues/late/jobs", "{\"payload\":1}", {0}, 0, 0};
@@ -270,12 +267,12 @@ static void enqueue_and_waiting_claim_meet_a_delete(void **state)
                            "FROM rowlock.queues q WHERE q.id = j.queue_id)"),
                      0);
 
-    json_decref(th_call(svc.port, "PUT", "/queues/late", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/late", "{}", 201));
     struct http_call w = {
         "POST", "/queues/late/leases", "{\"owner\":\"w\",\"wait_seconds\":20}", {0}, 0, 0};
     assert_int_equal(pthread_create(&t, NULL, http_thread, &w), 0);
     usleep(300 * 1000);
-    json_decref(th_call(svc.port, "DELETE", "/queues/late", NULL, 200));
+    json_decref(th_svc_call("DELETE", "/queues/late", NULL, 200));
     pthread_join(t, NULL);
     th_assert_problem(&w.r, 404, "queue_not_found");
     th_response_free(&w.r);
@@ -301,7 +298,7 @@ static void *claimer_thread(void *arg)
     json_t *j = json_loads(body, 0, NULL);
     for (int i = 0; i < 5000; i++) {
         struct th_response r;
-        if (th_http_json(svc.port, "POST", "/queues/race/leases", j, &r) != 0)
+        if (th_http_json(th_svc.port, "POST", "/queues/race/leases", j, &r) != 0)
             continue;
         long status = r.status;
         json_t *leases = r.json ? json_object_get(r.json, "leases") : NULL;
@@ -328,11 +325,11 @@ static void claim_races_delete(void **state)
     (void)state;
     int deleted = 0, refused = 0;
     for (int round = 0; round < ROUNDS; round++) {
-        json_decref(th_call(svc.port, "PUT", "/queues/race", "{}", 201));
-        json_decref(th_call(svc.port, "POST", "/queues/race/jobs",
-                            "{\"jobs\":[{\"payload\":1,\"delay_seconds\":0.3},"
-                            "{\"payload\":2,\"delay_seconds\":0.3}]}",
-                            201));
+        json_decref(th_svc_call("PUT", "/queues/race", "{}", 201));
+        json_decref(th_svc_call("POST", "/queues/race/jobs",
+                                "{\"jobs\":[{\"payload\":1,\"delay_seconds\":0.3},"
+                                "{\"payload\":2,\"delay_seconds\":0.3}]}",
+                                201));
         struct claimer c[CLAIMERS];
         pthread_t t[CLAIMERS];
         for (int i = 0; i < CLAIMERS; i++) {
@@ -341,7 +338,7 @@ static void claim_races_delete(void **state)
         }
         usleep((useconds_t)(280 + (round % 6) * 8) * 1000);
         struct th_response r;
-        assert_int_equal(th_http(svc.port, "DELETE", "/queues/race", NULL, NULL, 0, &r), 0);
+        assert_int_equal(th_http(th_svc.port, "DELETE", "/queues/race", NULL, NULL, 0, &r), 0);
         long status = r.status;
         if (status == 409)
             th_assert_problem(&r, 409, "queue_busy");
@@ -358,7 +355,7 @@ static void claim_races_delete(void **state)
                          (long long)__atomic_load_n(&c[i].job, __ATOMIC_SEQ_CST), i);
                 assert_int_equal(count(sql), 1);
             }
-            json_decref(th_call(svc.port, "DELETE", "/queues/race?force=true", NULL, 200));
+            json_decref(th_svc_call("DELETE", "/queues/race?force=true", NULL, 200));
         } else {
             assert_int_equal(status, 200);
             deleted++;
@@ -389,13 +386,11 @@ static void claim_races_delete(void **state)
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("resource_delete", dburl, sizeof(dburl)) != 0)
-        return -1;
     /* a long-poll's periodic re-check a minute apart: only a wake-up answers it sooner */
     static const char *const env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("resource_delete", env) != 0)
         return -1;
-    pg = th_pg(dburl);
+    pg = th_pg(th_svc_dburl);
     return pg ? 0 : -1;
 }
 
@@ -403,7 +398,7 @@ static int teardown(void **state)
 {
     (void)state;
     PQfinish(pg);
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_teardown(state);
 }
 
 int main(void)

@@ -12,34 +12,24 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    char url[1024];
     const char *env[] = {"ROWLOCK_URL_LIMIT=1024", "ROWLOCK_HEADER_LIMIT=4096", NULL};
-    if (th_db_create("routing", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, env);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("routing", env);
 }
 
 static void unknown_route_is_404(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/no/such/route", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/no/such/route", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 404, "route_not_found");
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "type")),
                            "urn:rowlock:problem:route_not_found"));
     th_response_free(&r);
     /* a trailing slash is another path */
-    assert_int_equal(th_http(svc.port, "GET", "/healthz/", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz/", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 404, "route_not_found");
     th_response_free(&r);
 }
@@ -48,7 +38,7 @@ static void wrong_method_is_405_with_allow(void **state)
 {
     struct th_response r;
     char allow[64];
-    assert_int_equal(th_http(svc.port, "DELETE", "/metrics", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "DELETE", "/metrics", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 405, "method_not_allowed");
     assert_int_equal(th_header(&r, "Allow", allow, sizeof(allow)), 0);
     assert_string_equal(allow, "GET");
@@ -58,10 +48,10 @@ static void wrong_method_is_405_with_allow(void **state)
 static void bad_percent_encoding_is_400(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/healthz?x=%zz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz?x=%zz", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 400, "bad_request");
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/healthz?x=%00", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz?x=%00", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 400, "bad_request");
     th_response_free(&r);
 }
@@ -73,7 +63,7 @@ static void long_target_is_414(void **state)
     memset(path + n, 'a', 2000);
     path[n + 2000] = '\0';
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 414, "uri_too_long");
     th_response_free(&r);
 }
@@ -85,7 +75,7 @@ static void large_headers_are_431(void **state)
     memset(big + strlen(big), 'b', 5000);
     const char *headers[] = {big, NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", headers, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", headers, NULL, 0, &r), 0);
     th_assert_problem(&r, 431, "headers_too_large");
     th_response_free(&r);
 }
@@ -93,11 +83,11 @@ static void large_headers_are_431(void **state)
 static void repeated_query_parameter_is_invalid_parameter(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/topics?limit=1&limit=2", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/topics?limit=1&limit=2", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 400, "invalid_parameter");
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "limit"));
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/topics?limit=1&limit=1", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/topics?limit=1&limit=1", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 400, "invalid_parameter");
     th_response_free(&r);
 }
@@ -106,7 +96,7 @@ static void repeated_query_parameter_is_invalid_parameter(void **state)
  * closes, or 5 s pass without data. */
 static void raw_exchange(const char *req, char *buf, size_t size)
 {
-    th_raw_exchange(svc.port, req, strlen(req), buf, size, 5000);
+    th_raw_exchange(th_svc.port, req, strlen(req), buf, size, 5000);
 }
 
 static void assert_raw_bad_request(const char *req, const char *detail_part)
@@ -142,7 +132,7 @@ static void ambiguous_framing_is_400(void **state)
 static void service_still_answers_after_errors(void **state)
 {
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     th_response_free(&r);
 }
@@ -159,5 +149,5 @@ int main(void)
         cmocka_unit_test(ambiguous_framing_is_400),
         cmocka_unit_test(service_still_answers_after_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

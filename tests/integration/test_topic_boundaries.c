@@ -15,13 +15,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define INT32_MAX_ 2147483647LL
 #define I64_MAX    9223372036854775807LL
-
-static struct th_service svc;
-static char dburl[1024];
 
 static const char alive[] = "/topics/b";
 
@@ -49,7 +46,7 @@ static void every_numeric_input_is_bounded(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
-        int bad = th_bounds_check(svc.port, &bounds[i], 1);
+        int bad = th_bounds_check(th_svc.port, &bounds[i], 1);
         if (bad != 0)
             fail_msg("%s %s %s: %d violations", bounds[i].method, bounds[i].path,
                      bounds[i].body ? bounds[i].body : "", bad);
@@ -66,7 +63,7 @@ static void past_the_maximum_is_refused(void **state)
         "/topics/b/keys?limit=1001", "/topics?limit=1001", "/topics/b/messages?wait=2"};
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
         struct th_response r;
-        assert_int_equal(th_http(svc.port, "GET", paths[i], NULL, NULL, 0, &r), 0);
+        assert_int_equal(th_http(th_svc.port, "GET", paths[i], NULL, NULL, 0, &r), 0);
         th_assert_problem(&r, 400, "invalid_parameter");
         th_response_free(&r);
     }
@@ -75,29 +72,29 @@ static void past_the_maximum_is_refused(void **state)
 static void the_extremes_work(void **state)
 {
     (void)state;
-    json_t *j = th_call(svc.port, "POST", "/topics/b/messages",
-                        "{\"key\":\"hi\",\"value\":1,\"rank\":9223372036854775807}", 201);
+    json_t *j = th_svc_call("POST", "/topics/b/messages",
+                            "{\"key\":\"hi\",\"value\":1,\"rank\":9223372036854775807}", 201);
     json_decref(j);
-    j = th_call(svc.port, "POST", "/topics/b/messages", "{\"key\":\"hi\",\"value\":2}", 201);
+    j = th_svc_call("POST", "/topics/b/messages", "{\"key\":\"hi\",\"value\":2}", 201);
     assert_string_equal(json_string_value(json_object_get(j, "head")), "rank_rejected");
     json_decref(j);
-    j = th_call(svc.port, "POST", "/topics/b/messages",
-                "{\"key\":\"lo\",\"value\":1,\"rank\":-9223372036854775808}", 201);
+    j = th_svc_call("POST", "/topics/b/messages",
+                    "{\"key\":\"lo\",\"value\":1,\"rank\":-9223372036854775808}", 201);
     assert_string_equal(json_string_value(json_object_get(j, "head")), "advanced");
     json_decref(j);
-    j = th_call(svc.port, "POST", "/topics/b/messages",
-                "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
-                201);
+    j = th_svc_call(
+        "POST", "/topics/b/messages",
+        "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}", 201);
     json_decref(j);
-    j = th_call(svc.port, "POST", "/topics/b/messages",
-                "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}",
-                200);
+    j = th_svc_call(
+        "POST", "/topics/b/messages",
+        "{\"producer\":\"q\",\"key\":\"s\",\"value\":1,\"sequence\":9223372036854775807}", 200);
     assert_string_equal(json_string_value(json_object_get(j, "head")), "duplicate");
     json_decref(j);
-    j = th_get_json(svc.port, "/topics/b/keys/hi/head");
+    j = th_svc_get("/topics/b/keys/hi/head");
     assert_int_equal(json_integer_value(json_object_get(j, "rank")), I64_MAX);
     json_decref(j);
-    j = th_get_json(svc.port, "/topics/b/messages?after=9223372036854775806&limit=1000");
+    j = th_svc_get("/topics/b/messages?after=9223372036854775806&limit=1000");
     assert_int_equal(json_array_size(json_object_get(j, "messages")), 0);
     assert_int_equal(json_integer_value(json_object_get(j, "next")), I64_MAX - 1);
     json_decref(j);
@@ -107,19 +104,12 @@ static int setup(void **state)
 {
     (void)state;
     const char *env[] = {"ROWLOCK_MAX_WAIT_S=1", NULL};
-    if (th_db_create("topic_boundaries", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("topic_boundaries", env) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", "/topics/b", "{}", 201));
-    json_decref(th_call(svc.port, "PUT", "/topics/b/producers/p", "{}", 201));
-    json_decref(th_call(svc.port, "PUT", "/topics/b/producers/q", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/b", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/b/producers/p", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/b/producers/q", "{}", 201));
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -129,5 +119,5 @@ int main(void)
         cmocka_unit_test(past_the_maximum_is_refused),
         cmocka_unit_test(the_extremes_work),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -14,17 +14,14 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 /* Produces value on key k of topic t; returns the new head's offset. */
 static int64_t produce(const char *value)
 {
     char body[128];
     snprintf(body, sizeof(body), "{\"key\":\"k\",\"value\":%s}", value);
-    json_t *j = th_call(svc.port, "POST", "/topics/t/messages", body, 201);
+    json_t *j = th_svc_call("POST", "/topics/t/messages", body, 201);
     int64_t offset = json_integer_value(json_object_get(j, "head_offset"));
     json_decref(j);
     return offset;
@@ -39,7 +36,7 @@ static void get_with(const char *key, const char *inm, long status, int64_t offs
     snprintf(path, sizeof(path), "/topics/t/keys/%s/head", key);
     const char *headers[] = {header, NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", path, headers, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, headers, NULL, 0, &r), 0);
     if (r.status != status)
         fail_msg("If-None-Match: %s -> %ld (want %ld) %s", inm, r.status, status,
                  r.body ? r.body : "");
@@ -89,13 +86,13 @@ static void a_write_with_if_none_match_of_the_current_etag_fails(void **state)
     snprintf(inm, sizeof(inm), "If-None-Match: \"1\", \"%" PRId64 "\"", head);
     const char *headers[] = {"Content-Type: application/json", inm, NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "PUT", "/topics/t/keys/k/head", headers, "{\"n\":4}", 7, &r),
-                     0);
+    assert_int_equal(
+        th_http(th_svc.port, "PUT", "/topics/t/keys/k/head", headers, "{\"n\":4}", 7, &r), 0);
     th_assert_problem(&r, 412, "precondition_failed");
     th_response_free(&r);
     const char *other[] = {"Content-Type: application/json", "If-None-Match: \"1\"", NULL};
-    assert_int_equal(th_http(svc.port, "PUT", "/topics/t/keys/k/head", other, "{\"n\":4}", 7, &r),
-                     0);
+    assert_int_equal(
+        th_http(th_svc.port, "PUT", "/topics/t/keys/k/head", other, "{\"n\":4}", 7, &r), 0);
     assert_int_equal(r.status, 200);
     th_response_free(&r);
 }
@@ -103,17 +100,10 @@ static void a_write_with_if_none_match_of_the_current_etag_fails(void **state)
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("topic_conditional_read", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("topic_conditional_read", NULL) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", "/topics/t", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/t", "{}", 201));
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -122,5 +112,5 @@ int main(void)
         cmocka_unit_test(if_none_match_with_the_current_etag_answers_304),
         cmocka_unit_test(a_write_with_if_none_match_of_the_current_etag_fails),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

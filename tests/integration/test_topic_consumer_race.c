@@ -24,26 +24,16 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define THREADS  8
 #define ROUNDS   25
 #define MESSAGES 240 /* produced while the readers of (b) run */
 #define PAGE     7
 
-static struct th_service svc;
-static char dburl[1024];
-
 static int setup(void **state)
 {
-    if (th_db_create("consumer_race", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("consumer_race", NULL);
 }
 
 static json_int_t int_at(json_t *j, const char *member)
@@ -58,7 +48,7 @@ static json_int_t read_offset(const char *topic, const char *name)
     char path[160];
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/%s/consumers/%s", topic, name);
-    if (th_http(svc.port, "GET", path, NULL, NULL, 0, &r) != 0)
+    if (th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r) != 0)
         return -1;
     json_int_t o = r.status == 200 ? int_at(r.json, "offset") : -1;
     th_response_free(&r);
@@ -76,7 +66,7 @@ static long commit(const char *topic, const char *name, json_int_t offset, json_
              "{\"offset\":%" JSON_INTEGER_FORMAT ",\"expect\":%" JSON_INTEGER_FORMAT "}", offset,
              expect);
     const char *const ct[] = {"Content-Type: application/json", NULL};
-    if (th_http(svc.port, "POST", path, ct, body, strlen(body), &r) != 0)
+    if (th_http(th_svc.port, "POST", path, ct, body, strlen(body), &r) != 0)
         return -1;
     long status = r.status;
     *at = int_at(r.json, "offset");
@@ -132,7 +122,7 @@ static void *watcher_main(void *arg)
 /* The race topic: one message per commit the rounds can make at most. */
 static void fill_race_topic(void)
 {
-    json_decref(th_call(svc.port, "PUT", "/topics/race", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/race", "{}", 201));
     char body[96];
     for (int i = 0; i < ROUNDS * THREADS; i += 100) {
         char batch[8192] = "{\"messages\":[";
@@ -142,7 +132,7 @@ static void fill_race_topic(void)
             strcat(batch, body);
         }
         strcat(batch, "]}");
-        json_decref(th_call(svc.port, "POST", "/topics/race/messages", batch, 201));
+        json_decref(th_svc_call("POST", "/topics/race/messages", batch, 201));
     }
 }
 
@@ -175,8 +165,8 @@ static void one_commit_wins_each_round(void **state)
 {
     (void)state;
     fill_race_topic();
-    json_decref(th_call(svc.port, "PUT", "/topics/race/consumers/shared",
-                        "{\"start\":\"beginning\"}", 201));
+    json_decref(
+        th_svc_call("PUT", "/topics/race/consumers/shared", "{\"start\":\"beginning\"}", 201));
     struct round_state s;
     memset(&s, 0, sizeof(s));
     pthread_barrier_init(&s.start, NULL, THREADS + 1);
@@ -236,7 +226,7 @@ static int reader_turn(struct reader *rd)
     snprintf(path, sizeof(path), "/topics/pair/messages?after=%" JSON_INTEGER_FORMAT "&limit=%d", o,
              PAGE);
     struct th_response r;
-    if (o < 0 || th_http(svc.port, "GET", path, NULL, NULL, 0, &r) != 0 || r.status != 200) {
+    if (o < 0 || th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r) != 0 || r.status != 200) {
         pthread_mutex_lock(&s->mu);
         s->errors++;
         pthread_mutex_unlock(&s->mu);
@@ -282,9 +272,8 @@ static int by_from(const void *a, const void *b)
 static void shared_readers_never_skip(void **state)
 {
     (void)state;
-    json_decref(th_call(svc.port, "PUT", "/topics/pair", "{}", 201));
-    json_decref(
-        th_call(svc.port, "PUT", "/topics/pair/consumers/shared", "{\"start\":\"end\"}", 201));
+    json_decref(th_svc_call("PUT", "/topics/pair", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/pair/consumers/shared", "{\"start\":\"end\"}", 201));
     static struct shared s;
     memset(&s, 0, sizeof(s));
     pthread_mutex_init(&s.mu, NULL);
@@ -296,7 +285,7 @@ static void shared_readers_never_skip(void **state)
     for (int i = 0; i < MESSAGES; i++) {
         char body[96];
         snprintf(body, sizeof(body), "{\"key\":\"k%d\",\"value\":%d}", i % 13, i);
-        json_t *p = th_call(svc.port, "POST", "/topics/pair/messages", body, 201);
+        json_t *p = th_svc_call("POST", "/topics/pair/messages", body, 201);
         last = int_at(p, "offset");
         json_decref(p);
     }
@@ -321,7 +310,7 @@ static void shared_readers_never_skip(void **state)
     if (gaps_or_overlaps > 0)
         fail_msg("%d accepted pages overlap or leave a gap", gaps_or_overlaps);
     assert_int_equal(at, last);
-    json_t *c = th_get_json(svc.port, "/topics/pair/consumers/shared");
+    json_t *c = th_svc_get("/topics/pair/consumers/shared");
     assert_int_equal(int_at(c, "offset"), last);
     assert_int_equal(int_at(c, "lag_messages"), 0);
     json_decref(c);
@@ -337,5 +326,5 @@ int main(void)
         cmocka_unit_test(one_commit_wins_each_round),
         cmocka_unit_test(shared_readers_never_skip),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

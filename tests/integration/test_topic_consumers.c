@@ -19,22 +19,12 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
     static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
-    if (th_db_create("consumers", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("consumers", env);
 }
 
 static json_int_t int_at(json_t *j, const char *member)
@@ -49,7 +39,7 @@ static void put_topic(const char *topic, const char *body)
 {
     char path[160];
     snprintf(path, sizeof(path), "/topics/%s", topic);
-    json_decref(th_call(svc.port, "PUT", path, body, 201));
+    json_decref(th_svc_call("PUT", path, body, 201));
 }
 
 /* Produces n messages of key (value i) to topic. */
@@ -59,7 +49,7 @@ static void produce(const char *topic, const char *key, int n)
     snprintf(path, sizeof(path), "/topics/%s/messages", topic);
     for (int i = 0; i < n; i++) {
         snprintf(body, sizeof(body), "{\"key\":\"%s\",\"value\":%d}", key, i);
-        json_decref(th_call(svc.port, "POST", path, body, 201));
+        json_decref(th_svc_call("POST", path, body, 201));
     }
 }
 
@@ -69,7 +59,7 @@ static json_t *consumer_call(const char *method, const char *topic, const char *
 {
     char path[512];
     snprintf(path, sizeof(path), "/topics/%s/consumers/%s%s", topic, name, suffix);
-    return th_call(svc.port, method, path, body, want);
+    return th_svc_call(method, path, body, want);
 }
 
 static json_int_t consumer_offset(const char *topic, const char *name)
@@ -86,7 +76,7 @@ static json_t *refused(const char *method, const char *path, const char *const *
 {
     struct th_response r;
     const char *const json_ct[] = {"Content-Type: application/json", NULL};
-    assert_int_equal(th_http(svc.port, method, path, headers ? headers : json_ct, body,
+    assert_int_equal(th_http(th_svc.port, method, path, headers ? headers : json_ct, body,
                              body ? strlen(body) : 0, &r),
                      0);
     if (r.status != status || strcmp(th_problem_code(&r), code) != 0)
@@ -100,7 +90,7 @@ static json_t *refused(const char *method, const char *path, const char *const *
 /* The consumers of t (c-begin, c-end, c-off), two to a page. */
 static void list_is_paged(void)
 {
-    json_t *page = th_get_json(svc.port, "/topics/t/consumers?limit=2");
+    json_t *page = th_svc_get("/topics/t/consumers?limit=2");
     json_t *items = json_object_get(page, "consumers");
     assert_int_equal(json_array_size(items), 2);
     assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "consumer")),
@@ -108,7 +98,7 @@ static void list_is_paged(void)
     assert_int_equal(int_at(json_array_get(items, 0), "lag_messages"), 3);
     assert_string_equal(json_string_value(json_object_get(page, "next")), "c-end");
     json_decref(page);
-    page = th_get_json(svc.port, "/topics/t/consumers?limit=2&after=c-end");
+    page = th_svc_get("/topics/t/consumers?limit=2&after=c-end");
     assert_int_equal(json_array_size(json_object_get(page, "consumers")), 1);
     assert_true(json_is_null(json_object_get(page, "next")));
     json_decref(page);
@@ -146,7 +136,8 @@ static void create_get_list_delete(void **state)
     /* the ETag is the offset */
     struct th_response r;
     char etag[32];
-    assert_int_equal(th_http(svc.port, "GET", "/topics/t/consumers/c-off", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/topics/t/consumers/c-off", NULL, NULL, 0, &r),
+                     0);
     assert_int_equal(th_header(&r, "ETag", etag, sizeof(etag)), 0);
     assert_string_equal(etag, "\"2\"");
     th_response_free(&r);
@@ -157,12 +148,12 @@ static void create_get_list_delete(void **state)
     json_decref(
         refused("DELETE", "/topics/t/consumers/c-off", NULL, NULL, 404, "consumer_not_found"));
     /* the topic's DELETE takes its consumers along; a new topic of the name has none */
-    json_decref(th_call(svc.port, "DELETE", "/topics/t", NULL, 200));
+    json_decref(th_svc_call("DELETE", "/topics/t", NULL, 200));
     put_topic("t", "{}");
-    json_t *page = th_get_json(svc.port, "/topics/t/consumers");
+    json_t *page = th_svc_get("/topics/t/consumers");
     assert_int_equal(json_array_size(json_object_get(page, "consumers")), 0);
     json_decref(page);
-    PGconn *pg = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl);
     json_t *rows = th_sql_rows(pg, "SELECT count(*) FROM rowlock.topic_consumers");
     assert_string_equal(json_string_value(json_array_get(json_array_get(rows, 0), 0)), "0");
     json_decref(rows);
@@ -199,7 +190,7 @@ static void unknown_topic_and_bad_names(void **state)
         snprintf(path, sizeof(path), "/topics/names/messages?consumer=%s", bad[i]);
         json_decref(refused("GET", path, NULL, NULL, 400, "invalid_name"));
     }
-    json_t *page = th_get_json(svc.port, "/topics/names/consumers");
+    json_t *page = th_svc_get("/topics/names/consumers");
     assert_int_equal(json_array_size(json_object_get(page, "consumers")), 0);
     json_decref(page);
 }
@@ -237,7 +228,7 @@ static void start_end_and_commits_are_gap_safe(void **state)
     (void)state;
     put_topic("g", "{}");
     produce("g", "k", 2);
-    PGconn *pg = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl);
     long id = topic_id(pg, "g");
     long held = hold_offset(pg, id); /* 3, in progress */
     produce("g", "k", 1);            /* 4, committed after it */
@@ -296,7 +287,7 @@ static void commit_compare_and_set(void **state)
     /* If-Match instead of expect */
     const char *const match2[] = {"Content-Type: application/json", "If-Match: \"2\"", NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "POST", "/topics/cas/consumers/c/commit", match2,
+    assert_int_equal(th_http(th_svc.port, "POST", "/topics/cas/consumers/c/commit", match2,
                              "{\"offset\":3}", 12, &r),
                      0);
     assert_int_equal(r.status, 200);
@@ -375,7 +366,7 @@ static void bad_input_changes_nothing(void **state)
          9223372036854775806LL, "invalid_consumer", "/topics/bad/consumers/c"},
         {"GET", "/topics/bad/consumers?limit={V}", NULL, NULL, 1000, "invalid_parameter", NULL},
     };
-    assert_int_equal(th_bounds_check(svc.port, bounds, sizeof(bounds) / sizeof(bounds[0])), 0);
+    assert_int_equal(th_bounds_check(th_svc.port, bounds, sizeof(bounds) / sizeof(bounds[0])), 0);
 }
 
 static void consumer_reads(void **state)
@@ -384,7 +375,7 @@ static void consumer_reads(void **state)
     put_topic("r", "{}");
     produce("r", "k", 4);
     json_decref(consumer_call("PUT", "r", "c", "", "{\"offset\":1}", 201));
-    json_t *page = th_get_json(svc.port, "/topics/r/messages?consumer=c&limit=2");
+    json_t *page = th_svc_get("/topics/r/messages?consumer=c&limit=2");
     json_t *msgs = json_object_get(page, "messages");
     assert_int_equal(json_array_size(msgs), 2);
     assert_int_equal(int_at(json_array_get(msgs, 0), "offset"), 2);
@@ -394,7 +385,7 @@ static void consumer_reads(void **state)
     json_decref(consumer_call("POST", "r", "c", "/commit", "{\"offset\":4,\"expect\":1}", 200));
     /* caught up: a long-poll waits, then answers an empty page at the committed offset */
     double t0 = th_now();
-    page = th_get_json(svc.port, "/topics/r/messages?consumer=c&wait=1");
+    page = th_svc_get("/topics/r/messages?consumer=c&wait=1");
     assert_true(th_now() - t0 >= 0.9);
     assert_int_equal(json_array_size(json_object_get(page, "messages")), 0);
     assert_int_equal(int_at(page, "next"), 4);
@@ -408,7 +399,7 @@ static void consumer_reads(void **state)
 /* One series of /metrics, -1 when absent. */
 static double metric(const char *series)
 {
-    return th_metric(svc.port, series);
+    return th_metric(th_svc.port, series);
 }
 
 static void lag_values_and_metrics(void **state)
@@ -442,7 +433,7 @@ static void lag_values_and_metrics(void **state)
     put_topic("broken", "{}");
     produce("broken", "k", 1);
     json_decref(consumer_call("PUT", "broken", "c", "", "{\"start\":\"beginning\"}", 201));
-    PGconn *pg = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl);
     char sql[160];
     snprintf(sql, sizeof(sql), "ALTER TABLE rowlock.messages_%ld RENAME COLUMN hole TO hole_x",
              topic_id(pg, "broken"));
@@ -451,7 +442,7 @@ static void lag_values_and_metrics(void **state)
     assert_true(metric("rowlock_topic_consumer_lag_messages{topic=\"broken\",consumer=\"c\"}") ==
                 -1);
     assert_true(metric("rowlock_topic_consumer_metrics_failures_total{topic=\"broken\"}") >= 1);
-    json_decref(th_call(svc.port, "DELETE", "/topics/broken", NULL, 200));
+    json_decref(th_svc_call("DELETE", "/topics/broken", NULL, 200));
     PQfinish(pg);
 }
 
@@ -475,7 +466,7 @@ static json_int_t log_size(const char *topic)
 {
     char path[160];
     snprintf(path, sizeof(path), "/topics/%s/messages?after=0&limit=1000", topic);
-    json_t *page = th_get_json(svc.port, path);
+    json_t *page = th_svc_get(path);
     json_int_t n = (json_int_t)json_array_size(json_object_get(page, "messages"));
     json_decref(page);
     return n;
@@ -501,8 +492,8 @@ static void retention_respects_consumers(void **state)
     assert_int_equal(log_size("ret"), 1);
 
     /* the topic says so: consumers are ignored */
-    json_t *t = th_call(svc.port, "PUT", "/topics/ign",
-                        "{\"retention_seconds\":1,\"retention_ignores_consumers\":true}", 201);
+    json_t *t = th_svc_call("PUT", "/topics/ign",
+                            "{\"retention_seconds\":1,\"retention_ignores_consumers\":true}", 201);
     assert_true(json_is_true(json_object_get(t, "retention_ignores_consumers")));
     json_decref(t);
     json_decref(consumer_call("PUT", "ign", "slow", "", "{\"start\":\"beginning\"}", 201));
@@ -515,7 +506,7 @@ static void retention_respects_consumers(void **state)
     json_decref(c);
     json_decref(refused("PUT", "/topics/ign", NULL, "{\"retention_ignores_consumers\":1}", 400,
                         "invalid_config"));
-    t = th_get_json(svc.port, "/topics/ign");
+    t = th_svc_get("/topics/ign");
     assert_true(json_is_true(json_object_get(t, "retention_ignores_consumers")));
     json_decref(t);
 }
@@ -532,5 +523,5 @@ int main(void)
         cmocka_unit_test(lag_values_and_metrics),
         cmocka_unit_test(retention_respects_consumers),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -17,43 +17,35 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define SENDERS 16
 #define ROUNDS  10
 #define REPEATS 3
 #define BATCH   4
 
-static struct th_service svc;
-static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static int setup(void **state)
 {
     struct th_response r;
-    if (th_db_create("idempotent", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("idempotent", NULL) != 0)
         return -1;
-    int ok = th_http(svc.port, "PUT", "/topics/t", json_ct, "{}", 2, &r) == 0 && r.status == 201;
+    int ok = th_http(th_svc.port, "PUT", "/topics/t", json_ct, "{}", 2, &r) == 0 && r.status == 201;
     th_response_free(&r);
     ok = ok &&
-         th_http(svc.port, "PUT", "/topics/t/producers/p", json_ct, "{\"schema_version\":3}", 20,
+         th_http(th_svc.port, "PUT", "/topics/t/producers/p", json_ct, "{\"schema_version\":3}", 20,
                  &r) == 0 &&
          r.status == 201;
     th_response_free(&r);
     return ok ? 0 : -1;
 }
 
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
-}
-
 /* Rows of topic t's log (holes left out) matching the SQL condition where. */
 static int64_t log_count(const char *where)
 {
     char sql[256];
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     /* the table is named by the topic id */
     PGresult *r = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.messages_%s WHERE NOT hole AND (%s)",
@@ -79,8 +71,8 @@ static void *sender_main(void *arg)
 {
     struct send *s = arg;
     pthread_barrier_wait(s->go);
-    s->rc =
-        th_http(svc.port, "POST", "/topics/t/messages", json_ct, s->body, strlen(s->body), &s->r);
+    s->rc = th_http(th_svc.port, "POST", "/topics/t/messages", json_ct, s->body, strlen(s->body),
+                    &s->r);
     return NULL;
 }
 
@@ -126,7 +118,7 @@ static void same_sequence_sent_concurrently_writes_one_message(void **state)
             if (attempt == 0) {
                 send_together(body, s);
             } else { /* later retries, one at a time */
-                s[0].rc = th_http(svc.port, "POST", "/topics/t/messages", json_ct, body,
+                s[0].rc = th_http(th_svc.port, "POST", "/topics/t/messages", json_ct, body,
                                   strlen(body), &s[0].r);
             }
             for (int i = 0; i < (attempt == 0 ? SENDERS : 1); i++) {
@@ -200,7 +192,7 @@ static void log_holds_each_sequence_once(void **state)
         char path[128];
         struct th_response r;
         snprintf(path, sizeof(path), "/topics/t/messages?after=%" PRId64 "&limit=1000", after);
-        assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+        assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
         assert_int_equal(r.status, 200);
         json_t *msgs = json_object_get(r.json, "messages");
         size_t i;
@@ -219,7 +211,7 @@ static void log_holds_each_sequence_once(void **state)
     }
     assert_int_equal(read, ROUNDS + ROUNDS / 2 * BATCH);
     /* sequences are not in the read model; count them in the table */
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     PGresult *id = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
     char sql[256];
     snprintf(sql, sizeof(sql),
@@ -248,7 +240,7 @@ static void sequence_without_producer_is_400_and_writes_nothing(void **state)
     };
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
         struct th_response r;
-        assert_int_equal(th_http(svc.port, "POST", "/topics/t/messages", json_ct, bodies[i],
+        assert_int_equal(th_http(th_svc.port, "POST", "/topics/t/messages", json_ct, bodies[i],
                                  strlen(bodies[i]), &r),
                          0);
         th_assert_problem(&r, 400, "invalid_message");
@@ -268,7 +260,7 @@ static void unknown_producer_is_404_and_writes_nothing(void **state)
     };
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
         struct th_response r;
-        assert_int_equal(th_http(svc.port, "POST", "/topics/t/messages", json_ct, bodies[i],
+        assert_int_equal(th_http(th_svc.port, "POST", "/topics/t/messages", json_ct, bodies[i],
                                  strlen(bodies[i]), &r),
                          0);
         th_assert_problem(&r, 404, "producer_not_found");
@@ -286,5 +278,5 @@ int main(void)
         cmocka_unit_test(sequence_without_producer_is_400_and_writes_nothing),
         cmocka_unit_test(unknown_producer_is_404_and_writes_nothing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -17,10 +17,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static struct th_service svc;
-static char dburl[1024];
+#include "harness_svc.h"
 
 static const char *const topics[] = {"a_bad", "b_good", "c_good"};
 
@@ -32,13 +29,13 @@ static void topic_with_headless_row(const char *name)
     snprintf(path, sizeof(path), "/topics/%s", name);
     json_t *cfg = json_pack("{s:i}", "headless_ttl_seconds", 3);
     struct th_response r;
-    assert_int_equal(th_http_json(svc.port, "PUT", path, cfg, &r), 0);
+    assert_int_equal(th_http_json(th_svc.port, "PUT", path, cfg, &r), 0);
     json_decref(cfg);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
     snprintf(path, sizeof(path), "/topics/%s/keys/locked/head", name);
     const char *headers[] = {"Content-Type: application/json", "If-Match: \"999\"", NULL};
-    assert_int_equal(th_http(svc.port, "PUT", path, headers, "{\"v\":1}", 7, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "PUT", path, headers, "{\"v\":1}", 7, &r), 0);
     th_assert_problem(&r, 412, "precondition_failed");
     th_response_free(&r);
 }
@@ -68,7 +65,7 @@ static char *topic_id(PGconn *pg, const char *name)
 static void a_broken_topic_leaves_the_others_metrics_and_janitor_alone(void **state)
 {
     (void)state;
-    PGconn *pg = th_pg(dburl);
+    PGconn *pg = th_pg(th_svc_dburl);
     char *ids[3];
     for (int i = 0; i < 3; i++) {
         topic_with_headless_row(topics[i]);
@@ -76,7 +73,7 @@ static void a_broken_topic_leaves_the_others_metrics_and_janitor_alone(void **st
         assert_int_equal(headless_rows(pg, ids[i]), 1);
     }
     /* every topic's TTL beside its headless gauges (alert rules compare the age with it) */
-    assert_true(th_metric(svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"a_bad\"}") == 3);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"a_bad\"}") == 3);
     char sql[256];
     snprintf(sql, sizeof(sql),
              "ALTER TABLE rowlock.compaction_head_%s RENAME COLUMN updated_at TO broken", ids[0]);
@@ -84,27 +81,33 @@ static void a_broken_topic_leaves_the_others_metrics_and_janitor_alone(void **st
 
     /* the gauges of the healthy topics are served (their rows are younger than the TTL, and the
      * janitor runs every 100 ms but deletes only after 3 s, room for a slow sanitizer build) */
-    assert_true(th_metric(svc.port, "rowlock_topic_metrics_up") == 1);
-    assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"b_good\"}") == 1);
-    assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"c_good\"}") == 1);
-    assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"a_bad\"}") < 0);
-    assert_true(th_metric(svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"b_good\"}") == 3);
-    assert_true(th_metric(svc.port, "rowlock_topic_metrics_failures_total{topic=\"a_bad\"}") >= 1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_metrics_up") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_headless_rows{topic=\"b_good\"}") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_headless_rows{topic=\"c_good\"}") == 1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_headless_rows{topic=\"a_bad\"}") < 0);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"b_good\"}") ==
+                3);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_metrics_failures_total{topic=\"a_bad\"}") >=
+                1);
 
     /* and their expired headless rows are deleted, pass after pass, while a_bad fails */
     double deadline = th_now() + 10;
     while (th_now() < deadline &&
            (headless_rows(pg, ids[1]) > 0 || headless_rows(pg, ids[2]) > 0 ||
-            th_metric(svc.port, "rowlock_topic_janitor_failures_total{topic=\"a_bad\"}") < 2))
+            th_metric(th_svc.port, "rowlock_topic_janitor_failures_total{topic=\"a_bad\"}") < 2))
         usleep(100 * 1000);
     assert_int_equal(headless_rows(pg, ids[1]), 0);
     assert_int_equal(headless_rows(pg, ids[2]), 0);
-    assert_true(th_metric(svc.port, "rowlock_topic_janitor_failures_total{topic=\"a_bad\"}") >= 2);
-    assert_true(th_metric(svc.port, "rowlock_topic_janitor_deleted_total{topic=\"b_good\"}") == 1);
-    assert_true(th_metric(svc.port, "rowlock_topic_janitor_deleted_total{topic=\"c_good\"}") == 1);
-    assert_true(th_metric(svc.port, "rowlock_topic_janitor_failures_total{topic=\"b_good\"}") < 0);
-    assert_true(th_metric(svc.port, "rowlock_topic_headless_rows{topic=\"b_good\"}") == 0);
-    assert_true(th_service_logged(&svc, "topic janitor failed on a topic"));
+    assert_true(th_metric(th_svc.port, "rowlock_topic_janitor_failures_total{topic=\"a_bad\"}") >=
+                2);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_janitor_deleted_total{topic=\"b_good\"}") ==
+                1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_janitor_deleted_total{topic=\"c_good\"}") ==
+                1);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_janitor_failures_total{topic=\"b_good\"}") <
+                0);
+    assert_true(th_metric(th_svc.port, "rowlock_topic_headless_rows{topic=\"b_good\"}") == 0);
+    assert_true(th_service_logged(&th_svc, "topic janitor failed on a topic"));
     for (int i = 0; i < 3; i++)
         free(ids[i]);
     PQfinish(pg);
@@ -114,15 +117,7 @@ static int setup(void **state)
 {
     (void)state;
     const char *env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
-    if (th_db_create("topic_isolation", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("topic_isolation", env);
 }
 
 int main(void)
@@ -130,5 +125,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_broken_topic_leaves_the_others_metrics_and_janitor_alone),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 /* These mirror db/topic_handles.c (sql_head_lock, sql_head_touch, sql_head_insert) and db/topics.c
  * (sql_janitor), {m} and {h} standing for the topic's message and head tables; keep them in step.
@@ -43,8 +43,6 @@ static const char tpl_janitor[] =
 static const char *const json_body[] = {"Content-Type: application/json", NULL};
 static const char *const merge_patch[] = {"Content-Type: application/merge-patch+json", NULL};
 
-static char dburl[1024];
-static struct th_service svc; /* janitor off: the test's sessions are the only janitor */
 static struct th_service e2e; /* case (d): its own database, janitor every 100 ms */
 
 /* A topic's statements, expanded. */
@@ -83,7 +81,7 @@ static void put_topic(int port, const char *topic, int ttl, long status)
 /* Creates topic through the service (TTL 1 s) and expands its statements. */
 static void topic_create(PGconn *c, const char *topic, struct topic_sql *s)
 {
-    put_topic(svc.port, topic, 1, 201);
+    put_topic(th_svc.port, topic, 1, 201);
     const char *params[] = {topic};
     PGresult *r = PQexecParams(c, "SELECT id FROM rowlock.topics WHERE name = $1", 1, NULL, params,
                                NULL, NULL, 0);
@@ -101,7 +99,7 @@ static void topic_create(PGconn *c, const char *topic, struct topic_sql *s)
 /* A session with a statement timeout, so that a wrong interleaving fails instead of hanging. */
 static PGconn *session(void)
 {
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     PQclear(th_sql(c, "SET statement_timeout = '20s'"));
     return c;
 }
@@ -476,17 +474,11 @@ static int stop_e2e(void **state)
     return th_service_stop(&e2e) == 0 ? 0 : -1;
 }
 
+/* th_svc: the janitor off, the test's sessions are the only janitor. */
 static int setup(void **state)
 {
     const char *env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=3600000", NULL};
-    if (th_db_create("janitor_reader", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("janitor_reader", env);
 }
 
 int main(void)
@@ -498,5 +490,5 @@ int main(void)
         cmocka_unit_test_teardown(headless_row_is_hidden_counted_and_expired_by_the_janitor,
                                   stop_e2e),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

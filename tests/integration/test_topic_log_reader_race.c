@@ -21,26 +21,17 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define WRITE_SECONDS 3.0
 #define READ_LIMIT    50
 #define LATE_COMMITS  3
 
-static struct th_service svc;
-static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static int setup(void **state)
 {
-    if (th_db_create("lograce", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("lograce", NULL);
 }
 
 /* ---- a growing, locked list of offsets ---- */
@@ -93,10 +84,10 @@ static int64_t topic_create(const char *name)
     char path[256];
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/%s", name);
-    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     const char *params[] = {name};
     PGresult *res = PQexecParams(c, "SELECT id FROM rowlock.topics WHERE name = $1", 1, NULL,
                                  params, NULL, NULL, 0);
@@ -115,7 +106,7 @@ static int64_t produce_http(const char *topic, const char *key)
     snprintf(path, sizeof(path), "/topics/%s/messages", topic);
     int n = snprintf(body, sizeof(body), "{\"key\":\"%s\",\"value\":{\"k\":\"%s\"}}", key, key);
     int64_t off = -1;
-    if (th_http(svc.port, "POST", path, json_ct, body, (size_t)n, &r) == 0 && r.status == 201)
+    if (th_http(th_svc.port, "POST", path, json_ct, body, (size_t)n, &r) == 0 && r.status == 201)
         off = json_integer_value(json_object_get(r.json, "offset"));
     else
         fprintf(stderr, "produce %s: %ld %s\n", key, r.status, r.body ? r.body : "");
@@ -131,7 +122,7 @@ static int read_log(const char *topic, int64_t after, int wait, int64_t *next, s
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/%s/messages?after=%" PRId64 "&limit=%d%s", topic, after,
              READ_LIMIT, wait ? "&wait=1" : "");
-    if (th_http(svc.port, "GET", path, NULL, NULL, 0, &r) != 0 || r.status != 200) {
+    if (th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r) != 0 || r.status != 200) {
         fprintf(stderr, "read %s: %ld %s\n", path, r.status, r.body ? r.body : "");
         th_response_free(&r);
         return -1;
@@ -204,7 +195,8 @@ static void *producer_main(void *arg)
             n += snprintf(body + n, sizeof(body) - (size_t)n, "]}");
         }
         struct th_response r;
-        if (th_http(svc.port, "POST", path, json_ct, body, (size_t)n, &r) != 0 || r.status != 201) {
+        if (th_http(th_svc.port, "POST", path, json_ct, body, (size_t)n, &r) != 0 ||
+            r.status != 201) {
             fprintf(stderr, "producer %d: %ld %s\n", p->id, r.status, r.body ? r.body : "");
             atomic_fetch_add(&rc->errors, 1);
         } else if (batch == 0) {
@@ -270,7 +262,7 @@ static void *sql_writer_main(void *arg)
 {
     struct sql_writer *w = arg;
     struct race *rc = w->race;
-    PGconn *c = PQconnectdb(dburl);
+    PGconn *c = PQconnectdb(th_svc_dburl);
     while (PQstatus(c) == CONNECTION_OK && th_now() < rc->until) {
         int64_t off = sql_take_offset(c, rc, w->commit ? "slow" : "rb");
         if (off == -1) {
@@ -301,7 +293,7 @@ static void *sql_writer_main(void *arg)
 static void *late_committer_main(void *arg)
 {
     struct race *rc = arg;
-    PGconn *c = PQconnectdb(dburl);
+    PGconn *c = PQconnectdb(th_svc_dburl);
     for (int i = 0; i < rc->late_commits && PQstatus(c) == CONNECTION_OK; i++) {
         int64_t off;
         while ((off = sql_take_offset(c, rc, "late")) == -1) /* lost to a reader: again */
@@ -357,7 +349,7 @@ static void *reader_main(void *arg)
 {
     struct reader *rd = arg;
     struct race *rc = rd->race;
-    PGconn *c = rd->naive ? PQconnectdb(dburl) : NULL;
+    PGconn *c = rd->naive ? PQconnectdb(th_svc_dburl) : NULL;
     double give_up = rc->until + 20;
     rd->next = 0;
     for (int final = 0; th_now() < give_up;) {
@@ -560,7 +552,7 @@ static void in_progress_offset_stops_readers_until_it_commits(void **state)
     struct race rc = {.topic = "inprogress"};
     rc.id = topic_create(rc.topic);
     assert_int_equal(produce_http(rc.topic, "before"), 1);
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     int64_t n = sql_take_offset(c, &rc, "slow");
     assert_int_equal(n, 2);
     assert_int_equal(produce_http(rc.topic, "after"), n + 1);
@@ -588,7 +580,7 @@ static void rolled_back_offset_is_a_hole_that_never_stalls_readers(void **state)
 {
     struct race rc = {.topic = "rolledback"};
     rc.id = topic_create(rc.topic);
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     int64_t m = sql_take_offset(c, &rc, "rb");
     assert_int_equal(m, 1);
     assert_true(sql_end(c, "ROLLBACK"));
@@ -623,7 +615,7 @@ static void offset_taken_but_not_inserted_becomes_a_hole_the_late_insert_cannot_
 {
     struct race rc = {.topic = "notinserted"};
     rc.id = topic_create(rc.topic);
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     char sql[256];
     PQclear(th_sql(c, "BEGIN"));
     snprintf(sql, sizeof(sql), "SELECT nextval('rowlock.messages_%" PRId64 "_offset')", rc.id);
@@ -664,5 +656,5 @@ int main(void)
         cmocka_unit_test(rolled_back_offset_is_a_hole_that_never_stalls_readers),
         cmocka_unit_test(offset_taken_but_not_inserted_becomes_a_hole_the_late_insert_cannot_fill),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -15,13 +15,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define BUDGET 2048
 #define N      48
-
-static struct th_service svc;
-static char dburl[1024];
 
 /* Bytes of message i's value as JSON text: a string of i's length, quotes included. */
 static size_t value_len(int i)
@@ -52,7 +49,7 @@ static void produce_all(void)
     }
     json_t *body = json_pack("{s:o}", "messages", msgs);
     struct th_response r;
-    assert_int_equal(th_http_json(svc.port, "POST", "/topics/t/messages", body, &r), 0);
+    assert_int_equal(th_http_json(th_svc.port, "POST", "/topics/t/messages", body, &r), 0);
     json_decref(body);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
@@ -86,7 +83,7 @@ static void read_log(int limit)
     while (seen < N) {
         char path[128];
         snprintf(path, sizeof(path), "/topics/t/messages?after=%" PRId64 "&limit=%d", after, limit);
-        json_t *page = th_get_json(svc.port, path);
+        json_t *page = th_svc_get(path);
         json_t *msgs = json_object_get(page, "messages");
         for (size_t j = 0; j < json_array_size(msgs); j++) {
             json_t *m = json_array_get(msgs, j);
@@ -105,7 +102,7 @@ static void read_log(int limit)
     }
     assert_int_equal(seen, N);
     assert_true(pages > 1);
-    json_t *page = th_get_json(svc.port, "/topics/t/messages?after=48");
+    json_t *page = th_svc_get("/topics/t/messages?after=48");
     assert_int_equal(json_array_size(json_object_get(page, "messages")), 0);
     json_decref(page);
 }
@@ -125,7 +122,7 @@ static void read_keys(int limit)
         char path[128];
         snprintf(path, sizeof(path), "/topics/t/keys?limit=%d%s%s", limit,
                  after[0] ? "&after=" : "", after);
-        json_t *page = th_get_json(svc.port, path);
+        json_t *page = th_svc_get(path);
         json_t *keys = json_object_get(page, "keys");
         for (size_t j = 0; j < json_array_size(keys); j++) {
             char key[16];
@@ -160,18 +157,11 @@ static int setup(void **state)
     char budget[64];
     snprintf(budget, sizeof(budget), "ROWLOCK_RESPONSE_BUDGET=%d", BUDGET);
     const char *env[] = {budget, NULL};
-    if (th_db_create("topic_page_budget", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("topic_page_budget", env) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", "/topics/t", "{}", 201));
+    json_decref(th_svc_call("PUT", "/topics/t", "{}", 201));
     produce_all();
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -180,5 +170,5 @@ int main(void)
         cmocka_unit_test(the_log_is_paged_by_the_budget),
         cmocka_unit_test(the_keys_are_paged_by_the_budget),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -16,14 +16,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define NO_RANK INT64_MIN
 
 static const char *const json_body[] = {"Content-Type: application/json", NULL};
-
-static struct th_service svc;
-static char dburl[1024];
 
 struct produced {
     int64_t offset, head_offset;
@@ -47,7 +44,7 @@ static struct produced produce(const char *key, const char *value, int64_t rank)
     json_decref(m);
     struct th_response r;
     assert_int_equal(
-        th_http(svc.port, "POST", "/topics/t/messages", json_body, body, strlen(body), &r), 0);
+        th_http(th_svc.port, "POST", "/topics/t/messages", json_body, body, strlen(body), &r), 0);
     free(body);
     if (r.status != 201)
         fprintf(stderr, "produce: %ld %s\n", r.status, r.body);
@@ -78,7 +75,7 @@ static void produce_batch(const char *key, const char *const *values, const int6
     json_decref(b);
     struct th_response r;
     assert_int_equal(
-        th_http(svc.port, "POST", "/topics/t/messages", json_body, body, strlen(body), &r), 0);
+        th_http(th_svc.port, "POST", "/topics/t/messages", json_body, body, strlen(body), &r), 0);
     free(body);
     assert_int_equal(r.status, 201);
     json_t *res = json_object_get(r.json, "messages");
@@ -94,7 +91,7 @@ static void assert_head(const char *key, int64_t offset, int64_t rank, const cha
     char path[128], etag[32], want[32];
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/t/keys/%s/head", key);
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     if (r.status != 200 || json_integer_value(json_object_get(r.json, "offset")) != offset)
         fprintf(stderr, "head of %s: %ld %s (want offset %" PRId64 ")\n", key, r.status, r.body,
                 offset);
@@ -218,7 +215,7 @@ static int log_find(int64_t after, int64_t offset, int64_t *rank, json_t **value
         char path[128];
         struct th_response r;
         snprintf(path, sizeof(path), "/topics/t/messages?after=%" PRId64 "&limit=2", after);
-        assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+        assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
         assert_int_equal(r.status, 200);
         json_t *msgs = json_object_get(r.json, "messages");
         for (size_t i = 0; i < json_array_size(msgs); i++) {
@@ -270,22 +267,16 @@ static int setup(void **state)
 {
     struct th_response r;
     const char *body = "{}";
-    if (th_db_create("topic_rank", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("topic_rank", NULL) != 0)
         return -1;
-    if (th_http(svc.port, "PUT", "/topics/t", json_body, body, strlen(body), &r) != 0 ||
+    if (th_http(th_svc.port, "PUT", "/topics/t", json_body, body, strlen(body), &r) != 0 ||
         r.status != 201) {
         th_response_free(&r);
-        th_service_stop(&svc);
+        th_service_stop(&th_svc);
         return -1;
     }
     th_response_free(&r);
     return 0;
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -298,5 +289,5 @@ int main(void)
         cmocka_unit_test(batch_keeps_the_highest_ranked_message_of_a_key),
         cmocka_unit_test(rank_rejected_messages_stay_in_the_log),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -14,23 +14,14 @@
 #include <cmocka.h>
 
 #include "db/schema.h"
-#include "harness.h"
+#include "harness_svc.h"
 
-static struct th_service svc;
 static char version[64], commit[64];
 static int schema;
 
 static int setup(void **state)
 {
-    char url[1024];
-    if (th_db_create("version", url, sizeof(url)) != 0)
-        return -1;
-    return th_service_start(&svc, url, NULL);
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
+    return th_svc_start("version", NULL);
 }
 
 /* "rowlock 0.1.0 (commit 1a2b3c4, schema version 7)": no database, no configuration needed
@@ -60,7 +51,7 @@ static void version_flag_prints_build(void **state)
 
 static void readyz_names_the_build(void **state)
 {
-    json_t *r = th_get_json(svc.port, "/readyz");
+    json_t *r = th_svc_get("/readyz");
     json_t *build = json_object_get(r, "build");
     assert_string_equal(json_string_value(json_object_get(r, "status")), "ready");
     assert_int_equal(json_integer_value(json_object_get(r, "schema_version")), DB_SCHEMA_VERSION);
@@ -76,13 +67,13 @@ static void metrics_label_the_build_and_the_process(void **state)
     snprintf(series, sizeof(series),
              "rowlock_build_info{version=\"%s\",commit=\"%s\",schema_version=\"%d\"}", version,
              commit, schema);
-    assert_true(th_metric(svc.port, series) == 1);
-    double open = th_metric(svc.port, "process_open_fds");
-    double max = th_metric(svc.port, "process_max_fds");
-    double rss = th_metric(svc.port, "process_resident_memory_bytes");
-    double vsz = th_metric(svc.port, "process_virtual_memory_bytes");
-    double cpu = th_metric(svc.port, "process_cpu_seconds_total");
-    double start = th_metric(svc.port, "process_start_time_seconds");
+    assert_true(th_metric(th_svc.port, series) == 1);
+    double open = th_metric(th_svc.port, "process_open_fds");
+    double max = th_metric(th_svc.port, "process_max_fds");
+    double rss = th_metric(th_svc.port, "process_resident_memory_bytes");
+    double vsz = th_metric(th_svc.port, "process_virtual_memory_bytes");
+    double cpu = th_metric(th_svc.port, "process_cpu_seconds_total");
+    double start = th_metric(th_svc.port, "process_start_time_seconds");
     double now = (double)time(NULL);
     /* listening socket, log pipe, pool connections...: more than stdin/out/err */
     assert_true(open > 3 && max >= open);
@@ -99,5 +90,5 @@ int main(void)
         cmocka_unit_test(readyz_names_the_build),
         cmocka_unit_test(metrics_label_the_build_and_the_process),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
