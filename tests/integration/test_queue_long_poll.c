@@ -23,42 +23,15 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "long_poll.h"
 
-#define WAITERS   1000
-#define POOL_SIZE 16
+#define WAITERS 1000
 
-static struct th_service svc, quiet;
-static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static int setup(void **state)
 {
-    const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
-                         "ROWLOCK_POOL_SIZE=16", "ROWLOCK_MAX_WAIT_S=30", NULL};
-    const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (th_raise_fd_limit(4 * WAITERS) != 0 || th_db_create("qlongpoll", dburl, sizeof(dburl)) != 0)
-        return -1;
-    if (th_service_start(&svc, dburl, env) != 0)
-        return -1;
-    return th_service_start(&quiet, dburl, quiet_env);
-}
-
-static int teardown(void **state)
-{
-    int a = th_service_stop(&quiet), b = th_service_stop(&svc);
-    return a == 0 && b == 0 ? 0 : -1;
-}
-
-static void queue_create(const char *name)
-{
-    /* (the queue lives in the database both processes share) */
-    char path[128];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/queues/%s", name);
-    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
-    assert_int_equal(r.status, 201);
-    th_response_free(&r);
+    return lp_start("qlongpoll", WAITERS);
 }
 
 /* Enqueues n jobs in one request; returns the first id and the request's duration in *seconds. */
@@ -86,15 +59,6 @@ static int64_t enqueue(int port, const char *queue, int n, double *seconds)
     return first;
 }
 
-/* Waits up to timeout_s for the waiting long-polls to reach at least n; returns the last count. */
-static double await_waiting(int port, double n, double timeout_s)
-{
-    double v = -1, give_up = th_now() + timeout_s;
-    while ((v = th_metric(port, "rowlock_http_long_polls_waiting")) < n && th_now() < give_up)
-        usleep(20000);
-    return v;
-}
-
 struct claim_one {
     const char *queue;
     int wait;
@@ -108,22 +72,22 @@ static void *claim_main(void *arg)
     char path[128], body[128];
     snprintf(path, sizeof(path), "/queues/%s/leases", c->queue);
     int n = snprintf(body, sizeof(body), "{\"owner\":\"w\",\"wait_seconds\":%d}", c->wait);
-    th_http(quiet.port, "POST", path, json_ct, body, (size_t)n, &c->r);
+    th_http(lp_quiet.port, "POST", path, json_ct, body, (size_t)n, &c->r);
     c->done_at = th_now();
     return NULL;
 }
 
 static void waiting_claim_returns_promptly_after_an_enqueue(void **state)
 {
-    queue_create("prompt");
+    lp_create("/queues/prompt");
     struct claim_one c = {.queue = "prompt", .wait = 10};
     pthread_t t;
     double started = th_now();
     pthread_create(&t, NULL, claim_main, &c);
-    assert_true(await_waiting(quiet.port, 1, 5) >= 1);
+    assert_true(lp_await_waiting(lp_quiet.port, 1, 5) >= 1);
     usleep(300000);
     double enqueued_at = th_now();
-    int64_t id = enqueue(quiet.port, "prompt", 1, NULL);
+    int64_t id = enqueue(lp_quiet.port, "prompt", 1, NULL);
     pthread_join(t, NULL);
     double latency = c.done_at - enqueued_at;
     fprintf(stderr, "the waiting claim answered %.3f s after the enqueue began (%.3f s in all)\n",
@@ -140,7 +104,7 @@ static void waiting_claim_returns_promptly_after_an_enqueue(void **state)
 
 static void idle_claim_returns_no_lease_when_its_wait_is_over(void **state)
 {
-    queue_create("idle");
+    lp_create("/queues/idle");
     for (int wait = 0; wait <= 1; wait++) {
         struct claim_one c = {.queue = "idle", .wait = wait};
         double t0 = th_now();
@@ -172,29 +136,16 @@ static void claim_body(int i, char *buf, size_t size)
  * its size, and the waiters are counted. */
 static void assert_service_free_while_waiting(struct th_crowd *c)
 {
-    struct th_response r;
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
-        assert_int_equal(r.status, 200);
-        fprintf(stderr, "/healthz took %.3f s\n", r.seconds);
-        assert_true(r.seconds < 1.0);
-        th_response_free(&r);
-        usleep(300000);
-    }
-    double took = 0, in_use_max = 0;
-    enqueue(svc.port, "elsewhere", 1, &took);
+    lp_assert_healthz_prompt();
+    double took = 0;
+    enqueue(lp_svc.port, "elsewhere", 1, &took);
     fprintf(stderr, "an enqueue to another queue took %.3f s\n", took);
     assert_true(took < 1.0);
-    for (int i = 0; i < 5; i++) {
-        double in_use = th_metric(svc.port, "rowlock_db_pool_in_use");
-        in_use_max = in_use > in_use_max ? in_use : in_use_max;
-        assert_int_equal((int)th_metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
-        usleep(200000);
-    }
-    double waiting = th_metric(svc.port, "rowlock_http_long_polls_waiting");
+    double in_use_max = lp_pool_in_use_max();
+    double waiting = th_metric(lp_svc.port, "rowlock_http_long_polls_waiting");
     fprintf(stderr, "pool in use while they wait: at most %.0f of %d; %.0f waiting\n", in_use_max,
-            POOL_SIZE, waiting);
-    assert_true(in_use_max < POOL_SIZE);
+            LP_POOL_SIZE, waiting);
+    assert_true(in_use_max < LP_POOL_SIZE);
     assert_true(waiting >= WAITERS * 0.9);
     assert_int_equal(c->done, 0); /* the enqueue elsewhere woke none of them */
 }
@@ -236,23 +187,23 @@ static int count_one_job_each(struct th_crowd *c, int64_t first)
 
 static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(void **state)
 {
-    queue_create("crowd");
-    queue_create("elsewhere");
+    lp_create("/queues/crowd");
+    lp_create("/queues/elsewhere");
     char url[256];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/queues/crowd/leases", svc.port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/queues/crowd/leases", lp_svc.port);
     struct th_crowd *c = malloc(sizeof(*c));
     th_crowd_start(c, WAITERS, url, claim_body);
     pthread_t t;
     pthread_create(&t, NULL, th_crowd_run, c);
 
-    double waiting = await_waiting(svc.port, WAITERS, 30);
+    double waiting = lp_await_waiting(lp_svc.port, WAITERS, 30);
     fprintf(stderr, "claims waiting: %.0f\n", waiting);
     assert_true(waiting >= WAITERS * 0.9);
     assert_service_free_while_waiting(c);
 
     /* one batch of WAITERS jobs: every waiter gets exactly one */
     double took = 0, enqueued_at = th_now();
-    int64_t first = enqueue(svc.port, "crowd", WAITERS, &took);
+    int64_t first = enqueue(lp_svc.port, "crowd", WAITERS, &took);
     fprintf(stderr, "the waking enqueue of %d jobs took %.3f s\n", WAITERS, took);
     pthread_join(t, NULL);
     double last = 0;
@@ -268,11 +219,11 @@ static void thousand_waiting_claims_hold_no_connection_and_each_gets_one_job(voi
     assert_true(last - enqueued_at < 10.0);
     th_crowd_free(c);
     free(c);
-    assert_true(await_waiting(svc.port, 0, 0) == 0);
-    assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    assert_true(lp_await_waiting(lp_svc.port, 0, 0) == 0);
+    assert_true(th_metric(lp_svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
     /* and the queue agrees: all of them processing, none pending */
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/queues/crowd", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(lp_svc.port, "GET", "/queues/crowd", NULL, NULL, 0, &r), 0);
     json_t *counts = json_object_get(r.json, "counts");
     assert_int_equal(json_integer_value(json_object_get(counts, "processing")), WAITERS);
     assert_int_equal(json_integer_value(json_object_get(counts, "pending")), 0);
@@ -287,7 +238,7 @@ int main(void)
         cmocka_unit_test(idle_claim_returns_no_lease_when_its_wait_is_over),
         cmocka_unit_test(thousand_waiting_claims_hold_no_connection_and_each_gets_one_job),
     };
-    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    int rc = cmocka_run_group_tests(tests, setup, lp_teardown);
     curl_global_cleanup();
     return rc;
 }

@@ -22,42 +22,15 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "long_poll.h"
 
-#define POLLERS   1000
-#define POOL_SIZE 16
+#define POLLERS 1000
 
-static struct th_service svc, quiet;
-static char dburl[1024];
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 static int setup(void **state)
 {
-    const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
-                         "ROWLOCK_POOL_SIZE=16", "ROWLOCK_MAX_WAIT_S=30", NULL};
-    const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (th_raise_fd_limit(4 * POLLERS) != 0 || th_db_create("longpoll", dburl, sizeof(dburl)) != 0)
-        return -1;
-    if (th_service_start(&svc, dburl, env) != 0)
-        return -1;
-    return th_service_start(&quiet, dburl, quiet_env);
-}
-
-static int teardown(void **state)
-{
-    int a = th_service_stop(&quiet), b = th_service_stop(&svc);
-    return a == 0 && b == 0 ? 0 : -1;
-}
-
-static void topic_create(const char *name)
-{
-    /* (the topic lives in the database both processes share) */
-    char path[128];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/topics/%s", name);
-    assert_int_equal(th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r), 0);
-    assert_int_equal(r.status, 201);
-    th_response_free(&r);
+    return lp_start("longpoll", POLLERS);
 }
 
 /* Produces one message; returns its offset and the request's duration in *seconds. */
@@ -77,15 +50,6 @@ static int64_t produce(int port, const char *topic, const char *key, double *sec
     return off;
 }
 
-/* Waits up to timeout_s for the waiting long-polls to reach at least n; returns the last count. */
-static double await_waiting(int port, double n, double timeout_s)
-{
-    double v = -1, give_up = th_now() + timeout_s;
-    while ((v = th_metric(port, "rowlock_http_long_polls_waiting")) < n && th_now() < give_up)
-        usleep(20000);
-    return v;
-}
-
 struct poll_one {
     const char *path;
     struct th_response r;
@@ -95,22 +59,22 @@ struct poll_one {
 static void *poll_main(void *arg)
 {
     struct poll_one *p = arg;
-    th_http(quiet.port, "GET", p->path, NULL, NULL, 0, &p->r);
+    th_http(lp_quiet.port, "GET", p->path, NULL, NULL, 0, &p->r);
     p->done_at = th_now();
     return NULL;
 }
 
 static void waiting_read_returns_promptly_after_a_produce(void **state)
 {
-    topic_create("prompt");
+    lp_create("/topics/prompt");
     struct poll_one p = {.path = "/topics/prompt/messages?after=0&wait=10"};
     pthread_t t;
     double started = th_now();
     pthread_create(&t, NULL, poll_main, &p);
-    assert_true(await_waiting(quiet.port, 1, 5) >= 1);
+    assert_true(lp_await_waiting(lp_quiet.port, 1, 5) >= 1);
     usleep(300000);
     double produced_at = th_now();
-    assert_int_equal(produce(quiet.port, "prompt", "k", NULL), 1);
+    assert_int_equal(produce(lp_quiet.port, "prompt", "k", NULL), 1);
     pthread_join(t, NULL);
     double latency = p.done_at - produced_at;
     fprintf(stderr, "long-poll answered %.3f s after the produce began (%.3f s in all)\n", latency,
@@ -127,13 +91,13 @@ static void waiting_read_returns_promptly_after_a_produce(void **state)
 
 static void idle_read_returns_empty_when_its_wait_is_over(void **state)
 {
-    topic_create("idle");
+    lp_create("/topics/idle");
     struct th_response r;
     for (int wait = 0; wait <= 1; wait++) {
         char path[128];
         snprintf(path, sizeof(path), "/topics/idle/messages?after=0&wait=%d", wait);
         double t0 = th_now();
-        assert_int_equal(th_http(quiet.port, "GET", path, NULL, NULL, 0, &r), 0);
+        assert_int_equal(th_http(lp_quiet.port, "GET", path, NULL, NULL, 0, &r), 0);
         double took = th_now() - t0;
         fprintf(stderr, "wait=%d on an idle topic returned after %.3f s\n", wait, took);
         assert_int_equal(r.status, 200);
@@ -153,52 +117,39 @@ static void idle_read_returns_empty_when_its_wait_is_over(void **state)
 
 static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
 {
-    topic_create("crowd");
-    topic_create("elsewhere");
+    lp_create("/topics/crowd");
+    lp_create("/topics/elsewhere");
     char url[256];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/topics/crowd/messages?after=0&wait=30",
-             svc.port);
+             lp_svc.port);
     struct th_crowd *c = malloc(sizeof(*c));
     th_crowd_start(c, POLLERS, url, NULL);
     pthread_t t;
     pthread_create(&t, NULL, th_crowd_run, c);
 
-    double waiting = await_waiting(svc.port, POLLERS, 30);
+    double waiting = lp_await_waiting(lp_svc.port, POLLERS, 30);
     fprintf(stderr, "long-polls waiting: %.0f\n", waiting);
     assert_true(waiting >= POLLERS * 0.98);
 
     /* while they wait: answers come at once, and the pool is nearly idle */
-    struct th_response r;
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0);
-        assert_int_equal(r.status, 200);
-        fprintf(stderr, "/healthz took %.3f s\n", r.seconds);
-        assert_true(r.seconds < 1.0);
-        th_response_free(&r);
-        usleep(300000);
-    }
-    double took = 0, in_use_max = 0;
-    assert_int_equal(produce(svc.port, "elsewhere", "k", &took), 1);
+    lp_assert_healthz_prompt();
+    double took = 0;
+    assert_int_equal(produce(lp_svc.port, "elsewhere", "k", &took), 1);
     fprintf(stderr, "a produce to another topic took %.3f s\n", took);
     assert_true(took < 1.0);
-    for (int i = 0; i < 5; i++) {
-        double in_use = th_metric(svc.port, "rowlock_db_pool_in_use");
-        in_use_max = in_use > in_use_max ? in_use : in_use_max;
-        assert_int_equal((int)th_metric(svc.port, "rowlock_db_pool_size"), POOL_SIZE);
-        usleep(200000);
-    }
-    fprintf(stderr, "pool in use while they wait: at most %.0f of %d\n", in_use_max, POOL_SIZE);
+    double in_use_max = lp_pool_in_use_max();
+    fprintf(stderr, "pool in use while they wait: at most %.0f of %d\n", in_use_max, LP_POOL_SIZE);
     /* waiters that held connections would pin all 16 (and time out acquires); the once-a-second
      * re-read of every waiter borrows a few, briefly */
-    assert_true(in_use_max <= POOL_SIZE / 2);
-    assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    assert_true(in_use_max <= LP_POOL_SIZE / 2);
+    assert_true(th_metric(lp_svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
     /* (sampled between re-reads: each resumes its waiters for a moment) */
-    assert_true(await_waiting(svc.port, POLLERS * 0.98, 5) >= POLLERS * 0.98);
+    assert_true(lp_await_waiting(lp_svc.port, POLLERS * 0.98, 5) >= POLLERS * 0.98);
     assert_int_equal(c->done, 0); /* the produce elsewhere woke none of them */
 
     /* one produce on their topic wakes all of them, each with the message */
     double produced_at = th_now();
-    assert_int_equal(produce(svc.port, "crowd", "wake", &took), 1);
+    assert_int_equal(produce(lp_svc.port, "crowd", "wake", &took), 1);
     fprintf(stderr, "the waking produce took %.3f s\n", took);
     pthread_join(t, NULL);
     double last = 0;
@@ -226,8 +177,8 @@ static void thousand_waiting_reads_hold_no_connection_and_all_wake(void **state)
     assert_true(last - produced_at < 10.0);
     th_crowd_free(c);
     free(c);
-    assert_true(await_waiting(svc.port, 0, 0) == 0);
-    assert_true(th_metric(svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
+    assert_true(lp_await_waiting(lp_svc.port, 0, 0) == 0);
+    assert_true(th_metric(lp_svc.port, "rowlock_db_pool_acquire_timeouts_total") == 0);
 }
 
 int main(void)
@@ -238,7 +189,7 @@ int main(void)
         cmocka_unit_test(idle_read_returns_empty_when_its_wait_is_over),
         cmocka_unit_test(thousand_waiting_reads_hold_no_connection_and_all_wake),
     };
-    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    int rc = cmocka_run_group_tests(tests, setup, lp_teardown);
     curl_global_cleanup();
     return rc;
 }
