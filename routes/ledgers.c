@@ -739,10 +739,6 @@ static enum svc_outcome route_ledger_tx_get(struct svc_request *req)
     return svc_reply_json(req, 200, status_json(digest, &s));
 }
 
-/* Sends the strong ETag of an object or display (its version) and says whether the request's
- * If-None-Match names it (then the answer is 304 without a body). */
-static int etag_matches(struct svc_request *req, int64_t version);
-
 /* Does the If-None-Match field value name etag (a strong "\"...\"")? "*" or a list of entity
  * tags, compared weakly (a W/ prefix is ignored), as RFC 9110 says for GET. A malformed list
  * matches nothing. */
@@ -768,6 +764,8 @@ static int etag_listed(const char *field, const char *etag)
     return 0;
 }
 
+/* Sends the strong ETag of an object or display (its version) and says whether the request's
+ * If-None-Match names it (then the answer is 304 without a body). */
 static int etag_matches(struct svc_request *req, int64_t version)
 {
     char etag[32];
@@ -776,19 +774,30 @@ static int etag_matches(struct svc_request *req, int64_t version)
     return etag_listed(svc_req_header(req, "If-None-Match"), etag);
 }
 
-/* An object or display as GET shows it; NULL when out of memory. */
-static json_t *item_json(const struct db_ledger_item *it, const char *key, int display)
+/* An object or display as GET shows it, as JSON text (the caller frees it; its length in *len);
+ * NULL when out of memory. The data is spliced in as the text PostgreSQL stored, never parsed:
+ * jansson refuses the long runs of digits jsonb writes for numbers such as 1e19. */
+static char *item_text(const struct db_ledger_item *it, const char *key, int display, size_t *len)
 {
-    json_t *data = it->data ? json_loads(it->data, JSON_DECODE_ANY, NULL) : NULL;
-    json_t *j = json_pack("{s:s, s:I, s:o, s:s}", display ? "type" : "object_id", key, "version",
-                          (json_int_t)it->version, "data", data ? data : json_null(), "updated_at",
-                          it->updated_at);
-    if (j != NULL && !display &&
-        json_object_set_new(j, "type", json_string(it->type ? it->type : "")) != 0) {
-        json_decref(j);
-        return NULL;
+    json_t *j = json_pack("{s:s, s:I, s:s}", display ? "type" : "object_id", key, "version",
+                          (json_int_t)it->version, "updated_at", it->updated_at);
+    int ok =
+        j != NULL &&
+        (display || json_object_set_new(j, "type", json_string(it->type ? it->type : "")) == 0);
+    char *head = ok ? json_dumps(j, JSON_COMPACT) : NULL, *text = NULL;
+    json_decref(j);
+    const char *data = it->data ? it->data : "null";
+    size_t h = head ? strlen(head) : 0, n = strlen(data);
+    /* "{...}" -> "{...,"data":<data>}" */
+    if (h > 2 && (text = malloc(h + n + 9)) != NULL) {
+        memcpy(text, head, h - 1);
+        memcpy(text + h - 1, ",\"data\":", 8);
+        memcpy(text + h + 7, data, n);
+        memcpy(text + h + 7 + n, "}", 2);
+        *len = h + n + 8;
     }
-    return j;
+    free(head);
+    return text;
 }
 
 /* 410 object_deleted, with the version of the tombstone (a 500 if it cannot be said). */
@@ -815,6 +824,8 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
     struct db_ledger_item it;
     enum db_ledger_verdict v;
     struct db_error err;
+    char *text = NULL;
+    size_t len = 0;
     enum db_status st = display ? db_ledgers_display_get(app->pool, ledger, key, &it, &v, &err)
                                 : db_ledgers_object_get(app->pool, ledger, key, &it, &v, &err);
     if (st != DB_OK)
@@ -825,8 +836,10 @@ static enum svc_outcome item_get(struct svc_request *req, int display)
         out = verdict_problem(req, ledger, v, key);
     else if (etag_matches(req, it.version))
         out = svc_reply_static(req, 304, "application/json", "", 0);
+    else if ((text = item_text(&it, key, display, &len)) == NULL)
+        out = out_of_memory(req);
     else
-        out = svc_reply_json(req, 200, item_json(&it, key, display));
+        out = svc_reply_raw(req, 200, "application/json", text, len);
     db_ledger_item_clear(&it);
     return out;
 }
