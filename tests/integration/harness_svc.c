@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
@@ -18,9 +19,28 @@ int th_svc_start(const char *name, const char *const *env)
     return th_service_start(&th_svc, th_svc_dburl, env);
 }
 
+static PGconn *pg;
+
+PGconn *th_svc_pg(void)
+{
+    if (pg == NULL)
+        pg = th_pg(th_svc_dburl);
+    return pg;
+}
+
+int64_t th_svc_sql_int(const char *sql)
+{
+    PGresult *r = th_sql(th_svc_pg(), sql);
+    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
 int th_svc_teardown(void **state)
 {
     (void)state;
+    PQfinish(pg);
+    pg = NULL;
     return th_service_stop(&th_svc) == 0 ? 0 : -1;
 }
 

@@ -4,6 +4,8 @@
 #ifndef TESTS_HARNESS_SVC_H
 #define TESTS_HARNESS_SVC_H
 
+#include <stdint.h>
+
 #include "harness.h"
 
 /* The program's service, and the URL of its database (set by th_svc_start). */
@@ -13,8 +15,15 @@ extern char th_svc_dburl[1024];
 /* For a group setup: creates database rowlock_t_<name> and starts th_svc on it with extra
  * environment entries (NULL-terminated, may be NULL). 0, or -1. */
 int th_svc_start(const char *name, const char *const *env);
-/* A group teardown: stops th_svc; 0 when it stopped cleanly, else -1. */
+/* A group teardown: closes th_svc_pg's session if one was opened, stops th_svc; 0 when it
+ * stopped cleanly, else -1. */
 int th_svc_teardown(void **state);
+
+/* An SQL session on th_svc's database, opened on first use (fails the test when it cannot
+ * connect), closed by th_svc_teardown; borrowed. */
+PGconn *th_svc_pg(void);
+/* The integer in the first column of the first row of sql, run on th_svc_pg (must succeed). */
+int64_t th_svc_sql_int(const char *sql);
 
 /* th_call on th_svc: body JSON text (NULL: none), the status asserted to be want; returns the
  * answer's JSON (the caller's), NULL when it is not JSON. */

@@ -20,36 +20,17 @@
 
 #include "harness_svc.h"
 
-static PGconn *pg;
-
-static int64_t sql_int(const char *sql)
-{
-    PGresult *r = th_sql(pg, sql);
-    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return v;
-}
-
 static int64_t ledger_id(const char *name)
 {
     char sql[160];
     snprintf(sql, sizeof(sql), "SELECT id FROM rowlock.ledgers WHERE name = '%s'", name);
-    return sql_int(sql);
+    return th_svc_sql_int(sql);
 }
 
 static int setup(void **state)
 {
     static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
-    if (th_svc_start("ledger_isolation", env) != 0)
-        return -1;
-    pg = th_pg(th_svc_dburl);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    PQfinish(pg);
-    return th_svc_teardown(state);
+    return th_svc_start("ledger_isolation", env);
 }
 
 static void a_broken_ledger_costs_only_its_own_metrics_and_janitor(void **state)
@@ -74,16 +55,16 @@ static void a_broken_ledger_costs_only_its_own_metrics_and_janitor(void **state)
              " (sequence, transactions, applied_at) VALUES (1, 0, now() - interval '1 hour'), "
              "(9223372036854775807, 0, now() - interval '1 hour')",
              ledger_id("broken"));
-    PQclear(th_sql(pg, sql));
+    PQclear(th_sql(th_svc_pg(), sql));
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.objects_%" PRId64 " WHERE deleted",
              ledger_id("healthy"));
-    assert_int_equal(sql_int(sql), 1);
+    assert_int_equal(th_svc_sql_int(sql), 1);
 
     /* the janitor still purges healthy's tombstone (retention 1 s, passes every 100 ms) */
     double deadline = th_now() + 15;
-    while (sql_int(sql) != 0 && th_now() < deadline)
+    while (th_svc_sql_int(sql) != 0 && th_now() < deadline)
         usleep(100 * 1000);
-    assert_int_equal(sql_int(sql), 0);
+    assert_int_equal(th_svc_sql_int(sql), 0);
     json_t *l = th_svc_get("/ledgers/healthy");
     assert_int_equal(json_integer_value(json_object_get(l, "horizon")), 2);
     json_decref(l);
@@ -111,5 +92,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_broken_ledger_costs_only_its_own_metrics_and_janitor),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

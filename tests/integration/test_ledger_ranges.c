@@ -20,7 +20,6 @@
 #define OVER     "9007199254740992"
 #define INT64MAX "9223372036854775807"
 
-static PGconn *pg;
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
 /* Sends body (JSON text, NULL: none) and asserts the status, and with code a problem+json answer
@@ -40,26 +39,9 @@ static void expect(const char *method, const char *path, const char *body, long 
     th_response_free(&r);
 }
 
-static int64_t sql_int(const char *sql)
-{
-    PGresult *r = th_sql(pg, sql);
-    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return v;
-}
-
 static int setup(void **state)
 {
-    if (th_svc_start("ledger_ranges", NULL) != 0)
-        return -1;
-    pg = th_pg(th_svc_dburl);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    PQfinish(pg);
-    return th_svc_teardown(state);
+    return th_svc_start("ledger_ranges", NULL);
 }
 
 /* The reproduction: the checkpoint is refused and the ledger keeps answering. */
@@ -70,7 +52,7 @@ static void checkpoint_at_int64_max_is_refused_and_the_ledger_answers(void **sta
            400, "invalid_checkpoint");
     expect("POST", "/ledgers/repro/checkpoints", "{\"sequence\":" OVER ",\"transactions\":[]}", 400,
            "invalid_checkpoint");
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.checkpoints_1"), 0);
+    assert_int_equal(th_svc_sql_int("SELECT count(*) FROM rowlock.checkpoints_1"), 0);
     json_t *l = th_svc_get("/ledgers/repro");
     assert_int_equal(json_integer_value(json_object_get(l, "watermark")), 0);
     json_decref(l);
@@ -150,5 +132,5 @@ int main(void)
         cmocka_unit_test(versions_stop_at_the_maximum),
         cmocka_unit_test(event_offsets_stop_at_the_maximum),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -22,11 +22,9 @@
 
 #include "harness_svc.h"
 
-static PGconn *pg;
-
 static long long count(const char *sql)
 {
-    PGresult *r = th_sql(pg, sql);
+    PGresult *r = th_sql(th_svc_pg(), sql);
     long long n = atoll(PQgetvalue(r, 0, 0));
     PQclear(r);
     return n;
@@ -94,7 +92,7 @@ static long long queue_leftovers(const char *qid, const char *job_ids)
 
 static char *sql_text(const char *sql)
 {
-    PGresult *r = th_sql(pg, sql);
+    PGresult *r = th_sql(th_svc_pg(), sql);
     char *v = strdup(PQgetvalue(r, 0, 0));
     PQclear(r);
     return v;
@@ -388,17 +386,7 @@ static int setup(void **state)
     (void)state;
     /* a long-poll's periodic re-check a minute apart: only a wake-up answers it sooner */
     static const char *const env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (th_svc_start("resource_delete", env) != 0)
-        return -1;
-    pg = th_pg(th_svc_dburl);
-    return pg ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    PQfinish(pg);
-    return th_svc_teardown(state);
+    return th_svc_start("resource_delete", env);
 }
 
 int main(void)
@@ -411,5 +399,5 @@ int main(void)
         cmocka_unit_test(enqueue_and_waiting_claim_meet_a_delete),
         cmocka_unit_test(claim_races_delete),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
