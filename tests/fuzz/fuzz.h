@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* Aborts with the property's text and place when cond is false. */
 #define FUZZ_ASSERT(cond)                                                                          \

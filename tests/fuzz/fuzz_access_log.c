@@ -10,18 +10,7 @@
 #include "service/log.h"
 #include "service/problem.h"
 #include "tests/fuzz/fuzz.h"
-
-static struct svc_route *routes_table;
-static size_t routes_count;
-
-/* The route table main serves (every family's routes) and the families' problem codes. */
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    routes_table = svc_families_routes(svc_families, svc_families_count, &routes_count);
-    return routes_table == NULL || svc_families_register_problems(svc_families, svc_families_count);
-}
+#include "tests/fuzz/fuzz_routes.h"
 
 /* Longest method the line must always hold (MHD hands any token; 128 is far past real ones). */
 #define METHOD_MAX 128
@@ -64,11 +53,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_split((const uint8_t *)rest, strlen(rest), &method, &path);
     if (strlen(method) > METHOD_MAX || strlen(rid) > 128)
         goto done;
-    size_t route = data[0] % (routes_count + 1);
+    size_t route = data[0] % (fuzz_routes_count + 1);
     struct svc_access a = {
         .request_id = rid,
         .method = method,
-        .route = route < routes_count ? routes_table[route].path : "unmatched",
+        .route = route < fuzz_routes_count ? fuzz_routes_table[route].path : "unmatched",
         .path = path,
         .path_len = strcspn(path, "?"),
         .status = 100 + data[1] % 500,

@@ -9,18 +9,7 @@
 #include "routes/routes.h"
 #include "service/router.h"
 #include "tests/fuzz/fuzz.h"
-
-static struct svc_route *routes_table;
-static size_t routes_count;
-
-/* The route table main serves (every family's routes) and the families' problem codes. */
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    routes_table = svc_families_routes(svc_families, svc_families_count, &routes_count);
-    return routes_table == NULL || svc_families_register_problems(svc_families, svc_families_count);
-}
+#include "tests/fuzz/fuzz_routes.h"
 
 #define PATH "/topics/t1/messages"
 
@@ -111,7 +100,8 @@ static void check_reencoded(const struct svc_match *m, size_t qlen)
     }
     t[o] = '\0';
     struct svc_match again;
-    FUZZ_ASSERT(svc_router_match(routes_table, routes_count, "GET", t, &again) == SVC_MATCH_OK);
+    FUZZ_ASSERT(svc_router_match(fuzz_routes_table, fuzz_routes_count, "GET", t, &again) ==
+                SVC_MATCH_OK);
     FUZZ_ASSERT(again.nquery == m->nquery);
     for (size_t i = 0; i < m->nquery; i++) {
         FUZZ_ASSERT(strcmp(again.query[i].name, m->query[i].name) == 0);
@@ -134,7 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t nref;
     enum svc_match_result want = ref_parse(q, ref, &nref);
     struct svc_match m;
-    enum svc_match_result r = svc_router_match(routes_table, routes_count, "GET", target, &m);
+    enum svc_match_result r =
+        svc_router_match(fuzz_routes_table, fuzz_routes_count, "GET", target, &m);
     FUZZ_ASSERT(r == want);
     if (r == SVC_MATCH_OK) {
         FUZZ_ASSERT(m.nquery == nref);

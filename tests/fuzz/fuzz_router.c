@@ -9,18 +9,7 @@
 #include "routes/routes.h"
 #include "service/router.h"
 #include "tests/fuzz/fuzz.h"
-
-static struct svc_route *routes_table;
-static size_t routes_count;
-
-/* The route table main serves (every family's routes) and the families' problem codes. */
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    routes_table = svc_families_routes(svc_families, svc_families_count, &routes_count);
-    return routes_table == NULL || svc_families_register_problems(svc_families, svc_families_count);
-}
+#include "tests/fuzz/fuzz_routes.h"
 
 static int hex(char c)
 {
@@ -84,8 +73,8 @@ static size_t template_params(const char *tpl)
 
 static void check_ok(const struct svc_match *m, const char *method)
 {
-    FUZZ_ASSERT(m->route >= 0 && (size_t)m->route < routes_count);
-    const struct svc_route *r = &routes_table[m->route];
+    FUZZ_ASSERT(m->route >= 0 && (size_t)m->route < fuzz_routes_count);
+    const struct svc_route *r = &fuzz_routes_table[m->route];
     FUZZ_ASSERT(strcmp(r->method, strcmp(method, "HEAD") == 0 ? "GET" : method) == 0);
     FUZZ_ASSERT(m->nparams == template_params(r->path) && m->nparams <= SVC_MAX_PARAMS);
     for (size_t i = 0; i < m->nparams; i++) {
@@ -127,7 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         target = space + 1;
     }
     struct svc_match m;
-    enum svc_match_result r = svc_router_match(routes_table, routes_count, method, target, &m);
+    enum svc_match_result r =
+        svc_router_match(fuzz_routes_table, fuzz_routes_count, method, target, &m);
     FUZZ_ASSERT(r >= SVC_MATCH_OK && r <= SVC_MATCH_DUPLICATE_QUERY);
     if (r == SVC_MATCH_OK) {
         check_ok(&m, method);
