@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "ledger_client.h"
 
 #define SENDERS     16
 #define ROUNDS      8
@@ -36,39 +36,6 @@ static int setup(void **state)
     return th_svc_start("ledger_concurrent", NULL);
 }
 
-/* ---- requests ---- */
-
-/* One request; body (borrowed, may be NULL) is sent as JSON. r must be freed by the caller.
- * Returns th_http's result (safe to call from any thread: it asserts nothing). */
-static int call(const char *method, const char *path, const json_t *body, struct th_response *r)
-{
-    return th_http_json(th_svc.port, method, path, body, r);
-}
-
-static void ledger_create(const char *l)
-{
-    char path[256];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/ledgers/%s", l);
-    json_t *body = json_object();
-    assert_int_equal(call("PUT", path, body, &r), 0);
-    json_decref(body);
-    assert_int_equal(r.status, 201);
-    th_response_free(&r);
-}
-
-static json_t *tx_new(const char *digest)
-{
-    return json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "digest", digest, "inputs", "writes",
-                     "deletes", "displays", "events");
-}
-
-static void tx_input(json_t *t, const char *id, json_int_t v)
-{
-    json_array_append_new(json_object_get(t, "inputs"),
-                          json_pack("{s:s, s:I}", "object_id", id, "version", v));
-}
-
 static void tx_write(json_t *t, const char *id, json_int_t v)
 {
     const char *digest = json_string_value(json_object_get(t, "digest"));
@@ -78,62 +45,27 @@ static void tx_write(json_t *t, const char *id, json_int_t v)
                                     digest));
 }
 
-static void tx_events(json_t *t, int n)
-{
-    const char *digest = json_string_value(json_object_get(t, "digest"));
-    for (int k = 0; k < n; k++)
-        json_array_append_new(
-            json_object_get(t, "events"),
-            json_pack("{s:s, s:{s:s, s:i}}", "type", "moved", "data", "digest", digest, "k", k));
-}
-
 /* Submits tx (borrowed) optimistically; returns the status, r keeps the response. */
 static long submit(const char *l, const json_t *tx, struct th_response *r)
 {
     char path[256];
     snprintf(path, sizeof(path), "/ledgers/%s/transactions", l);
-    return call("POST", path, tx, r) == 0 ? r->status : -1;
+    return lc_call("POST", path, tx, r) == 0 ? r->status : -1;
+}
+
+static void count_event(void *by, json_t *e)
+{
+    const char *d = json_string_value(json_object_get(e, "digest"));
+    json_int_t have = json_integer_value(json_object_get(by, d));
+    json_object_set_new(by, d, json_integer(have + 1));
 }
 
 /* The event log: {digest: count} (caller decrefs). */
 static json_t *event_counts(const char *l)
 {
     json_t *by = json_object();
-    json_int_t after = 0;
-    for (;;) {
-        char path[256];
-        struct th_response r;
-        snprintf(path, sizeof(path), "/ledgers/%s/events?after=%lld&limit=1000", l,
-                 (long long)after);
-        assert_int_equal(call("GET", path, NULL, &r), 0);
-        assert_int_equal(r.status, 200);
-        json_t *events = json_object_get(r.json, "events"), *e;
-        size_t i, n = json_array_size(events);
-        json_array_foreach(events, i, e)
-        {
-            const char *d = json_string_value(json_object_get(e, "digest"));
-            json_int_t have = json_integer_value(json_object_get(by, d));
-            json_object_set_new(by, d, json_integer(have + 1));
-        }
-        after = json_integer_value(json_object_get(r.json, "next"));
-        th_response_free(&r);
-        if (n == 0)
-            break;
-    }
+    lc_events_each(l, count_event, by);
     return by;
-}
-
-static json_t *ledger_counts(const char *l)
-{
-    char path[256];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/ledgers/%s", l);
-    assert_int_equal(call("GET", path, NULL, &r), 0);
-    assert_int_equal(r.status, 200);
-    json_t *c = json_deep_copy(json_object_get(r.json, "counts"));
-    json_object_set(c, "watermark", json_object_get(r.json, "watermark"));
-    th_response_free(&r);
-    return c;
 }
 
 /* GET the transaction's status (caller decrefs); NULL when not 200. */
@@ -142,7 +74,7 @@ static json_t *tx_status(const char *l, const char *digest)
     char path[512];
     struct th_response r;
     snprintf(path, sizeof(path), "/ledgers/%s/transactions/%s", l, digest);
-    assert_int_equal(call("GET", path, NULL, &r), 0);
+    assert_int_equal(lc_call("GET", path, NULL, &r), 0);
     json_t *s = r.status == 200 ? json_incref(r.json) : NULL;
     th_response_free(&r);
     return s;
@@ -153,7 +85,7 @@ static void expect_live(const char *l, const char *id, json_int_t v, const char 
     char path[256];
     struct th_response r;
     snprintf(path, sizeof(path), "/ledgers/%s/objects/%s", l, id);
-    assert_int_equal(call("GET", path, NULL, &r), 0);
+    assert_int_equal(lc_call("GET", path, NULL, &r), 0);
     json_t *data = json_object_get(r.json, "data");
     const char *writer = json_string_value(json_object_get(data, "by"));
     if (r.status != 200 || json_integer_value(json_object_get(r.json, "version")) != v ||
@@ -215,19 +147,19 @@ static json_t *round_tx(int r)
     char digest[32], own[32];
     snprintf(digest, sizeof(digest), "same-%d", r);
     snprintf(own, sizeof(own), "own-%d", r);
-    json_t *t = tx_new(digest);
+    json_t *t = lc_tx_new(digest);
     if (r > 1)
-        tx_input(t, "shared", r - 1);
+        lc_tx_input(t, "shared", r - 1);
     tx_write(t, "shared", r);
     tx_write(t, own, r);
-    tx_events(t, 3);
+    lc_tx_events(t, 3);
     return t;
 }
 
 static void same_transaction_from_16_clients_applies_once(void **state)
 {
     const char *l = "same";
-    ledger_create(l);
+    lc_ledger_create(l);
     for (int r = 1; r <= ROUNDS; r++) {
         json_t *t = round_tx(r);
         const char *digest = json_string_value(json_object_get(t, "digest"));
@@ -258,7 +190,7 @@ static void same_transaction_from_16_clients_applies_once(void **state)
         json_decref(st);
     }
     json_decref(events);
-    json_t *counts = ledger_counts(l);
+    json_t *counts = lc_ledger_counts(l);
     assert_int_equal(json_integer_value(json_object_get(counts, "transactions")), ROUNDS);
     assert_int_equal(json_integer_value(json_object_get(counts, "events")), 3 * ROUNDS);
     json_decref(counts);
@@ -269,19 +201,19 @@ static void same_transaction_from_16_clients_applies_once(void **state)
 static void identical_waiters_woken_together_apply_once(void **state)
 {
     const char *l = "waiting";
-    ledger_create(l);
+    lc_ledger_create(l);
     for (int r = 1; r <= 3; r++) {
         char gd[32], wd[32];
         snprintf(gd, sizeof(gd), "gate-%d", r);
         snprintf(wd, sizeof(wd), "waiter-%d", r);
-        json_t *gate = tx_new(gd), *w = tx_new(wd);
+        json_t *gate = lc_tx_new(gd), *w = lc_tx_new(wd);
         if (r > 1)
-            tx_input(gate, "gate", 2 * r - 2);
+            lc_tx_input(gate, "gate", 2 * r - 2);
         tx_write(gate, "gate", 2 * r - 1);
-        tx_events(gate, 1);
-        tx_input(w, "gate", 2 * r - 1);
+        lc_tx_events(gate, 1);
+        lc_tx_input(w, "gate", 2 * r - 1);
         tx_write(w, "gate", 2 * r);
-        tx_events(w, 2);
+        lc_tx_events(w, 2);
         json_object_set_new(w, "wait_seconds", json_integer(10));
         pthread_barrier_t go;
         pthread_t t[SENDERS];
@@ -396,7 +328,7 @@ static void *poster_main(void *arg)
         usleep(rand_r(&p->seed) % 50000);
         json_t *body = json_pack("{s:i, s:O}", "sequence", c + 1, "transactions", p->m->cps[c]);
         struct th_response r;
-        p->status[c] = call("POST", path, body, &r) == 0 ? r.status : -1;
+        p->status[c] = lc_call("POST", path, body, &r) == 0 ? r.status : -1;
         json_decref(body);
         json_int_t a = json_integer_value(json_object_get(r.json, "applied")),
                    s = json_integer_value(json_object_get(r.json, "skipped"));
@@ -420,19 +352,19 @@ static void mix_build(struct mix *m, unsigned *seed, int last[MIX_OBJECTS])
     for (int i = 0; i < MIX_TXS; i++) {
         char digest[80];
         snprintf(digest, sizeof(digest), "%s-tx%d", m->ledger, i);
-        m->txs[i] = tx_new(digest);
+        m->txs[i] = lc_tx_new(digest);
         int a = (int)(rand_r(seed) % MIX_OBJECTS), b = (int)(rand_r(seed) % MIX_OBJECTS);
         for (int k = 0; k < (a == b ? 1 : 2); k++) {
             int o = k == 0 ? a : b;
             char id[16];
             snprintf(id, sizeof(id), "o%d", o);
             if (version[o] > 0)
-                tx_input(m->txs[i], id, version[o]);
+                lc_tx_input(m->txs[i], id, version[o]);
             tx_write(m->txs[i], id, i + 1);
             version[o] = i + 1;
             last[o] = i;
         }
-        tx_events(m->txs[i], 1 + i % 3);
+        lc_tx_events(m->txs[i], 1 + i % 3);
         json_object_set_new(m->txs[i], "wait_seconds", json_integer(5));
     }
     for (int c = 0; c < MIX_TXS / MIX_PER_CP; c++) {
@@ -474,7 +406,7 @@ static void mix_check(struct mix *m, const int created[MIX_TXS], const int last[
         expect_live(m->ledger, id, last[o] + 1,
                     json_string_value(json_object_get(m->txs[last[o]], "digest")));
     }
-    json_t *counts = ledger_counts(m->ledger);
+    json_t *counts = lc_ledger_counts(m->ledger);
     assert_int_equal(json_integer_value(json_object_get(counts, "transactions")), MIX_TXS);
     assert_int_equal(json_integer_value(json_object_get(counts, "watermark")),
                      MIX_TXS / MIX_PER_CP);
@@ -488,7 +420,7 @@ static void optimistic_and_checkpoint_paths_race_each_transaction_once(void **st
     for (int round = 0; round < MIX_ROUNDS; round++) {
         char name[32];
         snprintf(name, sizeof(name), "mix-%d", round);
-        ledger_create(name);
+        lc_ledger_create(name);
         struct mix m = {.ledger = name};
         int last[MIX_OBJECTS], created[MIX_TXS] = {0};
         unsigned s = seed + (unsigned)round;
@@ -571,11 +503,11 @@ static double timed_submit(const char *l, const json_t *tx, long status, const c
 static json_t *dep_tx(const char *digest, const char *in, json_int_t inv, const char *out,
                       json_int_t outv, int wait)
 {
-    json_t *t = tx_new(digest);
+    json_t *t = lc_tx_new(digest);
     if (in)
-        tx_input(t, in, inv);
+        lc_tx_input(t, in, inv);
     tx_write(t, out, outv);
-    tx_events(t, 1);
+    lc_tx_events(t, 1);
     if (wait >= 0)
         json_object_set_new(t, "wait_seconds", json_integer(wait));
     return t;
@@ -584,7 +516,7 @@ static json_t *dep_tx(const char *digest, const char *in, json_int_t inv, const 
 static void waiting_submission_applied_when_input_arrives_superseded_at_once(void **state)
 {
     const char *l = "deps";
-    ledger_create(l);
+    lc_ledger_create(l);
     /* a waits for x@1, which x1 writes 0.3 s later */
     json_t *a = dep_tx("a", "x", 1, "x", 2, 5), *x1 = dep_tx("x1", NULL, 0, "x", 1, -1);
     struct timed w = {.ledger = l, .tx = a};
@@ -604,9 +536,9 @@ static void waiting_submission_applied_when_input_arrives_superseded_at_once(voi
     if (took >= 0.5)
         fail_msg("superseded took %.3f s", took);
     /* x deleted at 3: reading x@2 is superseded at once too */
-    json_t *d3 = tx_new("d3");
-    tx_input(d3, "x", 2);
-    tx_events(d3, 1);
+    json_t *d3 = lc_tx_new("d3");
+    lc_tx_input(d3, "x", 2);
+    lc_tx_events(d3, 1);
     json_array_append_new(json_object_get(d3, "deletes"),
                           json_pack("{s:s, s:i}", "object_id", "x", "version", 3));
     timed_submit(l, d3, 201, NULL);

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "ledger_client.h"
 
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
@@ -35,33 +35,7 @@ static int setup(void **state)
 /* One request; body (borrowed, may be NULL) is sent as JSON. r must be freed by the caller. */
 static void call(const char *method, const char *path, const json_t *body, struct th_response *r)
 {
-    assert_int_equal(th_http_json(th_svc.port, method, path, body, r), 0);
-}
-
-static void ledger_create(const char *l)
-{
-    char path[256];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/ledgers/%s", l);
-    json_t *body = json_object();
-    call("PUT", path, body, &r);
-    json_decref(body);
-    assert_int_equal(r.status, 201);
-    th_response_free(&r);
-}
-
-/* A transaction with no effects yet; the tx_* helpers below add to it and return it. */
-static json_t *tx_new(const char *digest)
-{
-    return json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "digest", digest, "inputs", "writes",
-                     "deletes", "displays", "events");
-}
-
-static json_t *tx_input(json_t *t, const char *id, json_int_t v)
-{
-    json_array_append_new(json_object_get(t, "inputs"),
-                          json_pack("{s:s, s:I}", "object_id", id, "version", v));
-    return t;
+    assert_int_equal(lc_call(method, path, body, r), 0);
 }
 
 /* A write whose data names the object and version, so a read shows which write won. */
@@ -85,17 +59,6 @@ static json_t *tx_display(json_t *t, const char *type, json_int_t v)
     json_array_append_new(
         json_object_get(t, "displays"),
         json_pack("{s:s, s:I, s:{s:I}}", "type", type, "version", v, "data", "v", v));
-    return t;
-}
-
-/* n events, each naming its transaction and index. */
-static json_t *tx_events(json_t *t, int n)
-{
-    const char *digest = json_string_value(json_object_get(t, "digest"));
-    for (int k = 0; k < n; k++)
-        json_array_append_new(
-            json_object_get(t, "events"),
-            json_pack("{s:s, s:{s:s, s:i}}", "type", "moved", "data", "digest", digest, "k", k));
     return t;
 }
 
@@ -178,49 +141,11 @@ static void expect_display(const char *l, const char *type, json_int_t v)
     th_response_free(&r);
 }
 
-/* The ledger as GET /ledgers/{l} shows it: {counts..., watermark} (caller decrefs). */
-static json_t *ledger_counts(const char *l)
-{
-    char path[256];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/ledgers/%s", l);
-    call("GET", path, NULL, &r);
-    assert_int_equal(r.status, 200);
-    json_t *c = json_deep_copy(json_object_get(r.json, "counts"));
-    json_object_set(c, "watermark", json_object_get(r.json, "watermark"));
-    th_response_free(&r);
-    return c;
-}
-
 /* The whole event log: {digest: [{index, type, data}...]} in log order (caller decrefs). */
 static json_t *events_by_digest(const char *l)
 {
     json_t *by = json_object();
-    json_int_t after = 0;
-    for (;;) {
-        char path[256];
-        struct th_response r;
-        snprintf(path, sizeof(path), "/ledgers/%s/events?after=%lld&limit=1000", l,
-                 (long long)after);
-        call("GET", path, NULL, &r);
-        assert_int_equal(r.status, 200);
-        json_t *events = json_object_get(r.json, "events"), *e;
-        size_t i, n = json_array_size(events);
-        json_array_foreach(events, i, e)
-        {
-            const char *d = json_string_value(json_object_get(e, "digest"));
-            if (json_object_get(by, d) == NULL)
-                json_object_set_new(by, d, json_array());
-            json_array_append_new(json_object_get(by, d),
-                                  json_pack("{s:O, s:O, s:O}", "index", json_object_get(e, "index"),
-                                            "type", json_object_get(e, "type"), "data",
-                                            json_object_get(e, "data")));
-        }
-        after = json_integer_value(json_object_get(r.json, "next"));
-        th_response_free(&r);
-        if (n == 0)
-            break;
-    }
+    lc_events_each(l, lc_events_by_digest, by);
     return by;
 }
 
@@ -269,11 +194,11 @@ static void free_all(json_t **txs)
 static void older_checkpoint_after_optimistic_v5_leaves_v5(void **state)
 {
     const char *l = "race-stale";
-    ledger_create(l);
-    json_t *t3 = tx_events(tx_write(tx_new("t3"), "x", 3), 1);
-    json_t *t3y = tx_events(tx_write(tx_new("t3y"), "y", 3), 1);
-    json_t *t5 = tx_events(tx_write(tx_input(tx_new("t5"), "x", 3), "x", 5), 2);
-    json_t *t5y = tx_events(tx_write(tx_new("t5y"), "y", 5), 1);
+    lc_ledger_create(l);
+    json_t *t3 = lc_tx_events(tx_write(lc_tx_new("t3"), "x", 3), 1);
+    json_t *t3y = lc_tx_events(tx_write(lc_tx_new("t3y"), "y", 3), 1);
+    json_t *t5 = lc_tx_events(tx_write(lc_tx_input(lc_tx_new("t5"), "x", 3), "x", 5), 2);
+    json_t *t5y = lc_tx_events(tx_write(lc_tx_new("t5y"), "y", 5), 1);
     submit(l, t3, 201);
     submit(l, t5, 201);
     submit(l, t5y, 201);
@@ -300,11 +225,11 @@ static void older_checkpoint_after_optimistic_v5_leaves_v5(void **state)
 static void older_write_after_delete_does_not_resurrect(void **state)
 {
     const char *l = "race-resurrect";
-    ledger_create(l);
-    json_t *w5 = tx_events(tx_write(tx_new("w5"), "x", 5), 1);
-    json_t *w5y = tx_events(tx_write(tx_new("w5y"), "y", 5), 1);
-    json_t *d6 = tx_events(tx_delete(tx_input(tx_new("d6"), "x", 5), "x", 6), 1);
-    json_t *d6y = tx_events(tx_delete(tx_new("d6y"), "y", 6), 1);
+    lc_ledger_create(l);
+    json_t *w5 = lc_tx_events(tx_write(lc_tx_new("w5"), "x", 5), 1);
+    json_t *w5y = lc_tx_events(tx_write(lc_tx_new("w5y"), "y", 5), 1);
+    json_t *d6 = lc_tx_events(tx_delete(lc_tx_input(lc_tx_new("d6"), "x", 5), "x", 6), 1);
+    json_t *d6y = lc_tx_events(tx_delete(lc_tx_new("d6y"), "y", 6), 1);
     submit(l, w5, 201);
     submit(l, d6, 201);
     submit(l, d6y, 201);
@@ -318,7 +243,7 @@ static void older_write_after_delete_does_not_resurrect(void **state)
     submit(l, w5, 200);
     expect_deleted(l, "x", 6);
     expect_deleted(l, "y", 6);
-    json_t *counts = ledger_counts(l);
+    json_t *counts = lc_ledger_counts(l);
     assert_int_equal(json_integer_value(json_object_get(counts, "objects")), 0);
     assert_int_equal(json_integer_value(json_object_get(counts, "tombstones")), 2);
     json_decref(counts);
@@ -337,13 +262,13 @@ static void older_write_after_delete_does_not_resurrect(void **state)
 static void older_delete_does_not_remove_recreated_object(void **state)
 {
     const char *l = "race-recreate";
-    ledger_create(l);
-    json_t *w5 = tx_events(tx_write(tx_new("w5"), "x", 5), 1);
-    json_t *w5y = tx_events(tx_write(tx_new("w5y"), "y", 5), 1);
-    json_t *d6 = tx_events(tx_delete(tx_input(tx_new("d6"), "x", 5), "x", 6), 1);
-    json_t *d7y = tx_events(tx_delete(tx_input(tx_new("d7y"), "y", 5), "y", 7), 1);
-    json_t *r8 = tx_events(tx_write(tx_new("r8"), "x", 8), 1);
-    json_t *r8y = tx_events(tx_write(tx_new("r8y"), "y", 8), 1);
+    lc_ledger_create(l);
+    json_t *w5 = lc_tx_events(tx_write(lc_tx_new("w5"), "x", 5), 1);
+    json_t *w5y = lc_tx_events(tx_write(lc_tx_new("w5y"), "y", 5), 1);
+    json_t *d6 = lc_tx_events(tx_delete(lc_tx_input(lc_tx_new("d6"), "x", 5), "x", 6), 1);
+    json_t *d7y = lc_tx_events(tx_delete(lc_tx_input(lc_tx_new("d7y"), "y", 5), "y", 7), 1);
+    json_t *r8 = lc_tx_events(tx_write(lc_tx_new("r8"), "x", 8), 1);
+    json_t *r8y = lc_tx_events(tx_write(lc_tx_new("r8y"), "y", 8), 1);
     submit(l, w5, 201);
     submit(l, d6, 201);
     expect_deleted(l, "x", 6);
@@ -375,11 +300,11 @@ static void older_delete_does_not_remove_recreated_object(void **state)
 static void older_display_does_not_regress(void **state)
 {
     const char *l = "race-display";
-    ledger_create(l);
-    json_t *p2 = tx_events(tx_display(tx_new("p2"), "price", 2), 1);
-    json_t *f2 = tx_events(tx_display(tx_new("f2"), "fee", 2), 1);
-    json_t *p4 = tx_events(tx_display(tx_new("p4"), "price", 4), 1);
-    json_t *f4 = tx_events(tx_display(tx_new("f4"), "fee", 4), 1);
+    lc_ledger_create(l);
+    json_t *p2 = lc_tx_events(tx_display(lc_tx_new("p2"), "price", 2), 1);
+    json_t *f2 = lc_tx_events(tx_display(lc_tx_new("f2"), "fee", 2), 1);
+    json_t *p4 = lc_tx_events(tx_display(lc_tx_new("p4"), "price", 4), 1);
+    json_t *f4 = lc_tx_events(tx_display(lc_tx_new("f4"), "fee", 4), 1);
     submit(l, p4, 201);
     expect_display(l, "price", 4);
     json_t *c1 = list(p2, f2), *c2 = list(p4, f4);
@@ -388,7 +313,7 @@ static void older_display_does_not_regress(void **state)
     checkpoint(l, 1, c1, 201, 2, 0);
     expect_display(l, "price", 4);
     expect_display(l, "fee", 4);
-    json_t *counts = ledger_counts(l);
+    json_t *counts = lc_ledger_counts(l);
     assert_int_equal(json_integer_value(json_object_get(counts, "watermark")), 2);
     json_decref(counts);
     json_t *txs[] = {p2, f2, p4, f4, NULL};
@@ -405,21 +330,21 @@ static void older_display_does_not_regress(void **state)
 static void recorded_checkpoint_replayed_after_delete_leaves_no_ghost(void **state)
 {
     const char *l = "crash-recorded";
-    ledger_create(l);
-    json_t *a1 = tx_events(tx_write(tx_write(tx_new("a1"), "x", 1), "y", 1), 2);
-    json_t *b2 = tx_events(tx_write(tx_new("b2"), "z", 2), 1);
-    json_t *c3 = tx_events(tx_delete(tx_input(tx_new("c3"), "x", 1), "x", 3), 1);
+    lc_ledger_create(l);
+    json_t *a1 = lc_tx_events(tx_write(tx_write(lc_tx_new("a1"), "x", 1), "y", 1), 2);
+    json_t *b2 = lc_tx_events(tx_write(lc_tx_new("b2"), "z", 2), 1);
+    json_t *c3 = lc_tx_events(tx_delete(lc_tx_input(lc_tx_new("c3"), "x", 1), "x", 3), 1);
     json_t *c1 = list(a1, b2);
     checkpoint(l, 1, c1, 201, 2, 0);
     submit(l, c3, 201);
     expect_deleted(l, "x", 3);
-    json_t *before = ledger_counts(l);
+    json_t *before = lc_ledger_counts(l);
     checkpoint(l, 1, c1, 200, 0, 0);
     checkpoint(l, 1, c1, 200, 0, 0);
     expect_deleted(l, "x", 3);
     expect_live(l, "y", 1);
     expect_live(l, "z", 2);
-    json_t *after = ledger_counts(l);
+    json_t *after = lc_ledger_counts(l);
     if (!json_equal(before, after)) {
         char *b = json_dumps(before, JSON_COMPACT), *a = json_dumps(after, JSON_COMPACT);
         fail_msg("the replay changed the ledger: %s, then %s", b, a);
@@ -441,20 +366,20 @@ static void recorded_checkpoint_replayed_after_delete_leaves_no_ghost(void **sta
 static void half_ingested_checkpoint_replayed_after_delete_leaves_no_ghost(void **state)
 {
     const char *l = "crash-half";
-    ledger_create(l);
-    json_t *a1 = tx_events(tx_write(tx_new("a1"), "x", 1), 2);
-    json_t *b2 = tx_events(tx_write(tx_new("b2"), "y", 2), 1);
-    json_t *c3 = tx_events(tx_delete(tx_input(tx_new("c3"), "x", 1), "x", 3), 1);
+    lc_ledger_create(l);
+    json_t *a1 = lc_tx_events(tx_write(lc_tx_new("a1"), "x", 1), 2);
+    json_t *b2 = lc_tx_events(tx_write(lc_tx_new("b2"), "y", 2), 1);
+    json_t *c3 = lc_tx_events(tx_delete(lc_tx_input(lc_tx_new("c3"), "x", 1), "x", 3), 1);
     json_t *c1 = list(a1, b2);
     submit(l, a1, 201);
     submit(l, c3, 201);
     checkpoint(l, 1, c1, 201, 1, 1);
     expect_deleted(l, "x", 3);
     expect_live(l, "y", 2);
-    json_t *before = ledger_counts(l);
+    json_t *before = lc_ledger_counts(l);
     checkpoint(l, 1, c1, 200, 0, 0);
     expect_deleted(l, "x", 3);
-    json_t *after = ledger_counts(l);
+    json_t *after = lc_ledger_counts(l);
     assert_true(json_equal(before, after));
     assert_int_equal(json_integer_value(json_object_get(after, "transactions")), 3);
     assert_int_equal(json_integer_value(json_object_get(after, "events")), 4);
@@ -495,9 +420,9 @@ struct inflight {
 static void same_version_by_checkpoint_changes_nothing(void **state)
 {
     const char *l = "race-same-version";
-    ledger_create(l);
-    json_t *a = tx_write(tx_new("sv-a"), "x", 5);
-    json_t *b = tx_delete(tx_new("sv-b"), "x", 5);
+    lc_ledger_create(l);
+    json_t *a = tx_write(lc_tx_new("sv-a"), "x", 5);
+    json_t *b = tx_delete(lc_tx_new("sv-b"), "x", 5);
     submit(l, a, 201);
     json_t *c1 = list(b, NULL);
     checkpoint(l, 1, c1, 201, 1, 0);
@@ -522,7 +447,7 @@ static void *inflight_main(void *arg)
 static void checkpoint_cut_short_by_a_crash_is_all_or_nothing(void **state)
 {
     const char *l = "crash-kill";
-    ledger_create(l);
+    lc_ledger_create(l);
     srand((unsigned)time(NULL));
     for (int round = 0; round < 3; round++) {
         json_t *txs = json_array();
@@ -530,12 +455,12 @@ static void checkpoint_cut_short_by_a_crash_is_all_or_nothing(void **state)
             char digest[32], id[32];
             snprintf(digest, sizeof(digest), "k%d-%d", round, i);
             snprintf(id, sizeof(id), "k%d-%d", round, i);
-            json_array_append_new(txs, tx_events(tx_write(tx_new(digest), id, 1), 1));
+            json_array_append_new(txs, lc_tx_events(tx_write(lc_tx_new(digest), id, 1), 1));
         }
         json_t *body = json_pack("{s:i, s:O}", "sequence", round + 1, "transactions", txs);
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
-        json_t *before = ledger_counts(l);
+        json_t *before = lc_ledger_counts(l);
         json_int_t base = json_integer_value(json_object_get(before, "transactions"));
         json_decref(before);
         struct inflight f = {text, 0};
@@ -546,7 +471,7 @@ static void checkpoint_cut_short_by_a_crash_is_all_or_nothing(void **state)
         pthread_join(t, NULL);
         assert_int_equal(th_service_wait(&th_svc, 10), -1);
         assert_int_equal(th_service_start(&th_svc, th_svc_dburl, NULL), 0);
-        json_t *after = ledger_counts(l);
+        json_t *after = lc_ledger_counts(l);
         json_int_t n = json_integer_value(json_object_get(after, "transactions")) - base;
         fprintf(stderr, "round %d: the kill left %lld of %d transactions (the request saw %ld)\n",
                 round, (long long)n, KILLED_TXS, f.status);
@@ -560,13 +485,13 @@ static void checkpoint_cut_short_by_a_crash_is_all_or_nothing(void **state)
         char id[32], digest[32];
         snprintf(id, sizeof(id), "k%d-0", round);
         snprintf(digest, sizeof(digest), "del%d", round);
-        json_t *del = tx_events(tx_delete(tx_input(tx_new(digest), id, 1), id, 2), 1);
+        json_t *del = lc_tx_events(tx_delete(lc_tx_input(lc_tx_new(digest), id, 1), id, 2), 1);
         submit(l, del, 201);
         checkpoint(l, round + 1, txs, 200, 0, 0);
         expect_deleted(l, id, 2);
         snprintf(id, sizeof(id), "k%d-%d", round, KILLED_TXS - 1);
         expect_live(l, id, 1);
-        json_t *counts = ledger_counts(l);
+        json_t *counts = lc_ledger_counts(l);
         assert_int_equal(json_integer_value(json_object_get(counts, "transactions")),
                          base + KILLED_TXS + 1);
         assert_int_equal(json_integer_value(json_object_get(counts, "events")),

@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "ledger_client.h"
 
 #define THREADS        6
 #define CP_THREADS     2   /* of which post checkpoints; the others submit transactions */
@@ -46,15 +46,6 @@ static int setup(void **state)
     seed = env && env[0] ? (unsigned)strtoul(env, NULL, 10) : (unsigned)time(NULL);
     fprintf(stderr, "ROWLOCK_TEST_SEED=%u\n", seed);
     return th_svc_start("ledger_random", NULL);
-}
-
-/* ---- requests ---- */
-
-/* One request; body (borrowed, may be NULL) is sent as JSON. r must be freed by the caller.
- * Returns th_http's result (safe from any thread: it asserts nothing). */
-static int call(const char *method, const char *path, const json_t *body, struct th_response *r)
-{
-    return th_http_json(th_svc.port, method, path, body, r);
 }
 
 /* ---- the history ---- */
@@ -77,12 +68,6 @@ static int pick(struct history *h, int n)
     return (int)(rand_r(h->rand) % (unsigned)n);
 }
 
-static json_t *tx_new(const char *digest)
-{
-    return json_pack("{s:s, s:[], s:[], s:[], s:[], s:[]}", "digest", digest, "inputs", "writes",
-                     "deletes", "displays", "events");
-}
-
 static void add(json_t *t, const char *member, json_t *v)
 {
     json_array_append_new(json_object_get(t, member), v);
@@ -97,7 +82,7 @@ static json_t *gen_tx(struct history *h, int i, enum gen_state *st, json_int_t *
     char digest[96], id[16];
     json_int_t v = i + 1;
     snprintf(digest, sizeof(digest), "%s-%03d-%08x", h->ledger, i, (unsigned)rand_r(h->rand));
-    json_t *t = tx_new(digest);
+    json_t *t = lc_tx_new(digest);
     int touched[3] = {-1, -1, -1}, n = 1 + pick(h, 3);
     for (int k = 0; k < n; k++) {
         int o = pick(h, h->nobjects);
@@ -403,7 +388,7 @@ static void *tail_main(void *arg)
         struct th_response r;
         snprintf(path, sizeof(path), "/ledgers/%s/events?after=%lld&limit=50", t->ledger,
                  (long long)after);
-        if (call("GET", path, NULL, &r) != 0 || r.status != 200) {
+        if (lc_call("GET", path, NULL, &r) != 0 || r.status != 200) {
             snprintf(t->first_bad, sizeof(t->first_bad), "GET %s: %ld %s", path, r.status,
                      r.body ? r.body : "");
             th_response_free(&r);
@@ -491,7 +476,7 @@ static void check_objects(const struct history *h, const struct model *m)
         struct th_response r;
         snprintf(id, sizeof(id), "obj-%02d", o);
         snprintf(path, sizeof(path), "/ledgers/%s/objects/%s", h->ledger, id);
-        assert_int_equal(call("GET", path, NULL, &r), 0);
+        assert_int_equal(lc_call("GET", path, NULL, &r), 0);
         json_t *want = json_object_get(m->objects, id);
         json_int_t v = json_integer_value(json_object_get(want, "version"));
         int ok;
@@ -520,7 +505,7 @@ static void check_displays(const struct history *h, const struct model *m)
         struct th_response r;
         snprintf(type, sizeof(type), "display-%d", k);
         snprintf(path, sizeof(path), "/ledgers/%s/displays/%s", h->ledger, type);
-        assert_int_equal(call("GET", path, NULL, &r), 0);
+        assert_int_equal(lc_call("GET", path, NULL, &r), 0);
         json_t *want = json_object_get(m->displays, type);
         int ok =
             want == NULL
@@ -540,42 +525,32 @@ static void check_displays(const struct history *h, const struct model *m)
 
 /* The event log, per digest in log order, must equal the model's: each transaction's events
  * once, in its own order, and nothing else. */
+/* The log as read back: offsets grow; every event as [offset, digest, index], and by digest. */
+struct read_log {
+    const char *ledger;
+    json_t *by, *all;
+    json_int_t last;
+};
+
+static void read_event(void *arg, json_t *e)
+{
+    struct read_log *rl = arg;
+    json_int_t offset = json_integer_value(json_object_get(e, "offset"));
+    if (offset <= rl->last)
+        mismatch("%s: event offsets go from %lld to %lld", rl->ledger, (long long)rl->last,
+                 (long long)offset);
+    rl->last = offset;
+    json_array_append_new(rl->all,
+                          json_pack("[O, O, O]", json_object_get(e, "offset"),
+                                    json_object_get(e, "digest"), json_object_get(e, "index")));
+    lc_events_by_digest(rl->by, e);
+}
+
 static void check_events(const struct history *h, const struct model *m, const json_t *tailed)
 {
-    json_t *by = json_object(), *all = json_array();
-    json_int_t after = 0, last = 0;
-    for (;;) {
-        char path[256];
-        struct th_response r;
-        snprintf(path, sizeof(path), "/ledgers/%s/events?after=%lld&limit=1000", h->ledger,
-                 (long long)after);
-        assert_int_equal(call("GET", path, NULL, &r), 0);
-        assert_int_equal(r.status, 200);
-        json_t *events = json_object_get(r.json, "events"), *e;
-        size_t i, n = json_array_size(events);
-        json_array_foreach(events, i, e)
-        {
-            json_int_t offset = json_integer_value(json_object_get(e, "offset"));
-            if (offset <= last)
-                mismatch("%s: event offsets go from %lld to %lld", h->ledger, (long long)last,
-                         (long long)offset);
-            last = offset;
-            json_array_append_new(all, json_pack("[O, O, O]", json_object_get(e, "offset"),
-                                                 json_object_get(e, "digest"),
-                                                 json_object_get(e, "index")));
-            const char *d = json_string_value(json_object_get(e, "digest"));
-            if (json_object_get(by, d) == NULL)
-                json_object_set_new(by, d, json_array());
-            json_array_append_new(json_object_get(by, d),
-                                  json_pack("{s:O, s:O, s:O}", "index", json_object_get(e, "index"),
-                                            "type", json_object_get(e, "type"), "data",
-                                            json_object_get(e, "data")));
-        }
-        after = json_integer_value(json_object_get(r.json, "next"));
-        th_response_free(&r);
-        if (n == 0)
-            break;
-    }
+    struct read_log rl = {.ledger = h->ledger, .by = json_object(), .all = json_array()};
+    lc_events_each(h->ledger, read_event, &rl);
+    json_t *by = rl.by, *all = rl.all;
     const char *d;
     json_t *got;
     json_object_foreach(by, d, got)
@@ -614,7 +589,7 @@ static void check_statuses(const struct history *h, const struct model *m, const
         struct th_response r;
         const char *d = json_string_value(json_object_get(h->txs[i], "digest"));
         snprintf(path, sizeof(path), "/ledgers/%s/transactions/%s", h->ledger, d);
-        assert_int_equal(call("GET", path, NULL, &r), 0);
+        assert_int_equal(lc_call("GET", path, NULL, &r), 0);
         const char *p = json_string_value(json_object_get(r.json, "path"));
         if (r.status != 200 || !json_is_true(json_object_get(r.json, "executed")) ||
             json_integer_value(json_object_get(r.json, "checkpoint")) != h->cp_of[i] + 1 ||
@@ -627,7 +602,7 @@ static void check_statuses(const struct history *h, const struct model *m, const
     char path[256];
     struct th_response r;
     snprintf(path, sizeof(path), "/ledgers/%s", h->ledger);
-    assert_int_equal(call("GET", path, NULL, &r), 0);
+    assert_int_equal(lc_call("GET", path, NULL, &r), 0);
     json_t *c = json_object_get(r.json, "counts");
     /* every transaction also came in its checkpoint: none is pending */
     json_t *want = json_pack("{s:I, s:I, s:i, s:i, s:I, s:i}", "objects", m->live, "tombstones",
@@ -643,14 +618,7 @@ static void check_statuses(const struct history *h, const struct model *m, const
 /* Generates a history, delivers it, compares. */
 static void run_history(const char *ledger, int ntx, int nobjects, unsigned s)
 {
-    char path[256];
-    struct th_response r;
-    snprintf(path, sizeof(path), "/ledgers/%s", ledger);
-    json_t *empty = json_object();
-    assert_int_equal(call("PUT", path, empty, &r), 0);
-    json_decref(empty);
-    assert_int_equal(r.status, 201);
-    th_response_free(&r);
+    lc_ledger_create(ledger);
     struct history h = {.ledger = ledger, .ntx = ntx, .nobjects = nobjects, .rand = &s};
     history_build(&h);
     struct model m;
