@@ -6,9 +6,9 @@
 #include "routes/json_util.h"
 #include "service/utf8.h"
 
-#define svc_merge_patch route_merge_patch
-#define svc_valid_name route_name_ok
-#define svc_valid_key route_key_ok
+#define svc_merge_patch   route_merge_patch
+#define svc_valid_name    route_name_ok
+#define svc_valid_key     route_key_ok
 #define svc_rfc3339_valid route_rfc3339_ok
 
 #endif
