@@ -14,6 +14,7 @@
 #include "db/queues.h"
 #include "routes/routes.h"
 #include "service/app.h"
+#include "service/buf.h"
 #include "service/jpage.h"
 #include "service/json_util.h"
 #include "service/log.h"
@@ -492,13 +493,6 @@ done:
     return out;
 }
 
-/* JSON text from the database, as a value (null when absent). */
-static json_t *json_text(const char *text)
-{
-    json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
-    return v ? v : json_null();
-}
-
 static json_t *str_or_null(const char *s)
 {
     return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
@@ -536,18 +530,37 @@ static json_t *attempt_json(const struct db_attempt *a)
                      "ended_at", str_or_null(a->ended_at), "outcome", str_or_null(a->outcome));
 }
 
-static json_t *job_json(const struct db_job *j)
+/* A job as GET shows it, as JSON text (the caller frees it; its length in *len), or NULL when out
+ * of memory. Its stored JSON is spliced in as PostgreSQL returned it, as in the listing, never
+ * parsed: jansson refuses the long runs of digits jsonb writes for numbers such as 1e19. */
+static char *job_text(const struct db_job *j, size_t *len)
 {
-    json_t *o = job_env(j);
-    const char *raw[JOB_RAW];
-    size_t lens[JOB_RAW];
-    job_raw(j, raw, lens);
-    for (int i = 0; i < JOB_RAW; i++)
-        o = with(o, job_raw_names[i], json_text(raw[i]));
     json_t *h = json_array();
     for (size_t i = 0; i < j->nhistory; i++)
         h = appended(h, attempt_json(&j->history[i]));
-    return with(o, "history", h);
+    json_t *env = job_env(j);
+    char *head = env ? json_dumps(env, JSON_COMPACT) : NULL;
+    char *history = h ? json_dumps(h, JSON_COMPACT) : NULL;
+    json_decref(env);
+    json_decref(h);
+    const char *raw[JOB_RAW];
+    size_t lens[JOB_RAW];
+    job_raw(j, raw, lens);
+    struct svc_buf b;
+    svc_buf_init(&b, SIZE_MAX);
+    if (head != NULL && history != NULL) {
+        svc_buf_append(&b, head, strlen(head) - 1); /* {"id":...} without its closing brace */
+        for (int i = 0; i < JOB_RAW; i++) {
+            svc_buf_printf(&b, ",\"%s\":", job_raw_names[i]);
+            svc_buf_append(&b, raw[i] ? raw[i] : "null", raw[i] ? lens[i] : 4);
+        }
+        svc_buf_printf(&b, ",\"history\":%s}", history);
+    }
+    char *text = head && history && !svc_buf_failed(&b) ? svc_buf_steal(&b, len) : NULL;
+    svc_buf_free(&b);
+    free(head);
+    free(history);
+    return text;
 }
 
 static long long budget_of(struct svc_request *req)
@@ -567,10 +580,14 @@ enum svc_outcome route_job_get(struct svc_request *req)
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = db_jobs_get(app->pool, queue, id, &j, &v, &err);
+    char *text = NULL;
+    size_t len = 0;
     if (st != DB_OK || v != DB_Q_OK)
         out = refused(req, st, &err, queue, v, id);
+    else if ((text = job_text(&j, &len)) == NULL)
+        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the job");
     else
-        out = svc_reply_json(req, 200, job_json(&j));
+        out = svc_reply_raw(req, 200, "application/json", text, len);
     db_job_clear(&j);
     return out;
 }
