@@ -18,9 +18,8 @@
 
 #include "dumps_fail.h"
 #include "harness_bad.h"
+#include "harness_svc.h"
 
-static struct th_service svc;
-static char dburl[1024];
 static int64_t job[2], fence[2]; /* two jobs claimed by w1 */
 
 #define MARKED "{\"m\":\"" DUMPS_FAIL_MARKER "\"}"
@@ -29,21 +28,18 @@ static int64_t job[2], fence[2]; /* two jobs claimed by w1 */
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("qunenc", dburl, sizeof(dburl)) != 0)
-        return -1;
     /* an ASan build checks that its runtime is loaded first; the preloaded fault comes first */
     static char asan[512];
     const char *had = getenv("ASAN_OPTIONS");
     snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", had ? had : "",
              had && had[0] ? ":" : "");
     const char *env[] = {"LD_PRELOAD=" DUMPS_FAIL_LIBRARY, asan, NULL};
-    if (th_service_start(&svc, dburl, env) != 0)
+    if (th_svc_start("queue_unencodable_member", env) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", "/queues/q", "{}", 201));
+    json_decref(th_svc_call("PUT", "/queues/q", "{}", 201));
     for (int i = 0; i < 2; i++)
-        json_decref(th_call(svc.port, "POST", "/queues/q/jobs", "{\"payload\":{\"a\":1}}", 201));
-    json_t *c =
-        th_call(svc.port, "POST", "/queues/q/leases", "{\"owner\":\"w1\",\"max_jobs\":2}", 200);
+        json_decref(th_svc_call("POST", "/queues/q/jobs", "{\"payload\":{\"a\":1}}", 201));
+    json_t *c = th_svc_call("POST", "/queues/q/leases", "{\"owner\":\"w1\",\"max_jobs\":2}", 200);
     for (int i = 0; i < 2; i++) {
         json_t *l = json_array_get(json_object_get(c, "leases"), (size_t)i);
         job[i] = json_integer_value(json_object_get(l, "job_id"));
@@ -55,28 +51,21 @@ static int setup(void **state)
     snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64, job[0]);
     snprintf(body, sizeof(body), "{\"owner\":\"w1\",\"fence\":%" PRId64 ",\"progress\":{\"p\":1}}",
              fence[0]);
-    json_decref(th_call(svc.port, "PATCH", path, body, 200));
+    json_decref(th_svc_call("PATCH", path, body, 200));
     return job[0] > 0 && job[1] > 0 ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 /* The jobs as served and as stored, as one JSON text (malloc'd). */
 static char *snapshot(void)
 {
     json_t *s = json_object();
-    json_object_set_new(s, "jobs", th_get_json(svc.port, "/queues/q/jobs?limit=1000"));
-    PGconn *c = th_pg(dburl);
+    json_object_set_new(s, "jobs", th_get_json(th_svc.port, "/queues/q/jobs?limit=1000"));
+    PGconn *c = th_svc_pg();
     json_object_set_new(s, "job_rows", th_sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id"));
     json_object_set_new(s, "bodies",
                         th_sql_rows(c, "SELECT * FROM rowlock.job_bodies ORDER BY job_id"));
     json_object_set_new(
         s, "attempts", th_sql_rows(c, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence"));
-    PQfinish(c);
     char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
     json_decref(s);
     return text;
@@ -99,7 +88,7 @@ static void lease_members_are_500_and_write_nothing(void **state)
         {"POST", path[1], "application/json", body[1], 500, "internal_error"},
         {"POST", path[2], "application/json", body[2], 500, "internal_error"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_expect_problems(th_svc.port, snapshot, bad, N(bad));
 }
 
 /* A settlement whose second item's result is unencodable settles neither item. */
@@ -114,7 +103,7 @@ static void settlement_result_is_500_and_settles_nothing(void **state)
     const struct th_bad bad[] = {
         {"POST", "/queues/q/leases:complete", "application/json", body, 500, "internal_error"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_expect_problems(th_svc.port, snapshot, bad, N(bad));
 }
 
 /* One job, and a batch whose second job's payload is unencodable: no job is enqueued. */
@@ -127,7 +116,7 @@ static void enqueued_payload_is_500_and_enqueues_nothing(void **state)
         {"POST", "/queues/q/jobs", "application/json",
          "{\"jobs\":[{\"payload\":1},{\"payload\":" MARKED "}]}", 500, "internal_error"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_expect_problems(th_svc.port, snapshot, bad, N(bad));
 }
 
 int main(void)
@@ -137,5 +126,5 @@ int main(void)
         cmocka_unit_test(settlement_result_is_500_and_settles_nothing),
         cmocka_unit_test(enqueued_payload_is_500_and_enqueues_nothing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
