@@ -5,12 +5,14 @@
 #   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/http.sh
 #
 # Environment: ROWLOCK_DATABASE_URL (required: rowlock will not start without its database),
-# THREADS (server threads, default 2), DURATION (seconds per wrk run, default 10),
-# ROWLOCK_LOG_LEVEL (default info, so access logs are written, to a file), KEEP_LOGS=1 (keep that
-# file and the wrk outputs; they are removed at exit otherwise), BUILD_DIR (default build).
-# Runs baseline, rowlock, baseline, rowlock and reports the best run of each and the ratio
-# against the target. Benchmarks report, they do not assert: the exit status is 0 whatever the
-# ratio, non-zero only when something could not be built, started or measured.
+# THREADS (server threads, default 2), DURATION (seconds per wrk run, default 10), ROUNDS (runs of
+# each server, alternating, default 3), ROWLOCK_LOG_LEVEL (default info, so access logs are
+# written, to a file), KEEP_LOGS=1 (keep that file and the wrk outputs; they are removed at exit
+# otherwise), BUILD_DIR (default build).
+# Runs baseline, rowlock, baseline, rowlock... ($ROUNDS rounds) and reports every round (with the
+# ratio of the round's two runs), the best run of each and the ratio against the target.
+# Benchmarks report, they do not assert: the exit status is 0 whatever the ratio, non-zero only
+# when something could not be built, started or measured.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
@@ -20,6 +22,7 @@ readonly ROOT
 readonly BUILD="${BUILD_DIR:-$ROOT/build}"
 readonly THREADS="${THREADS:-2}"
 readonly DURATION="${DURATION:-10}"
+readonly ROUNDS="${ROUNDS:-3}"
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}"
 readonly TARGET=0.80
@@ -34,6 +37,7 @@ die() {
 
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || die "THREADS must be a positive integer, not '$THREADS'"
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || die "DURATION must be whole seconds, not '$DURATION'"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer, not '$ROUNDS'"
 
 if [ -z "${ROWLOCK_DATABASE_URL:-}" ]; then
     cat >&2 <<'EOF'
@@ -192,7 +196,7 @@ for server in baseline rowlock; do
 done
 
 declare -A RPS P99 CPU
-for run in 1 2; do
+for ((run = 1; run <= ROUNDS; run++)); do
     for server in baseline rowlock; do
         log "run $run: $server, wrk -t$WRK_THREADS -c$WRK_CONNECTIONS -d${DURATION}s --latency"
         figures=$(measure "$server-$run" "$server" "${PID[$server]}" "${PORT[$server]}" \
@@ -211,9 +215,11 @@ LOG_WARN=$(grep -cE '"level":"(warn|error)"' "$ROWLOCK_LOG" || true)
 
 # The best run of a server (highest requests/s): its requests/s, p99 and CPU per request.
 best() {
-    local r=2
-    awk -v a="${RPS[$1.1]}" -v b="${RPS[$1.2]}" 'BEGIN { exit !(a + 0 >= b + 0) }' && r=1
-    printf '%s %s %s\n' "${RPS[$1.$r]}" "${P99[$1.$r]}" "${CPU[$1.$r]}"
+    local r b=1
+    for ((r = 2; r <= ROUNDS; r++)); do
+        awk -v a="${RPS[$1.$r]}" -v b="${RPS[$1.$b]}" 'BEGIN { exit !(a + 0 > b + 0) }' && b=$r
+    done
+    printf '%s %s %s\n' "${RPS[$1.$b]}" "${P99[$1.$b]}" "${CPU[$1.$b]}"
 }
 read -r BASE_RPS BASE_P99 BASE_CPU < <(best baseline)
 read -r ROW_RPS ROW_P99 ROW_CPU < <(best rowlock)
@@ -221,18 +227,26 @@ read -r ROW_RPS ROW_P99 ROW_CPU < <(best rowlock)
 echo
 printf 'GET %s, wrk -t%s -c%s -d%ss, %s server threads, %s cores, rowlock log level %s\n' \
     "$URL_PATH" "$WRK_THREADS" "$WRK_CONNECTIONS" "$DURATION" "$THREADS" "$(nproc)" "$LOG_LEVEL"
+echo "every round (baseline, then rowlock, each for ${DURATION}s):"
+printf '%-6s %14s %14s %8s %14s %14s\n' round "baseline req/s" "rowlock req/s" ratio \
+    "baseline us/r" "rowlock us/r"
+for ((run = 1; run <= ROUNDS; run++)); do
+    awk -v r="$run" -v b="${RPS[baseline.$run]}" -v w="${RPS[rowlock.$run]}" \
+        -v bc="${CPU[baseline.$run]}" -v wc="${CPU[rowlock.$run]}" 'BEGIN {
+        printf "%-6s %14.0f %14.0f %8.3f %14.2f %14.2f\n", r, b, w, (b > 0 ? w / b : 0), bc, wc }'
+done
+echo
 awk -v br="$BASE_RPS" -v bp="$BASE_P99" -v bc="$BASE_CPU" -v rr="$ROW_RPS" -v rp="$ROW_P99" \
-    -v rc="$ROW_CPU" -v t="$TARGET" -v b1="${RPS[baseline.1]}" -v b2="${RPS[baseline.2]}" \
-    -v r1="${RPS[rowlock.1]}" -v r2="${RPS[rowlock.2]}" 'BEGIN {
-    f = "%-22s %12s %8s %13s   %s\n"
-    printf f, "server", "requests/s", "p99 ms", "CPU us/req", "requests/s of runs 1, 2"
-    f = "%-22s %12.0f %8.2f %13.2f   %.0f, %.0f\n"
-    printf f, "baseline (bench_hello)", br, bp, bc, b1, b2
-    printf f, "rowlock", rr, rp, rc, r1, r2
+    -v rc="$ROW_CPU" -v t="$TARGET" 'BEGIN {
+    f = "%-22s %12s %8s %13s\n"
+    printf f, "server", "requests/s", "p99 ms", "CPU us/req"
+    f = "%-22s %12.0f %8.2f %13.2f\n"
+    printf f, "baseline (bench_hello)", br, bp, bc
+    printf f, "rowlock", rr, rp, rc
     ratio = br > 0 ? rr / br : 0
     printf "ratio rowlock/baseline %12.3f   target >= %.2f: %s\n", ratio, t,
         (ratio >= t ? "PASS" : "BELOW") }'
-echo "best of 2 runs each (highest requests/s, with that run's p99 and CPU). CPU us/req: the"
+echo "best of $ROUNDS runs each (highest requests/s, with that run's p99 and CPU). CPU us/req: the"
 echo "server's user+system CPU time over the run / requests served (wrk shares the same cores)"
 echo "rowlock's stderr (JSON log at level $LOG_LEVEL; access-log lines at info) went to a file:"
 echo "  $ROWLOCK_LOG: $LOG_LINES lines, $LOG_BYTES bytes, $LOG_ACCESS access-log lines"
