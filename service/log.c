@@ -1,7 +1,10 @@
-/* JSON log lines on stderr (see log.h). Lines are built in a stack buffer and written with one
- * write(2), so concurrent threads never interleave within a line. */
+/* JSON log lines on stderr (see log.h). Lines are built in a stack buffer and written whole, so
+ * concurrent threads never interleave within a line: with one write(2) each, or, while the
+ * server runs (svc_log_buffer_start), gathered in memory and written by the batch. */
 #include "service/log.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +33,172 @@ int svc_log_enabled(enum svc_log_level level)
     return (int)level >= atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
+/* ---- where lines go: straight to stderr, or through the batch buffer ---- */
+
+/* Bytes gathered before they are written (one pipe's worth): a fuller buffer is written at once
+ * by the thread whose line does not fit. */
+#define SINK_BYTES 65536
+
+/* The batch buffer. Lines are appended under mu; write_mu orders the writes, and is held while
+ * a batch is written, so that lines reach stderr in the order they entered the buffer. The
+ * buffer being written (spare) is touched only by the holder of write_mu. */
+static struct {
+    pthread_mutex_t mu, write_mu;
+    pthread_cond_t cv; /* the flusher waits for a first line, then for the interval */
+    atomic_int on;
+    int stop;
+    long flush_ms;
+    pthread_t flusher;
+    char *cur, *spare;
+    size_t len; /* of cur */
+    char bufs[2][SINK_BYTES];
+} sink = {.mu = PTHREAD_MUTEX_INITIALIZER,
+          .write_mu = PTHREAD_MUTEX_INITIALIZER,
+          .cv = PTHREAD_COND_INITIALIZER};
+
+static void write_all(const char *s, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(STDERR_FILENO, s + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+/* Writes what the buffer holds, then line (n bytes; none when NULL): the lines buffered before
+ * it go first. */
+static void sink_write(const char *line, size_t n)
+{
+    pthread_mutex_lock(&sink.write_mu);
+    pthread_mutex_lock(&sink.mu);
+    char *full = sink.cur;
+    size_t len = sink.len;
+    sink.cur = sink.spare;
+    sink.spare = full;
+    sink.len = 0;
+    pthread_mutex_unlock(&sink.mu);
+    if (len > 0)
+        write_all(full, len);
+    if (line != NULL)
+        write_all(line, n);
+    pthread_mutex_unlock(&sink.write_mu);
+}
+
+/* Writes line (n bytes, whole lines). An urgent line (any but an access line) is written before
+ * this returns, after the lines buffered before it; the others are buffered while the buffer is
+ * on, and written with the lines that join them within flush_ms, or once it is full. */
+static void emit(const char *line, size_t n, int urgent)
+{
+    if (urgent || n > SINK_BYTES || !atomic_load_explicit(&sink.on, memory_order_relaxed)) {
+        sink_write(line, n);
+        return;
+    }
+    pthread_mutex_lock(&sink.mu);
+    while (atomic_load_explicit(&sink.on, memory_order_relaxed) && sink.len + n > SINK_BYTES) {
+        pthread_mutex_unlock(&sink.mu);
+        sink_write(NULL, 0);
+        pthread_mutex_lock(&sink.mu);
+    }
+    if (!atomic_load_explicit(&sink.on, memory_order_relaxed)) { /* stopped meanwhile */
+        pthread_mutex_unlock(&sink.mu);
+        sink_write(line, n);
+        return;
+    }
+    if (sink.len == 0)
+        pthread_cond_signal(&sink.cv); /* the flusher's interval starts with a first line */
+    memcpy(sink.cur + sink.len, line, n);
+    sink.len += n;
+    pthread_mutex_unlock(&sink.mu);
+}
+
+/* Adds ms milliseconds to the CLOCK_MONOTONIC time *t. */
+static void add_ms(struct timespec *t, long ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+/* Waits for a first line, lets flush_ms pass so that others join it, writes them; again. */
+static void *flusher_main(void *unused)
+{
+    pthread_mutex_lock(&sink.mu);
+    while (!sink.stop) {
+        if (sink.len == 0) {
+            pthread_cond_wait(&sink.cv, &sink.mu);
+            continue;
+        }
+        struct timespec due;
+        clock_gettime(CLOCK_MONOTONIC, &due);
+        add_ms(&due, sink.flush_ms);
+        while (!sink.stop && pthread_cond_timedwait(&sink.cv, &sink.mu, &due) != ETIMEDOUT)
+            ;
+        pthread_mutex_unlock(&sink.mu);
+        sink_write(NULL, 0);
+        pthread_mutex_lock(&sink.mu);
+    }
+    pthread_mutex_unlock(&sink.mu);
+    return NULL;
+}
+
+int svc_log_buffer_start(long flush_ms)
+{
+    pthread_mutex_lock(&sink.mu);
+    if (atomic_load(&sink.on)) {
+        pthread_mutex_unlock(&sink.mu);
+        return 0;
+    }
+    sink.cur = sink.bufs[0];
+    sink.spare = sink.bufs[1];
+    sink.len = 0;
+    sink.stop = 0;
+    sink.flush_ms = flush_ms > 0 ? flush_ms : 1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&sink.cv);
+    pthread_cond_init(&sink.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int ok = pthread_create(&sink.flusher, NULL, flusher_main, NULL) == 0;
+    atomic_store(&sink.on, ok);
+    pthread_mutex_unlock(&sink.mu);
+    return ok ? 0 : -1;
+}
+
+void svc_log_buffer_stop(void)
+{
+    pthread_mutex_lock(&sink.mu);
+    if (!atomic_load(&sink.on)) {
+        pthread_mutex_unlock(&sink.mu);
+        return;
+    }
+    sink.stop = 1;
+    pthread_cond_signal(&sink.cv);
+    pthread_mutex_unlock(&sink.mu);
+    pthread_join(sink.flusher, NULL);
+    /* off under write_mu, then what is left: a line that finds it off waits for it to be out */
+    pthread_mutex_lock(&sink.write_mu);
+    pthread_mutex_lock(&sink.mu);
+    atomic_store(&sink.on, 0);
+    size_t n = sink.len;
+    sink.len = 0;
+    pthread_mutex_unlock(&sink.mu);
+    write_all(sink.cur, n);
+    pthread_mutex_unlock(&sink.write_mu);
+}
+
+void svc_log_flush(void)
+{
+    sink_write(NULL, 0);
+}
+
 static void log_begin(struct svc_buf *b, enum svc_log_level level, const char *msg)
 {
     struct timespec ts;
@@ -47,13 +216,7 @@ static void log_end(struct svc_buf *b)
 {
     if (svc_buf_puts(b, "}\n") != 0)
         return; /* a line that does not fit is dropped whole, never cut */
-    size_t off = 0;
-    while (off < b->len) {
-        ssize_t n = write(STDERR_FILENO, b->data + off, b->len - off);
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
+    emit(b->data, b->len, 1);
 }
 
 /* True when s is a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
@@ -299,11 +462,5 @@ void svc_log_access(const struct svc_access *a)
     access_line(a, &l);
     if (l.full)
         return; /* a line that does not fit is dropped whole, never cut */
-    size_t off = 0;
-    while (off < l.len) {
-        ssize_t n = write(STDERR_FILENO, l.buf + off, l.len - off);
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
+    emit(l.buf, l.len, 0);
 }

@@ -1,5 +1,6 @@
-/* Structured logging: one JSON object per line on stderr, written with a single write(2).
- * The level is checked before anything is formatted. Owns no other output. */
+/* Structured logging: one JSON object per line on stderr, each line written whole (never
+ * interleaved with another). The level is checked before anything is formatted. Owns no other
+ * output. */
 #ifndef SVC_LOG_H
 #define SVC_LOG_H
 
@@ -39,5 +40,17 @@ void svc_log_access(const struct svc_access *a);
 /* The same line as malloc'd text ending in a newline (its length in *len), written nowhere: for
  * tests and fuzzing. NULL when out of memory or when the line does not fit (never cut). */
 char *svc_log_access_format(const struct svc_access *a, size_t *len);
+
+/* Access lines buffered: from here until svc_log_buffer_stop, access lines are gathered in memory
+ * and written by the batch (one write(2) for many lines), at the latest flush_ms after the first
+ * of a batch entered the buffer, or as soon as 64 KiB are waiting. Every other line is written at
+ * once, after the access lines buffered before it, so the order of lines is kept. A kill -9 loses
+ * the access lines of the last flush_ms at most. Returns 0, or -1 when the flushing thread cannot
+ * start (lines are then written one by one, as before). */
+int svc_log_buffer_start(long flush_ms);
+/* Writes what is buffered and ends buffering (lines are written one by one again). */
+void svc_log_buffer_stop(void);
+/* Writes what is buffered now. */
+void svc_log_flush(void);
 
 #endif

@@ -2,7 +2,9 @@
  * held in its method, target and request id, the line is one well-formed UTF-8 JSON object with
  * the same fields; a long path is cut at a character boundary. Log lines (svc_log, svc_log_format)
  * are written at their level and above only, the access line at info, and any bytes in their
- * message, keys and values still make well-formed UTF-8 JSON. */
+ * message, keys and values still make well-formed UTF-8 JSON. Buffered (svc_log_buffer_start),
+ * access lines are all written, whole and in order, within the flush interval even when the
+ * process is killed with SIGKILL, and every other line at once, after them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +13,13 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "service/utf8.h"
@@ -213,6 +220,175 @@ static void test_format_escapes_any_bytes(void **state)
     free(line);
 }
 
+/* ---- buffered access lines ---- */
+
+/* stderr on a new temporary file; returns the file's descriptor (read it with file_text). */
+static int stderr_to_file(int *saved)
+{
+    char name[] = "/tmp/test_log.XXXXXX";
+    int fd = mkstemp(name);
+    assert_true(fd >= 0);
+    unlink(name);
+    *saved = dup(STDERR_FILENO);
+    assert_true(dup2(fd, STDERR_FILENO) >= 0);
+    return fd;
+}
+
+static void stderr_back(int saved)
+{
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+}
+
+/* What the file holds now (malloc'd, NUL-terminated). */
+static char *file_text(int fd)
+{
+    off_t size = lseek(fd, 0, SEEK_END);
+    assert_true(size >= 0);
+    char *text = malloc((size_t)size + 1);
+    assert_non_null(text);
+    ssize_t n = pread(fd, text, (size_t)size, 0);
+    text[n > 0 ? n : 0] = '\0';
+    return text;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void access_line_of(const char *request_id)
+{
+    struct svc_access a = {request_id, "GET", "/healthz", "/healthz", 8, 200, 0.2, NULL};
+    svc_log_access(&a);
+}
+
+/* Access lines reach the file within the interval with nothing else happening; a warn line is
+ * written at once, after them; svc_log_buffer_stop writes what is left. */
+static void test_buffered_lines_in_time_and_order(void **state)
+{
+    int saved, fd = stderr_to_file(&saved);
+    assert_int_equal(svc_log_buffer_start(5), 0);
+    access_line_of("buf-1");
+    access_line_of("buf-2");
+    sleep_ms(200); /* forty intervals */
+    char *text = file_text(fd);
+    const char *one = strstr(text, "\"buf-1\""), *two = strstr(text, "\"buf-2\"");
+    if (one == NULL || two == NULL || two < one)
+        fail_msg("access lines not written within the interval, in order:\n%s", text);
+    free(text);
+    access_line_of("buf-3");
+    svc_log(SVC_LOG_WARN, "warned", NULL);
+    text = file_text(fd); /* no wait: a warn line is written before svc_log returns */
+    const char *three = strstr(text, "\"buf-3\""), *warned = strstr(text, "\"warned\"");
+    if (three == NULL || warned == NULL || warned < three)
+        fail_msg("the warn line is not written at once after the access line:\n%s", text);
+    free(text);
+    access_line_of("buf-4");
+    svc_log_buffer_stop();
+    text = file_text(fd);
+    assert_non_null(strstr(text, "\"buf-4\""));
+    free(text);
+    access_line_of("buf-5"); /* unbuffered again: written at once */
+    text = file_text(fd);
+    assert_non_null(strstr(text, "\"buf-5\""));
+    free(text);
+    stderr_back(saved);
+    close(fd);
+}
+
+#define LINES_PER_THREAD 3000
+
+static void *log_many(void *arg)
+{
+    char id[32];
+    for (int i = 0; i < LINES_PER_THREAD; i++) {
+        snprintf(id, sizeof(id), "t%d-%d", *(int *)arg, i);
+        access_line_of(id);
+    }
+    return NULL;
+}
+
+/* Two threads write many times the buffer's size: every line is there once, whole (one JSON
+ * object a line), each thread's lines in the order it wrote them. */
+static void test_buffered_lines_whole_and_complete(void **state)
+{
+    int saved, fd = stderr_to_file(&saved);
+    assert_int_equal(svc_log_buffer_start(5), 0);
+    pthread_t th[2];
+    int ids[2] = {0, 1};
+    for (int t = 0; t < 2; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, log_many, &ids[t]), 0);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    svc_log_buffer_stop();
+    stderr_back(saved);
+    char *text = file_text(fd);
+    close(fd);
+    int next[2] = {0, 0};
+    for (char *line = text, *end; *line != '\0'; line = end + 1) {
+        end = strchr(line, '\n');
+        assert_non_null(end);
+        json_t *doc = json_loadb(line, (size_t)(end - line), 0, NULL);
+        if (doc == NULL)
+            fail_msg("not a JSON line: %.*s", (int)(end - line), line);
+        int t = -1, i = -1;
+        assert_int_equal(sscanf(field(doc, "request_id"), "t%d-%d", &t, &i), 2);
+        assert_true(t == 0 || t == 1);
+        if (i != next[t])
+            fail_msg("thread %d: line %d where %d was due", t, i, next[t]);
+        next[t]++;
+        json_decref(doc);
+    }
+    free(text);
+    assert_int_equal(next[0], LINES_PER_THREAD);
+    assert_int_equal(next[1], LINES_PER_THREAD);
+}
+
+/* A process killed with SIGKILL (no exit path runs) has written its access lines all the same,
+ * once the interval has passed: a kill -9 loses the last interval's lines at most. */
+static void test_kill_9_keeps_lines_past_the_interval(void **state)
+{
+    int saved, fd = stderr_to_file(&saved);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        if (svc_log_buffer_start(5) != 0)
+            _exit(2);
+        for (int i = 0; i < 100; i++) {
+            char id[16];
+            snprintf(id, sizeof(id), "k-%d", i);
+            access_line_of(id);
+        }
+        if (write(ready[1], "x", 1) != 1)
+            _exit(2);
+        for (;;)
+            pause();
+    }
+    stderr_back(saved);
+    close(ready[1]);
+    char x;
+    assert_int_equal(read(ready[0], &x, 1), 1);
+    close(ready[0]);
+    sleep_ms(300); /* sixty intervals */
+    kill(child, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    char *text = file_text(fd);
+    close(fd);
+    for (int i = 0; i < 100; i++) {
+        char id[24];
+        snprintf(id, sizeof(id), "\"k-%d\"", i);
+        if (strstr(text, id) == NULL)
+            fail_msg("line %s lost at kill -9", id);
+    }
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +399,9 @@ int main(void)
         cmocka_unit_test(test_numbers_are_json_numbers),
         cmocka_unit_test(test_level_filtering),
         cmocka_unit_test(test_format_escapes_any_bytes),
+        cmocka_unit_test(test_buffered_lines_in_time_and_order),
+        cmocka_unit_test(test_buffered_lines_whole_and_complete),
+        cmocka_unit_test(test_kill_9_keeps_lines_past_the_interval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
