@@ -1,5 +1,6 @@
-/* JSON helpers for routes: RFC 7396 merge patch, and validation of names, keys and RFC 3339
- * times. Pure functions on jansson values and strings; no HTTP, no database. */
+/* JSON helpers for routes: RFC 7396 merge patch, reading back stored JSON, and validation of
+ * names, keys and RFC 3339 times. Pure functions on jansson values and strings; no HTTP, no
+ * database. */
 #ifndef ROUTES_JSON_UTIL_H
 #define ROUTES_JSON_UTIL_H
 
@@ -9,6 +10,14 @@
 /* RFC 7396: applies patch to target (both borrowed; target may be NULL, meaning absent) and
  * returns a new reference to the result, or NULL when out of memory. */
 json_t *route_merge_patch(const json_t *target, const json_t *patch);
+
+/* JSON text the service stored in a jsonb column and PostgreSQL wrote back (text, len bytes),
+ * parsed (JSON_DECODE_ANY). jsonb writes every number in plain notation, so a double a client
+ * sent as 1e19 comes back as 10000000000000000000, an integer jansson refuses; such a number is
+ * read as a double instead, every other number as a strict parse reads it. Returns a new
+ * reference, or NULL when the text is not JSON or memory ran out: the caller answers 500, never
+ * null in place of stored data. */
+json_t *route_json_stored(const char *text, size_t len);
 
 /* Resource names: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$. Returns 1, or 0 with the broken rule in
  * why (a sentence for a problem's detail). */

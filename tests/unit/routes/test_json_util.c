@@ -1,5 +1,5 @@
 /* Unit tests of routes/json_util.c: RFC 7396 merge patch (the examples of its appendix A),
- * resource-name rules, key rules and RFC 3339 times. */
+ * reading back stored JSON, resource-name rules, key rules and RFC 3339 times. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,6 +62,92 @@ static void test_merge_onto_absent_target(void **state)
     json_decref(got);
     json_decref(want);
     json_decref(p);
+}
+
+/* route_json_stored of text (its whole length) is a real equal to want. */
+static void check_stored_real(const char *text, double want)
+{
+    json_t *j = route_json_stored(text, strlen(text));
+    if (!json_is_real(j) || json_real_value(j) != want)
+        fail_msg("%.40s... read as %s %.17g, want the real %.17g", text,
+                 json_is_real(j) ? "real" : "not a real", json_number_value(j), want);
+    json_decref(j);
+}
+
+/* The numbers jsonb writes back for doubles a client sent as 1e19, -1e19 and 1.5e300 (plain
+ * notation: 1.5e300 is 15 and 299 zeros) read back as those doubles, as does 2^63. */
+static void test_stored_big_numbers(void **state)
+{
+    check_stored_real("10000000000000000000", 1e19);
+    check_stored_real("-10000000000000000000", -1e19);
+    check_stored_real("9223372036854775808", 9223372036854775808.0);
+    check_stored_real("-9223372036854775809", -9223372036854775808.0);
+    char huge[320] = "15";
+    memset(huge + 2, '0', 299);
+    huge[301] = '\0';
+    check_stored_real(huge, 1.5e300);
+}
+
+/* In a tree holding such a number, every other value is read as a strict parse reads it: the
+ * int64 limits and 2^53 + 1 stay those exact integers, 3.0 a real, strings (digits and escaped
+ * quotes in them) unchanged. */
+static void test_stored_nested(void **state)
+{
+    const char *text = "{\"a\": [{\"b\": [10000000000000000000, 1]}], \"i\": 9007199254740993, "
+                       "\"max\": 9223372036854775807, \"min\": -9223372036854775808, \"r\": 3.0, "
+                       "\"s\": \"10000000000000000000 \\\"99999999999999999999\\\"\"}";
+    json_t *j = route_json_stored(text, strlen(text));
+    assert_non_null(j);
+    json_t *b = json_object_get(json_array_get(json_object_get(j, "a"), 0), "b");
+    assert_true(json_is_real(json_array_get(b, 0)));
+    assert_true(json_real_value(json_array_get(b, 0)) == 1e19);
+    assert_true(json_is_integer(json_array_get(b, 1)));
+    assert_int_equal(json_integer_value(json_array_get(b, 1)), 1);
+    assert_true(json_is_integer(json_object_get(j, "i")));
+    assert_true(json_integer_value(json_object_get(j, "i")) == INT64_C(9007199254740993));
+    assert_true(json_integer_value(json_object_get(j, "max")) == INT64_MAX);
+    assert_true(json_integer_value(json_object_get(j, "min")) == INT64_MIN);
+    assert_true(json_is_real(json_object_get(j, "r")));
+    assert_string_equal(json_string_value(json_object_get(j, "s")),
+                        "10000000000000000000 \"99999999999999999999\"");
+    json_decref(j);
+}
+
+/* Text a strict parse reads comes back as it reads it (ints stay ints), within len bytes. */
+static void test_stored_ordinary(void **state)
+{
+    const char *text = "{\"i\":42,\"r\":2.5,\"t\":[true,null,\"x\"]}trailing";
+    json_t *j = route_json_stored(text, strlen(text) - strlen("trailing"));
+    json_t *want = json_loads("{\"i\":42,\"r\":2.5,\"t\":[true,null,\"x\"]}", 0, NULL);
+    assert_true(json_equal(j, want));
+    assert_true(json_is_integer(json_object_get(j, "i")));
+    json_decref(j);
+    json_decref(want);
+    j = route_json_stored("-9223372036854775808", 20);
+    assert_true(json_is_integer(j) && json_integer_value(j) == INT64_MIN);
+    json_decref(j);
+}
+
+/* Text that is not JSON, with or without a number to widen, gives NULL (never null), and a cut
+ * string or escape is not read past its end. */
+static void test_stored_garbage(void **state)
+{
+    const char *bad[] = {"",
+                         "nope",
+                         "{\"n\":",
+                         "{\"n\":10000000000000000000",
+                         "10000000000000000000 x",
+                         "[10000000000000000000,]",
+                         "--10000000000000000000",
+                         "10000000000000000000e",
+                         "\"abc\\",
+                         "[10000000000000000000, \"abc\\",
+                         NULL};
+    for (size_t i = 0; bad[i]; i++) {
+        json_t *j = route_json_stored(bad[i], strlen(bad[i]));
+        if (j != NULL)
+            fail_msg("%s read as JSON", bad[i]);
+    }
 }
 
 static void test_names(void **state)
@@ -134,6 +220,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rfc7396_appendix_a),
         cmocka_unit_test(test_merge_onto_absent_target),
+        cmocka_unit_test(test_stored_big_numbers),
+        cmocka_unit_test(test_stored_nested),
+        cmocka_unit_test(test_stored_ordinary),
+        cmocka_unit_test(test_stored_garbage),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_rfc3339),
