@@ -713,12 +713,21 @@ static enum svc_outcome route_key_history(struct svc_request *req)
         json_pack("{s:s, s:o}", "key", key, "next", next > 0 ? json_integer(next) : json_null()));
 }
 
+/* A live head as JSON (the caller's), or NULL when its stored value cannot be read (not JSON, or
+ * out of memory): an error (500), never a head shown with null for its value. */
 static json_t *head_json(const char *topic, const char *key, const struct db_head *h)
 {
-    json_t *value = h->value ? json_loads(h->value, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *value = h->value ? route_json_stored(h->value, strlen(h->value)) : NULL;
+    if (value == NULL)
+        return NULL;
     return json_pack("{s:s, s:s, s:I, s:I, s:i, s:o}", "topic", topic, "key", key, "offset",
                      (json_int_t)h->offset, "rank", (json_int_t)h->rank, "schema_version",
-                     h->schema_version, "value", value ? value : json_null());
+                     h->schema_version, "value", value);
+}
+
+static enum svc_outcome unreadable_head(struct svc_request *req, const char *key)
+{
+    return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot read the stored head of %s", key);
 }
 
 /* 404 for a key without a live head: head_not_found, or key_deleted with the tombstone. */
@@ -756,8 +765,10 @@ static enum svc_outcome route_head_get(struct svc_request *req)
         set_etag(req, h.offset); /* the client's copy is current: 304, no body */
         out = svc_reply_static(req, 304, "application/json", "", 0);
     } else {
-        set_etag(req, h.offset);
-        out = svc_reply_json(req, 200, head_json(topic, key, &h));
+        json_t *j = head_json(topic, key, &h);
+        if (j != NULL)
+            set_etag(req, h.offset);
+        out = j != NULL ? svc_reply_json(req, 200, j) : unreadable_head(req, key);
     }
     db_head_clear(&h);
     return out;
@@ -803,7 +814,11 @@ static int decide_head(const struct db_head *cur, char **value, void *ctx)
         d->value = json_incref(d->body);
     } else {
         int live = cur->has_head && !cur->deleted;
-        json_t *target = live ? json_loads(cur->value, JSON_DECODE_ANY, NULL) : json_object();
+        json_t *target = !live        ? json_object()
+                         : cur->value ? route_json_stored(cur->value, strlen(cur->value))
+                                      : NULL;
+        if (target == NULL)
+            return -1; /* never merged onto null: the head written would lose what it had */
         d->value = route_merge_patch(target, d->body);
         int same = d->value != NULL && json_equal(d->value, target);
         json_decref(target);
@@ -816,6 +831,7 @@ static int decide_head(const struct db_head *cur, char **value, void *ctx)
     return *value ? 0 : -1;
 }
 
+/* The head as JSON, json_null() when there is none; NULL when it cannot be read (head_json). */
 static json_t *head_or_null(const char *topic, const char *key, const struct db_head *h)
 {
     return h->has_head && !h->deleted ? head_json(topic, key, h) : json_null();
@@ -828,17 +844,18 @@ static enum svc_outcome head_render(struct svc_request *req, const struct db_hea
     const char *topic = w->topic, *key = w->key;
     if (w->verdict == DB_TOPIC_NOT_FOUND || w->verdict == DB_TOPIC_PRODUCER_NOT_FOUND)
         return topic_problem(req, w->verdict, topic, w->producer);
+    json_t *j = NULL;
+    if ((d->precondition_failed || w->verdict == DB_TOPIC_UNCHANGED) &&
+        (j = head_or_null(topic, key, &w->before)) == NULL)
+        return unreadable_head(req, key);
     if (d->precondition_failed) {
         if (w->before.has_head && !w->before.deleted)
             set_etag(req, w->before.offset);
-        return svc_reply_problem_ext(
-            req, TOPIC_P(PRECONDITION_FAILED),
-            json_pack("{s:o}", "current", head_or_null(topic, key, &w->before)),
-            "the head of %s does not match the precondition", key);
+        return svc_reply_problem_ext(req, TOPIC_P(PRECONDITION_FAILED),
+                                     json_pack("{s:o}", "current", j),
+                                     "the head of %s does not match the precondition", key);
     }
-    json_t *j;
     if (w->verdict == DB_TOPIC_UNCHANGED) {
-        j = head_or_null(topic, key, &w->before);
         if (json_is_null(j)) {
             json_decref(j);
             j = json_pack("{s:s, s:s, s:n, s:O}", "topic", topic, "key", key, "offset", "value",
