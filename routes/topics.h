@@ -3,6 +3,7 @@
 #ifndef ROUTES_TOPICS_H
 #define ROUTES_TOPICS_H
 
+#include "db/topics.h"
 #include "routes/routes.h"
 
 enum topic_problem {
@@ -21,6 +22,20 @@ enum topic_problem {
 };
 extern const struct svc_problem_info topic_problems[TOPIC_PC_COUNT];
 #define TOPIC_P(name) (&topic_problems[TOPIC_PC_##name])
+
+/* routes/topics.c: what the family's files share. */
+/* The {key} path parameter, or NULL after replying 400 invalid_key. */
+const char *route_topic_key_param(struct svc_request *req, enum svc_outcome *out);
+/* 404 for a topic, producer or consumer a workflow did not find. */
+enum svc_outcome route_topic_problem(struct svc_request *req, enum db_topic_verdict v,
+                                     const char *topic, const char *producer);
+/* The wake-up channel of a topic ("topic:<name>") in buf. */
+const char *route_topic_channel(const char *topic, char *buf, size_t size);
+
+/* routes/topic_reads.c: log reads, key lists and a key's history. */
+enum svc_outcome route_messages_read(struct svc_request *req);
+enum svc_outcome route_keys_list(struct svc_request *req);
+enum svc_outcome route_key_history(struct svc_request *req);
 
 /* routes/topic_consumers.c: its handlers, metrics start and lag metrics. */
 void route_topic_consumers_init(void);
