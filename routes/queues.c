@@ -957,7 +957,7 @@ static enum parsed parse_settlement(json_t *it, const char *owner, struct db_set
     return PARSED;
 }
 
-/* POST /queues/{queue}/leases/complete: the items to settle, as the workflow's input. */
+/* POST /queues/{queue}/leases:complete: the items to settle, as the workflow's input. */
 struct settle_req {
     size_t n;
     struct db_settlement *s; /* each item's verdict out */
