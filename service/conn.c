@@ -1,21 +1,33 @@
 /* Open connections and their request deadlines (see conn.h). One mutex guards the list; entries
  * are freed only by svc_conns_closed, which runs before the socket is closed, so a cut never
- * reaches a socket number already reused by another connection. */
+ * reaches a socket number already reused by another connection. A connection's step (when it
+ * began, and which it is) is one atomic word, so that marking it, three times a request, takes
+ * no lock. */
 #include "service/conn.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+
+/* A step: when it began, in microseconds, above two bits: IN_REQUEST (the request line arrived)
+ * and RECEIVING (the request, or the next one, has not arrived whole yet). */
+#define STEP_IN_REQUEST 2u
+#define STEP_RECEIVING  1u
 
 struct svc_conn {
     struct svc_conn *prev, *next;
     int fd;
-    double since;   /* when the current step began (see svc_conns_mark) */
-    int in_request; /* the request line arrived */
-    int receiving;  /* the request (or the next one) has not arrived whole yet */
+    _Atomic uint64_t step; /* see svc_conns_mark */
     int cut;
 };
+
+static uint64_t step_of(int in_request, int receiving, double now)
+{
+    uint64_t us = now > 0 ? (uint64_t)(now * 1e6 + 0.5) : 0;
+    return us << 2 | (in_request ? STEP_IN_REQUEST : 0) | (receiving ? STEP_RECEIVING : 0);
+}
 
 struct svc_conns {
     long limit;
@@ -58,8 +70,7 @@ struct svc_conn *svc_conns_opened(struct svc_conns *c, int fd, double now)
     if (conn == NULL)
         return NULL;
     conn->fd = fd;
-    conn->since = now;
-    conn->receiving = 1;
+    atomic_init(&conn->step, step_of(0, 1, now));
     pthread_mutex_lock(&c->mu);
     conn->next = c->head;
     if (c->head != NULL)
@@ -90,11 +101,7 @@ void svc_conns_mark(struct svc_conns *c, struct svc_conn *conn, int in_request, 
 {
     if (conn == NULL)
         return;
-    pthread_mutex_lock(&c->mu);
-    conn->since = now;
-    conn->in_request = in_request;
-    conn->receiving = receiving;
-    pthread_mutex_unlock(&c->mu);
+    atomic_store_explicit(&conn->step, step_of(in_request, receiving, now), memory_order_relaxed);
 }
 
 int svc_conns_cut_late(struct svc_conns *c, double now)
@@ -102,8 +109,10 @@ int svc_conns_cut_late(struct svc_conns *c, double now)
     int cut = 0;
     pthread_mutex_lock(&c->mu);
     for (struct svc_conn *conn = c->head; conn != NULL; conn = conn->next) {
-        double limit = conn->in_request ? c->request_s : c->first_line_s;
-        if (!conn->receiving || conn->cut || now - conn->since <= limit)
+        uint64_t step = atomic_load_explicit(&conn->step, memory_order_relaxed);
+        double since = (double)(step >> 2) / 1e6;
+        double limit = step & STEP_IN_REQUEST ? c->request_s : c->first_line_s;
+        if (!(step & STEP_RECEIVING) || conn->cut || now - since <= limit)
             continue;
         shutdown(conn->fd, SHUT_RDWR);
         conn->cut = 1;
