@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "db/ledgers.h"
+#include "routes/json_util.h"
 #include "routes/ledgers.h"
 #include "routes/routes.h"
 #include "service/app.h"
 #include "service/jpage.h"
-#include "routes/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "routes/routes.h"
 #include "routes/json_util.h"
+#include "routes/routes.h"
 #include "service/utf8.h"
 
 int route_only_members(json_t *obj, const char *const *allowed, char *why, size_t size)

@@ -12,29 +12,45 @@
 #include <string.h>
 
 #include "db/queues.h"
+#include "routes/json_util.h"
+#include "routes/queues.h"
 #include "routes/routes.h"
 #include "service/app.h"
 #include "service/buf.h"
 #include "service/jpage.h"
-#include "service/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
+#include "service/utf8.h"
 
-static struct svc_counter_vec *m_enqueued, *m_claims, *m_reclaims, *m_completions, *m_failures,
-    *m_rejections, *m_expired, *m_purged, *m_janitor_failures, *m_metrics_failures,
-    *m_janitor_visits;
+/* The codes only queues answer (registered through the family; listed in openapi.json). */
+const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
+    [QUEUE_PC_INVALID_JOB] = {"invalid_job", 400, "Invalid job"},
+    [QUEUE_PC_INVALID_LEASE] = {"invalid_lease", 400, "Invalid lease request"},
+    [QUEUE_PC_QUEUE_NOT_FOUND] = {"queue_not_found", 404, "No such queue"},
+    [QUEUE_PC_JOB_NOT_FOUND] = {"job_not_found", 404, "No such job"},
+    [QUEUE_PC_LEASE_OWNER_MISMATCH] = {"lease_owner_mismatch", 409, "Lease held by another owner"},
+    [QUEUE_PC_LEASE_FENCE_MISMATCH] = {"lease_fence_mismatch", 409, "Stale lease fence"},
+    [QUEUE_PC_LEASE_EXPIRED] = {"lease_expired", 409, "Lease expired"},
+    [QUEUE_PC_JOB_TERMINAL] = {"job_terminal", 409, "Job already finished"},
+    [QUEUE_PC_JOB_NOT_FAILED] = {"job_not_failed", 409, "Job is not failed"},
+    [QUEUE_PC_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
+};
+
+static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
+    *m_janitor_failures, *m_metrics_failures, *m_janitor_visits;
+struct svc_counter_vec *queue_m_claims, *queue_m_reclaims, *queue_m_completions, *queue_m_failures;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
 {
     m_enqueued = svc_counter_vec_new("rowlock_queue_jobs_enqueued_total", "Jobs enqueued", "queue");
-    m_claims = svc_counter_vec_new("rowlock_queue_claims_total", "Jobs claimed", "queue");
-    m_reclaims = svc_counter_vec_new("rowlock_queue_expired_lease_reclaims_total",
-                                     "Jobs claimed from an expired lease", "queue");
-    m_completions =
+    queue_m_claims = svc_counter_vec_new("rowlock_queue_claims_total", "Jobs claimed", "queue");
+    queue_m_reclaims = svc_counter_vec_new("rowlock_queue_expired_lease_reclaims_total",
+                                           "Jobs claimed from an expired lease", "queue");
+    queue_m_completions =
         svc_counter_vec_new("rowlock_queue_completions_total", "Jobs completed", "queue");
-    m_failures = svc_counter_vec_new("rowlock_queue_failures_total",
-                                     "Fail calls accepted (retried or final)", "queue");
+    queue_m_failures = svc_counter_vec_new("rowlock_queue_failures_total",
+                                           "Fail calls accepted (retried or final)", "queue");
     m_rejections = svc_counter_vec_new("rowlock_queue_fence_rejections_total",
                                        "Lease writes refused, by reason", "queue,reason");
     m_expired =
@@ -57,28 +73,30 @@ static void metrics_init(void)
         "queue");
 }
 
-void route_queues_init(void)
+static int route_queues_init(const struct svc_app *app)
 {
+    (void)app;
     pthread_once(&metrics_once, metrics_init);
     /* one series per queue, up to ROWLOCK_METRICS_MAX_RESOURCES queues (then queue="_other") */
     struct svc_counter_vec *per_queue[] = {
-        m_enqueued,   m_claims,  m_reclaims, m_completions,      m_failures,
-        m_rejections, m_expired, m_purged,   m_janitor_failures, m_metrics_failures};
+        m_enqueued,   queue_m_claims, queue_m_reclaims, queue_m_completions, queue_m_failures,
+        m_rejections, m_expired,      m_purged,         m_janitor_failures,  m_metrics_failures};
     for (size_t i = 0; i < sizeof(per_queue) / sizeof(per_queue[0]); i++)
         svc_counter_vec_bound(per_queue[i]);
+    return 0;
 }
 
-static const char *channel_of(const char *queue, char *buf, size_t size)
+const char *queue_channel(const char *queue, char *buf, size_t size)
 {
     snprintf(buf, size, "queue:%s", queue);
     return buf;
 }
 
 /* Wakes n claims waiting on the queue (-1: every one). */
-static void wake_queue(struct svc_request *req, const char *queue, long n)
+void queue_wake(struct svc_request *req, const char *queue, long n)
 {
     char channel[160];
-    svc_req_wake_n(req, channel_of(queue, channel, sizeof(channel)), n);
+    svc_req_wake_n(req, queue_channel(queue, channel, sizeof(channel)), n);
 }
 
 /* ---- validation ---- */
@@ -92,22 +110,22 @@ static int64_t id_param(struct svc_request *req, const char *name, enum svc_outc
     long long id = strtoll(v, &end, 10);
     if (v[0] < '0' || v[0] > '9' || *end != '\0' || id <= 0 || errno == ERANGE) {
         *out =
-            svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "%s must be a positive integer", name);
+            svc_reply_problem(req, SVC_P(INVALID_PARAMETER), "%s must be a positive integer", name);
         return 0;
     }
     return id;
 }
 
 /* The {queue} path parameter into *queue and the job id parameter name; 0 after replying 400. */
-static int64_t job_params(struct svc_request *req, const char *name, const char **queue,
-                          enum svc_outcome *out)
+int64_t queue_job_params(struct svc_request *req, const char *name, const char **queue,
+                         enum svc_outcome *out)
 {
     *queue = route_name_param(req, "queue", out);
     return *queue != NULL ? id_param(req, name, out) : 0;
 }
 
 /* "owner": non-empty UTF-8 up to 255 bytes. 1, or 0 with why. */
-static int owner_member(json_t *b, const char **owner, char *why, size_t size)
+int queue_owner_member(json_t *b, const char **owner, char *why, size_t size)
 {
     *owner = json_string_value(json_object_get(b, "owner"));
     if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > 255 ||
@@ -120,7 +138,7 @@ static int owner_member(json_t *b, const char **owner, char *why, size_t size)
 
 /* The JSON text of j's member name into *text (malloc'd, the caller frees it; NULL when the
  * member is absent). 0, or -1 when it cannot be encoded. */
-static int member_text(json_t *j, const char *name, char **text)
+int queue_member_text(json_t *j, const char *name, char **text)
 {
     json_t *m = json_object_get(j, name);
     *text = m != NULL ? json_dumps(m, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -131,7 +149,7 @@ static int member_text(json_t *j, const char *name, char **text)
 
 /* o with its member name set to v (both stolen). A NULL v (a json_pack or copy that failed)
  * fails the whole value: NULL, which svc_reply_json answers with 500 internal_error. */
-static json_t *with(json_t *o, const char *name, json_t *v)
+json_t *queue_with(json_t *o, const char *name, json_t *v)
 {
     if (json_object_set_new(o, name, v) == 0)
         return o;
@@ -140,7 +158,7 @@ static json_t *with(json_t *o, const char *name, json_t *v)
 }
 
 /* The same for an array's element. */
-static json_t *appended(json_t *arr, json_t *v)
+json_t *queue_appended(json_t *arr, json_t *v)
 {
     if (json_array_append_new(arr, v) == 0)
         return arr;
@@ -153,47 +171,47 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *que
 {
     switch (v) {
     case DB_Q_QUEUE_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_QUEUE_NOT_FOUND, "there is no queue %s", queue);
+        return svc_reply_problem(req, QUEUE_P(QUEUE_NOT_FOUND), "there is no queue %s", queue);
     case DB_Q_JOB_NOT_FOUND:
-        return svc_reply_problem(req, SVC_P_JOB_NOT_FOUND, "queue %s has no job %" PRId64, queue,
+        return svc_reply_problem(req, QUEUE_P(JOB_NOT_FOUND), "queue %s has no job %" PRId64, queue,
                                  id);
     case DB_Q_OWNER_MISMATCH:
-        return svc_reply_problem(req, SVC_P_LEASE_OWNER_MISMATCH,
+        return svc_reply_problem(req, QUEUE_P(LEASE_OWNER_MISMATCH),
                                  "job %" PRId64 " is not leased to this owner", id);
     case DB_Q_FENCE_MISMATCH:
-        return svc_reply_problem(req, SVC_P_LEASE_FENCE_MISMATCH,
+        return svc_reply_problem(req, QUEUE_P(LEASE_FENCE_MISMATCH),
                                  "job %" PRId64 " was claimed again since this lease (stale fence)",
                                  id);
     case DB_Q_LEASE_EXPIRED:
-        return svc_reply_problem(req, SVC_P_LEASE_EXPIRED,
+        return svc_reply_problem(req, QUEUE_P(LEASE_EXPIRED),
                                  "the lease on job %" PRId64 " has expired", id);
     case DB_Q_JOB_TERMINAL:
-        return svc_reply_problem(req, SVC_P_JOB_TERMINAL, "job %" PRId64 " is already finished",
+        return svc_reply_problem(req, QUEUE_P(JOB_TERMINAL), "job %" PRId64 " is already finished",
                                  id);
     case DB_Q_NOT_FAILED:
-        return svc_reply_problem(req, SVC_P_JOB_NOT_FAILED,
+        return svc_reply_problem(req, QUEUE_P(JOB_NOT_FAILED),
                                  "job %" PRId64 " is not failed; only failed jobs are retried", id);
     case DB_Q_QUEUE_BUSY:
-        return svc_reply_problem(req, SVC_P_QUEUE_BUSY,
+        return svc_reply_problem(req, QUEUE_P(QUEUE_BUSY),
                                  "queue %s has jobs in processing; DELETE with ?force=true "
                                  "deletes them too",
                                  queue);
     default:
-        return svc_reply_problem(req, SVC_P_INVALID_JOB, "the database refused a value");
+        return svc_reply_problem(req, QUEUE_P(INVALID_JOB), "the database refused a value");
     }
 }
 
 /* The answer to a workflow that did not succeed: its database failure (st), else its verdict v
  * on the queue (and job id, 0 when none). */
-static enum svc_outcome refused(struct svc_request *req, enum db_status st,
-                                const struct db_error *err, const char *queue,
-                                enum db_queue_verdict v, int64_t id)
+enum svc_outcome queue_refused(struct svc_request *req, enum db_status st,
+                               const struct db_error *err, const char *queue,
+                               enum db_queue_verdict v, int64_t id)
 {
     return st != DB_OK ? route_db_problem(req, st, err) : verdict_problem(req, queue, v, id);
 }
 
 /* Counts a refused lease write by its reason. */
-static void count_rejection(const char *queue, enum db_queue_verdict v)
+void queue_count_rejection(const char *queue, enum db_queue_verdict v)
 {
     if (v != DB_Q_JOB_NOT_FOUND && (v < DB_Q_OWNER_MISMATCH || v > DB_Q_JOB_TERMINAL))
         return;
@@ -214,11 +232,11 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
                   "created_at", q->created_at, "updated_at", q->updated_at);
     if (s == NULL)
         return j;
-    return with(j, "counts",
-                json_pack("{s:I, s:I, s:I, s:I, s:f}", "pending", (json_int_t)s->pending,
-                          "processing", (json_int_t)s->processing, "succeeded",
-                          (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
-                          "oldest_pending_age_seconds", s->oldest_pending_age_seconds));
+    return queue_with(j, "counts",
+                      json_pack("{s:I, s:I, s:I, s:I, s:f}", "pending", (json_int_t)s->pending,
+                                "processing", (json_int_t)s->processing, "succeeded",
+                                (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
+                                "oldest_pending_age_seconds", s->oldest_pending_age_seconds));
 }
 
 /* PUT /queues/{queue}'s body: the queue's configuration. 0, or -1 after replying 400. */
@@ -239,14 +257,14 @@ static int queue_config_parse(struct svc_request *req, struct db_queue_config *c
         !route_num_member(b, "backoff_max_seconds", 0, 86400 * 7, 300, &bm, why, sizeof(why)) ||
         !route_int_member(b, "retention_seconds", 1, 86400 * 3650, 7 * 86400, 0, &rs, why,
                           sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P_INVALID_CONFIG, "%s", why);
+        *out = svc_reply_problem(req, ROUTE_P(INVALID_CONFIG), "%s", why);
         return -1;
     }
     *cfg = (struct db_queue_config){(int)ma, (int)ls, bb, bm, (int)rs};
     return 0;
 }
 
-enum svc_outcome route_queue_put(struct svc_request *req)
+static enum svc_outcome route_queue_put(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -263,7 +281,7 @@ enum svc_outcome route_queue_put(struct svc_request *req)
     return svc_reply_json(req, v == DB_Q_CREATED ? 201 : 200, queue_json(&q, NULL));
 }
 
-enum svc_outcome route_queue_get(struct svc_request *req)
+static enum svc_outcome route_queue_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -276,13 +294,13 @@ enum svc_outcome route_queue_get(struct svc_request *req)
     struct db_error err;
     enum db_status st = db_queues_get(app->pool, name, &q, &s, &v, &err);
     if (st != DB_OK || v != DB_Q_OK)
-        return refused(req, st, &err, name, v, 0);
+        return queue_refused(req, st, &err, name, v, 0);
     return svc_reply_json(req, 200, queue_json(&q, &s));
 }
 
 /* DELETE /queues/{queue}[?force=true]: the queue and all it held; refused while a job is in
  * processing unless forced. Waiting claims are woken, to answer 404. */
-enum svc_outcome route_queue_delete(struct svc_request *req)
+static enum svc_outcome route_queue_delete(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -291,15 +309,15 @@ enum svc_outcome route_queue_delete(struct svc_request *req)
         return out;
     const char *force = svc_req_query(req, "force");
     if (force != NULL && strcmp(force, "true") != 0 && strcmp(force, "false") != 0)
-        return svc_reply_problem(req, SVC_P_INVALID_PARAMETER, "force must be true or false");
+        return svc_reply_problem(req, SVC_P(INVALID_PARAMETER), "force must be true or false");
     int64_t processing = 0;
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st =
         db_queues_delete(app->pool, name, force != NULL && force[0] == 't', &processing, &v, &err);
     if (st != DB_OK || v != DB_Q_OK)
-        return refused(req, st, &err, name, v, 0);
-    wake_queue(req, name, -1);
+        return queue_refused(req, st, &err, name, v, 0);
+    queue_wake(req, name, -1);
     return svc_reply_json(req, 200,
                           json_pack("{s:s, s:b, s:I}", "name", name, "deleted", 1,
                                     "processing_deleted", (json_int_t)processing));
@@ -308,10 +326,10 @@ enum svc_outcome route_queue_delete(struct svc_request *req)
 static void queue_one(const struct db_queue *q, const struct db_queue_stats *s, void *ctx)
 {
     json_t **arr = ctx;
-    *arr = appended(*arr, queue_json(q, s));
+    *arr = queue_appended(*arr, queue_json(q, s));
 }
 
-enum svc_outcome route_queues_list(struct svc_request *req)
+static enum svc_outcome route_queues_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -336,10 +354,6 @@ enum svc_outcome route_queues_list(struct svc_request *req)
 
 /* ---- jobs ---- */
 
-/* How a request item parsed: into the workflow's input, refused with a reason (400), or valid
- * but its JSON could not be encoded for the database (500: out of memory). */
-enum parsed { PARSED, INVALID, UNENCODABLE };
-
 /* Parses one job object. The payload's text is malloc'd into *payload (the caller frees it). */
 static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, char *why,
                              size_t size)
@@ -352,36 +366,36 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
     *payload = NULL;
     if (!json_is_object(j)) {
         snprintf(why, size, "a job is a JSON object");
-        return INVALID;
+        return PARSE_INVALID;
     }
     if (!route_only_members(j, allowed, why, size) ||
         !route_int_member(j, "priority", -1000000, 1000000, 0, 0, &prio, why, size) ||
         !route_int_member(j, "max_attempts", 1, 1000000, 0, 0, &ma, why, size) ||
         !route_num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size))
-        return INVALID;
+        return PARSE_INVALID;
     if (json_object_get(j, "payload") == NULL) {
         snprintf(why, size, "a job has a \"payload\" (any JSON)");
-        return INVALID;
+        return PARSE_INVALID;
     }
     json_t *dk = json_object_get(j, "dedupe_key"), *ra = json_object_get(j, "run_at");
-    if (dk != NULL && (!json_is_string(dk) || !svc_valid_key(json_string_value(dk), why, size))) {
+    if (dk != NULL && (!json_is_string(dk) || !route_key_ok(json_string_value(dk), why, size))) {
         if (!json_is_string(dk))
             snprintf(why, size, "\"dedupe_key\" is a string");
-        return INVALID;
+        return PARSE_INVALID;
     }
-    if (ra != NULL && (!json_is_string(ra) || !svc_rfc3339_valid(json_string_value(ra)))) {
+    if (ra != NULL && (!json_is_string(ra) || !route_rfc3339_ok(json_string_value(ra)))) {
         snprintf(why, size, "\"run_at\" is an RFC 3339 timestamp string");
-        return INVALID;
+        return PARSE_INVALID;
     }
     if (ra != NULL && json_object_get(j, "delay_seconds") != NULL) {
         snprintf(why, size, "give \"run_at\" or \"delay_seconds\", not both");
-        return INVALID;
+        return PARSE_INVALID;
     }
-    if (member_text(j, "payload", payload) != 0)
-        return UNENCODABLE;
+    if (queue_member_text(j, "payload", payload) != 0)
+        return PARSE_UNENCODABLE;
     *out = (struct db_job_in){
         *payload, json_string_value(dk), json_string_value(ra), delay, (int)prio, (int)ma};
-    return PARSED;
+    return PARSE_OK;
 }
 
 /* POST /queues/{queue}/jobs: one job, or a batch {"jobs": [...]}, as the workflow's input. */
@@ -410,14 +424,14 @@ static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_re
     for (size_t i = 0; i < e->n; i++) {
         json_t *j = e->batch ? json_array_get(e->batch, i) : body;
         enum parsed p = parse_job(j, &e->jobs[i], &e->payloads[i], why, sizeof(why));
-        if (p == UNENCODABLE)
-            *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR,
+        if (p == PARSE_UNENCODABLE)
+            *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR),
                                      "cannot encode the payload of job %zu", i);
-        else if (p == INVALID && e->batch != NULL)
-            *out = svc_reply_problem(req, SVC_P_INVALID_JOB, "job %zu: %s", i, why);
-        else if (p == INVALID)
-            *out = svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", why);
-        if (p != PARSED)
+        else if (p == PARSE_INVALID && e->batch != NULL)
+            *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "job %zu: %s", i, why);
+        else if (p == PARSE_INVALID)
+            *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", why);
+        if (p != PARSE_OK)
             return -1;
     }
     return 0;
@@ -430,19 +444,19 @@ static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum sv
     e->batch = json_object_get(body, "jobs");
     e->n = json_is_array(e->batch) ? json_array_size(e->batch) : 1;
     if (!json_is_object(body))
-        *out = svc_reply_problem(req, SVC_P_INVALID_JOB, "the body is a JSON object");
+        *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "the body is a JSON object");
     else if (e->batch != NULL &&
              (!json_is_array(e->batch) || e->n == 0 || json_object_size(body) != 1))
-        *out = svc_reply_problem(req, SVC_P_INVALID_JOB,
+        *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB),
                                  "a batch body is {\"jobs\": [job, ...]} with at least one job");
     else if (e->n > DB_QUEUE_BATCH_MAX)
-        *out = svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
+        *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
                                  "a batch holds at most %d jobs; this one has %zu",
                                  DB_QUEUE_BATCH_MAX, e->n);
     else if ((e->jobs = calloc(e->n, sizeof(*e->jobs))) == NULL ||
              (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
              (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
-        *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
     else
         return enqueue_jobs(req, body, e, out);
     return -1;
@@ -455,8 +469,8 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < e->n; i++)
-        arr = appended(arr, json_pack("{s:I, s:b}", "id", (json_int_t)e->refs[i].id, "duplicate",
-                                      e->refs[i].verdict == DB_Q_DUPLICATE));
+        arr = queue_appended(arr, json_pack("{s:I, s:b}", "id", (json_int_t)e->refs[i].id,
+                                            "duplicate", e->refs[i].verdict == DB_Q_DUPLICATE));
     json_t *res =
         e->batch != NULL ? json_pack("{s:o}", "jobs", arr) : json_incref(json_array_get(arr, 0));
     if (e->batch == NULL)
@@ -464,7 +478,7 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
     return svc_reply_json(req, created ? 201 : 200, res);
 }
 
-enum svc_outcome route_jobs_enqueue(struct svc_request *req)
+static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -476,16 +490,16 @@ enum svc_outcome route_jobs_enqueue(struct svc_request *req)
     struct db_error err;
     enum db_status st = db_jobs_enqueue(app->pool, queue, e.jobs, e.n, e.refs, &v, &err);
     if (st == DB_OK && v == DB_Q_BAD_INPUT)
-        out = svc_reply_problem(req, SVC_P_INVALID_JOB, "%s", err.message);
+        out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", err.message);
     else if (st != DB_OK || v != DB_Q_OK)
-        out = refused(req, st, &err, queue, v, 0);
+        out = queue_refused(req, st, &err, queue, v, 0);
     else {
         size_t created = 0;
         for (size_t i = 0; i < e.n; i++)
             created += e.refs[i].verdict == DB_Q_CREATED;
         svc_counter_vec_add(m_enqueued, queue, created);
         if (created > 0)
-            wake_queue(req, queue, (long)created);
+            queue_wake(req, queue, (long)created);
         out = enqueue_render(req, &e, created);
     }
 done:
@@ -537,7 +551,7 @@ static char *job_text(const struct db_job *j, size_t *len)
 {
     json_t *h = json_array();
     for (size_t i = 0; i < j->nhistory; i++)
-        h = appended(h, attempt_json(&j->history[i]));
+        h = queue_appended(h, attempt_json(&j->history[i]));
     json_t *env = job_env(j);
     char *head = env ? json_dumps(env, JSON_COMPACT) : NULL;
     char *history = h ? json_dumps(h, JSON_COMPACT) : NULL;
@@ -563,17 +577,17 @@ static char *job_text(const struct db_job *j, size_t *len)
     return text;
 }
 
-static long long budget_of(struct svc_request *req)
+long long queue_budget(struct svc_request *req)
 {
     return ((struct svc_app *)svc_req_app(req))->config->response_budget;
 }
 
-enum svc_outcome route_job_get(struct svc_request *req)
+static enum svc_outcome route_job_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
     const char *queue = NULL;
-    int64_t id = job_params(req, "id", &queue, &out);
+    int64_t id = queue_job_params(req, "id", &queue, &out);
     if (id == 0)
         return out;
     struct db_job j;
@@ -583,9 +597,9 @@ enum svc_outcome route_job_get(struct svc_request *req)
     char *text = NULL;
     size_t len = 0;
     if (st != DB_OK || v != DB_Q_OK)
-        out = refused(req, st, &err, queue, v, id);
+        out = queue_refused(req, st, &err, queue, v, id);
     else if ((text = job_text(&j, &len)) == NULL)
-        out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the job");
+        out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode the job");
     else
         out = svc_reply_raw(req, 200, "application/json", text, len);
     db_job_clear(&j);
@@ -610,15 +624,15 @@ static void job_one(const struct db_job *j, void *ctx)
 
 /* Closes a page with the top-level members of tail (stolen) and replies with it; 500 when the
  * page or tail (a json_pack that failed) could not be encoded. */
-static enum svc_outcome page_reply(struct svc_request *req, struct svc_jpage *page, json_t *tail,
-                                   const char *what)
+enum svc_outcome queue_page_reply(struct svc_request *req, struct svc_jpage *page, json_t *tail,
+                                  const char *what)
 {
     size_t len = 0;
     char *text = tail != NULL ? svc_jpage_finish(page, tail, &len) : NULL;
     if (tail == NULL)
         svc_jpage_free(page);
     if (text == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode %s", what);
+        return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode %s", what);
     return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
@@ -629,12 +643,12 @@ static int state_query(struct svc_request *req, const char **state, enum svc_out
     if (*state == NULL || strcmp(*state, "pending") == 0 || strcmp(*state, "processing") == 0 ||
         strcmp(*state, "succeeded") == 0 || strcmp(*state, "failed") == 0)
         return 0;
-    *out = svc_reply_problem(req, SVC_P_INVALID_PARAMETER,
+    *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
                              "state is pending, processing, succeeded or failed");
     return -1;
 }
 
-enum svc_outcome route_jobs_list(struct svc_request *req)
+static enum svc_outcome route_jobs_list(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
@@ -646,19 +660,19 @@ enum svc_outcome route_jobs_list(struct svc_request *req)
         route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
         return out;
     struct job_page p = {.last = 0};
-    svc_jpage_begin(&p.page, "jobs", (size_t)budget_of(req));
+    svc_jpage_begin(&p.page, "jobs", (size_t)queue_budget(req));
     enum db_queue_verdict v;
     struct db_error err;
     int more = 0;
-    enum db_status st = db_jobs_list(app->pool, queue, state, after, (int)limit, budget_of(req),
+    enum db_status st = db_jobs_list(app->pool, queue, state, after, (int)limit, queue_budget(req),
                                      job_one, &p, &more, &v, &err);
     if (st != DB_OK || v != DB_Q_OK) {
         svc_jpage_free(&p.page);
-        return refused(req, st, &err, queue, v, 0);
+        return queue_refused(req, st, &err, queue, v, 0);
     }
     /* a page ends at the limit or at the byte budget; either way the next starts after it */
     json_t *next = p.page.items == (size_t)limit || more ? json_integer(p.last) : json_null();
-    return page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the page");
+    return queue_page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the page");
 }
 
 static enum svc_outcome job_admin(struct svc_request *req, int retry)
@@ -666,7 +680,7 @@ static enum svc_outcome job_admin(struct svc_request *req, int retry)
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
     const char *queue = NULL;
-    int64_t id = job_params(req, "id", &queue, &out);
+    int64_t id = queue_job_params(req, "id", &queue, &out);
     if (id == 0)
         return out;
     enum db_queue_verdict v;
@@ -674,386 +688,22 @@ static enum svc_outcome job_admin(struct svc_request *req, int retry)
     enum db_status st = retry ? db_jobs_retry(app->pool, queue, id, &v, &err)
                               : db_jobs_cancel(app->pool, queue, id, &v, &err);
     if (st != DB_OK || v != DB_Q_OK)
-        return refused(req, st, &err, queue, v, id);
+        return queue_refused(req, st, &err, queue, v, id);
     if (retry)
-        wake_queue(req, queue, 1);
+        queue_wake(req, queue, 1);
     return svc_reply_json(
         req, 200,
         json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "failed"));
 }
 
-enum svc_outcome route_job_retry(struct svc_request *req)
+static enum svc_outcome route_job_retry(struct svc_request *req)
 {
     return job_admin(req, 1);
 }
 
-enum svc_outcome route_job_cancel(struct svc_request *req)
+static enum svc_outcome route_job_cancel(struct svc_request *req)
 {
     return job_admin(req, 0);
-}
-
-/* ---- leases ---- */
-
-/* POST /queues/{queue}/leases: who claims how many, for how long, waiting how long. */
-struct claim_req {
-    const char *owner;
-    long long max_jobs, lease, wait;
-};
-
-/* 0, or -1 after replying 400. */
-static int claim_parse(struct svc_request *req, struct claim_req *c, enum svc_outcome *out)
-{
-    struct svc_app *app = svc_req_app(req);
-    json_t *b = svc_req_json(req);
-    static const char *const allowed[] = {"owner", "max_jobs", "lease_seconds", "wait_seconds",
-                                          NULL};
-    char why[160] = "the body must be a JSON object";
-    if (json_is_object(b) && route_only_members(b, allowed, why, sizeof(why)) &&
-        owner_member(b, &c->owner, why, sizeof(why)) &&
-        route_int_member(b, "max_jobs", 1, DB_QUEUE_BATCH_MAX, 1, 0, &c->max_jobs, why,
-                         sizeof(why)) &&
-        route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &c->lease, why, sizeof(why)) &&
-        route_int_member(b, "wait_seconds", 0, app->config->max_wait_s, 0, 0, &c->wait, why,
-                         sizeof(why)))
-        return 0;
-    *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
-    return -1;
-}
-
-/* The claimed jobs, each payload spliced as stored, and the owner; counts the claims. */
-static enum svc_outcome claim_render(struct svc_request *req, const char *queue, const char *owner,
-                                     const struct db_claimed *claimed, size_t n)
-{
-    size_t reclaimed = 0;
-    struct svc_jpage page;
-    svc_jpage_begin(&page, "leases", (size_t)budget_of(req));
-    static const char *const names[] = {"payload"};
-    /* every job claimed is answered: the statement already kept the claim within the budget */
-    for (size_t i = 0; i < n; i++) {
-        const struct db_claimed *c = &claimed[i];
-        reclaimed += c->reclaimed != 0;
-        const char *raw[] = {c->payload};
-        size_t lens[] = {c->payload ? strlen(c->payload) : 0};
-        svc_jpage_item(&page,
-                       json_pack("{s:I, s:I, s:i, s:i, s:s}", "job_id", (json_int_t)c->id, "fence",
-                                 (json_int_t)c->fence, "attempt", c->attempt, "priority",
-                                 c->priority, "lease_expires_at", c->lease_expires_at),
-                       1, names, raw, lens);
-    }
-    svc_counter_vec_add(m_claims, queue, n);
-    if (reclaimed)
-        svc_counter_vec_add(m_reclaims, queue, reclaimed);
-    return page_reply(req, &page, json_pack("{s:s}", "owner", owner), "the claimed leases");
-}
-
-enum svc_outcome route_leases_claim(struct svc_request *req)
-{
-    struct svc_app *app = svc_req_app(req);
-    enum svc_outcome out = SVC_FATAL;
-    struct claim_req c;
-    const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL || claim_parse(req, &c, &out) != 0)
-        return out;
-    unsigned gen = svc_wake_generation(req);
-    struct db_claimed *claimed = calloc((size_t)c.max_jobs, sizeof(*claimed));
-    if (claimed == NULL)
-        return svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
-    size_t n = 0;
-    enum db_queue_verdict v;
-    struct db_error err;
-    enum db_status st = db_leases_claim(app->pool, queue, c.owner, (int)c.max_jobs, (int)c.lease,
-                                        app->config->response_budget, claimed, &n, &v, &err);
-    double deadline = svc_now() - svc_req_age(req) + (double)c.wait;
-    char channel[160];
-    if (st != DB_OK || v != DB_Q_OK)
-        out = refused(req, st, &err, queue, v, 0);
-    else if (n == 0 && svc_req_may_wait(req, deadline))
-        out = svc_req_wait(req, channel_of(queue, channel, sizeof(channel)), deadline, gen);
-    else
-        out = claim_render(req, queue, c.owner, claimed, n);
-    db_claimed_clear(claimed, n);
-    free(claimed);
-    return out;
-}
-
-enum lease_op { OP_HEARTBEAT, OP_COMPLETE, OP_FAIL, OP_HANDBACK, OP_RELEASE };
-
-/* A fenced write on one lease: PATCH /queues/{queue}/leases/{job_id} (heartbeat), or POST to
- * its /complete, /fail, /handback or /release. */
-struct lease_req {
-    enum lease_op op;
-    const char *queue;
-    struct db_lease l;
-    long long lease; /* heartbeat: the new lease_seconds (0: the queue's) */
-    int retry;       /* fail: back to pending when attempts are left */
-    char *text;      /* progress, result or error as JSON text (owned), NULL when absent */
-};
-
-/* The body's members of each operation, and the one of them stored as JSON text (by op). */
-static const char *const lease_allowed[][6] = {
-    [OP_HEARTBEAT] = {"owner", "fence", "lease_seconds", "progress", NULL},
-    [OP_COMPLETE] = {"owner", "fence", "result", NULL},
-    [OP_FAIL] = {"owner", "fence", "error", "retry", NULL},
-    [OP_HANDBACK] = {"owner", "fence", NULL},
-    [OP_RELEASE] = {"owner", "fence", NULL},
-};
-static const char *const lease_member[] = {"progress", "result", "error", NULL, NULL};
-
-/* Validates the path and body into w (w->text is w's). 0, or -1 after replying. */
-static int lease_parse(struct svc_request *req, struct lease_req *w, enum svc_outcome *out)
-{
-    w->l.job_id = job_params(req, "job_id", &w->queue, out);
-    if (w->l.job_id == 0)
-        return -1;
-    json_t *b = svc_req_json(req);
-    long long fence;
-    char why[160] = "the body must be a JSON object";
-    json_t *retry = json_object_get(b, "retry");
-    if (!json_is_object(b) || !route_only_members(b, lease_allowed[w->op], why, sizeof(why)) ||
-        !owner_member(b, &w->l.owner, why, sizeof(why)) ||
-        !route_int_member(b, "fence", 1, INT64_MAX, 0, 0, &fence, why, sizeof(why)) ||
-        !route_int_member(b, "lease_seconds", 1, 86400 * 7, 0, 0, &w->lease, why, sizeof(why)))
-        *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
-    else if (fence == 0)
-        *out =
-            svc_reply_problem(req, SVC_P_INVALID_LEASE, "\"fence\" (from the claim) is required");
-    else if (retry != NULL && !json_is_boolean(retry))
-        *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "\"retry\" is true or false");
-    else if (lease_member[w->op] != NULL && member_text(b, lease_member[w->op], &w->text) != 0)
-        *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "cannot encode the \"%s\"",
-                                 lease_member[w->op]);
-    else {
-        w->l.fence = fence;
-        w->retry = retry == NULL || json_is_true(retry);
-        return 0;
-    }
-    return -1;
-}
-
-/* Runs the operation's workflow; info (40 bytes) gets the new expiry or state. */
-static enum db_status lease_call(struct db_pool *pool, const struct lease_req *w, char *info,
-                                 enum db_queue_verdict *v, struct db_error *err)
-{
-    switch (w->op) {
-    case OP_HEARTBEAT:
-        return db_leases_heartbeat(pool, w->queue, &w->l, (int)w->lease, w->text, info, v, err);
-    case OP_COMPLETE:
-        return db_leases_complete(pool, w->queue, &w->l, w->text, v, err);
-    case OP_FAIL:
-        return db_leases_fail(pool, w->queue, &w->l, w->text, w->retry, info, v, err);
-    case OP_HANDBACK:
-        return db_leases_handback(pool, w->queue, &w->l, v, err);
-    case OP_RELEASE:
-        return db_leases_release(pool, w->queue, &w->l, info, v, err);
-    }
-    return DB_OK;
-}
-
-/* The accepted write: the job and fence, with the new expiry (heartbeat) or state. */
-static enum svc_outcome lease_render(struct svc_request *req, const struct lease_req *w,
-                                     const char *info)
-{
-    json_t *res =
-        json_pack("{s:I, s:I}", "job_id", (json_int_t)w->l.job_id, "fence", (json_int_t)w->l.fence);
-    const char *state = info;
-    switch (w->op) {
-    case OP_HEARTBEAT:
-        return svc_reply_json(req, 200, with(res, "lease_expires_at", json_string(info)));
-    case OP_COMPLETE:
-        svc_counter_vec_add(m_completions, w->queue, 1);
-        state = "succeeded";
-        break;
-    case OP_FAIL:
-        svc_counter_vec_add(m_failures, w->queue, 1);
-        break;
-    case OP_HANDBACK:
-    case OP_RELEASE:
-        state = w->op == OP_HANDBACK ? "pending" : info;
-        wake_queue(req, w->queue, 1);
-        break;
-    }
-    return svc_reply_json(req, 200, with(res, "state", json_string(state)));
-}
-
-static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
-{
-    struct svc_app *app = svc_req_app(req);
-    enum svc_outcome out = SVC_FATAL;
-    struct lease_req w = {.op = op};
-    if (lease_parse(req, &w, &out) != 0)
-        return out;
-    enum db_queue_verdict v = DB_Q_OK;
-    struct db_error err;
-    char info[40] = "";
-    enum db_status st = lease_call(app->pool, &w, info, &v, &err);
-    free(w.text);
-    if (st == DB_OK && v != DB_Q_OK)
-        count_rejection(w.queue, v);
-    if (st != DB_OK || v != DB_Q_OK)
-        return refused(req, st, &err, w.queue, v, w.l.job_id);
-    return lease_render(req, &w, info);
-}
-
-enum svc_outcome route_lease_heartbeat(struct svc_request *req)
-{
-    return lease_write(req, OP_HEARTBEAT);
-}
-
-enum svc_outcome route_lease_complete(struct svc_request *req)
-{
-    return lease_write(req, OP_COMPLETE);
-}
-
-enum svc_outcome route_lease_fail(struct svc_request *req)
-{
-    return lease_write(req, OP_FAIL);
-}
-
-enum svc_outcome route_lease_handback(struct svc_request *req)
-{
-    return lease_write(req, OP_HANDBACK);
-}
-
-enum svc_outcome route_lease_release(struct svc_request *req)
-{
-    return lease_write(req, OP_RELEASE);
-}
-
-/* Parses item i of a settlement into s[i]; owner defaults to the body's, and a job already in
- * s[0..i) is refused. The result's text is malloc'd into *result (the caller frees it). */
-static enum parsed parse_settlement(json_t *it, const char *owner, struct db_settlement *s,
-                                    size_t i, char **result, char *why, size_t size)
-{
-    static const char *const allowed[] = {"job_id", "fence", "owner", "result", NULL};
-    long long id, fence;
-    *result = NULL;
-    if (!json_is_object(it)) {
-        snprintf(why, size, "an item is a JSON object");
-        return INVALID;
-    }
-    if (!route_only_members(it, allowed, why, size) ||
-        !route_int_member(it, "job_id", 1, INT64_MAX, 0, 0, &id, why, size) ||
-        !route_int_member(it, "fence", 1, INT64_MAX, 0, 0, &fence, why, size))
-        return INVALID;
-    if (id == 0 || fence == 0) {
-        snprintf(why, size, "an item has \"job_id\" and \"fence\"");
-        return INVALID;
-    }
-    if (json_object_get(it, "owner") != NULL && !owner_member(it, &owner, why, size))
-        return INVALID;
-    if (owner == NULL) {
-        snprintf(why, size, "an item needs an \"owner\" (its own, or the body's)");
-        return INVALID;
-    }
-    for (size_t k = 0; k < i; k++) {
-        if (s[k].lease.job_id == id) {
-            snprintf(why, size, "job %lld appears twice", id);
-            return INVALID;
-        }
-    }
-    if (member_text(it, "result", result) != 0)
-        return UNENCODABLE;
-    s[i] = (struct db_settlement){{id, owner, fence}, *result, DB_Q_OK};
-    return PARSED;
-}
-
-/* POST /queues/{queue}/leases:complete: the items to settle, as the workflow's input. */
-struct settle_req {
-    size_t n;
-    struct db_settlement *s; /* each item's verdict out */
-    char **results;          /* the items' result texts, owned */
-};
-
-static void settle_free(struct settle_req *b)
-{
-    for (size_t i = 0; b->results != NULL && i < b->n; i++)
-        free(b->results[i]);
-    free(b->results);
-    free(b->s);
-}
-
-/* The items into b->s. 0, or -1 after replying. */
-static int settle_items(struct svc_request *req, json_t *items, const char *owner,
-                        struct settle_req *b, enum svc_outcome *out)
-{
-    char why[200];
-    for (size_t i = 0; i < b->n; i++) {
-        enum parsed p = parse_settlement(json_array_get(items, i), owner, b->s, i, &b->results[i],
-                                         why, sizeof(why));
-        if (p == UNENCODABLE)
-            *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR,
-                                     "cannot encode the result of item %zu", i);
-        else if (p == INVALID)
-            *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "item %zu: %s", i, why);
-        if (p != PARSED)
-            return -1;
-    }
-    return 0;
-}
-
-/* Validates the body into b (settle_free frees it either way). 0, or -1 after replying. */
-static int settle_parse(struct svc_request *req, struct settle_req *b, enum svc_outcome *out)
-{
-    json_t *body = svc_req_json(req);
-    json_t *items = json_object_get(body, "items");
-    const char *owner = NULL;
-    char why[200] = "the body is {\"owner\": ..., \"items\": [{\"job_id\", \"fence\"}, ...]}";
-    static const char *const allowed[] = {"owner", "items", NULL};
-    b->n = json_array_size(items);
-    if (!json_is_object(body) || !route_only_members(body, allowed, why, sizeof(why)) ||
-        (json_object_get(body, "owner") != NULL && !owner_member(body, &owner, why, sizeof(why))) ||
-        b->n == 0)
-        *out = svc_reply_problem(req, SVC_P_INVALID_LEASE, "%s", why);
-    else if (b->n > DB_QUEUE_BATCH_MAX)
-        *out = svc_reply_problem(req, SVC_P_BATCH_TOO_LARGE,
-                                 "a settlement holds at most %d items; this one has %zu",
-                                 DB_QUEUE_BATCH_MAX, b->n);
-    else if ((b->s = calloc(b->n, sizeof(*b->s))) == NULL ||
-             (b->results = calloc(b->n, sizeof(char *))) == NULL)
-        *out = svc_reply_problem(req, SVC_P_INTERNAL_ERROR, "out of memory");
-    else
-        return settle_items(req, items, owner, b, out);
-    return -1;
-}
-
-/* Each item's outcome, "completed" or the refusal's name; counts completions and refusals. */
-static enum svc_outcome settle_render(struct svc_request *req, const char *queue,
-                                      const struct settle_req *b)
-{
-    json_t *arr = json_array();
-    size_t completed = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        int ok = b->s[i].verdict == DB_Q_OK;
-        completed += ok;
-        if (!ok)
-            count_rejection(queue, b->s[i].verdict);
-        arr = appended(arr,
-                       json_pack("{s:I, s:s}", "job_id", (json_int_t)b->s[i].lease.job_id, "status",
-                                 ok ? "completed" : db_queue_verdict_name(b->s[i].verdict)));
-    }
-    svc_counter_vec_add(m_completions, queue, completed);
-    return svc_reply_json(
-        req, 200, json_pack("{s:I, s:o}", "completed", (json_int_t)completed, "results", arr));
-}
-
-enum svc_outcome route_leases_complete_batch(struct svc_request *req)
-{
-    struct svc_app *app = svc_req_app(req);
-    enum svc_outcome out = SVC_FATAL;
-    struct settle_req b = {0};
-    const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL || settle_parse(req, &b, &out) != 0)
-        goto done;
-    enum db_queue_verdict v;
-    struct db_error err;
-    enum db_status st = db_leases_complete_batch(app->pool, queue, b.s, b.n, &v, &err);
-    if (st != DB_OK || v != DB_Q_OK)
-        out = refused(req, st, &err, queue, v, 0);
-    else
-        out = settle_render(req, queue, &b);
-done:
-    settle_free(&b);
-    return out;
 }
 
 /* ---- metrics and janitor ---- */
@@ -1087,7 +737,7 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     svc_buf_free(&l);
 }
 
-void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
+static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
     struct svc_buf jobs, ages;
     svc_buf_init(&jobs, 16 * 1024 * 1024);
@@ -1153,7 +803,7 @@ static void janitor_one(const struct db_queue_upkeep *u, void *ctx)
         svc_counter_vec_add(m_purged, u->queue, (uint64_t)u->purged);
 }
 
-void route_queues_janitor_pass(void *ctx)
+static void route_queues_janitor_pass(void *ctx)
 {
     struct svc_app *app = ctx;
     struct db_error err;
@@ -1163,3 +813,45 @@ void route_queues_janitor_pass(void *ctx)
         svc_log(SVC_LOG_WARN, "queue janitor pass failed", "status", db_status_name(st), "detail",
                 err.message, NULL);
 }
+
+static const struct svc_route queue_routes[] = {
+    {"GET", "/queues", route_queues_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"PUT", "/queues/{queue}", route_queue_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"GET", "/queues/{queue}", route_queue_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"DELETE", "/queues/{queue}", route_queue_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/jobs", route_jobs_enqueue, SVC_SCOPE_WRITE, SVC_BODY_JSON,
+     SVC_RUN_WORKER},
+    {"GET", "/queues/{queue}/jobs", route_jobs_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/queues/{queue}/jobs/{id}", route_job_get, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"DELETE", "/queues/{queue}/jobs/{id}", route_job_cancel, SVC_SCOPE_WRITE, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/jobs/{id}/retry", route_job_retry, SVC_SCOPE_WRITE, SVC_BODY_NONE,
+     SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/leases", route_leases_claim, SVC_SCOPE_WORK, SVC_BODY_JSON,
+     SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/leases:complete", route_leases_complete_batch, SVC_SCOPE_WORK,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"PATCH", "/queues/{queue}/leases/{job_id}", route_lease_heartbeat, SVC_SCOPE_WORK,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/leases/{job_id}/complete", route_lease_complete, SVC_SCOPE_WORK,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/leases/{job_id}/fail", route_lease_fail, SVC_SCOPE_WORK,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/leases/{job_id}/handback", route_lease_handback, SVC_SCOPE_WORK,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+    {"POST", "/queues/{queue}/leases/{job_id}/release", route_lease_release, SVC_SCOPE_WORK,
+     SVC_BODY_JSON, SVC_RUN_WORKER},
+};
+
+const struct svc_family route_queues_family = {
+    .name = "queues",
+    .routes = queue_routes,
+    .nroutes = sizeof(queue_routes) / sizeof(queue_routes[0]),
+    .problems = queue_problems,
+    .nproblems = QUEUE_PC_COUNT,
+    .init = route_queues_init,
+    .render_metrics = route_queues_render_metrics,
+    .janitor_pass = route_queues_janitor_pass,
+};

@@ -24,8 +24,6 @@ enum route_problem {
 extern const struct svc_problem_info route_problems[ROUTE_PC_COUNT];
 #define ROUTE_P(name) (&route_problems[ROUTE_PC_##name])
 
-#include "routes/pending.h"
-
 /* Replies with the problem matching a failed db/ status (503 family, or 500 for hard errors,
  * which are logged with their SQLSTATE). */
 enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
@@ -50,27 +48,6 @@ int route_valid_name(struct svc_request *req, const char *value, const char *wha
                      enum svc_outcome *out);
 /* The path parameter param as a valid name (see route_valid_name), or NULL after replying 400. */
 const char *route_name_param(struct svc_request *req, const char *param, enum svc_outcome *out);
-
-/* Handlers of routes/queues.c, its metrics and its janitor pass. */
-void route_queues_init(void);
-enum svc_outcome route_queue_put(struct svc_request *req);
-enum svc_outcome route_queue_get(struct svc_request *req);
-enum svc_outcome route_queue_delete(struct svc_request *req);
-enum svc_outcome route_queues_list(struct svc_request *req);
-enum svc_outcome route_jobs_enqueue(struct svc_request *req);
-enum svc_outcome route_job_get(struct svc_request *req);
-enum svc_outcome route_jobs_list(struct svc_request *req);
-enum svc_outcome route_job_retry(struct svc_request *req);
-enum svc_outcome route_job_cancel(struct svc_request *req);
-enum svc_outcome route_leases_claim(struct svc_request *req);
-enum svc_outcome route_lease_heartbeat(struct svc_request *req);
-enum svc_outcome route_lease_complete(struct svc_request *req);
-enum svc_outcome route_lease_fail(struct svc_request *req);
-enum svc_outcome route_lease_handback(struct svc_request *req);
-enum svc_outcome route_lease_release(struct svc_request *req);
-enum svc_outcome route_leases_complete_batch(struct svc_request *req);
-void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app);
-void route_queues_janitor_pass(void *app);
 
 /* The families of routes/families.c (each defined in its own file). */
 extern const struct svc_family route_common_family, route_ops_family, route_ui_family,

@@ -11,9 +11,9 @@
 
 #include "db/topic_consumers.h"
 #include "db/topics.h"
+#include "routes/json_util.h"
 #include "routes/topics.h"
 #include "service/app.h"
-#include "routes/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 

@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "db/topics.h"
+#include "routes/gate.h"
+#include "routes/json_util.h"
 #include "routes/topics.h"
 #include "service/app.h"
-#include "routes/gate.h"
 #include "service/jpage.h"
-#include "routes/json_util.h"
 #include "service/log.h"
 #include "service/metrics.h"
 

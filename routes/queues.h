@@ -1,0 +1,77 @@
+/* The queues family's own header: its problem codes, and what routes/queues.c (queues, jobs,
+ * metrics, janitor) and routes/leases.c (claims, lease writes, settlements) share. */
+#ifndef ROUTES_QUEUES_H
+#define ROUTES_QUEUES_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "db/queues.h"
+#include "routes/routes.h"
+#include "service/jpage.h"
+
+enum queue_problem {
+    QUEUE_PC_INVALID_JOB,
+    QUEUE_PC_INVALID_LEASE,
+    QUEUE_PC_QUEUE_NOT_FOUND,
+    QUEUE_PC_JOB_NOT_FOUND,
+    QUEUE_PC_LEASE_OWNER_MISMATCH,
+    QUEUE_PC_LEASE_FENCE_MISMATCH,
+    QUEUE_PC_LEASE_EXPIRED,
+    QUEUE_PC_JOB_TERMINAL,
+    QUEUE_PC_JOB_NOT_FAILED,
+    QUEUE_PC_QUEUE_BUSY,
+    QUEUE_PC_COUNT
+};
+extern const struct svc_problem_info queue_problems[QUEUE_PC_COUNT];
+#define QUEUE_P(name) (&queue_problems[QUEUE_PC_##name])
+
+/* How a request item parsed: into the workflow's input, refused with a reason (400), or valid
+ * but its JSON could not be encoded for the database (500: out of memory). */
+enum parsed { PARSE_OK, PARSE_INVALID, PARSE_UNENCODABLE };
+
+/* Counters of routes/queues.c that the lease routes add to (labelled by queue). */
+extern struct svc_counter_vec *queue_m_claims, *queue_m_reclaims, *queue_m_completions,
+    *queue_m_failures;
+
+/* o with its member name set to v (both stolen). A NULL v (a json_pack or copy that failed)
+ * fails the whole value: NULL, which svc_reply_json answers with 500 internal_error. */
+json_t *queue_with(json_t *o, const char *name, json_t *v);
+/* The same for an array's element. */
+json_t *queue_appended(json_t *arr, json_t *v);
+/* ROWLOCK_RESPONSE_BUDGET: the bytes a page of jobs or leases may take. */
+long long queue_budget(struct svc_request *req);
+/* The wake-up channel of a queue ("queue:<name>") in buf. */
+const char *queue_channel(const char *queue, char *buf, size_t size);
+/* Counts a refused lease write by its reason. */
+void queue_count_rejection(const char *queue, enum db_queue_verdict v);
+/* The {queue} path parameter into *queue and the job id parameter name; 0 after replying 400. */
+int64_t queue_job_params(struct svc_request *req, const char *name, const char **queue,
+                         enum svc_outcome *out);
+/* The JSON text of j's member name into *text (malloc'd, the caller frees it; NULL when the
+ * member is absent). 0, or -1 when it cannot be encoded. */
+int queue_member_text(json_t *j, const char *name, char **text);
+/* "owner": non-empty UTF-8 up to 255 bytes. 1, or 0 with why. */
+int queue_owner_member(json_t *b, const char **owner, char *why, size_t size);
+/* Closes a page with the top-level members of tail (stolen) and replies with it; 500 when the
+ * page or tail (a json_pack that failed) could not be encoded. */
+enum svc_outcome queue_page_reply(struct svc_request *req, struct svc_jpage *page, json_t *tail,
+                                  const char *what);
+/* The answer to a workflow that did not succeed: its database failure (st), else its verdict v
+ * on the queue (and job id, 0 when none). */
+enum svc_outcome queue_refused(struct svc_request *req, enum db_status st,
+                               const struct db_error *err, const char *queue,
+                               enum db_queue_verdict v, int64_t id);
+/* Wakes n claims waiting on the queue (-1: every one). */
+void queue_wake(struct svc_request *req, const char *queue, long n);
+
+/* routes/leases.c: the handlers of claims, lease writes and settlements. */
+enum svc_outcome route_leases_claim(struct svc_request *req);
+enum svc_outcome route_lease_heartbeat(struct svc_request *req);
+enum svc_outcome route_lease_complete(struct svc_request *req);
+enum svc_outcome route_lease_fail(struct svc_request *req);
+enum svc_outcome route_lease_handback(struct svc_request *req);
+enum svc_outcome route_lease_release(struct svc_request *req);
+enum svc_outcome route_leases_complete_batch(struct svc_request *req);
+
+#endif
