@@ -27,83 +27,33 @@
     "{\"digest\":\"fine\",\"writes\":[{\"object_id\":\"q\",\"version\":9,\"type\":\"c\"}]}"
 #define W(id, v) "{\"object_id\":\"" id "\",\"version\":" #v ",\"type\":\"coin\",\"data\":{}}"
 
-static struct th_service svc;
-static char dburl[1024];
-static PGconn *pg;
-static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+#define JSON "application/json"
+#define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static long post(const char *path, const char *body, struct th_response *r)
 {
-    assert_int_equal(th_http(svc.port, "POST", path, json_ct, body, strlen(body), r), 0);
+    assert_int_equal(th_bad_send("POST", path, JSON, body, r), 0);
     return r->status;
-}
-
-static void expect_status(const char *path, const char *body, long status)
-{
-    struct th_response r;
-    if (post(path, body, &r) != status)
-        fail_msg("POST %s %s: expected %ld, got %ld %s", path, body, status, r.status, r.body);
-    th_response_free(&r);
-}
-
-static int setup(void **state)
-{
-    struct th_response r;
-    if (th_db_create("ledger_bad_input", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
-        return -1;
-    pg = th_pg(dburl);
-    const char *names[] = {"bad", "horizon"};
-    for (int i = 0; i < 2; i++) {
-        char path[64];
-        snprintf(path, sizeof(path), "/ledgers/%s", names[i]);
-        if (th_http(svc.port, "PUT", path, json_ct, "{}", 2, &r) != 0 || r.status != 201)
-            return -1;
-        th_response_free(&r);
-    }
-    /* something to leave untouched: a checkpoint, an optimistic transaction, a display, events */
-    expect_status(CP_PATH,
-                  "{\"sequence\":1,\"transactions\":[{\"digest\":\"b1\",\"writes\":[" W(
-                      "x", 1) "],\"displays\":[{\"type\":\"p\",\"version\":1,\"data\":1}],"
-                              "\"events\":[{\"type\":\"e\"}]}]}",
-                  201);
-    expect_status(
-        TX_PATH,
-        "{\"digest\":\"b2\",\"inputs\":[{\"object_id\":\"x\",\"version\":1}],"
-        "\"writes\":[" W("y", 2) "],\"deletes\":[{\"object_id\":\"x\",\"version\":2}],"
-                                 "\"events\":[{\"type\":\"e\"},{\"type\":\"f\",\"data\":[1]}]}",
-        201);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    PQfinish(pg);
-    return th_service_stop(&svc) == 0 ? 0 : -1;
 }
 
 /* ---- what "writes nothing" means ---- */
 
-static int64_t sql_int(const char *sql)
-{
-    PGresult *r = th_sql(pg, sql);
-    int64_t v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return v;
-}
+/* The reads of one ledger's snapshot: the list of ledgers, its horizon and every row of its
+ * tables (executed or not), summed up. Its tables are named by its id, so the SQL is written
+ * once the ledger exists. */
+#define LEDGER_READS 7
+struct ledger_state {
+    char sql[LEDGER_READS][256];
+    struct th_read reads[LEDGER_READS];
+    struct th_state state;
+};
+static struct ledger_state bad_ledger, horizon_ledger;
 
-/* Every row of ledger l (and the list of ledgers), summed up (caller decrefs). */
-static json_t *snapshot(const char *l)
+static void ledger_state_init(struct ledger_state *ls, const char *l)
 {
-    char sql[512];
-    snprintf(sql, sizeof(sql), "SELECT id FROM rowlock.ledgers WHERE name = '%s'", l);
-    int64_t id = sql_int(sql);
-    json_t *s = json_object();
-    json_object_set_new(s, "ledgers",
-                        json_integer(sql_int("SELECT count(*) FROM rowlock.ledgers")));
-    snprintf(sql, sizeof(sql), "SELECT horizon FROM rowlock.ledgers WHERE id = %" PRId64, id);
-    json_object_set_new(s, "horizon", json_integer(sql_int(sql)));
     static const char *const tables[][2] = {
+        {"ledgers", "count(*)"},
+        {"horizon", "horizon"},
         {"objects", "count(*) * 1000000 + coalesce(sum(version), 0) * 10 + count(*) FILTER (WHERE "
                     "deleted)"},
         {"displays", "count(*) * 1000000 + coalesce(sum(version), 0)"},
@@ -111,40 +61,57 @@ static json_t *snapshot(const char *l)
         {"events", "count(*)"},
         {"checkpoints", "count(*)"},
     };
-    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
-        snprintf(sql, sizeof(sql), "SELECT %s FROM rowlock.%s_%" PRId64, tables[i][1], tables[i][0],
-                 id);
-        json_object_set_new(s, tables[i][0], json_integer(sql_int(sql)));
-    }
-    return s;
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT id FROM rowlock.ledgers WHERE name = '%s'", l);
+    int64_t id = th_svc_sql_int(sql);
+    snprintf(ls->sql[0], sizeof(ls->sql[0]), "SELECT count(*) FROM rowlock.ledgers");
+    snprintf(ls->sql[1], sizeof(ls->sql[1]),
+             "SELECT horizon FROM rowlock.ledgers WHERE id = %" PRId64, id);
+    for (size_t i = 2; i < LEDGER_READS; i++)
+        snprintf(ls->sql[i], sizeof(ls->sql[i]), "SELECT %s FROM rowlock.%s_%" PRId64, tables[i][1],
+                 tables[i][0], id);
+    for (size_t i = 0; i < LEDGER_READS; i++)
+        ls->reads[i] = (struct th_read){tables[i][0], NULL, ls->sql[i], NULL};
+    ls->state = (struct th_state){ls->reads, LEDGER_READS, NULL};
 }
 
-/* Ledger "bad" and the list of ledgers, as text for the harness's "changes nothing" check. */
-static char *snapshot_bad(void)
+static int setup(void **state)
 {
-    json_t *s = snapshot("bad");
-    char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(s);
-    return text;
+    if (th_svc_start("ledger_bad_input", NULL) != 0)
+        return -1;
+    json_decref(th_svc_call("PUT", "/ledgers/bad", "{}", 201));
+    json_decref(th_svc_call("PUT", "/ledgers/horizon", "{}", 201));
+    /* something to leave untouched: a checkpoint, an optimistic transaction, a display, events */
+    json_decref(
+        th_svc_call("POST", CP_PATH,
+                    "{\"sequence\":1,\"transactions\":[{\"digest\":\"b1\",\"writes\":[" W(
+                        "x", 1) "],\"displays\":[{\"type\":\"p\",\"version\":1,\"data\":1}],"
+                                "\"events\":[{\"type\":\"e\"}]}]}",
+                    201));
+    json_decref(th_svc_call(
+        "POST", TX_PATH,
+        "{\"digest\":\"b2\",\"inputs\":[{\"object_id\":\"x\",\"version\":1}],"
+        "\"writes\":[" W("y", 2) "],\"deletes\":[{\"object_id\":\"x\",\"version\":2}],"
+                                 "\"events\":[{\"type\":\"e\"},{\"type\":\"f\",\"data\":[1]}]}",
+        201));
+    ledger_state_init(&bad_ledger, "bad");
+    ledger_state_init(&horizon_ledger, "horizon");
+    return 0;
 }
 
-/* Sends the request and asserts the problem, and that ledger "bad" (and the list of ledgers) did
- * not change: a table of one case. ct NULL: no Content-Type. */
-static void refused(const char *method, const char *path, const char *ct, const char *body,
-                    long status, const char *code)
+/* Sends the cases and asserts their problems, and that ledger "bad" (and the list of ledgers)
+ * did not change. */
+static void refused(const struct th_bad *cases, size_t n)
+{
+    th_bad_expect(&bad_ledger.state, cases, n);
+}
+
+/* One refused request: a table of one case. */
+static void refused_one(const char *method, const char *path, const char *ct, const char *body,
+                        long status, const char *code)
 {
     const struct th_bad c = {method, path, ct, body, status, code};
-    th_expect_problems(svc.port, snapshot_bad, &c, 1);
-}
-
-static void refused_tx(const char *body, const char *code)
-{
-    refused("POST", TX_PATH, "application/json", body, 400, code);
-}
-
-static void refused_cp(const char *body, const char *code)
-{
-    refused("POST", CP_PATH, "application/json", body, 400, code);
+    refused(&c, 1);
 }
 
 /* ---- transactions ---- */
@@ -193,8 +160,9 @@ static void malformed_transaction_is_400_and_writes_nothing(void **state)
         "[]",
         "\"t\"",
     };
-    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
-        refused_tx(bodies[i], "invalid_transaction");
+    struct th_bad bad[N(bodies)];
+    refused(bad, th_bad_bodies(bad, "POST", TX_PATH, JSON, bodies, N(bodies), 400,
+                               "invalid_transaction"));
 }
 
 /* A list of 1001 entries: over the per-transaction limit. */
@@ -208,9 +176,12 @@ static void oversized_lists_are_400(void **state)
                               "%s{\"object_id\":\"o%d\",\"version\":1,\"type\":\"c\"}",
                               i ? "," : "", i);
     snprintf(tx + n, cap - n, "]}");
-    refused_tx(tx, "invalid_transaction");
     snprintf(cp, cap + 64, "{\"sequence\":2,\"transactions\":[%s]}", tx);
-    refused_cp(cp, "invalid_checkpoint");
+    const struct th_bad bad[] = {
+        {"POST", TX_PATH, JSON, tx, 400, "invalid_transaction"},
+        {"POST", CP_PATH, JSON, cp, 400, "invalid_checkpoint"},
+    };
+    refused(bad, N(bad));
     free(tx);
     free(cp);
 }
@@ -246,8 +217,9 @@ static void malformed_checkpoint_is_400_and_writes_nothing(void **state)
         "{\"sequence\":2,\"transactions\":[" GOOD_TX "],\"extra\":true}",
         "[]",
     };
-    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
-        refused_cp(bodies[i], "invalid_checkpoint");
+    struct th_bad bad[N(bodies)];
+    refused(bad, th_bad_bodies(bad, "POST", CP_PATH, JSON, bodies, N(bodies), 400,
+                               "invalid_checkpoint"));
     /* the same digest in two checkpoints is not malformed: the second one skips it */
 }
 
@@ -259,12 +231,10 @@ static void checkpoint_of_1001_transactions_is_batch_too_large(void **state)
     for (int i = 0; i < 1001; i++)
         n += (size_t)snprintf(cp + n, cap - n, "%s{\"digest\":\"big-%d\"}", i ? "," : "", i);
     snprintf(cp + n, cap - n, "]}");
-    refused_cp(cp, "batch_too_large");
+    refused_one("POST", CP_PATH, JSON, cp, 400, "batch_too_large");
     /* 1000 is the limit, not above it: the same in another ledger applies */
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "PUT", "/ledgers/big", json_ct, "{}", 2, &r), 0);
-    assert_int_equal(r.status, 201);
-    th_response_free(&r);
+    json_decref(th_svc_call("PUT", "/ledgers/big", "{}", 201));
     char *last = strstr(cp, ",{\"digest\":\"big-1000\"}");
     assert_non_null(last);
     strcpy(last, "]}");
@@ -278,101 +248,108 @@ static void checkpoint_of_1001_transactions_is_batch_too_large(void **state)
 
 static void bad_and_unknown_ledger_names(void **state)
 {
-    char long_name[160], path[256];
+    char long_name[160], paths[7][3][256];
     memset(long_name, 'a', 129);
     long_name[129] = '\0';
-    const char *bad[] = {"-x", "_x", ".x", "a$b", "a%20b", "a%2Fb", long_name};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(path, sizeof(path), "/ledgers/%s/transactions", bad[i]);
-        refused("POST", path, "application/json", GOOD_TX, 400, "invalid_name");
-        snprintf(path, sizeof(path), "/ledgers/%s/checkpoints", bad[i]);
-        refused("POST", path, "application/json", "{\"sequence\":1,\"transactions\":[" GOOD_TX "]}",
-                400, "invalid_name");
-        snprintf(path, sizeof(path), "/ledgers/%s", bad[i]);
-        refused("PUT", path, "application/json", "{}", 400, "invalid_name");
-        refused("GET", path, NULL, NULL, 400, "invalid_name");
+    const char *names[] = {"-x", "_x", ".x", "a$b", "a%20b", "a%2Fb", long_name};
+    const char *cp = "{\"sequence\":1,\"transactions\":[" GOOD_TX "]}";
+    struct th_bad bad[4 * N(names)];
+    size_t n = 0;
+    for (size_t i = 0; i < N(names); i++) {
+        snprintf(paths[i][0], sizeof(paths[i][0]), "/ledgers/%s/transactions", names[i]);
+        snprintf(paths[i][1], sizeof(paths[i][1]), "/ledgers/%s/checkpoints", names[i]);
+        snprintf(paths[i][2], sizeof(paths[i][2]), "/ledgers/%s", names[i]);
+        bad[n++] = (struct th_bad){"POST", paths[i][0], JSON, GOOD_TX, 400, "invalid_name"};
+        bad[n++] = (struct th_bad){"POST", paths[i][1], JSON, cp, 400, "invalid_name"};
+        bad[n++] = (struct th_bad){"PUT", paths[i][2], JSON, "{}", 400, "invalid_name"};
+        bad[n++] = (struct th_bad){"GET", paths[i][2], NULL, NULL, 400, "invalid_name"};
     }
+    refused(bad, n);
     /* 128 characters is a name */
+    char path[256];
     long_name[128] = '\0';
     snprintf(path, sizeof(path), "/ledgers/%s/objects/x", long_name);
-    refused("GET", path, NULL, NULL, 404, "ledger_not_found");
-    const char *unknown[][2] = {
-        {"POST", "/ledgers/nope/transactions"},
-        {"POST", "/ledgers/nope/checkpoints"},
-        {"GET", "/ledgers/nope"},
-        {"GET", "/ledgers/nope/objects/x"},
-        {"GET", "/ledgers/nope/displays/p"},
-        {"GET", "/ledgers/nope/transactions/b1"},
-        {"GET", "/ledgers/nope/events"},
+    const struct th_bad unknown[] = {
+        {"GET", path, NULL, NULL, 404, "ledger_not_found"},
+        {"POST", "/ledgers/nope/transactions", JSON, GOOD_TX, 404, "ledger_not_found"},
+        {"POST", "/ledgers/nope/checkpoints", JSON, cp, 404, "ledger_not_found"},
+        {"GET", "/ledgers/nope", NULL, NULL, 404, "ledger_not_found"},
+        {"GET", "/ledgers/nope/objects/x", NULL, NULL, 404, "ledger_not_found"},
+        {"GET", "/ledgers/nope/displays/p", NULL, NULL, 404, "ledger_not_found"},
+        {"GET", "/ledgers/nope/transactions/b1", NULL, NULL, 404, "ledger_not_found"},
+        {"GET", "/ledgers/nope/events", NULL, NULL, 404, "ledger_not_found"},
     };
-    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
-        int cp = strstr(unknown[i][1], "checkpoints") != NULL;
-        const char *body = unknown[i][0][0] == 'G' ? NULL
-                           : cp ? "{\"sequence\":1,\"transactions\":[" GOOD_TX "]}"
-                                : GOOD_TX;
-        refused(unknown[i][0], unknown[i][1], body ? "application/json" : NULL, body, 404,
-                "ledger_not_found");
-    }
+    refused(unknown, N(unknown));
 }
 
 static void bad_ledger_config_creates_nothing(void **state)
 {
     const char *bodies[] = {"{\"tombstone_retention_seconds\":0}",
                             "{\"tombstone_retention_seconds\":\"60\"}", "{\"retention\":60}", "[]"};
-    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
-        refused("PUT", "/ledgers/newone", "application/json", bodies[i], 400, "invalid_config");
-    refused("GET", "/ledgers/newone", NULL, NULL, 404, "ledger_not_found");
+    struct th_bad bad[N(bodies) + 1];
+    size_t n = th_bad_bodies(bad, "PUT", "/ledgers/newone", JSON, bodies, N(bodies), 400,
+                             "invalid_config");
+    bad[n++] = (struct th_bad){"GET", "/ledgers/newone", NULL, NULL, 404, "ledger_not_found"};
+    refused(bad, n);
 }
 
 static void wrong_media_type_is_415(void **state)
 {
     const char *cts[] = {"text/plain", "application/x-www-form-urlencoded", NULL};
     const char *cp = "{\"sequence\":2,\"transactions\":[" GOOD_TX "]}";
-    for (size_t i = 0; i < sizeof(cts) / sizeof(cts[0]); i++) {
-        refused("POST", TX_PATH, cts[i], GOOD_TX, 415, "unsupported_media_type");
-        refused("POST", CP_PATH, cts[i], cp, 415, "unsupported_media_type");
+    struct th_bad bad[2 * N(cts)];
+    size_t n = 0;
+    for (size_t i = 0; i < N(cts); i++) {
+        bad[n++] = (struct th_bad){"POST", TX_PATH, cts[i], GOOD_TX, 415, "unsupported_media_type"};
+        bad[n++] = (struct th_bad){"POST", CP_PATH, cts[i], cp, 415, "unsupported_media_type"};
     }
+    refused(bad, n);
 }
 
 static void malformed_json_is_400(void **state)
 {
     const char *bodies[] = {"{\"digest\":", "{digest:\"t\"}", "{\"digest\":\"t\"} x", "", "nul"};
-    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-        refused("POST", TX_PATH, "application/json", bodies[i], 400, "invalid_json");
-        refused("POST", CP_PATH, "application/json", bodies[i], 400, "invalid_json");
-    }
+    struct th_bad bad[2 * N(bodies)];
+    size_t n = th_bad_bodies(bad, "POST", TX_PATH, JSON, bodies, N(bodies), 400, "invalid_json");
+    n += th_bad_bodies(bad + n, "POST", CP_PATH, JSON, bodies, N(bodies), 400, "invalid_json");
+    refused(bad, n);
 }
 
 /* ---- reads of what is not there ---- */
 
 static void reads_of_what_does_not_exist(void **state)
 {
-    refused("GET", "/ledgers/bad/objects/never", NULL, NULL, 404, "object_not_found");
-    refused("GET", "/ledgers/bad/displays/never", NULL, NULL, 404, "display_not_found");
-    refused("GET", "/ledgers/bad/transactions/never", NULL, NULL, 404, "transaction_not_found");
-    /* refused submissions did not execute: still not found */
-    refused("POST", TX_PATH, "application/json",
-            "{\"digest\":\"waits\",\"inputs\":[{\"object_id\":\"nothing\",\"version\":3}],"
-            "\"writes\":[" W("nothing", 4) "]}",
-            409, "dependencies_pending");
-    refused("GET", "/ledgers/bad/transactions/waits", NULL, NULL, 404, "transaction_not_found");
-    refused("POST", TX_PATH, "application/json",
-            "{\"digest\":\"late\",\"inputs\":[{\"object_id\":\"y\",\"version\":1}],"
-            "\"writes\":[" W("y", 3) "]}",
-            409, "superseded");
-    refused("GET", "/ledgers/bad/transactions/late", NULL, NULL, 404, "transaction_not_found");
+    const struct th_bad bad[] = {
+        {"GET", "/ledgers/bad/objects/never", NULL, NULL, 404, "object_not_found"},
+        {"GET", "/ledgers/bad/displays/never", NULL, NULL, 404, "display_not_found"},
+        {"GET", "/ledgers/bad/transactions/never", NULL, NULL, 404, "transaction_not_found"},
+        /* refused submissions did not execute: still not found */
+        {"POST", TX_PATH, JSON,
+         "{\"digest\":\"waits\",\"inputs\":[{\"object_id\":\"nothing\",\"version\":3}],"
+         "\"writes\":[" W("nothing", 4) "]}",
+         409, "dependencies_pending"},
+        {"GET", "/ledgers/bad/transactions/waits", NULL, NULL, 404, "transaction_not_found"},
+        {"POST", TX_PATH, JSON,
+         "{\"digest\":\"late\",\"inputs\":[{\"object_id\":\"y\",\"version\":1}],"
+         "\"writes\":[" W("y", 3) "]}",
+         409, "superseded"},
+        {"GET", "/ledgers/bad/transactions/late", NULL, NULL, 404, "transaction_not_found"},
+    };
+    refused(bad, N(bad));
     /* x was deleted at 2 by b2 */
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/ledgers/bad/objects/x", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_bad_send("GET", "/ledgers/bad/objects/x", NULL, NULL, &r), 0);
     th_assert_problem(&r, 404, "object_deleted");
     assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 2);
     th_response_free(&r);
     const char *params[] = {"after=-1", "after=abc", "after=", "limit=0", "limit=1001", "limit=x"};
-    for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
-        char path[128];
-        snprintf(path, sizeof(path), "/ledgers/bad/events?%s", params[i]);
-        refused("GET", path, NULL, NULL, 400, "invalid_parameter");
+    char paths[N(params)][128];
+    struct th_bad bad_params[N(params)];
+    for (size_t i = 0; i < N(params); i++) {
+        snprintf(paths[i], sizeof(paths[i]), "/ledgers/bad/events?%s", params[i]);
+        bad_params[i] = (struct th_bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
     }
+    refused(bad_params, N(bad_params));
 }
 
 /* ---- the horizon ---- */
@@ -384,8 +361,8 @@ static void checkpoint_at_or_below_horizon_is_409_and_writes_nothing(void **stat
         "x", 1) "],\"events\":[{\"type\":\"e\"}]}]}";
     assert_int_equal(post("/ledgers/horizon/checkpoints", c1, &r), 201);
     th_response_free(&r);
-    PQclear(th_sql(pg, "UPDATE rowlock.ledgers SET horizon = 5 WHERE name = 'horizon'"));
-    json_t *before = snapshot("horizon");
+    PQclear(th_sql(th_svc_pg(), "UPDATE rowlock.ledgers SET horizon = 5 WHERE name = 'horizon'"));
+    char *before = th_bad_snapshot(&horizon_ledger.state);
     for (int seq = 2; seq <= 5; seq++) {
         char body[512];
         snprintf(
@@ -402,17 +379,14 @@ static void checkpoint_at_or_below_horizon_is_409_and_writes_nothing(void **stat
     assert_int_equal(post("/ledgers/horizon/checkpoints", c1, &r), 200);
     assert_true(json_is_true(json_object_get(r.json, "replay")));
     th_response_free(&r);
-    json_t *after = snapshot("horizon");
-    if (!json_equal(before, after))
-        fail_msg("a refused checkpoint wrote: %s became %s", json_dumps(before, JSON_COMPACT),
-                 json_dumps(after, JSON_COMPACT));
-    json_decref(before);
-    json_decref(after);
+    th_bad_unchanged(&horizon_ledger.state, before); /* a refused checkpoint wrote nothing */
+    free(before);
     assert_int_equal(
-        th_http(svc.port, "GET", "/ledgers/horizon/transactions/h3", NULL, NULL, 0, &r), 0);
+        th_http(th_svc.port, "GET", "/ledgers/horizon/transactions/h3", NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, 404, "transaction_not_found");
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/ledgers/horizon/objects/x", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/ledgers/horizon/objects/x", NULL, NULL, 0, &r),
+                     0);
     assert_int_equal(r.status, 200);
     assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 1);
     th_response_free(&r);
@@ -422,12 +396,13 @@ static void checkpoint_at_or_below_horizon_is_409_and_writes_nothing(void **stat
     assert_int_equal(post("/ledgers/horizon/checkpoints", c6, &r), 201);
     assert_int_equal(json_integer_value(json_object_get(r.json, "applied")), 1);
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/ledgers/horizon", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/ledgers/horizon", NULL, NULL, 0, &r), 0);
     assert_int_equal(json_integer_value(json_object_get(r.json, "horizon")), 5);
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(r.json, "counts"), "checkpoints")), 2);
     th_response_free(&r);
-    assert_int_equal(th_http(svc.port, "GET", "/ledgers/horizon/objects/x", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/ledgers/horizon/objects/x", NULL, NULL, 0, &r),
+                     0);
     assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 6);
     th_response_free(&r);
 }
@@ -446,5 +421,5 @@ int main(void)
         cmocka_unit_test(reads_of_what_does_not_exist),
         cmocka_unit_test(checkpoint_at_or_below_horizon_is_409_and_writes_nothing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -18,33 +18,17 @@
 
 #include "harness_bad.h"
 
-static struct th_service svc;
-static char dburl[1024];
 static int64_t j_pending, j_processing, j_succeeded, j_failed, fence; /* fence: j_processing's */
 static char long_name[130];
 
 #define JSON "application/json"
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A request of the setup that must answer want; returns the answer's JSON (the caller's). */
-static json_t *must(const char *method, const char *path, const char *body, long want)
-{
-    struct th_response r;
-    if (th_send(svc.port, method, path, body ? JSON : NULL, body, &r) != 0 || r.status != want) {
-        fprintf(stderr, "setup: %s %s: %ld %s\n", method, path, r.status, r.body);
-        th_response_free(&r);
-        return NULL;
-    }
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
-}
-
 /* Enqueues one job and claims it as w1; returns its id and fence. */
 static int64_t claimed_job(int64_t *job_fence)
 {
-    json_t *e = must("POST", "/queues/q/jobs", "{\"payload\":{\"a\":1}}", 201);
-    json_t *c = must("POST", "/queues/q/leases", "{\"owner\":\"w1\"}", 200);
+    json_t *e = th_svc_call("POST", "/queues/q/jobs", "{\"payload\":{\"a\":1}}", 201);
+    json_t *c = th_svc_call("POST", "/queues/q/leases", "{\"owner\":\"w1\"}", 200);
     json_t *l = json_array_get(json_object_get(c, "leases"), 0);
     int64_t id = json_integer_value(json_object_get(e, "id"));
     *job_fence = json_integer_value(json_object_get(l, "fence"));
@@ -55,72 +39,45 @@ static int64_t claimed_job(int64_t *job_fence)
     return id;
 }
 
-static int settle(int64_t id, int64_t f, const char *verb, const char *extra)
+static void settle(int64_t id, int64_t f, const char *verb, const char *extra)
 {
     char path[128], body[160];
     snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64 "/%s", id, verb);
     snprintf(body, sizeof(body), "{\"owner\":\"w1\",\"fence\":%" PRId64 "%s}", f, extra);
-    json_t *j = must("POST", path, body, 200);
-    json_decref(j);
-    return j != NULL;
+    json_decref(th_svc_call("POST", path, body, 200));
 }
 
 static int setup(void **state)
 {
     memset(long_name, 'a', 129);
-    if (th_db_create("qbadinput", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("qbadinput", NULL) != 0)
         return -1;
-    json_t *q = must("PUT", "/queues/q", "{\"max_attempts\":2,\"lease_seconds\":300}", 201);
-    json_decref(q);
+    json_decref(th_svc_call("PUT", "/queues/q", "{\"max_attempts\":2,\"lease_seconds\":300}", 201));
     int64_t f = 0;
     j_succeeded = claimed_job(&f);
-    int ok = q != NULL && j_succeeded > 0 && settle(j_succeeded, f, "complete", "");
+    settle(j_succeeded, f, "complete", "");
     j_failed = claimed_job(&f);
-    ok = ok && j_failed > 0 && settle(j_failed, f, "fail", ",\"retry\":false");
+    settle(j_failed, f, "fail", ",\"retry\":false");
     j_processing = claimed_job(&fence);
-    json_t *p = must("POST", "/queues/q/jobs", "{\"payload\":[1],\"dedupe_key\":\"d\"}", 201);
+    json_t *p =
+        th_svc_call("POST", "/queues/q/jobs", "{\"payload\":[1],\"dedupe_key\":\"d\"}", 201);
     j_pending = json_integer_value(json_object_get(p, "id"));
     json_decref(p);
-    return ok && j_processing > 0 && j_pending > 0 ? 0 : -1;
+    return j_succeeded > 0 && j_failed > 0 && j_processing > 0 && j_pending > 0 ? 0 : -1;
 }
 
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
-}
+/* ---- the state that bad input must leave alone: everything a write could change ---- */
 
-/* ---- the state that bad input must leave alone ---- */
-
-/* Everything a write could change, as one JSON text (malloc'd). */
-static char *snapshot(void)
-{
-    json_t *s = json_object();
-    json_t *queues = th_get_json(svc.port, "/queues?limit=1000");
-    size_t i;
-    json_t *q;
-    json_array_foreach(json_object_get(queues, "queues"), i, q)
-    {
-        json_t *counts = json_object_get(q, "counts");
-        json_object_del(counts, "oldest_pending_age_seconds"); /* grows with time */
-    }
-    json_object_set_new(s, "queues", queues);
-    json_object_set_new(s, "jobs", th_get_json(svc.port, "/queues/q/jobs?limit=1000"));
-    PGconn *c = th_pg(dburl);
-    json_object_set_new(s, "queue_rows",
-                        th_sql_rows(c, "SELECT * FROM rowlock.queues ORDER BY id"));
-    json_object_set_new(s, "job_rows", th_sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id"));
-    json_object_set_new(s, "bodies",
-                        th_sql_rows(c, "SELECT * FROM rowlock.job_bodies ORDER BY job_id"));
-    json_object_set_new(
-        s, "attempts", th_sql_rows(c, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence"));
-    json_object_set_new(s, "queue_seq",
-                        th_sql_rows(c, "SELECT last_value, is_called FROM rowlock.queues_id_seq"));
-    PQfinish(c);
-    char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(s);
-    return text;
-}
+static const struct th_read queue_reads[] = {
+    {"queues", "/queues?limit=1000", NULL, "oldest_pending_age_seconds"},
+    {"jobs", "/queues/q/jobs?limit=1000", NULL, NULL},
+    {"queue_rows", NULL, "SELECT * FROM rowlock.queues ORDER BY id", NULL},
+    {"job_rows", NULL, "SELECT * FROM rowlock.jobs ORDER BY id", NULL},
+    {"bodies", NULL, "SELECT * FROM rowlock.job_bodies ORDER BY job_id", NULL},
+    {"attempts", NULL, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence", NULL},
+    {"queue_seq", NULL, "SELECT last_value, is_called FROM rowlock.queues_id_seq", NULL},
+};
+static const struct th_state queue_state = {queue_reads, N(queue_reads), NULL};
 
 /* A lease body for j_processing with its real owner and fence, plus extra members. */
 static const char *lease_body(char *buf, size_t size, const char *extra)
@@ -171,7 +128,7 @@ static void every_queue_route(const char *queue, long status, const char *code, 
         {"POST", p[10], JSON, lease, status, code},
         {"POST", p[11], JSON, lease, status, code},
     };
-    th_expect_problems(svc.port, snapshot, bad + skip_put, N(bad) - (size_t)skip_put);
+    th_bad_expect(&queue_state, bad + skip_put, N(bad) - (size_t)skip_put);
 }
 
 static void bad_queue_names_are_400_invalid_name_on_every_route(void **state)
@@ -204,7 +161,7 @@ static void every_job_id_route(const char *id, long status, const char *code)
         {"POST", p[3], JSON, lease, status, code}, {"POST", p[4], JSON, lease, status, code},
         {"POST", p[5], JSON, lease, status, code}, {"POST", p[6], JSON, lease, status, code},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 static void bad_job_ids_are_400_invalid_parameter(void **state)
@@ -258,7 +215,7 @@ static void invalid_config_is_400_invalid_config(void **state)
     for (size_t q = 0; q < 2; q++)
         for (size_t i = 0; i < N(bodies); i++)
             bad[n++] = (struct th_bad){"PUT", queues[q], JSON, bodies[i], 400, "invalid_config"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&queue_state, bad, n);
 }
 
 static void invalid_jobs_are_400_invalid_job(void **state)
@@ -296,7 +253,7 @@ static void invalid_jobs_are_400_invalid_job(void **state)
     struct th_bad bad[N(bodies)];
     for (size_t i = 0; i < N(bodies); i++)
         bad[i] = (struct th_bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 /* run_at is an RFC 3339 timestamp with its offset: PostgreSQL's other readings ("infinity",
@@ -319,7 +276,7 @@ static void run_at_that_is_not_rfc3339_is_400_invalid_job(void **state)
         snprintf(bodies[i], sizeof(bodies[i]), "{\"payload\":1,\"run_at\":\"%s\"}", values[i]);
         bad[i] = (struct th_bad){"POST", "/queues/q/jobs", JSON, bodies[i], 400, "invalid_job"};
     }
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 /* A batch of n jobs where job bad_at (or none, when -1) is replaced by bad; malloc'd. */
@@ -357,13 +314,13 @@ static void bad_batches_write_none_of_their_jobs(void **state)
         {"POST", "/queues/q/jobs", JSON, bad_time, 400, "invalid_job"},
         {"POST", "/queues/q/jobs", JSON, late_time, 400, "invalid_job"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
     /* the refusal names the bad job of a batch, and the limit */
     struct th_response r;
-    assert_int_equal(th_send(svc.port, "POST", "/queues/q/jobs", JSON, no_payload, &r), 0);
+    assert_int_equal(th_bad_send("POST", "/queues/q/jobs", JSON, no_payload, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "job 4"));
     th_response_free(&r);
-    assert_int_equal(th_send(svc.port, "POST", "/queues/q/jobs", JSON, too_big, &r), 0);
+    assert_int_equal(th_bad_send("POST", "/queues/q/jobs", JSON, too_big, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000"));
     th_response_free(&r);
     free(too_big);
@@ -402,7 +359,7 @@ static void bad_claims_are_400_invalid_lease(void **state)
     snprintf(long_owner, sizeof(long_owner), "{\"owner\":\"%0256d\"}", 0);
     bad[N(bodies)] =
         (struct th_bad){"POST", "/queues/q/leases", JSON, long_owner, 400, "invalid_lease"};
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 /* Each lease write with the real lease of j_processing and one thing wrong. */
@@ -436,7 +393,7 @@ static void bad_lease_writes_are_400_invalid_lease(void **state)
     bad[n++] = (struct th_bad){"PATCH", path[0], JSON, result_on_hb, 400, "invalid_lease"};
     bad[n++] = (struct th_bad){"POST", path[1], JSON, bad_lease_s, 400, "invalid_lease"};
     bad[n++] = (struct th_bad){"POST", path[3], JSON, result_on_hb, 400, "invalid_lease"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&queue_state, bad, n);
 }
 
 static void bad_settlements_are_400_and_settle_nothing(void **state)
@@ -478,7 +435,7 @@ static void bad_settlements_are_400_and_settle_nothing(void **state)
         {"POST", p, JSON, "[]", 400, "invalid_lease"},
         {"POST", p, JSON, too_many, 400, "batch_too_large"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
     free(too_many);
 }
 
@@ -509,7 +466,7 @@ static void bad_list_parameters_are_400_invalid_parameter(void **state)
     bad[n++] = (struct th_bad){"GET", "/queues?limit=0", NULL, NULL, 400, "invalid_parameter"};
     bad[n++] = (struct th_bad){"GET", "/queues?limit=abc", NULL, NULL, 400, "invalid_parameter"};
     bad[n++] = (struct th_bad){"GET", "/queues?limit=1001", NULL, NULL, 400, "invalid_parameter"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&queue_state, bad, n);
 }
 
 static void wrong_content_type_is_415(void **state)
@@ -541,7 +498,7 @@ static void wrong_content_type_is_415(void **state)
             bad[n++] = (struct th_bad){
                 routes[r].method,        routes[r].path, cts[c], routes[r].body, 415,
                 "unsupported_media_type"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&queue_state, bad, n);
 }
 
 static void malformed_json_is_400_invalid_json(void **state)
@@ -564,7 +521,7 @@ static void malformed_json_is_400_invalid_json(void **state)
         {"POST", complete, JSON, "{\"owner\":\"w1\",\"fence\":tru}", 400, "invalid_json"},
         {"POST", "/queues/q/leases:complete", JSON, "{\"items\":[", 400, "invalid_json"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 static void retry_of_a_job_not_failed_is_409_job_not_failed(void **state)
@@ -578,7 +535,7 @@ static void retry_of_a_job_not_failed_is_409_job_not_failed(void **state)
         {"POST", p[1], NULL, NULL, 409, "job_not_failed"},
         {"POST", p[2], NULL, NULL, 409, "job_not_failed"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 static void cancel_of_a_finished_job_is_409_job_terminal(void **state)
@@ -590,7 +547,7 @@ static void cancel_of_a_finished_job_is_409_job_terminal(void **state)
         {"DELETE", p[0], NULL, NULL, 409, "job_terminal"},
         {"DELETE", p[1], NULL, NULL, 409, "job_terminal"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&queue_state, bad, N(bad));
 }
 
 int main(void)
@@ -615,5 +572,5 @@ int main(void)
         /* last: a value accepted here leaves a job that could upset the snapshots of others */
         cmocka_unit_test(run_at_that_is_not_rfc3339_is_400_invalid_job),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -15,104 +15,64 @@
 
 #include "harness_bad.h"
 
-static struct th_service svc;
-static char dburl[1024];
-static int64_t topic_id;
 static int64_t k1_offset; /* the head of key k1 */
 static char long_name[130], long_key[1026], max_key[1025];
 
 #define JSON  "application/json"
 #define PATCH "application/merge-patch+json"
+#define N(a)  (sizeof(a) / sizeof((a)[0]))
+
+/* ---- the state that bad input must leave alone: everything a write could change ---- */
+
+/* The topic's heads and offset sequence are tables named by its id: setup writes their SQL. */
+static char heads_sql[256], sequence_sql[256];
+static const struct th_read topic_reads[] = {
+    {"topics", "/topics?limit=1000", NULL, "headless_oldest_age_seconds"},
+    {"log", "/topics/t/messages?after=0&limit=1000", NULL, NULL},
+    {"keys", "/topics/t/keys?limit=1000", NULL, NULL},
+    {"producers", NULL,
+     "SELECT topic_id, name, schema_version, updated_at FROM rowlock.producers ORDER BY 1, 2",
+     NULL},
+    {"heads", NULL, heads_sql, NULL},
+    {"sequence", NULL, sequence_sql, NULL},
+    {"tables", NULL,
+     "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+     "WHERE nspname = 'rowlock' ORDER BY 1",
+     NULL},
+};
+static const struct th_state topic_state = {topic_reads, N(topic_reads), NULL};
 
 static int setup(void **state)
 {
     memset(long_name, 'a', 129);
     memset(long_key, 'k', 1025);
     memset(max_key, 'k', 1024);
-    struct th_response r;
-    if (th_db_create("badinput", dburl, sizeof(dburl)) != 0 ||
-        th_service_start(&svc, dburl, NULL) != 0)
+    if (th_svc_start("badinput", NULL) != 0)
         return -1;
-    int ok =
-        th_send(svc.port, "PUT", "/topics/t", JSON, "{\"headless_ttl_seconds\":600}", &r) == 0 &&
-        r.status == 201;
-    th_response_free(&r);
-    ok = ok && th_send(svc.port, "PUT", "/topics/t/producers/p", JSON, "{}", &r) == 0 &&
-         r.status == 201;
-    th_response_free(&r);
-    ok = ok &&
-         th_send(svc.port, "POST", "/topics/t/messages", JSON,
-                 "{\"key\":\"k1\",\"value\":{\"a\":1}}", &r) == 0 &&
-         r.status == 201;
-    k1_offset = json_integer_value(json_object_get(r.json, "offset"));
-    th_response_free(&r);
-    ok = ok &&
-         th_send(svc.port, "POST", "/topics/t/messages", JSON,
-                 "{\"producer\":\"p\",\"messages\":[{\"key\":\"k2\",\"value\":[1]},"
-                 "{\"key\":\"k3\",\"value\":\"x\",\"sequence\":1}]}",
-                 &r) == 0 &&
-         r.status == 201;
-    th_response_free(&r);
+    json_decref(th_svc_call("PUT", "/topics/t", "{\"headless_ttl_seconds\":600}", 201));
+    json_decref(th_svc_call("PUT", "/topics/t/producers/p", "{}", 201));
+    json_t *m =
+        th_svc_call("POST", "/topics/t/messages", "{\"key\":\"k1\",\"value\":{\"a\":1}}", 201);
+    k1_offset = json_integer_value(json_object_get(m, "offset"));
+    json_decref(m);
+    json_decref(th_svc_call("POST", "/topics/t/messages",
+                            "{\"producer\":\"p\",\"messages\":[{\"key\":\"k2\",\"value\":[1]},"
+                            "{\"key\":\"k3\",\"value\":\"x\",\"sequence\":1}]}",
+                            201));
     /* a headless row too, so that a stray lock of it would show in updated_at */
-    ok = ok && th_send(svc.port, "PATCH", "/topics/t/keys/headless/head", PATCH, "{}", &r) == 0 &&
-         r.status == 200;
+    struct th_response r;
+    int ok = th_bad_send("PATCH", "/topics/t/keys/headless/head", PATCH, "{}", &r) == 0 &&
+             r.status == 200;
     th_response_free(&r);
-    if (!ok)
-        return -1;
-    PGconn *c = th_pg(dburl);
-    PGresult *res = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
-    topic_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    PQfinish(c);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    return th_service_stop(&svc) == 0 ? 0 : -1;
-}
-
-/* ---- the state that bad input must leave alone ---- */
-
-/* Everything a write could change, as one JSON text (malloc'd). */
-static char *snapshot(void)
-{
-    json_t *s = json_object();
-    json_t *topics = th_get_json(svc.port, "/topics?limit=1000");
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(topics, "topics"), i, t)
-    {
-        json_t *counts = json_object_get(t, "counts");
-        json_object_del(counts, "headless_oldest_age_seconds"); /* grows with time */
-    }
-    json_object_set_new(s, "topics", topics);
-    json_object_set_new(s, "log", th_get_json(svc.port, "/topics/t/messages?after=0&limit=1000"));
-    json_object_set_new(s, "keys", th_get_json(svc.port, "/topics/t/keys?limit=1000"));
-    PGconn *c = th_pg(dburl);
-    char sql[256];
-    json_object_set_new(s, "producers",
-                        th_sql_rows(c, "SELECT topic_id, name, schema_version, updated_at "
-                                       "FROM rowlock.producers ORDER BY 1, 2"));
-    snprintf(sql, sizeof(sql),
+    int64_t id = th_svc_sql_int("SELECT id FROM rowlock.topics WHERE name = 't'");
+    snprintf(heads_sql, sizeof(heads_sql),
              "SELECT key, head_id, compaction_rank, updated_at FROM "
              "rowlock.compaction_head_%" PRId64 " ORDER BY key",
-             topic_id);
-    json_object_set_new(s, "heads", th_sql_rows(c, sql));
-    snprintf(sql, sizeof(sql),
-             "SELECT last_value, is_called FROM rowlock.messages_%" PRId64 "_offset", topic_id);
-    json_object_set_new(s, "sequence", th_sql_rows(c, sql));
-    json_object_set_new(s, "tables",
-                        th_sql_rows(c, "SELECT relname FROM pg_class c JOIN pg_namespace n ON "
-                                       "n.oid = c.relnamespace WHERE nspname = 'rowlock' "
-                                       "ORDER BY 1"));
-    PQfinish(c);
-    char *text = json_dumps(s, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(s);
-    return text;
+             id);
+    snprintf(sequence_sql, sizeof(sequence_sql),
+             "SELECT last_value, is_called FROM rowlock.messages_%" PRId64 "_offset", id);
+    return ok && k1_offset > 0 ? 0 : -1;
 }
-
-#define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Every route that takes {topic}, with a valid body, for one bad topic (path-encoded); PUT
  * /topics/{topic} too unless skip_put (for a valid name it creates the topic). */
@@ -139,7 +99,7 @@ static void every_topic_route(const char *topic, long status, const char *code, 
         {"PUT", p[5], JSON, "{\"a\":2}", status, code},
         {"DELETE", p[5], NULL, NULL, status, code},
     };
-    th_expect_problems(svc.port, snapshot, bad + skip_put, N(bad) - (size_t)skip_put);
+    th_bad_expect(&topic_state, bad + skip_put, N(bad) - (size_t)skip_put);
 }
 
 static void bad_topic_names_are_400_invalid_name_on_every_route(void **state)
@@ -157,7 +117,7 @@ static void bad_topic_names_are_400_invalid_name_on_every_route(void **state)
          "invalid_name"},
         {"PUT", "/topics/t/keys/k1/head?producer=a%20b", JSON, "{}", 400, "invalid_name"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 static void unknown_topic_is_404_topic_not_found_on_every_route(void **state)
@@ -196,13 +156,13 @@ static void bad_keys_are_400(void **state)
     /* raw invalid UTF-8 in a JSON body is not JSON at all */
     bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\xff\",\"value\":1}",
                                400,    "invalid_json"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&topic_state, bad, n);
 
     /* 1024 bytes is a valid key: the boundary is exact */
     char path[1200];
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/t/keys/%s/head", max_key);
-    assert_int_equal(th_send(svc.port, "GET", path, NULL, NULL, &r), 0);
+    assert_int_equal(th_bad_send("GET", path, NULL, NULL, &r), 0);
     th_assert_problem(&r, 404, "head_not_found");
     th_response_free(&r);
 }
@@ -217,7 +177,7 @@ static void non_object_merge_patch_is_400_invalid_merge_patch(void **state)
         {"PATCH", "/topics/t/keys/newkey/head", PATCH, "[]", 400, "invalid_merge_patch"},
         {"PATCH", "/topics/t/keys/headless/head", PATCH, "true", 400, "invalid_merge_patch"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 static void wrong_content_type_is_415(void **state)
@@ -240,7 +200,7 @@ static void wrong_content_type_is_415(void **state)
         {"PUT", "/topics/t/keys/k1/head", PATCH, "{\"a\":2}", 415, "unsupported_media_type"},
         {"PUT", "/topics/t/keys/k1/head", "text/json", "{\"a\":2}", 415, "unsupported_media_type"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 static void malformed_json_is_400_invalid_json(void **state)
@@ -258,7 +218,7 @@ static void malformed_json_is_400_invalid_json(void **state)
         {"PATCH", "/topics/t/keys/k1/head", PATCH, "{\"a\":", 400, "invalid_json"},
         {"PUT", "/topics/t/keys/k1/head", JSON, "{\"a\":tru}", 400, "invalid_json"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 static void unknown_producer_is_404_producer_not_found(void **state)
@@ -277,7 +237,7 @@ static void unknown_producer_is_404_producer_not_found(void **state)
          "producer_not_found"},
         {"DELETE", "/topics/t/keys/k1/head?producer=ghost", NULL, NULL, 404, "producer_not_found"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 /* A batch of n messages where message bad_at (or none, when -1) is replaced by bad. */
@@ -334,13 +294,13 @@ static void bad_batches_write_none_of_their_messages(void **state)
          "invalid_message"},
         {"POST", "/topics/t/messages", JSON, "\"k\"", 400, "invalid_message"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
     /* the refusal names the bad message of a batch */
     struct th_response r;
-    assert_int_equal(th_send(svc.port, "POST", "/topics/t/messages", JSON, bad_key, &r), 0);
+    assert_int_equal(th_bad_send("POST", "/topics/t/messages", JSON, bad_key, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "message 3"));
     th_response_free(&r);
-    assert_int_equal(th_send(svc.port, "POST", "/topics/t/messages", JSON, too_big, &r), 0);
+    assert_int_equal(th_bad_send("POST", "/topics/t/messages", JSON, too_big, &r), 0);
     assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000"));
     th_response_free(&r);
     free(too_big);
@@ -382,7 +342,7 @@ static void invalid_config_is_400_invalid_config(void **state)
     bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "{\"version\":2}",
                                400,   "invalid_config"};
     bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "[]", 400, "invalid_config"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&topic_state, bad, n);
 }
 
 static void bad_query_parameters_are_400_invalid_parameter(void **state)
@@ -403,7 +363,7 @@ static void bad_query_parameters_are_400_invalid_parameter(void **state)
         (struct th_bad){"GET", "/topics/t/keys?limit=1001", NULL, NULL, 400, "invalid_parameter"};
     bad[n++] = (struct th_bad){"GET", "/topics?limit=0", NULL, NULL, 400, "invalid_parameter"};
     bad[n++] = (struct th_bad){"GET", "/topics?limit=abc", NULL, NULL, 400, "invalid_parameter"};
-    th_expect_problems(svc.port, snapshot, bad, n);
+    th_bad_expect(&topic_state, bad, n);
 }
 
 /* A number past int64 is not silently clamped to the largest one. */
@@ -417,24 +377,24 @@ static void out_of_range_numbers_are_400_not_clamped(void **state)
         {"GET", "/topics/t/messages?wait=99999999999999999999", NULL, NULL, 400,
          "invalid_parameter"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 /* A key or name cursor that is not UTF-8 is a client error, not a database error (500). */
 static void non_utf8_list_cursors_are_400_not_500(void **state)
 {
     const char *paths[] = {"/topics/t/keys?after=%FF", "/topics?after=%FF"};
-    char *before = snapshot();
+    char *before = th_bad_snapshot(&topic_state);
     for (size_t i = 0; i < N(paths); i++) {
         struct th_response r;
-        assert_int_equal(th_send(svc.port, "GET", paths[i], NULL, NULL, &r), 0);
+        assert_int_equal(th_bad_send("GET", paths[i], NULL, NULL, &r), 0);
         if (r.status != 400)
             fprintf(stderr, "GET %s: %ld %s\n", paths[i], r.status, r.body);
         assert_int_equal(r.status, 400);
         assert_non_null(strstr(th_problem_code(&r), "invalid_"));
         th_response_free(&r);
     }
-    th_assert_unchanged(snapshot, before);
+    th_bad_unchanged(&topic_state, before);
     free(before);
 }
 
@@ -444,7 +404,7 @@ static void put_head_null_is_400_and_leaves_the_head(void **state)
         {"PUT", "/topics/t/keys/k1/head", JSON, "null", 400, "invalid_message"},
         {"PUT", "/topics/t/keys/newkey/head", JSON, "null", 400, "invalid_message"},
     };
-    th_expect_problems(svc.port, snapshot, bad, N(bad));
+    th_bad_expect(&topic_state, bad, N(bad));
 }
 
 static void if_match_mismatch_is_412_with_current_and_head_unchanged(void **state)
@@ -459,15 +419,15 @@ static void if_match_mismatch_is_412_with_current_and_head_unchanged(void **stat
         {"PUT", JSON, "{\"a\":9}", none_match},    {"PATCH", PATCH, "{\"a\":9}", stale},
         {"PATCH", PATCH, "{\"b\":1}", none_match}, {"DELETE", NULL, NULL, stale},
     };
-    char *before = snapshot();
+    char *before = th_bad_snapshot(&topic_state);
     for (size_t i = 0; i < N(writes); i++) {
         char ct[64];
         snprintf(ct, sizeof(ct), "Content-Type: %s", writes[i].ct ? writes[i].ct : JSON);
         const char *headers[] = {writes[i].cond, ct, NULL};
         struct th_response r;
         const char *b = writes[i].body;
-        assert_int_equal(th_http(svc.port, writes[i].method, "/topics/t/keys/k1/head", headers, b,
-                                 b ? strlen(b) : 0, &r),
+        assert_int_equal(th_http(th_svc.port, writes[i].method, "/topics/t/keys/k1/head", headers,
+                                 b, b ? strlen(b) : 0, &r),
                          0);
         if (r.status != 412)
             fprintf(stderr, "%s with %s: %ld %s\n", writes[i].method, writes[i].cond, r.status,
@@ -485,10 +445,10 @@ static void if_match_mismatch_is_412_with_current_and_head_unchanged(void **stat
         assert_string_equal(etag, want);
         th_response_free(&r);
     }
-    th_assert_unchanged(snapshot, before);
+    th_bad_unchanged(&topic_state, before);
     free(before);
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/topics/t/keys/k1/head", NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/topics/t/keys/k1/head", NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     assert_int_equal(json_integer_value(json_object_get(r.json, "offset")), k1_offset);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(r.json, "value"), "a")), 1);
@@ -513,5 +473,5 @@ int main(void)
         cmocka_unit_test(put_head_null_is_400_and_leaves_the_head),
         cmocka_unit_test(if_match_mismatch_is_412_with_current_and_head_unchanged),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
