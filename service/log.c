@@ -326,6 +326,9 @@ static void line_str(struct line *l, const char *s)
     line_put(l, s, strlen(s));
 }
 
+/* A string literal, its length known when compiled. */
+#define LINE_LIT(l, lit) line_put((l), (lit), sizeof(lit) - 1)
+
 /* 1 for the bytes a JSON string holds as they are (printable ASCII but '"' and '\\'). */
 static const unsigned char json_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
@@ -346,8 +349,20 @@ static void line_json_n(struct line *l, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len && json_plain[u[i]])
+        i++;
+    if (i == len && !l->full && len + 2 <= sizeof(l->buf) - 2 - l->len) {
+        /* all plain, and room for it: copied at once between its quotes */
+        char *to = l->buf + l->len;
+        to[0] = '"';
+        memcpy(to + 1, s, len);
+        to[len + 1] = '"';
+        l->len += len + 2;
+        return;
+    }
     line_put(l, "\"", 1);
-    size_t run = 0, i = 0;
+    size_t run = 0;
     while (i < len) {
         if (json_plain[u[i]]) {
             i++;
@@ -425,27 +440,27 @@ static void access_line(const struct svc_access *a, struct line *l)
 {
     l->len = 0;
     l->full = 0;
-    line_str(l, "{\"ts\":\"");
+    LINE_LIT(l, "{\"ts\":\"");
     line_time(l);
-    line_str(l, "\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":");
+    LINE_LIT(l, "\",\"level\":\"info\",\"msg\":\"request\",\"request_id\":");
     line_json(l, a->request_id);
-    line_str(l, ",\"method\":");
+    LINE_LIT(l, ",\"method\":");
     line_json(l, a->method);
-    line_str(l, ",\"route\":");
+    LINE_LIT(l, ",\"route\":");
     line_json(l, a->route);
-    line_str(l, ",\"path\":");
+    LINE_LIT(l, ",\"path\":");
     const char *path = a->path ? a->path : "";
     line_json_n(l, path, path_cut(path, a->path ? a->path_len : 0, PATH_MAX_BYTES));
-    line_str(l, ",\"status\":");
+    LINE_LIT(l, ",\"status\":");
     line_uint(l, (unsigned long long)(a->status < 0 ? 0 : a->status), 1);
     double ms = a->duration_ms >= 0 && a->duration_ms < 1e12 ? a->duration_ms : 0;
     unsigned long long us = (unsigned long long)(ms * 1000.0);
-    line_str(l, ",\"duration_ms\":");
+    LINE_LIT(l, ",\"duration_ms\":");
     line_uint(l, us / 1000, 1);
     line_put(l, ".", 1);
     line_uint(l, us % 1000, 3);
     if (a->code != NULL) {
-        line_str(l, ",\"code\":");
+        LINE_LIT(l, ",\"code\":");
         line_json(l, a->code);
     }
     line_put(l, "}\n", 2);
