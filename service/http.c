@@ -154,8 +154,11 @@ static void request_id_generate(char out[33])
         s1 ^= s1 << 23;
         state[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
         uint64_t v = state[1] + s0;
-        for (int i = 0; i < 16; i++)
-            out[half * 16 + i] = hex[(v >> (i * 4)) & 15];
+        /* a byte at a time, low nibble first, as the ids always were */
+        for (int i = 0; i < 8; i++, v >>= 8) {
+            out[half * 16 + 2 * i] = hex[v & 15];
+            out[half * 16 + 2 * i + 1] = hex[(v >> 4) & 15];
+        }
     }
     out[32] = '\0';
 }
