@@ -87,12 +87,99 @@ void th_bad_expect(const struct th_state *s, const struct th_bad *cases, size_t 
     expect(th_svc.port, s, cases, n);
 }
 
-size_t th_bad_bodies(struct th_bad *out, const char *method, const char *path, const char *ct,
-                     const char *const *bodies, size_t n, long status, const char *code)
+void th_bad_expect_all(const struct th_state *s, const struct th_req *reqs, size_t n, long status,
+                       const char *code)
 {
+    struct th_bad *cases = calloc(n ? n : 1, sizeof(*cases));
+    assert_non_null(cases);
     for (size_t i = 0; i < n; i++)
-        out[i] = (struct th_bad){method, path, ct, bodies[i], status, code};
-    return n;
+        cases[i] =
+            (struct th_bad){reqs[i].method, reqs[i].path, reqs[i].ct, reqs[i].body, status, code};
+    th_bad_expect(s, cases, n);
+    free(cases);
+}
+
+void th_bad_expect_bodies(const struct th_state *s, const char *method, const char *path,
+                          const char *ct, const char *const *bodies, size_t n, long status,
+                          const char *code)
+{
+    struct th_req *reqs = calloc(n ? n : 1, sizeof(*reqs));
+    assert_non_null(reqs);
+    for (size_t i = 0; i < n; i++)
+        reqs[i] = (struct th_req){method, path, ct, bodies[i]};
+    th_bad_expect_all(s, reqs, n, status, code);
+    free(reqs);
+}
+
+/* th_bad_expect_all of routes sent to paths[i] (malloc'd, as is paths; freed here). */
+static void expect_on_paths(const struct th_state *s, const struct th_req *routes, char **paths,
+                            size_t n, long status, const char *code)
+{
+    struct th_req *reqs = calloc(n ? n : 1, sizeof(*reqs));
+    assert_non_null(reqs);
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(paths[i]);
+        reqs[i] = (struct th_req){routes[i].method, paths[i], routes[i].ct, routes[i].body};
+    }
+    th_bad_expect_all(s, reqs, n, status, code);
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    free(reqs);
+}
+
+void th_bad_expect_named(const struct th_state *s, const struct th_req *routes, size_t n,
+                         const char *name, int64_t id, long status, const char *code)
+{
+    char **paths = calloc(n ? n : 1, sizeof(*paths));
+    assert_non_null(paths);
+    for (size_t i = 0; i < n; i++)
+        if (asprintf(&paths[i], routes[i].path, name, id) < 0)
+            paths[i] = NULL;
+    expect_on_paths(s, routes, paths, n, status, code);
+}
+
+void th_bad_expect_gets(const struct th_state *s, const char *prefix, const char *const *suffixes,
+                        size_t n, long status, const char *code)
+{
+    static const struct th_req get = {"GET", NULL, NULL, NULL};
+    struct th_req *gets = calloc(n ? n : 1, sizeof(*gets));
+    char **paths = calloc(n ? n : 1, sizeof(*paths));
+    assert_true(gets != NULL && paths != NULL);
+    for (size_t i = 0; i < n; i++) {
+        gets[i] = get;
+        if (asprintf(&paths[i], "%s%s", prefix, suffixes[i]) < 0)
+            paths[i] = NULL;
+    }
+    expect_on_paths(s, gets, paths, n, status, code);
+    free(gets);
+}
+
+void th_bad_names(const char *out[TH_BAD_NAMES])
+{
+    static char long_name[130];
+    memset(long_name, 'a', 129);
+    const char *names[TH_BAD_NAMES] = {".lead", "-lead", "_lead",  long_name, "a%2Fb",
+                                       "a%20b", "a+b",   "%C3%A9", "a%3Bb",   "a*"};
+    memcpy(out, names, sizeof(names));
+}
+
+char *th_bad_batch(const char *member, const char *item_fmt, int n, int bad_at, const char *bad)
+{
+    size_t cap = (size_t)n * 64 + strlen(member) + (bad ? strlen(bad) : 0) + 256;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    size_t o = (size_t)snprintf(b, cap, "{\"%s\":[", member);
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            b[o++] = ',';
+        if (i == bad_at)
+            o += (size_t)snprintf(b + o, cap - o, "%s", bad);
+        else
+            o += (size_t)snprintf(b + o, cap - o, item_fmt, i, i);
+    }
+    snprintf(b + o, cap - o, "]}");
+    return b;
 }
 
 void th_assert_unchanged(th_snapshot_fn snapshot, const char *before)
@@ -105,4 +192,46 @@ void th_expect_problems(int port, th_snapshot_fn snapshot, const struct th_bad *
 {
     const struct th_state s = {.fn = snapshot};
     expect(port, &s, cases, n);
+}
+
+/* Sends body to shape's path and asserts its problem's detail holds want. */
+static void assert_detail_names(const struct th_batch_shape *shape, const char *body,
+                                const char *want)
+{
+    struct th_response r;
+    assert_int_equal(th_bad_send("POST", shape->path, "application/json", body, &r), 0);
+    const char *detail = json_string_value(json_object_get(r.json, "detail"));
+    if (detail == NULL || strstr(detail, want) == NULL)
+        fprintf(stderr, "POST %s: the detail does not name %s: %.300s\n", shape->path, want,
+                r.body ? r.body : "");
+    assert_non_null(detail);
+    assert_non_null(strstr(detail, want));
+    th_response_free(&r);
+}
+
+void th_bad_expect_batches(const struct th_state *s, const struct th_batch_shape *shape,
+                           const struct th_batch_case *cases, size_t n, const char *code)
+{
+    char **bodies = calloc(n ? n : 1, sizeof(*bodies));
+    assert_non_null(bodies);
+    for (size_t i = 0; i < n; i++)
+        bodies[i] =
+            th_bad_batch(shape->member, shape->item_fmt, cases[i].n, cases[i].at, cases[i].item);
+    char *too_big = th_bad_batch(shape->member, shape->item_fmt, 1001, -1, NULL);
+    th_bad_expect_bodies(s, "POST", shape->path, "application/json", (const char *const *)bodies, n,
+                         400, code);
+    th_bad_expect_bodies(s, "POST", shape->path, "application/json", (const char *const[]){too_big},
+                         1, 400, "batch_too_large");
+    /* the refusal names the bad item of a batch, and the limit */
+    char want[64];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(want, sizeof(want), "%s %d", shape->word, cases[i].at);
+        if (cases[i].named)
+            assert_detail_names(shape, bodies[i], want);
+    }
+    assert_detail_names(shape, too_big, "1000");
+    for (size_t i = 0; i < n; i++)
+        free(bodies[i]);
+    free(bodies);
+    free(too_big);
 }

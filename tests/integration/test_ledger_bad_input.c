@@ -106,12 +106,17 @@ static void refused(const struct th_bad *cases, size_t n)
     th_bad_expect(&bad_ledger.state, cases, n);
 }
 
-/* One refused request: a table of one case. */
-static void refused_one(const char *method, const char *path, const char *ct, const char *body,
-                        long status, const char *code)
+/* The same for requests that all answer status and code. */
+static void refused_all(const struct th_req *reqs, size_t n, long status, const char *code)
 {
-    const struct th_bad c = {method, path, ct, body, status, code};
-    refused(&c, 1);
+    th_bad_expect_all(&bad_ledger.state, reqs, n, status, code);
+}
+
+/* The same for JSON bodies POSTed to path. */
+static void refused_bodies(const char *path, const char *const *bodies, size_t n, long status,
+                           const char *code)
+{
+    th_bad_expect_bodies(&bad_ledger.state, "POST", path, JSON, bodies, n, status, code);
 }
 
 /* ---- transactions ---- */
@@ -160,9 +165,7 @@ static void malformed_transaction_is_400_and_writes_nothing(void **state)
         "[]",
         "\"t\"",
     };
-    struct th_bad bad[N(bodies)];
-    refused(bad, th_bad_bodies(bad, "POST", TX_PATH, JSON, bodies, N(bodies), 400,
-                               "invalid_transaction"));
+    refused_bodies(TX_PATH, bodies, N(bodies), 400, "invalid_transaction");
 }
 
 /* A list of 1001 entries: over the per-transaction limit. */
@@ -217,9 +220,7 @@ static void malformed_checkpoint_is_400_and_writes_nothing(void **state)
         "{\"sequence\":2,\"transactions\":[" GOOD_TX "],\"extra\":true}",
         "[]",
     };
-    struct th_bad bad[N(bodies)];
-    refused(bad, th_bad_bodies(bad, "POST", CP_PATH, JSON, bodies, N(bodies), 400,
-                               "invalid_checkpoint"));
+    refused_bodies(CP_PATH, bodies, N(bodies), 400, "invalid_checkpoint");
     /* the same digest in two checkpoints is not malformed: the second one skips it */
 }
 
@@ -231,7 +232,7 @@ static void checkpoint_of_1001_transactions_is_batch_too_large(void **state)
     for (int i = 0; i < 1001; i++)
         n += (size_t)snprintf(cp + n, cap - n, "%s{\"digest\":\"big-%d\"}", i ? "," : "", i);
     snprintf(cp + n, cap - n, "]}");
-    refused_one("POST", CP_PATH, JSON, cp, 400, "batch_too_large");
+    refused_bodies(CP_PATH, (const char *[]){cp}, 1, 400, "batch_too_large");
     /* 1000 is the limit, not above it: the same in another ledger applies */
     struct th_response r;
     json_decref(th_svc_call("PUT", "/ledgers/big", "{}", 201));
@@ -253,66 +254,61 @@ static void bad_and_unknown_ledger_names(void **state)
     long_name[129] = '\0';
     const char *names[] = {"-x", "_x", ".x", "a$b", "a%20b", "a%2Fb", long_name};
     const char *cp = "{\"sequence\":1,\"transactions\":[" GOOD_TX "]}";
-    struct th_bad bad[4 * N(names)];
+    struct th_req bad[4 * N(names)];
     size_t n = 0;
     for (size_t i = 0; i < N(names); i++) {
         snprintf(paths[i][0], sizeof(paths[i][0]), "/ledgers/%s/transactions", names[i]);
         snprintf(paths[i][1], sizeof(paths[i][1]), "/ledgers/%s/checkpoints", names[i]);
         snprintf(paths[i][2], sizeof(paths[i][2]), "/ledgers/%s", names[i]);
-        bad[n++] = (struct th_bad){"POST", paths[i][0], JSON, GOOD_TX, 400, "invalid_name"};
-        bad[n++] = (struct th_bad){"POST", paths[i][1], JSON, cp, 400, "invalid_name"};
-        bad[n++] = (struct th_bad){"PUT", paths[i][2], JSON, "{}", 400, "invalid_name"};
-        bad[n++] = (struct th_bad){"GET", paths[i][2], NULL, NULL, 400, "invalid_name"};
+        bad[n++] = (struct th_req){"POST", paths[i][0], JSON, GOOD_TX};
+        bad[n++] = (struct th_req){"POST", paths[i][1], JSON, cp};
+        bad[n++] = (struct th_req){"PUT", paths[i][2], JSON, "{}"};
+        bad[n++] = (struct th_req){"GET", paths[i][2], NULL, NULL};
     }
-    refused(bad, n);
+    refused_all(bad, n, 400, "invalid_name");
     /* 128 characters is a name */
     char path[256];
     long_name[128] = '\0';
     snprintf(path, sizeof(path), "/ledgers/%s/objects/x", long_name);
-    const struct th_bad unknown[] = {
-        {"GET", path, NULL, NULL, 404, "ledger_not_found"},
-        {"POST", "/ledgers/nope/transactions", JSON, GOOD_TX, 404, "ledger_not_found"},
-        {"POST", "/ledgers/nope/checkpoints", JSON, cp, 404, "ledger_not_found"},
-        {"GET", "/ledgers/nope", NULL, NULL, 404, "ledger_not_found"},
-        {"GET", "/ledgers/nope/objects/x", NULL, NULL, 404, "ledger_not_found"},
-        {"GET", "/ledgers/nope/displays/p", NULL, NULL, 404, "ledger_not_found"},
-        {"GET", "/ledgers/nope/transactions/b1", NULL, NULL, 404, "ledger_not_found"},
-        {"GET", "/ledgers/nope/events", NULL, NULL, 404, "ledger_not_found"},
+    const struct th_req unknown[] = {
+        {"GET", path, NULL, NULL},
+        {"POST", "/ledgers/nope/transactions", JSON, GOOD_TX},
+        {"POST", "/ledgers/nope/checkpoints", JSON, cp},
     };
-    refused(unknown, N(unknown));
+    refused_all(unknown, N(unknown), 404, "ledger_not_found");
+    const char *reads[] = {"", "/objects/x", "/displays/p", "/transactions/b1", "/events"};
+    th_bad_expect_gets(&bad_ledger.state, "/ledgers/nope", reads, N(reads), 404,
+                       "ledger_not_found");
 }
 
 static void bad_ledger_config_creates_nothing(void **state)
 {
     const char *bodies[] = {"{\"tombstone_retention_seconds\":0}",
                             "{\"tombstone_retention_seconds\":\"60\"}", "{\"retention\":60}", "[]"};
-    struct th_bad bad[N(bodies) + 1];
-    size_t n = th_bad_bodies(bad, "PUT", "/ledgers/newone", JSON, bodies, N(bodies), 400,
-                             "invalid_config");
-    bad[n++] = (struct th_bad){"GET", "/ledgers/newone", NULL, NULL, 404, "ledger_not_found"};
-    refused(bad, n);
+    th_bad_expect_bodies(&bad_ledger.state, "PUT", "/ledgers/newone", JSON, bodies, N(bodies), 400,
+                         "invalid_config");
+    const struct th_req get = {"GET", "/ledgers/newone", NULL, NULL};
+    refused_all(&get, 1, 404, "ledger_not_found");
 }
 
 static void wrong_media_type_is_415(void **state)
 {
     const char *cts[] = {"text/plain", "application/x-www-form-urlencoded", NULL};
     const char *cp = "{\"sequence\":2,\"transactions\":[" GOOD_TX "]}";
-    struct th_bad bad[2 * N(cts)];
+    struct th_req bad[2 * N(cts)];
     size_t n = 0;
     for (size_t i = 0; i < N(cts); i++) {
-        bad[n++] = (struct th_bad){"POST", TX_PATH, cts[i], GOOD_TX, 415, "unsupported_media_type"};
-        bad[n++] = (struct th_bad){"POST", CP_PATH, cts[i], cp, 415, "unsupported_media_type"};
+        bad[n++] = (struct th_req){"POST", TX_PATH, cts[i], GOOD_TX};
+        bad[n++] = (struct th_req){"POST", CP_PATH, cts[i], cp};
     }
-    refused(bad, n);
+    refused_all(bad, n, 415, "unsupported_media_type");
 }
 
 static void malformed_json_is_400(void **state)
 {
     const char *bodies[] = {"{\"digest\":", "{digest:\"t\"}", "{\"digest\":\"t\"} x", "", "nul"};
-    struct th_bad bad[2 * N(bodies)];
-    size_t n = th_bad_bodies(bad, "POST", TX_PATH, JSON, bodies, N(bodies), 400, "invalid_json");
-    n += th_bad_bodies(bad + n, "POST", CP_PATH, JSON, bodies, N(bodies), 400, "invalid_json");
-    refused(bad, n);
+    refused_bodies(TX_PATH, bodies, N(bodies), 400, "invalid_json");
+    refused_bodies(CP_PATH, bodies, N(bodies), 400, "invalid_json");
 }
 
 /* ---- reads of what is not there ---- */
@@ -343,13 +339,8 @@ static void reads_of_what_does_not_exist(void **state)
     assert_int_equal(json_integer_value(json_object_get(r.json, "version")), 2);
     th_response_free(&r);
     const char *params[] = {"after=-1", "after=abc", "after=", "limit=0", "limit=1001", "limit=x"};
-    char paths[N(params)][128];
-    struct th_bad bad_params[N(params)];
-    for (size_t i = 0; i < N(params); i++) {
-        snprintf(paths[i], sizeof(paths[i]), "/ledgers/bad/events?%s", params[i]);
-        bad_params[i] = (struct th_bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
-    }
-    refused(bad_params, N(bad_params));
+    th_bad_expect_gets(&bad_ledger.state, "/ledgers/bad/events?", params, N(params), 400,
+                       "invalid_parameter");
 }
 
 /* ---- the horizon ---- */

@@ -16,7 +16,7 @@
 #include "harness_bad.h"
 
 static int64_t k1_offset; /* the head of key k1 */
-static char long_name[130], long_key[1026], max_key[1025];
+static char long_key[1026], max_key[1025];
 
 #define JSON  "application/json"
 #define PATCH "application/merge-patch+json"
@@ -44,7 +44,6 @@ static const struct th_state topic_state = {topic_reads, N(topic_reads), NULL};
 
 static int setup(void **state)
 {
-    memset(long_name, 'a', 129);
     memset(long_key, 'k', 1025);
     memset(max_key, 'k', 1024);
     if (th_svc_start("badinput", NULL) != 0)
@@ -78,46 +77,38 @@ static int setup(void **state)
  * /topics/{topic} too unless skip_put (for a valid name it creates the topic). */
 static void every_topic_route(const char *topic, long status, const char *code, int skip_put)
 {
-    char p[6][400];
-    snprintf(p[0], sizeof(p[0]), "/topics/%s", topic);
-    snprintf(p[1], sizeof(p[1]), "/topics/%s/producers/p", topic);
-    snprintf(p[2], sizeof(p[2]), "/topics/%s/messages", topic);
-    snprintf(p[3], sizeof(p[3]), "/topics/%s/messages?after=0&wait=0", topic);
-    snprintf(p[4], sizeof(p[4]), "/topics/%s/keys", topic);
-    snprintf(p[5], sizeof(p[5]), "/topics/%s/keys/k1/head", topic);
-    const struct th_bad bad[] = {
-        {"PUT", p[0], JSON, "{}", status, code},
-        {"GET", p[0], NULL, NULL, status, code},
-        {"DELETE", p[0], NULL, NULL, status, code},
-        {"PUT", p[1], JSON, "{}", status, code},
-        {"POST", p[2], JSON, "{\"key\":\"k\",\"value\":1}", status, code},
-        {"POST", p[2], JSON, "{\"messages\":[{\"key\":\"k\",\"value\":1}]}", status, code},
-        {"GET", p[3], NULL, NULL, status, code},
-        {"GET", p[4], NULL, NULL, status, code},
-        {"GET", p[5], NULL, NULL, status, code},
-        {"PATCH", p[5], PATCH, "{\"a\":2}", status, code},
-        {"PUT", p[5], JSON, "{\"a\":2}", status, code},
-        {"DELETE", p[5], NULL, NULL, status, code},
+    const struct th_req routes[] = {
+        {"PUT", "/topics/%s", JSON, "{}"},
+        {"GET", "/topics/%s", NULL, NULL},
+        {"DELETE", "/topics/%s", NULL, NULL},
+        {"PUT", "/topics/%s/producers/p", JSON, "{}"},
+        {"POST", "/topics/%s/messages", JSON, "{\"key\":\"k\",\"value\":1}"},
+        {"POST", "/topics/%s/messages", JSON, "{\"messages\":[{\"key\":\"k\",\"value\":1}]}"},
+        {"GET", "/topics/%s/messages?after=0&wait=0", NULL, NULL},
+        {"GET", "/topics/%s/keys", NULL, NULL},
+        {"GET", "/topics/%s/keys/k1/head", NULL, NULL},
+        {"PATCH", "/topics/%s/keys/k1/head", PATCH, "{\"a\":2}"},
+        {"PUT", "/topics/%s/keys/k1/head", JSON, "{\"a\":2}"},
+        {"DELETE", "/topics/%s/keys/k1/head", NULL, NULL},
     };
-    th_bad_expect(&topic_state, bad + skip_put, N(bad) - (size_t)skip_put);
+    th_bad_expect_named(&topic_state, routes + skip_put, N(routes) - (size_t)skip_put, topic, 0,
+                        status, code);
 }
 
 static void bad_topic_names_are_400_invalid_name_on_every_route(void **state)
 {
-    const char *names[] = {".lead", "-lead", "_lead",  long_name, "a%2Fb",
-                           "a%20b", "a+b",   "%C3%A9", "a%3Bb",   "a*"};
-    for (size_t i = 0; i < N(names); i++)
+    const char *names[TH_BAD_NAMES];
+    th_bad_names(names);
+    for (size_t i = 0; i < TH_BAD_NAMES; i++)
         every_topic_route(names[i], 400, "invalid_name", 0);
-    const struct th_bad bad[] = {
-        {"PUT", "/topics/t/producers/.p", JSON, "{}", 400, "invalid_name"},
-        {"PUT", "/topics/t/producers/p%2Fq", JSON, "{}", 400, "invalid_name"},
-        {"POST", "/topics/t/messages", JSON, "{\"producer\":\".p\",\"key\":\"k\",\"value\":1}", 400,
-         "invalid_name"},
-        {"POST", "/topics/t/messages", JSON, "{\"producer\":7,\"key\":\"k\",\"value\":1}", 400,
-         "invalid_name"},
-        {"PUT", "/topics/t/keys/k1/head?producer=a%20b", JSON, "{}", 400, "invalid_name"},
+    const struct th_req producers[] = {
+        {"PUT", "/topics/t/producers/.p", JSON, "{}"},
+        {"PUT", "/topics/t/producers/p%2Fq", JSON, "{}"},
+        {"POST", "/topics/t/messages", JSON, "{\"producer\":\".p\",\"key\":\"k\",\"value\":1}"},
+        {"POST", "/topics/t/messages", JSON, "{\"producer\":7,\"key\":\"k\",\"value\":1}"},
+        {"PUT", "/topics/t/keys/k1/head?producer=a%20b", JSON, "{}"},
     };
-    th_bad_expect(&topic_state, bad, N(bad));
+    th_bad_expect_all(&topic_state, producers, N(producers), 400, "invalid_name");
 }
 
 static void unknown_topic_is_404_topic_not_found_on_every_route(void **state)
@@ -127,36 +118,32 @@ static void unknown_topic_is_404_topic_not_found_on_every_route(void **state)
 
 static void bad_keys_are_400(void **state)
 {
-    char p[4][1200];
-    snprintf(p[0], sizeof(p[0]), "/topics/t/keys/%s/head", long_key);
-    snprintf(p[1], sizeof(p[1]), "/topics/t/keys/%%FF/head");
-    snprintf(p[2], sizeof(p[2]), "/topics/t/keys/a%%C0%%AFb/head");   /* overlong encoding */
-    snprintf(p[3], sizeof(p[3]), "/topics/t/keys/%%ED%%A0%%80/head"); /* a surrogate */
+    const char *keys[] = {long_key, "%FF", "a%C0%AFb" /* overlong encoding */,
+                          "%ED%A0%80" /* a surrogate */};
+    char p[N(keys)][1200];
+    struct th_req key_routes[4 * N(keys)];
+    size_t n = 0;
+    for (size_t i = 0; i < N(keys); i++) {
+        snprintf(p[i], sizeof(p[i]), "/topics/t/keys/%s/head", keys[i]);
+        key_routes[n++] = (struct th_req){"GET", p[i], NULL, NULL};
+        key_routes[n++] = (struct th_req){"PATCH", p[i], PATCH, "{\"a\":2}"};
+        key_routes[n++] = (struct th_req){"PUT", p[i], JSON, "{\"a\":2}"};
+        key_routes[n++] = (struct th_req){"DELETE", p[i], NULL, NULL};
+    }
+    th_bad_expect_all(&topic_state, key_routes, n, 400, "invalid_key");
     char long_body[1200], long_batch[1300];
     snprintf(long_body, sizeof(long_body), "{\"key\":\"%s\",\"value\":1}", long_key);
     snprintf(long_batch, sizeof(long_batch),
              "{\"messages\":[{\"key\":\"ok\",\"value\":1},{\"key\":\"%s\",\"value\":1}]}",
              long_key);
-    struct th_bad bad[32];
-    size_t n = 0;
-    for (int i = 0; i < 4; i++) {
-        bad[n++] = (struct th_bad){"GET", p[i], NULL, NULL, 400, "invalid_key"};
-        bad[n++] = (struct th_bad){"PATCH", p[i], PATCH, "{\"a\":2}", 400, "invalid_key"};
-        bad[n++] = (struct th_bad){"PUT", p[i], JSON, "{\"a\":2}", 400, "invalid_key"};
-        bad[n++] = (struct th_bad){"DELETE", p[i], NULL, NULL, 400, "invalid_key"};
-    }
-    bad[n++] =
-        (struct th_bad){"POST", "/topics/t/messages", JSON, long_body, 400, "invalid_message"};
-    bad[n++] =
-        (struct th_bad){"POST", "/topics/t/messages", JSON, long_batch, 400, "invalid_message"};
-    bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\",\"value\":1}",
-                               400,    "invalid_message"};
-    bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":5,\"value\":1}",
-                               400,    "invalid_message"};
+    const char *messages[] = {long_body, long_batch, "{\"key\":\"\",\"value\":1}",
+                              "{\"key\":5,\"value\":1}"};
+    th_bad_expect_bodies(&topic_state, "POST", "/topics/t/messages", JSON, messages, N(messages),
+                         400, "invalid_message");
     /* raw invalid UTF-8 in a JSON body is not JSON at all */
-    bad[n++] = (struct th_bad){"POST", "/topics/t/messages", JSON, "{\"key\":\"\xff\",\"value\":1}",
-                               400,    "invalid_json"};
-    th_bad_expect(&topic_state, bad, n);
+    th_bad_expect_bodies(&topic_state, "POST", "/topics/t/messages", JSON,
+                         (const char *[]){"{\"key\":\"\xff\",\"value\":1}"}, 1, 400,
+                         "invalid_json");
 
     /* 1024 bytes is a valid key: the boundary is exact */
     char path[1200];
@@ -169,148 +156,94 @@ static void bad_keys_are_400(void **state)
 
 static void non_object_merge_patch_is_400_invalid_merge_patch(void **state)
 {
-    const struct th_bad bad[] = {
-        {"PATCH", "/topics/t/keys/k1/head", PATCH, "[1,2]", 400, "invalid_merge_patch"},
-        {"PATCH", "/topics/t/keys/k1/head", PATCH, "\"str\"", 400, "invalid_merge_patch"},
-        {"PATCH", "/topics/t/keys/k1/head", PATCH, "5", 400, "invalid_merge_patch"},
-        {"PATCH", "/topics/t/keys/k1/head", PATCH, "null", 400, "invalid_merge_patch"},
-        {"PATCH", "/topics/t/keys/newkey/head", PATCH, "[]", 400, "invalid_merge_patch"},
-        {"PATCH", "/topics/t/keys/headless/head", PATCH, "true", 400, "invalid_merge_patch"},
+    const char *patches[] = {"[1,2]", "\"str\"", "5", "null"};
+    th_bad_expect_bodies(&topic_state, "PATCH", "/topics/t/keys/k1/head", PATCH, patches,
+                         N(patches), 400, "invalid_merge_patch");
+    const struct th_req others[] = {
+        {"PATCH", "/topics/t/keys/newkey/head", PATCH, "[]"},
+        {"PATCH", "/topics/t/keys/headless/head", PATCH, "true"},
     };
-    th_bad_expect(&topic_state, bad, N(bad));
+    th_bad_expect_all(&topic_state, others, N(others), 400, "invalid_merge_patch");
 }
 
 static void wrong_content_type_is_415(void **state)
 {
-    const struct th_bad bad[] = {
-        {"POST", "/topics/t/messages", "text/plain", "{\"key\":\"k\",\"value\":1}", 415,
-         "unsupported_media_type"},
-        {"POST", "/topics/t/messages", NULL, "{\"key\":\"k\",\"value\":1}", 415,
-         "unsupported_media_type"},
-        {"POST", "/topics/t/messages", PATCH, "{\"key\":\"k\",\"value\":1}", 415,
-         "unsupported_media_type"},
-        {"POST", "/topics/t/messages", "application/jsonx", "{\"key\":\"k\",\"value\":1}", 415,
-         "unsupported_media_type"},
-        {"PUT", "/topics/t", "text/plain", "{}", 415, "unsupported_media_type"},
-        {"PUT", "/topics/fresh", "application/xml", "{}", 415, "unsupported_media_type"},
-        {"PUT", "/topics/t/producers/q", "text/plain", "{}", 415, "unsupported_media_type"},
-        {"PATCH", "/topics/t/keys/k1/head", "text/plain", "{\"a\":2}", 415,
-         "unsupported_media_type"},
-        {"PATCH", "/topics/t/keys/k1/head", NULL, "{\"a\":2}", 415, "unsupported_media_type"},
-        {"PUT", "/topics/t/keys/k1/head", PATCH, "{\"a\":2}", 415, "unsupported_media_type"},
-        {"PUT", "/topics/t/keys/k1/head", "text/json", "{\"a\":2}", 415, "unsupported_media_type"},
+    const struct th_req bad[] = {
+        {"POST", "/topics/t/messages", "text/plain", "{\"key\":\"k\",\"value\":1}"},
+        {"POST", "/topics/t/messages", NULL, "{\"key\":\"k\",\"value\":1}"},
+        {"POST", "/topics/t/messages", PATCH, "{\"key\":\"k\",\"value\":1}"},
+        {"POST", "/topics/t/messages", "application/jsonx", "{\"key\":\"k\",\"value\":1}"},
+        {"PUT", "/topics/t", "text/plain", "{}"},
+        {"PUT", "/topics/fresh", "application/xml", "{}"},
+        {"PUT", "/topics/t/producers/q", "text/plain", "{}"},
+        {"PATCH", "/topics/t/keys/k1/head", "text/plain", "{\"a\":2}"},
+        {"PATCH", "/topics/t/keys/k1/head", NULL, "{\"a\":2}"},
+        {"PUT", "/topics/t/keys/k1/head", PATCH, "{\"a\":2}"},
+        {"PUT", "/topics/t/keys/k1/head", "text/json", "{\"a\":2}"},
     };
-    th_bad_expect(&topic_state, bad, N(bad));
+    th_bad_expect_all(&topic_state, bad, N(bad), 415, "unsupported_media_type");
 }
 
 static void malformed_json_is_400_invalid_json(void **state)
 {
-    const struct th_bad bad[] = {
-        {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\",\"value\":1", 400, "invalid_json"},
-        {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\",\"value\":}", 400, "invalid_json"},
-        {"POST", "/topics/t/messages", JSON, "", 400, "invalid_json"},
-        {"POST", "/topics/t/messages", JSON, "{\"key\":\"a\\u0000b\",\"value\":1}", 400,
-         "invalid_json"},
-        {"POST", "/topics/t/messages", JSON, "{} {}", 400, "invalid_json"},
-        {"PUT", "/topics/t", JSON, "{", 400, "invalid_json"},
-        {"PUT", "/topics/fresh", JSON, "{'a':1}", 400, "invalid_json"},
-        {"PUT", "/topics/t/producers/q", JSON, "{,}", 400, "invalid_json"},
-        {"PATCH", "/topics/t/keys/k1/head", PATCH, "{\"a\":", 400, "invalid_json"},
-        {"PUT", "/topics/t/keys/k1/head", JSON, "{\"a\":tru}", 400, "invalid_json"},
+    const char *messages[] = {"{\"key\":\"k\",\"value\":1", "{\"key\":\"k\",\"value\":}", "",
+                              "{\"key\":\"a\\u0000b\",\"value\":1}", "{} {}"};
+    th_bad_expect_bodies(&topic_state, "POST", "/topics/t/messages", JSON, messages, N(messages),
+                         400, "invalid_json");
+    const struct th_req others[] = {
+        {"PUT", "/topics/t", JSON, "{"},
+        {"PUT", "/topics/fresh", JSON, "{'a':1}"},
+        {"PUT", "/topics/t/producers/q", JSON, "{,}"},
+        {"PATCH", "/topics/t/keys/k1/head", PATCH, "{\"a\":"},
+        {"PUT", "/topics/t/keys/k1/head", JSON, "{\"a\":tru}"},
     };
-    th_bad_expect(&topic_state, bad, N(bad));
+    th_bad_expect_all(&topic_state, others, N(others), 400, "invalid_json");
 }
 
 static void unknown_producer_is_404_producer_not_found(void **state)
 {
-    const struct th_bad bad[] = {
-        {"POST", "/topics/t/messages", JSON, "{\"producer\":\"ghost\",\"key\":\"k\",\"value\":1}",
-         404, "producer_not_found"},
+    const struct th_req bad[] = {
+        {"POST", "/topics/t/messages", JSON, "{\"producer\":\"ghost\",\"key\":\"k\",\"value\":1}"},
         {"POST", "/topics/t/messages", JSON,
-         "{\"producer\":\"ghost\",\"messages\":[{\"key\":\"k\",\"value\":1}]}", 404,
-         "producer_not_found"},
-        {"PATCH", "/topics/t/keys/k1/head?producer=ghost", PATCH, "{\"a\":2}", 404,
-         "producer_not_found"},
-        {"PATCH", "/topics/t/keys/newkey/head?producer=ghost", PATCH, "{\"a\":2}", 404,
-         "producer_not_found"},
-        {"PUT", "/topics/t/keys/k1/head?producer=ghost", JSON, "{\"a\":2}", 404,
-         "producer_not_found"},
-        {"DELETE", "/topics/t/keys/k1/head?producer=ghost", NULL, NULL, 404, "producer_not_found"},
+         "{\"producer\":\"ghost\",\"messages\":[{\"key\":\"k\",\"value\":1}]}"},
+        {"PATCH", "/topics/t/keys/k1/head?producer=ghost", PATCH, "{\"a\":2}"},
+        {"PATCH", "/topics/t/keys/newkey/head?producer=ghost", PATCH, "{\"a\":2}"},
+        {"PUT", "/topics/t/keys/k1/head?producer=ghost", JSON, "{\"a\":2}"},
+        {"DELETE", "/topics/t/keys/k1/head?producer=ghost", NULL, NULL},
     };
-    th_bad_expect(&topic_state, bad, N(bad));
-}
-
-/* A batch of n messages where message bad_at (or none, when -1) is replaced by bad. */
-static char *batch(int n, int bad_at, const char *bad)
-{
-    size_t cap = (size_t)n * 64 + 256;
-    char *b = malloc(cap);
-    size_t o = (size_t)snprintf(b, cap, "{\"messages\":[");
-    for (int i = 0; i < n; i++) {
-        if (i == bad_at)
-            o += (size_t)snprintf(b + o, cap - o, "%s%s", i ? "," : "", bad);
-        else
-            o += (size_t)snprintf(b + o, cap - o, "%s{\"key\":\"b%d\",\"value\":%d}", i ? "," : "",
-                                  i, i);
-    }
-    snprintf(b + o, cap - o, "]}");
-    return b;
+    th_bad_expect_all(&topic_state, bad, N(bad), 404, "producer_not_found");
 }
 
 static void bad_batches_write_none_of_their_messages(void **state)
 {
-    char *too_big = batch(1001, -1, NULL);
-    char *bad_key = batch(5, 3, "{\"key\":\"\",\"value\":1}");
-    char *no_value = batch(5, 4, "{\"key\":\"x\"}");
-    char *no_key = batch(5, 0, "{\"value\":1}");
-    char *unknown = batch(5, 2, "{\"key\":\"x\",\"value\":1,\"colour\":\"red\"}");
-    char *not_object = batch(5, 1, "[1]");
-    char *bad_rank = batch(5, 3, "{\"key\":\"x\",\"value\":1,\"rank\":\"high\"}");
-    char *bad_seq = batch(5, 3, "{\"key\":\"x\",\"value\":1,\"sequence\":1}"); /* no producer */
-    const struct th_bad bad[] = {
-        {"POST", "/topics/t/messages", JSON, too_big, 400, "batch_too_large"},
-        {"POST", "/topics/t/messages", JSON, "{\"messages\":[]}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "{\"messages\":{}}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "{\"messages\":null}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON,
-         "{\"messages\":[{\"key\":\"k\",\"value\":1}],\"key\":\"k\"}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, bad_key, 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, no_value, 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, no_key, 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, unknown, 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, not_object, 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, bad_rank, 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, bad_seq, 400, "invalid_message"},
-        /* single messages */
-        {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\"}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "{\"value\":1}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\",\"value\":1,\"extra\":true}", 400,
-         "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "{\"key\":\"k\",\"value\":1,\"rank\":1.5}", 400,
-         "invalid_message"},
-        {"POST", "/topics/t/messages", JSON,
-         "{\"producer\":\"p\",\"key\":\"k\",\"value\":1,\"sequence\":-1}", 400, "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "[{\"key\":\"k\",\"value\":1}]", 400,
-         "invalid_message"},
-        {"POST", "/topics/t/messages", JSON, "\"k\"", 400, "invalid_message"},
+    static const struct th_batch_shape messages = {"/topics/t/messages", "messages",
+                                                   "{\"key\":\"b%d\",\"value\":%d}", "message"};
+    static const struct th_batch_case bad[] = {
+        {5, 3, "{\"key\":\"\",\"value\":1}", 1},
+        {5, 4, "{\"key\":\"x\"}", 0},
+        {5, 0, "{\"value\":1}", 0},
+        {5, 2, "{\"key\":\"x\",\"value\":1,\"colour\":\"red\"}", 0},
+        {5, 1, "[1]", 0},
+        {5, 3, "{\"key\":\"x\",\"value\":1,\"rank\":\"high\"}", 0},
+        {5, 3, "{\"key\":\"x\",\"value\":1,\"sequence\":1}", 0}, /* no producer */
     };
-    th_bad_expect(&topic_state, bad, N(bad));
-    /* the refusal names the bad message of a batch */
-    struct th_response r;
-    assert_int_equal(th_bad_send("POST", "/topics/t/messages", JSON, bad_key, &r), 0);
-    assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "message 3"));
-    th_response_free(&r);
-    assert_int_equal(th_bad_send("POST", "/topics/t/messages", JSON, too_big, &r), 0);
-    assert_non_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000"));
-    th_response_free(&r);
-    free(too_big);
-    free(bad_key);
-    free(no_value);
-    free(no_key);
-    free(unknown);
-    free(not_object);
-    free(bad_rank);
-    free(bad_seq);
+    th_bad_expect_batches(&topic_state, &messages, bad, N(bad), "invalid_message");
+    const char *bodies[] = {
+        "{\"messages\":[]}",
+        "{\"messages\":{}}",
+        "{\"messages\":null}",
+        "{\"messages\":[{\"key\":\"k\",\"value\":1}],\"key\":\"k\"}",
+        /* single messages */
+        "{\"key\":\"k\"}",
+        "{\"value\":1}",
+        "{\"key\":\"k\",\"value\":1,\"extra\":true}",
+        "{\"key\":\"k\",\"value\":1,\"rank\":1.5}",
+        "{\"producer\":\"p\",\"key\":\"k\",\"value\":1,\"sequence\":-1}",
+        "[{\"key\":\"k\",\"value\":1}]",
+        "\"k\"",
+    };
+    th_bad_expect_bodies(&topic_state, "POST", "/topics/t/messages", JSON, bodies, N(bodies), 400,
+                         "invalid_message");
 }
 
 static void invalid_config_is_400_invalid_config(void **state)
@@ -330,19 +263,16 @@ static void invalid_config_is_400_invalid_config(void **state)
         "[]",
         "7",
     };
-    struct th_bad bad[2 * N(bodies) + 4];
-    size_t n = 0;
-    for (size_t t = 0; t < 2; t++)
-        for (size_t i = 0; i < N(bodies); i++)
-            bad[n++] = (struct th_bad){"PUT", topics[t], JSON, bodies[i], 400, "invalid_config"};
-    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/p", JSON, "{\"schema_version\":0}",
-                               400,   "invalid_config"};
-    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "{\"schema_version\":\"2\"}",
-                               400,   "invalid_config"};
-    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "{\"version\":2}",
-                               400,   "invalid_config"};
-    bad[n++] = (struct th_bad){"PUT", "/topics/t/producers/q", JSON, "[]", 400, "invalid_config"};
-    th_bad_expect(&topic_state, bad, n);
+    for (size_t t = 0; t < N(topics); t++)
+        th_bad_expect_bodies(&topic_state, "PUT", topics[t], JSON, bodies, N(bodies), 400,
+                             "invalid_config");
+    const struct th_req producers[] = {
+        {"PUT", "/topics/t/producers/p", JSON, "{\"schema_version\":0}"},
+        {"PUT", "/topics/t/producers/q", JSON, "{\"schema_version\":\"2\"}"},
+        {"PUT", "/topics/t/producers/q", JSON, "{\"version\":2}"},
+        {"PUT", "/topics/t/producers/q", JSON, "[]"},
+    };
+    th_bad_expect_all(&topic_state, producers, N(producers), 400, "invalid_config");
 }
 
 static void bad_query_parameters_are_400_invalid_parameter(void **state)
@@ -350,34 +280,20 @@ static void bad_query_parameters_are_400_invalid_parameter(void **state)
     const char *reads[] = {
         "limit=0",   "limit=1001", "limit=x", "limit=",  "after=-1", "after=x",
         "after=1.5", "wait=999",   "wait=-1", "wait=1s", "limit=5x", "after=0x10"};
-    struct th_bad bad[N(reads) + 6];
-    char paths[N(reads)][128];
-    size_t n = 0;
-    for (size_t i = 0; i < N(reads); i++) {
-        snprintf(paths[i], sizeof(paths[i]), "/topics/t/messages?%s", reads[i]);
-        bad[n++] = (struct th_bad){"GET", paths[i], NULL, NULL, 400, "invalid_parameter"};
-    }
-    bad[n++] =
-        (struct th_bad){"GET", "/topics/t/keys?limit=0", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] =
-        (struct th_bad){"GET", "/topics/t/keys?limit=1001", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] = (struct th_bad){"GET", "/topics?limit=0", NULL, NULL, 400, "invalid_parameter"};
-    bad[n++] = (struct th_bad){"GET", "/topics?limit=abc", NULL, NULL, 400, "invalid_parameter"};
-    th_bad_expect(&topic_state, bad, n);
+    th_bad_expect_gets(&topic_state, "/topics/t/messages?", reads, N(reads), 400,
+                       "invalid_parameter");
+    const char *keys[] = {"limit=0", "limit=1001"}, *topics[] = {"limit=0", "limit=abc"};
+    th_bad_expect_gets(&topic_state, "/topics/t/keys?", keys, N(keys), 400, "invalid_parameter");
+    th_bad_expect_gets(&topic_state, "/topics?", topics, N(topics), 400, "invalid_parameter");
 }
 
 /* A number past int64 is not silently clamped to the largest one. */
 static void out_of_range_numbers_are_400_not_clamped(void **state)
 {
-    const struct th_bad bad[] = {
-        {"GET", "/topics/t/messages?after=99999999999999999999", NULL, NULL, 400,
-         "invalid_parameter"},
-        {"GET", "/topics/t/messages?limit=99999999999999999999", NULL, NULL, 400,
-         "invalid_parameter"},
-        {"GET", "/topics/t/messages?wait=99999999999999999999", NULL, NULL, 400,
-         "invalid_parameter"},
-    };
-    th_bad_expect(&topic_state, bad, N(bad));
+    const char *params[] = {"after=99999999999999999999", "limit=99999999999999999999",
+                            "wait=99999999999999999999"};
+    th_bad_expect_gets(&topic_state, "/topics/t/messages?", params, N(params), 400,
+                       "invalid_parameter");
 }
 
 /* A key or name cursor that is not UTF-8 is a client error, not a database error (500). */
@@ -400,11 +316,11 @@ static void non_utf8_list_cursors_are_400_not_500(void **state)
 
 static void put_head_null_is_400_and_leaves_the_head(void **state)
 {
-    const struct th_bad bad[] = {
-        {"PUT", "/topics/t/keys/k1/head", JSON, "null", 400, "invalid_message"},
-        {"PUT", "/topics/t/keys/newkey/head", JSON, "null", 400, "invalid_message"},
+    const struct th_req bad[] = {
+        {"PUT", "/topics/t/keys/k1/head", JSON, "null"},
+        {"PUT", "/topics/t/keys/newkey/head", JSON, "null"},
     };
-    th_bad_expect(&topic_state, bad, N(bad));
+    th_bad_expect_all(&topic_state, bad, N(bad), 400, "invalid_message");
 }
 
 static void if_match_mismatch_is_412_with_current_and_head_unchanged(void **state)
