@@ -227,14 +227,30 @@ read -r ROW_RPS ROW_P99 ROW_CPU < <(best rowlock)
 echo
 printf 'GET %s, wrk -t%s -c%s -d%ss, %s server threads, %s cores, rowlock log level %s\n' \
     "$URL_PATH" "$WRK_THREADS" "$WRK_CONNECTIONS" "$DURATION" "$THREADS" "$(nproc)" "$LOG_LEVEL"
-echo "every round (baseline, then rowlock, each for ${DURATION}s):"
-printf '%-6s %14s %14s %8s %14s %14s\n' round "baseline req/s" "rowlock req/s" ratio \
-    "baseline us/r" "rowlock us/r"
+echo "every round (baseline, then rowlock, each for ${DURATION}s); CPU ratio: baseline CPU us/req /"
+echo "rowlock's, the requests a CPU-second of rowlock serves against bench_hello's:"
+printf '%-6s %14s %14s %8s %14s %14s %10s\n' round "baseline req/s" "rowlock req/s" ratio \
+    "baseline us/r" "rowlock us/r" "CPU ratio"
+ROUND_CPU=""
 for ((run = 1; run <= ROUNDS; run++)); do
     awk -v r="$run" -v b="${RPS[baseline.$run]}" -v w="${RPS[rowlock.$run]}" \
         -v bc="${CPU[baseline.$run]}" -v wc="${CPU[rowlock.$run]}" 'BEGIN {
-        printf "%-6s %14.0f %14.0f %8.3f %14.2f %14.2f\n", r, b, w, (b > 0 ? w / b : 0), bc, wc }'
+        printf "%-6s %14.0f %14.0f %8.3f %14.2f %14.2f %10.3f\n", r, b, w, (b > 0 ? w / b : 0),
+            bc, wc, (wc > 0 ? bc / wc : 0) }'
+    ROUND_CPU+="${CPU[baseline.$run]} ${CPU[rowlock.$run]}"$'\n'
 done
+printf '%s' "$ROUND_CPU" | awk '
+    function median(a, n, i, j, t) {
+        for (i = 2; i <= n; i++)
+            for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+                t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+            }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    $2 > 0 { n++; ratio[n] = $1 / $2; extra[n] = $2 - $1 }
+    END {
+        printf "median CPU ratio %.3f: rowlock spends %.2f us of CPU a request more than" \
+            " bench_hello (median)\n", median(ratio, n), median(extra, n) }'
 echo
 awk -v br="$BASE_RPS" -v bp="$BASE_P99" -v bc="$BASE_CPU" -v rr="$ROW_RPS" -v rp="$ROW_P99" \
     -v rc="$ROW_CPU" -v t="$TARGET" 'BEGIN {
