@@ -37,6 +37,7 @@
 #include "harness.h"
 #include "many_processes.h"
 #include "queue_verdict.h"
+#include "worker_slots.h"
 
 #define NPROC     3
 #define NTARGET   MP_TARGETS /* 0: haproxy, 1..3: process A, B, C directly */
@@ -140,11 +141,7 @@ struct lease {
 };
 
 struct worker {
-    pthread_t thread;
-    int slot, life, running;
-    atomic_int dead;
-    char owner[32];
-    unsigned seed;
+    struct worker_slot s; /* first: the life's thread gets the worker */
     struct mp_client c;
 };
 
@@ -160,9 +157,9 @@ static int lease_write(struct worker *w, const struct lease *l, enum verb v, int
     static const char *const suffix[] = {"", "/complete", "/fail", "/handback"};
     char path[128];
     snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64 "%s", l->id, suffix[v]);
-    json_t *body = json_pack("{s:s, s:I}", "owner", w->owner, "fence", (json_int_t)l->fence), *j;
+    json_t *body = json_pack("{s:s, s:I}", "owner", w->s.owner, "fence", (json_int_t)l->fence), *j;
     if (v == V_COMPLETE)
-        json_object_set_new(body, "result", json_pack("{s:s}", "by", w->owner));
+        json_object_set_new(body, "result", json_pack("{s:s}", "by", w->s.owner));
     if (v == V_FAIL)
         json_object_set_new(body, "error", json_pack("{s:b}", "poison", l->poison));
     int resent;
@@ -171,13 +168,13 @@ static int lease_write(struct worker *w, const struct lease *l, enum verb v, int
     if (stale) {
         atomic_fetch_add(ok ? &q.stale_accepted : &q.stale_refused, 1);
         if (ok)
-            fprintf(stderr, "STALE WRITE ACCEPTED: %s job %" PRId64 "\n", w->owner, l->id);
+            fprintf(stderr, "STALE WRITE ACCEPTED: %s job %" PRId64 "\n", w->s.owner, l->id);
     } else if (ok && v == V_COMPLETE) {
-        qv_log_add(&q.acked, l->id, l->fence, w->owner);
+        qv_log_add(&q.acked, l->id, l->fence, w->s.owner);
     } else if (!ok && refusal(st, j)) {
         const char *code = json_string_value(json_object_get(j, "code"));
         if (resent && v == V_COMPLETE && strcmp(code, "job_terminal") == 0)
-            qv_log_add(&q.lost, l->id, l->fence, w->owner);
+            qv_log_add(&q.lost, l->id, l->fence, w->s.owner);
         atomic_fetch_add(&q.refused, 1);
     } else if (!ok) {
         mp_unexpected_answer(path, st, j);
@@ -191,10 +188,11 @@ static int lease_write(struct worker *w, const struct lease *l, enum verb v, int
 /* Claims 1 to 5 jobs, waiting up to 1 s; returns how many. */
 static size_t claim(struct worker *w, struct lease *out)
 {
-    int max = 1 + (int)(rand_r(&w->seed) % 5);
+    int max = 1 + (int)(rand_r(&w->s.seed) % 5);
     json_t *j = mp_call_ok(
         &w->c, "POST", "/queues/q/leases",
-        json_pack("{s:s, s:i, s:i}", "owner", w->owner, "max_jobs", max, "wait_seconds", 1), NULL);
+        json_pack("{s:s, s:i, s:i}", "owner", w->s.owner, "max_jobs", max, "wait_seconds", 1),
+        NULL);
     json_t *leases = json_object_get(j, "leases");
     size_t n = json_array_size(leases);
     for (size_t i = 0; i < n && i < (size_t)max; i++) {
@@ -212,8 +210,8 @@ static size_t claim(struct worker *w, struct lease *out)
 /* Works one lease: a heartbeat now and then, hand-backs and fails at random, poison fails. */
 static void work_one(struct worker *w, const struct lease *l)
 {
-    unsigned r = (unsigned)rand_r(&w->seed) % 100;
-    usleep((useconds_t)(rand_r(&w->seed) % 3000));
+    unsigned r = (unsigned)rand_r(&w->s.seed) % 100;
+    usleep((useconds_t)(rand_r(&w->s.seed) % 3000));
     if (r < 12) {
         if (!lease_write(w, l, V_HEARTBEAT, 0))
             return;
@@ -238,7 +236,7 @@ static void *worker_main(void *arg)
         long round = atomic_fetch_add(&q.rounds, 1);
         if (round % 31 == 15 && atomic_fetch_sub(&q.deaths_left, 1) > 0) {
             atomic_fetch_add(&q.deaths, 1); /* vanishes holding its leases */
-            atomic_store(&w->dead, 1);
+            atomic_store(&w->s.dead, 1);
             return NULL;
         }
         if (round % 31 == 0 && atomic_fetch_sub(&q.stalls_left, 1) > 0) {
@@ -257,23 +255,17 @@ static void *worker_main(void *arg)
  * w % NTARGET. */
 static void worker_start(struct worker *w)
 {
-    w->life++;
-    snprintf(w->owner, sizeof(w->owner), "w%02d-life%d", w->slot, w->life);
-    w->seed = (unsigned)(w->slot * 7919 + w->life * 104729);
-    atomic_store(&w->dead, 0);
-    mp_client_init(&w->c, w->slot % NTARGET);
-    w->running = pthread_create(&w->thread, NULL, worker_main, w) == 0;
+    mp_client_init(&w->c, w->s.slot % NTARGET);
+    worker_slot_start(&w->s, worker_main, w);
 }
 
 static void supervise(void)
 {
-    for (int i = 0; i < WORKERS; i++) {
-        if (workers[i].running && atomic_load(&workers[i].dead)) {
-            pthread_join(workers[i].thread, NULL);
+    for (int i = 0; i < WORKERS; i++)
+        if (worker_slot_reap(&workers[i].s)) {
             mp_client_free(&workers[i].c);
             worker_start(&workers[i]);
         }
-    }
 }
 
 /* Enqueues JOBS jobs in batches through haproxy, each with a dedupe key, so a resent batch
@@ -632,9 +624,9 @@ static void run_all(void)
         assert_int_equal(pthread_create(&followers[i].thread, NULL, follower_main, &followers[i]),
                          0);
     for (int i = 0; i < WORKERS; i++) {
-        workers[i].slot = i;
+        workers[i].s.slot = i;
         worker_start(&workers[i]);
-        assert_true(workers[i].running);
+        assert_true(workers[i].s.running);
     }
     side_start(&enq, enqueuer_main, NULL);
     for (int i = 0; i < PATCHERS; i++)
@@ -662,7 +654,7 @@ static void run_all(void)
     }
     atomic_store(&stop_workers, 1);
     for (int i = 0; i < WORKERS; i++) {
-        pthread_join(workers[i].thread, NULL);
+        pthread_join(workers[i].s.thread, NULL);
         mp_client_free(&workers[i].c);
     }
     pthread_join(enq.t, NULL);

@@ -30,6 +30,7 @@
 
 #include "harness_svc.h"
 #include "queue_verdict.h"
+#include "worker_slots.h"
 
 #define JOBS         3000
 #define ENQUEUE_EACH 500
@@ -146,11 +147,7 @@ struct lease {
 };
 
 struct worker {
-    pthread_t thread;
-    int slot, life, running;
-    atomic_int dead;
-    char owner[32];
-    unsigned seed;
+    struct worker_slot s; /* first: the life's thread gets the worker */
     struct client c;
 };
 
@@ -164,11 +161,11 @@ static long lease_write(struct worker *w, const struct lease *l, enum verb v, js
     char path[128];
     const char *suffix[] = {"", "/complete", "/fail"};
     snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64 "%s", l->id, suffix[v]);
-    json_t *body = json_pack("{s:s, s:I}", "owner", w->owner, "fence", (json_int_t)l->fence);
+    json_t *body = json_pack("{s:s, s:I}", "owner", w->s.owner, "fence", (json_int_t)l->fence);
     if (v == V_HEARTBEAT)
-        json_object_set_new(body, "progress", json_pack("{s:s}", "by", w->owner));
+        json_object_set_new(body, "progress", json_pack("{s:s}", "by", w->s.owner));
     else if (v == V_COMPLETE)
-        json_object_set_new(body, "result", json_pack("{s:s}", "by", w->owner));
+        json_object_set_new(body, "result", json_pack("{s:s}", "by", w->s.owner));
     else
         json_object_set_new(body, "error", json_pack("{s:s}", "why", l->kind));
     return client_call(&w->c, v == V_HEARTBEAT ? "PATCH" : "POST", path, body, j);
@@ -182,7 +179,7 @@ static int live_write(struct worker *w, const struct lease *l, enum verb v)
     long st = lease_write(w, l, v, &j);
     int ok = st == 200;
     if (ok && v == V_COMPLETE)
-        qv_log_add(&run.accepted, l->id, l->fence, w->owner);
+        qv_log_add(&run.accepted, l->id, l->fence, w->s.owner);
     if (!ok && is_refusal(st, j))
         atomic_fetch_add(&run.lost, 1);
     else if (!ok)
@@ -196,11 +193,11 @@ static void complete_batch(struct worker *w, const struct lease *ls, size_t n, i
 {
     json_t *items = json_array(), *j = NULL;
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, json_pack("{s:I, s:I, s:{s:s}}", "job_id",
-                                               (json_int_t)ls[i].id, "fence",
-                                               (json_int_t)ls[i].fence, "result", "by", w->owner));
+        json_array_append_new(
+            items, json_pack("{s:I, s:I, s:{s:s}}", "job_id", (json_int_t)ls[i].id, "fence",
+                             (json_int_t)ls[i].fence, "result", "by", w->s.owner));
     long st = client_call(&w->c, "POST", "/queues/q/leases:complete",
-                          json_pack("{s:s, s:o}", "owner", w->owner, "items", items), &j);
+                          json_pack("{s:s, s:o}", "owner", w->s.owner, "items", items), &j);
     json_t *results = json_object_get(j, "results");
     if (st != 200 || json_array_size(results) != n) {
         note_unexpected("batch complete", ls[0].id, st, j);
@@ -216,7 +213,7 @@ static void complete_batch(struct worker *w, const struct lease *ls, size_t n, i
         else if (stale)
             atomic_fetch_add(done ? &run.stale_accepted : &run.stale_refused, 1);
         else if (done)
-            qv_log_add(&run.accepted, ls[i].id, ls[i].fence, w->owner);
+            qv_log_add(&run.accepted, ls[i].id, ls[i].fence, w->s.owner);
         else
             atomic_fetch_add(&run.lost, 1);
         if (!stale && done)
@@ -228,11 +225,11 @@ static void complete_batch(struct worker *w, const struct lease *ls, size_t n, i
 /* Claims up to 1..10 jobs, waiting up to 1 s; returns how many (0 on an error). */
 static size_t claim(struct worker *w, struct lease *out)
 {
-    int max = 1 + (int)(rand_r(&w->seed) % 10);
+    int max = 1 + (int)(rand_r(&w->s.seed) % 10);
     json_t *j = NULL;
     long st = client_call(
         &w->c, "POST", "/queues/q/leases",
-        json_pack("{s:s, s:i, s:i}", "owner", w->owner, "max_jobs", max, "wait_seconds", 1), &j);
+        json_pack("{s:s, s:i, s:i}", "owner", w->s.owner, "max_jobs", max, "wait_seconds", 1), &j);
     json_t *leases = json_object_get(j, "leases");
     size_t n = json_array_size(leases);
     if (st != 200 || !json_is_array(leases) || n > (size_t)max) {
@@ -262,7 +259,7 @@ static void stall_then_write(struct worker *w, const struct lease *ls, size_t n)
         if (st == 200) {
             atomic_fetch_add(&run.stale_accepted, 1);
             fprintf(stderr, "STALE WRITE ACCEPTED: %s job %" PRId64 " fence %" PRId64 "\n",
-                    w->owner, ls[i].id, ls[i].fence);
+                    w->s.owner, ls[i].id, ls[i].fence);
         } else if (is_refusal(st, j)) {
             atomic_fetch_add(&run.stale_refused, 1);
         } else {
@@ -296,18 +293,18 @@ static void work_batch(struct worker *w, const struct lease *ls, size_t n)
     size_t nd = 0;
     for (size_t i = 0; i < n; i++) {
         const struct lease *l = &ls[i];
-        usleep(rand_r(&w->seed) % 2000);
-        if (rand_r(&w->seed) % 8 == 0) {
+        usleep(rand_r(&w->s.seed) % 2000);
+        if (rand_r(&w->s.seed) % 8 == 0) {
             if (!live_write(w, l, V_HEARTBEAT))
                 continue;
             atomic_fetch_add(&run.heartbeats, 1);
         }
-        if (strcmp(l->kind, "poison") == 0 || rand_r(&w->seed) % 40 == 0)
+        if (strcmp(l->kind, "poison") == 0 || rand_r(&w->s.seed) % 40 == 0)
             atomic_fetch_add(&run.fails, live_write(w, l, V_FAIL));
         else
             done[nd++] = *l;
     }
-    if (nd > 1 && rand_r(&w->seed) % 2 == 0) {
+    if (nd > 1 && rand_r(&w->s.seed) % 2 == 0) {
         complete_batch(w, done, nd, 0);
         return;
     }
@@ -337,7 +334,7 @@ static void *worker_main(void *arg)
             /* dies holding its leases: never touches them again */
             atomic_fetch_add(&run.deaths, 1);
             atomic_fetch_add(&run.abandoned, (long)n);
-            atomic_store(&w->dead, 1);
+            atomic_store(&w->s.dead, 1);
             return NULL;
         }
         if (round % EVENT_EVERY == 0 && atomic_fetch_sub(&run.stalls_left, 1) > 0)
@@ -351,27 +348,15 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Starts the next life of a worker slot under a new owner id. */
-static void worker_start(struct worker *w)
-{
-    w->life++;
-    snprintf(w->owner, sizeof(w->owner), "w%02d-life%d", w->slot, w->life);
-    w->seed = (unsigned)(w->slot * 7919 + w->life * 104729);
-    atomic_store(&w->dead, 0);
-    w->running = pthread_create(&w->thread, NULL, worker_main, w) == 0;
-}
-
-/* Replaces dead workers. */
+/* Replaces dead workers: a new client, the slot's next life. */
 static void supervise(void)
 {
-    for (int i = 0; i < WORKERS; i++) {
-        if (workers[i].running && atomic_load(&workers[i].dead)) {
-            pthread_join(workers[i].thread, NULL);
+    for (int i = 0; i < WORKERS; i++)
+        if (worker_slot_reap(&workers[i].s)) {
             client_free(&workers[i].c);
             client_init(&workers[i].c);
-            worker_start(&workers[i]);
+            worker_slot_start(&workers[i].s, worker_main, &workers[i]);
         }
-    }
 }
 
 /* ---- the driver ---- */
@@ -469,10 +454,10 @@ static int job_kind_rules(void *arg, const struct qv_job *job, const struct qv_a
 static void start_workers(void)
 {
     for (int i = 0; i < WORKERS; i++) {
-        workers[i].slot = i;
+        workers[i].s.slot = i;
         client_init(&workers[i].c);
-        worker_start(&workers[i]);
-        assert_true(workers[i].running);
+        worker_slot_start(&workers[i].s, worker_main, &workers[i]);
+        assert_true(workers[i].s.running);
     }
 }
 
@@ -501,7 +486,7 @@ static void churn(void)
     }
     atomic_store(&run.stop, 1);
     for (int i = 0; i < WORKERS; i++) {
-        pthread_join(workers[i].thread, NULL);
+        pthread_join(workers[i].s.thread, NULL);
         client_free(&workers[i].c);
     }
     fprintf(stderr, "churn: %.1f s, %ld unfinished at the end\n", th_now() - t0, left);
