@@ -18,15 +18,11 @@
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "harness_numbers.h"
 
 /* The data written, as the request carries it (the last a real: see the header comment). */
-#define BIG_DATA                                                                                   \
-    "{\"pos\":1e19,\"neg\":-1e19,\"huge\":1.5e300,\"digits\":123456789012345678901234567890.0,"    \
-    "\"tiny\":1e-300,\"deep\":[{\"n\":[1e19]}]}"
-#define PLAIN_DATA                                                                                 \
-    "{\"i\":9223372036854775807,\"m\":-9223372036854775808,\"r\":2.5,\"t\":[1,{\"u\":[null,"       \
-    "true,\"s\"]}],\"e\":{}}"
+#define BIG_DATA   TH_BIG_NUMBERS
+#define PLAIN_DATA TH_PLAIN_VALUES
 
 static int setup(void **state)
 {
@@ -48,48 +44,7 @@ static int setup(void **state)
 /* GET path (200 asserted); its body parsed with flags (the caller's). */
 static json_t *get(const char *path, size_t flags)
 {
-    struct th_response r;
-    assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
-    if (r.status != 200)
-        fail_msg("GET %s: expected 200, got %ld %s", path, r.status, r.body ? r.body : "");
-    json_error_t jerr;
-    json_t *j = json_loadb(r.body, r.len, flags, &jerr);
-    if (j == NULL)
-        fail_msg("GET %s: not JSON (%s): %.300s", path, jerr.text, r.body);
-    th_response_free(&r);
-    return j;
-}
-
-/* data, from where, holds the numbers of BIG_DATA, equal as doubles. */
-static void assert_big(const json_t *data, const char *where)
-{
-    static const char *const keys[] = {"pos", "neg", "huge", "digits", "tiny"};
-    const double want[] = {1e19, -1e19, 1.5e300, 123456789012345678901234567890.0, 1e-300};
-    if (!json_is_object(data))
-        fail_msg("%s: data is not the object written (type %d)", where,
-                 data ? (int)json_typeof(data) : -1);
-    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
-        json_t *v = json_object_get(data, keys[i]);
-        if (!json_is_number(v) || json_number_value(v) != want[i])
-            fail_msg("%s: %s is %.17g, want %.17g", where, keys[i],
-                     json_is_number(v) ? json_number_value(v) : -1.0, want[i]);
-    }
-    json_t *deep =
-        json_array_get(json_object_get(json_array_get(json_object_get(data, "deep"), 0), "n"), 0);
-    if (!json_is_number(deep) || json_number_value(deep) != 1e19)
-        fail_msg("%s: deep[0].n[0] is not 1e19", where);
-}
-
-/* data, from where, is PLAIN_DATA as JSON (integers still integers). */
-static void assert_plain(const json_t *data, const char *where)
-{
-    json_t *want = json_loads(PLAIN_DATA, 0, NULL);
-    assert_non_null(want);
-    if (!json_equal(data, want)) {
-        char *got = data ? json_dumps(data, JSON_ENCODE_ANY) : NULL;
-        fail_msg("%s: data is %s, want %s", where, got ? got : "(none)", PLAIN_DATA);
-    }
-    json_decref(want);
+    return th_svc_call_flags("GET", path, NULL, NULL, NULL, 200, flags);
 }
 
 static void objects_and_displays_keep_big_numbers(void **state)
@@ -97,7 +52,7 @@ static void objects_and_displays_keep_big_numbers(void **state)
     static const char *const paths[] = {"/ledgers/n/objects/big", "/ledgers/n/displays/B"};
     for (int i = 0; i < 2; i++) {
         json_t *j = get(paths[i], JSON_DECODE_INT_AS_REAL);
-        assert_big(json_object_get(j, "data"), paths[i]);
+        th_assert_big_numbers(json_object_get(j, "data"), paths[i]);
         assert_true(json_number_value(json_object_get(j, "version")) == 1.0);
         assert_non_null(json_object_get(j, "updated_at"));
         json_decref(j);
@@ -116,7 +71,7 @@ static void ordinary_data_reads_back_unchanged(void **state)
     static const char *const paths[] = {"/ledgers/n/objects/plain", "/ledgers/n/displays/P"};
     for (int i = 0; i < 2; i++) {
         json_t *j = get(paths[i], 0);
-        assert_plain(json_object_get(j, "data"), paths[i]);
+        th_assert_plain_values(json_object_get(j, "data"), paths[i]);
         assert_int_equal(json_integer_value(json_object_get(j, "version")), 1);
         json_decref(j);
     }
@@ -129,12 +84,12 @@ static void events_keep_big_numbers(void **state)
     json_t *events = json_object_get(j, "events");
     assert_int_equal(json_array_size(events), 2);
     assert_string_equal(json_string_value(json_object_get(json_array_get(events, 0), "type")), "B");
-    assert_big(json_object_get(json_array_get(events, 0), "data"), "event 0");
+    th_assert_big_numbers(json_object_get(json_array_get(events, 0), "data"), "event 0");
     json_decref(j);
     j = get("/ledgers/n/events?after=1", 0);
     events = json_object_get(j, "events");
     assert_int_equal(json_array_size(events), 1);
-    assert_plain(json_object_get(json_array_get(events, 0), "data"), "event 1");
+    th_assert_plain_values(json_object_get(json_array_get(events, 0), "data"), "event 1");
     json_decref(j);
 }
 

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "harness_numbers.h"
 
 #define BIG                                                                                        \
     "{\"n\":1e19,\"m\":-1e19,\"x\":1.5e300,\"keep\":\"me\",\"i\":42,"                              \
@@ -33,41 +33,18 @@ static int setup(void **state)
     return 0;
 }
 
-/* method path with body (NULL: none) of content type ct, an optional extra header, the status
- * asserted to be want; the answer parsed with flags (the caller's). */
-static json_t *call(const char *method, const char *path, const char *ct, const char *header,
-                    const char *body, long want, size_t flags)
-{
-    char ctline[96];
-    snprintf(ctline, sizeof(ctline), "Content-Type: %s", ct ? ct : "application/json");
-    const char *headers[] = {ctline, header, NULL};
-    struct th_response r;
-    assert_int_equal(th_http(th_svc.port, method, path, body ? headers : headers + 1, body,
-                             body ? strlen(body) : 0, &r),
-                     0);
-    if (r.status != want)
-        fail_msg("%s %s: expected %ld, got %ld %s", method, path, want, r.status,
-                 r.body ? r.body : "");
-    json_error_t jerr;
-    json_t *j = json_loadb(r.body, r.len, flags, &jerr);
-    if (j == NULL)
-        fail_msg("%s %s: not JSON (%s): %.300s", method, path, jerr.text, r.body);
-    th_response_free(&r);
-    return j;
-}
-
 static json_t *patch(const char *key, const char *header, const char *body, long want)
 {
     char path[96];
     snprintf(path, sizeof(path), "/topics/t/keys/%s/head", key);
-    return call("PATCH", path, "application/merge-patch+json", header, body, want, 0);
+    return th_svc_call_flags("PATCH", path, "application/merge-patch+json", header, body, want, 0);
 }
 
 static json_t *get_head(const char *key)
 {
     char path[96];
     snprintf(path, sizeof(path), "/topics/t/keys/%s/head", key);
-    return call("GET", path, NULL, NULL, NULL, 200, 0);
+    return th_svc_call_flags("GET", path, NULL, NULL, NULL, 200, 0);
 }
 
 static void assert_number(const json_t *v, const char *what, const char *name, double want)
@@ -103,8 +80,8 @@ static void assert_big(const json_t *v, const char *what, int loose)
 /* The value of the newest message of key in the log (read as PostgreSQL wrote it). */
 static json_t *last_logged(const char *key)
 {
-    json_t *page =
-        call("GET", "/topics/t/messages?after=0", NULL, NULL, NULL, 200, JSON_DECODE_INT_AS_REAL);
+    json_t *page = th_svc_call_flags("GET", "/topics/t/messages?after=0", NULL, NULL, NULL, 200,
+                                     JSON_DECODE_INT_AS_REAL);
     json_t *msgs = json_object_get(page, "messages"), *value = NULL;
     for (size_t i = 0; i < json_array_size(msgs); i++) {
         json_t *m = json_array_get(msgs, i);
@@ -120,7 +97,7 @@ static json_t *last_logged(const char *key)
 static void head_reads_back_its_numbers(void **state)
 {
     (void)state;
-    json_decref(call("PUT", "/topics/t/keys/put/head", NULL, NULL, BIG, 200, 0));
+    json_decref(th_svc_call_flags("PUT", "/topics/t/keys/put/head", NULL, NULL, BIG, 200, 0));
     json_decref(
         th_svc_call("POST", "/topics/t/messages", "{\"key\":\"posted\",\"value\":" BIG "}", 201));
     const char *keys[] = {"put", "posted"};
@@ -139,7 +116,7 @@ static void head_reads_back_its_numbers(void **state)
 static void patch_keeps_every_member(void **state)
 {
     (void)state;
-    json_decref(call("PUT", "/topics/t/keys/merge/head", NULL, NULL, BIG, 200, 0));
+    json_decref(th_svc_call_flags("PUT", "/topics/t/keys/merge/head", NULL, NULL, BIG, 200, 0));
     json_t *p = patch("merge", NULL, "{\"added\":1}", 200);
     assert_true(json_is_true(json_object_get(p, "produced")));
     assert_big(json_object_get(p, "value"), "PATCH answer", 0);
@@ -160,7 +137,7 @@ static void patch_keeps_every_member(void **state)
 static void unchanged_and_refused_patches_show_the_head(void **state)
 {
     (void)state;
-    json_decref(call("PUT", "/topics/t/keys/same/head", NULL, NULL, BIG, 200, 0));
+    json_decref(th_svc_call_flags("PUT", "/topics/t/keys/same/head", NULL, NULL, BIG, 200, 0));
     json_t *p = patch("same", NULL, "{\"keep\":\"me\"}", 200);
     assert_true(json_is_false(json_object_get(p, "produced")));
     assert_big(json_object_get(p, "value"), "unchanged PATCH", 0);
