@@ -45,8 +45,9 @@ char *svc_log_access_format(const struct svc_access *a, size_t *len);
  * and written by the batch (one write(2) for many lines), at the latest flush_ms after the first
  * of a batch entered the buffer, or as soon as 64 KiB are waiting. Every other line is written at
  * once, after the access lines buffered before it, so the order of lines is kept. A kill -9 loses
- * the access lines of the last flush_ms at most. Returns 0, or -1 when the flushing thread cannot
- * start (lines are then written one by one, as before). */
+ * the access lines of the last flush_ms at most (when stderr takes lines slower than they come,
+ * the batch being written and the next, 128 KiB at most: the callers then wait for stderr). Returns
+ * 0, or -1 when the flushing thread cannot start (lines are then written one by one, as before). */
 int svc_log_buffer_start(long flush_ms);
 /* Writes what is buffered and ends buffering (lines are written one by one again). */
 void svc_log_buffer_stop(void);
