@@ -21,100 +21,14 @@
 
 #include "service/buf.h"
 #include "service/conn.h"
+#include "service/http_internal.h"
 #include "service/listen.h"
 #include "service/log.h"
 #include "service/metrics.h"
 
-#define MAX_EXTRA_HEADERS 8
-#define REQUEST_ID_MAX    128
 /* Access lines are written by the batch while the server runs, at most this late (a kill -9
  * loses this much of them): a write(2) per line was a tenth of a /healthz request's CPU. */
 #define ACCESS_LOG_FLUSH_MS 5
-
-struct waiter {
-    struct svc_request *req;
-    char *channel;
-    double deadline;
-    double recheck; /* when to look again for writes made by other processes */
-    struct waiter *next;
-};
-
-struct svc_server {
-    struct MHD_Daemon *daemon;
-    pthread_mutex_t wait_mu;
-    pthread_cond_t wait_cv;
-    struct waiter *waiters;
-    long nwaiting;
-    unsigned generation;
-    int stopping;
-    pthread_t ticker;
-    int ticker_started;
-    int quiesced;         /* the listening socket is shut down */
-    MHD_socket listen_fd; /* closed only after MHD_stop_daemon: MHD threads may still use it */
-    uint16_t port;        /* bound (the configured one, or the one picked for port 0) */
-    /* handlers of SVC_RUN_WORKER routes run here, their connections suspended meanwhile */
-    pthread_mutex_t work_mu;
-    pthread_cond_t work_cv;
-    struct svc_request *work_head, *work_tail;
-    struct svc_request *work_resumed; /* the last resumed long-poll queued (they come first) */
-    int work_stop;
-    pthread_t *workers;
-    int nworkers;
-    const struct svc_config *cfg;
-    const struct svc_route *routes;
-    size_t nroutes;
-    const struct svc_auth *auth;
-    void *app;
-    atomic_long in_flight;
-    struct svc_conns *conns; /* the connection limit and request deadlines */
-    double next_deadline_scan;
-    /* announces this process's wakes to the other processes (svc_server_set_publish) */
-    _Atomic(svc_publish_fn) publish;
-    void *_Atomic publish_ctx;
-    atomic_ulong rechecks; /* waiters resumed by their periodic re-check */
-    atomic_ulong woken;    /* waiters resumed by a wake (svc_req_wake_n, svc_server_wake) */
-};
-
-/* What the checks before the body need of the request's headers, gathered in one pass over them
- * (each first occurrence, as MHD_lookup_connection_value finds it): a lookup each walked the
- * list again, seven times a request. */
-struct req_headers {
-    size_t total; /* bytes of names and values, 4 a header more */
-    const char *request_id, *content_type, *authorization, *content_length;
-    int host, transfer_encoding;
-    int lengths, lengths_differ; /* Content-Length headers, and whether their values differ */
-};
-
-/* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
- * READY: a worker prepared the response (or gave up), to queue on resume; DONE: queued. */
-enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_WORKER, PHASE_READY, PHASE_DONE };
-
-struct svc_request {
-    struct svc_server *server;
-    struct MHD_Connection *conn;
-    enum req_phase phase;
-    char *target; /* raw request target, as received */
-    char method[16];
-    struct svc_match match;
-    int matched;
-    char request_id[REQUEST_ID_MAX + 1];
-    struct svc_buf body;
-    int checked; /* request_check ran (before the body) */
-    int http11;  /* HTTP/1.1, which must carry Host */
-    json_t *json;
-    struct timespec start;
-    int status; /* 0 until a response is queued */
-    const char *problem_code;
-    int resumes; /* times a long-poll was resumed */
-    int in_worker;
-    struct MHD_Response *pending; /* prepared by a worker, queued on resume */
-    int pending_status;
-    struct svc_request *work_next;
-    struct svc_conn *slot; /* may be NULL (out of memory when the connection opened) */
-    struct req_headers seen;
-    size_t nheaders;
-    char *headers[MAX_EXTRA_HEADERS][2];
-};
 
 static double elapsed_s(const struct timespec *start)
 {
@@ -726,196 +640,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&s->in_flight, 1);
 }
 
-/* Notes one header in the struct req_headers cls (names are compared by length first). */
-static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
-{
-    struct req_headers *h = cls;
-    size_t klen = strlen(key);
-    value = value ? value : "";
-    h->total += klen + strlen(value) + 4;
-    const char **first = NULL;
-    if (klen == 4 && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
-        h->host = 1;
-    } else if (klen == 12 && strcasecmp(key, "X-Request-Id") == 0) {
-        first = &h->request_id;
-    } else if (klen == 12 && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0) {
-        first = &h->content_type;
-    } else if (klen == 13 && strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
-        first = &h->authorization;
-    } else if (klen == 14 && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        if (h->lengths++ > 0 && strcmp(h->content_length, value) != 0)
-            h->lengths_differ = 1;
-        first = &h->content_length;
-    } else if (klen == 17 && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
-        h->transfer_encoding = 1;
-    }
-    if (first != NULL && *first == NULL)
-        *first = value;
-    return MHD_YES;
-}
-
-/* Why the body's framing is ambiguous (RFC 9112 section 6.3), or NULL: libmicrohttpd would take
- * the first of two different Content-Length headers, and a proxy in front may take another. */
-static const char *framing_problem(const struct req_headers *h)
-{
-    if (h->lengths_differ)
-        return "the request has Content-Length headers with different values";
-    if (h->lengths > 0 && h->transfer_encoding)
-        return "the request has both Content-Length and Transfer-Encoding";
-    return NULL;
-}
-
-/* Is the media type (ignoring parameters, case-insensitive) one of the route's? */
-static int content_type_ok(const char *ct, enum svc_body body)
-{
-    if (ct == NULL)
-        return 0;
-    size_t len = strcspn(ct, "; \t");
-    if (len == 16 && strncasecmp(ct, "application/json", 16) == 0)
-        return 1;
-    return body == SVC_BODY_MERGE_PATCH && len == 28 &&
-           strncasecmp(ct, "application/merge-patch+json", 28) == 0;
-}
-
-/* Validates the request before its body: ids, limits, route, auth, media type. Returns 1 when a
- * problem reply was queued (the outcome in *out), 0 to go on. */
-/* The target's length, the headers' total and the framing. */
-static int check_limits(struct svc_request *req, enum svc_outcome *out)
-{
-    const struct svc_config *cfg = req->server->cfg;
-    if (strlen(req->target) > (size_t)cfg->url_limit) {
-        *out = svc_reply_problem(req, SVC_P(URI_TOO_LONG),
-                                 "the request target is longer than %ld bytes", cfg->url_limit);
-        return 1;
-    }
-    if (req->seen.total > (size_t)cfg->header_limit) {
-        *out = svc_reply_problem(req, SVC_P(HEADERS_TOO_LARGE),
-                                 "request headers total more than %ld bytes", cfg->header_limit);
-        return 1;
-    }
-    const char *framing = req->http11 && !req->seen.host
-                              ? "an HTTP/1.1 request carries a Host header (RFC 9112)"
-                              : framing_problem(&req->seen);
-    if (framing != NULL) {
-        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "%s", framing);
-        return 1;
-    }
-    return 0;
-}
-
-/* The route of the method and target (req->match). */
-static int check_route(struct svc_request *req, enum svc_outcome *out)
-{
-    struct svc_server *s = req->server;
-    switch (svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match)) {
-    case SVC_MATCH_OK:
-        req->matched = 1;
-        return 0;
-    case SVC_MATCH_NOT_FOUND:
-        *out = svc_reply_problem(req, SVC_P(ROUTE_NOT_FOUND), "no route matches %s", req->target);
-        return 1;
-    case SVC_MATCH_METHOD_NOT_ALLOWED: {
-        char allow[sizeof(req->match.allow)];
-        memcpy(allow, req->match.allow, sizeof(allow));
-        svc_req_add_header(req, "Allow", allow);
-        *out = svc_reply_problem(req, SVC_P(METHOD_NOT_ALLOWED),
-                                 "%s is not allowed here; allowed: %s", req->method, allow);
-        return 1;
-    }
-    case SVC_MATCH_BAD_ENCODING:
-        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
-                                 "the request target has an invalid percent-encoding");
-        return 1;
-    case SVC_MATCH_TOO_MANY_QUERY:
-        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "more than %d query parameters",
-                                 SVC_MAX_QUERY);
-        return 1;
-    case SVC_MATCH_DUPLICATE_QUERY:
-        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
-                                 "query parameter %s is given more than once; send it once",
-                                 req->match.bad_query);
-        return 1;
-    }
-    return 1;
-}
-
-/* The bearer token's scopes against the route's (with tokens configured). */
-static int check_auth(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
-{
-    struct svc_server *s = req->server;
-    if (s->auth == NULL || route->scope == SVC_SCOPE_PUBLIC ||
-        (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops))
-        return 0;
-    static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
-    enum svc_auth_result ar = svc_auth_check(s->auth, req->seen.authorization, route->scope);
-    if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
-        svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
-        *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
-                                 ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
-                                                        : "the bearer token is not valid");
-        return 1;
-    }
-    if (ar == SVC_AUTH_FORBIDDEN) {
-        *out = svc_reply_problem(req, SVC_P(FORBIDDEN), "this route needs the %s scope",
-                                 scope_names[route->scope]);
-        return 1;
-    }
-    return 0;
-}
-
-/* The announced body's size and its media type. */
-static int check_body(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
-{
-    const struct svc_config *cfg = req->server->cfg;
-    const char *cl = req->seen.content_length;
-    if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)cfg->body_limit) {
-        *out = svc_reply_problem(req, SVC_P(PAYLOAD_TOO_LARGE),
-                                 "the body is %s bytes; the limit is %ld", cl, cfg->body_limit);
-        return 1;
-    }
-    if (route->body != SVC_BODY_NONE && !content_type_ok(req->seen.content_type, route->body)) {
-        *out =
-            svc_reply_problem(req, SVC_P(UNSUPPORTED_MEDIA_TYPE), "send Content-Type: %s",
-                              route->body == SVC_BODY_MERGE_PATCH ? "application/merge-patch+json"
-                                                                  : "application/json");
-        return 1;
-    }
-    return 0;
-}
-
-static int request_check(struct svc_request *req, enum svc_outcome *out)
-{
-    if (check_limits(req, out) || check_route(req, out))
-        return 1;
-    const struct svc_route *route = &req->server->routes[req->match.route];
-    return check_auth(req, route, out) || check_body(req, route, out);
-}
-
-/* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */
-static long json_depth(const char *p, size_t len, long limit)
-{
-    long depth = 0, max = 0;
-    int in_string = 0;
-    for (size_t i = 0; i < len && max <= limit; i++) {
-        char c = p[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = 0;
-        } else if (c == '"') {
-            in_string = 1;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max)
-                max = depth;
-        } else if (c == ']' || c == '}') {
-            depth--;
-        }
-    }
-    return max;
-}
-
 /* Runs the route's handler once the body (if any) is complete. */
 static enum svc_outcome request_dispatch(struct svc_request *req)
 {
@@ -924,7 +648,7 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
     if (route->body != SVC_BODY_NONE) {
         if (req->body.len == 0)
             return svc_reply_problem(req, SVC_P(INVALID_JSON), "the request body is empty");
-        if (json_depth(req->body.data, req->body.len, s->cfg->json_max_depth) >
+        if (svc_http_json_depth(req->body.data, req->body.len, s->cfg->json_max_depth) >
             s->cfg->json_max_depth)
             return svc_reply_problem(req, SVC_P(JSON_TOO_DEEP),
                                      "arrays and objects nest deeper than %ld levels",
@@ -995,7 +719,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         memcpy(req->method, method, mlen);
         req->method[mlen] = '\0';
         req->http11 = version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
-        MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &req->seen);
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, svc_http_scan_header, &req->seen);
         const char *rid = req->seen.request_id;
         if (rid != NULL && request_id_valid(rid))
             snprintf(req->request_id, sizeof(req->request_id), "%s", rid);
@@ -1007,7 +731,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * is complete. */
         req->checked = req->seen.lengths > 0 || req->seen.transfer_encoding;
         enum svc_outcome out;
-        if (req->checked && request_check(req, &out))
+        if (req->checked && svc_http_request_check(req, &out))
             return outcome_result(out);
         return MHD_YES;
     }
@@ -1040,7 +764,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     svc_conns_mark(req->server->conns, req->slot, 1, 0, svc_now()); /* the request is whole */
     enum svc_outcome out;
-    if (!req->checked && request_check(req, &out))
+    if (!req->checked && svc_http_request_check(req, &out))
         return outcome_result(out);
     return outcome_result(request_dispatch(req));
 }

@@ -1,0 +1,198 @@
+/* The checks a request passes before its handler runs (see http_internal.h): the headers
+ * gathered in one pass, the target's and headers' limits, the body's framing, the route, the
+ * bearer token's scope, the body's size and media type, and the JSON nesting depth. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "service/auth.h"
+#include "service/config.h"
+#include "service/http_internal.h"
+
+/* Notes one header in the struct req_headers cls (names are compared by length first). */
+enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct req_headers *h = cls;
+    size_t klen = strlen(key);
+    value = value ? value : "";
+    h->total += klen + strlen(value) + 4;
+    const char **first = NULL;
+    if (klen == 4 && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+        h->host = 1;
+    } else if (klen == 12 && strcasecmp(key, "X-Request-Id") == 0) {
+        first = &h->request_id;
+    } else if (klen == 12 && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0) {
+        first = &h->content_type;
+    } else if (klen == 13 && strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
+        first = &h->authorization;
+    } else if (klen == 14 && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (h->lengths++ > 0 && strcmp(h->content_length, value) != 0)
+            h->lengths_differ = 1;
+        first = &h->content_length;
+    } else if (klen == 17 && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        h->transfer_encoding = 1;
+    }
+    if (first != NULL && *first == NULL)
+        *first = value;
+    return MHD_YES;
+}
+
+/* Why the body's framing is ambiguous (RFC 9112 section 6.3), or NULL: libmicrohttpd would take
+ * the first of two different Content-Length headers, and a proxy in front may take another. */
+static const char *framing_problem(const struct req_headers *h)
+{
+    if (h->lengths_differ)
+        return "the request has Content-Length headers with different values";
+    if (h->lengths > 0 && h->transfer_encoding)
+        return "the request has both Content-Length and Transfer-Encoding";
+    return NULL;
+}
+
+/* Is the media type (ignoring parameters, case-insensitive) one of the route's? */
+static int content_type_ok(const char *ct, enum svc_body body)
+{
+    if (ct == NULL)
+        return 0;
+    size_t len = strcspn(ct, "; \t");
+    if (len == 16 && strncasecmp(ct, "application/json", 16) == 0)
+        return 1;
+    return body == SVC_BODY_MERGE_PATCH && len == 28 &&
+           strncasecmp(ct, "application/merge-patch+json", 28) == 0;
+}
+
+/* The target's length, the headers' total and the framing. */
+static int check_limits(struct svc_request *req, enum svc_outcome *out)
+{
+    const struct svc_config *cfg = req->server->cfg;
+    if (strlen(req->target) > (size_t)cfg->url_limit) {
+        *out = svc_reply_problem(req, SVC_P(URI_TOO_LONG),
+                                 "the request target is longer than %ld bytes", cfg->url_limit);
+        return 1;
+    }
+    if (req->seen.total > (size_t)cfg->header_limit) {
+        *out = svc_reply_problem(req, SVC_P(HEADERS_TOO_LARGE),
+                                 "request headers total more than %ld bytes", cfg->header_limit);
+        return 1;
+    }
+    const char *framing = req->http11 && !req->seen.host
+                              ? "an HTTP/1.1 request carries a Host header (RFC 9112)"
+                              : framing_problem(&req->seen);
+    if (framing != NULL) {
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "%s", framing);
+        return 1;
+    }
+    return 0;
+}
+
+/* The route of the method and target (req->match). */
+static int check_route(struct svc_request *req, enum svc_outcome *out)
+{
+    struct svc_server *s = req->server;
+    switch (svc_router_match(s->routes, s->nroutes, req->method, req->target, &req->match)) {
+    case SVC_MATCH_OK:
+        req->matched = 1;
+        return 0;
+    case SVC_MATCH_NOT_FOUND:
+        *out = svc_reply_problem(req, SVC_P(ROUTE_NOT_FOUND), "no route matches %s", req->target);
+        return 1;
+    case SVC_MATCH_METHOD_NOT_ALLOWED: {
+        char allow[sizeof(req->match.allow)];
+        memcpy(allow, req->match.allow, sizeof(allow));
+        svc_req_add_header(req, "Allow", allow);
+        *out = svc_reply_problem(req, SVC_P(METHOD_NOT_ALLOWED),
+                                 "%s is not allowed here; allowed: %s", req->method, allow);
+        return 1;
+    }
+    case SVC_MATCH_BAD_ENCODING:
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
+                                 "the request target has an invalid percent-encoding");
+        return 1;
+    case SVC_MATCH_TOO_MANY_QUERY:
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "more than %d query parameters",
+                                 SVC_MAX_QUERY);
+        return 1;
+    case SVC_MATCH_DUPLICATE_QUERY:
+        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
+                                 "query parameter %s is given more than once; send it once",
+                                 req->match.bad_query);
+        return 1;
+    }
+    return 1;
+}
+
+/* The bearer token's scopes against the route's (with tokens configured). */
+static int check_auth(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
+{
+    struct svc_server *s = req->server;
+    if (s->auth == NULL || route->scope == SVC_SCOPE_PUBLIC ||
+        (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops))
+        return 0;
+    static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
+    enum svc_auth_result ar = svc_auth_check(s->auth, req->seen.authorization, route->scope);
+    if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
+        svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
+        *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
+                                 ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"
+                                                        : "the bearer token is not valid");
+        return 1;
+    }
+    if (ar == SVC_AUTH_FORBIDDEN) {
+        *out = svc_reply_problem(req, SVC_P(FORBIDDEN), "this route needs the %s scope",
+                                 scope_names[route->scope]);
+        return 1;
+    }
+    return 0;
+}
+
+/* The announced body's size and its media type. */
+static int check_body(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
+{
+    const struct svc_config *cfg = req->server->cfg;
+    const char *cl = req->seen.content_length;
+    if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)cfg->body_limit) {
+        *out = svc_reply_problem(req, SVC_P(PAYLOAD_TOO_LARGE),
+                                 "the body is %s bytes; the limit is %ld", cl, cfg->body_limit);
+        return 1;
+    }
+    if (route->body != SVC_BODY_NONE && !content_type_ok(req->seen.content_type, route->body)) {
+        *out =
+            svc_reply_problem(req, SVC_P(UNSUPPORTED_MEDIA_TYPE), "send Content-Type: %s",
+                              route->body == SVC_BODY_MERGE_PATCH ? "application/merge-patch+json"
+                                                                  : "application/json");
+        return 1;
+    }
+    return 0;
+}
+
+int svc_http_request_check(struct svc_request *req, enum svc_outcome *out)
+{
+    if (check_limits(req, out) || check_route(req, out))
+        return 1;
+    const struct svc_route *route = &req->server->routes[req->match.route];
+    return check_auth(req, route, out) || check_body(req, route, out);
+}
+
+/* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */
+long svc_http_json_depth(const char *p, size_t len, long limit)
+{
+    long depth = 0, max = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len && max <= limit; i++) {
+        char c = p[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
