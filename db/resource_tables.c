@@ -122,43 +122,63 @@ static int first_gap(const PGresult *r, int64_t after)
     return PQntuples(r);
 }
 
+/* The two statements of a gap-safe log read: templates on a resource's generated tables (g), or
+ * prepared statements on shared tables with the resource's id as $1 (g NULL). */
+struct log_src {
+    struct db_conn *c;
+    const struct db_gen *g;
+    const char *read_sql, *fill_sql;
+    const struct db_stmt *read, *fill;
+    const char *id;
+};
+
+/* Runs the read ($ after, limit) or the fill ($ from, to) of s. */
+static enum db_status log_run(const struct log_src *s, int fill, const char *a, const char *b,
+                              PGresult **out, struct db_error *err)
+{
+    if (s->g != NULL) {
+        const char *params[] = {a, b};
+        return db_gen_query(s->c, s->g, fill ? "log_fill" : "log_read",
+                            fill ? s->fill_sql : s->read_sql, 2, params, out, err);
+    }
+    const char *params[] = {s->id, a, b};
+    return db_query(s->c, fill ? s->fill : s->read, params, out, err);
+}
+
 /* Tries to record offsets from..to as holes without waiting for anyone: *filled 1 done, 0 some
  * offset is still held by a transaction in progress. */
-static enum db_status fill_holes(struct db_conn *c, const struct db_gen *g, const char *fill_sql,
-                                 int64_t from, int64_t to, int *filled, struct db_error *err)
+static enum db_status fill_holes(const struct log_src *s, int64_t from, int64_t to, int *filled,
+                                 struct db_error *err)
 {
     char a[24], b[24];
     snprintf(a, sizeof(a), "%" PRId64, from);
     snprintf(b, sizeof(b), "%" PRId64, to);
-    const char *params[] = {a, b};
     *filled = 0;
-    enum db_status st = db_exec(c, "SAVEPOINT fill; SET LOCAL lock_timeout = '2ms'", err);
+    enum db_status st = db_exec(s->c, "SAVEPOINT fill; SET LOCAL lock_timeout = '2ms'", err);
     if (st != DB_OK)
         return st;
-    st = db_gen_query(c, g, "log_fill", fill_sql, 2, params, NULL, err);
+    st = log_run(s, 1, a, b, NULL, err);
     /* SET LOCAL lasts to the end of this transaction (or is undone by the rollback to the
      * savepoint); the session's own lock_timeout comes back after it. */
     if (st == DB_ERR_TIMEOUT) /* in progress: it may still commit, so readers stop before it */
-        return db_exec(c, "ROLLBACK TO SAVEPOINT fill", err);
+        return db_exec(s->c, "ROLLBACK TO SAVEPOINT fill", err);
     if (st != DB_OK)
         return st;
     *filled = 1;
-    return db_exec(c, "RELEASE SAVEPOINT fill", err);
+    return db_exec(s->c, "RELEASE SAVEPOINT fill", err);
 }
 
-enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const char *read_sql,
-                               const char *fill_sql, int64_t after, int limit, PGresult **rows,
+static enum db_status read_log(const struct log_src *s, int64_t after, int limit, PGresult **rows,
                                int *usable, struct db_error *err)
 {
     char a[24], l[16];
     snprintf(a, sizeof(a), "%" PRId64, after);
     snprintf(l, sizeof(l), "%d", limit);
-    const char *params[] = {a, l};
     *usable = 0;
     for (int round = 0; round < 4; round++) {
         PQclear(*rows);
         *rows = NULL;
-        enum db_status st = db_gen_query(c, g, "log_read", read_sql, 2, params, rows, err);
+        enum db_status st = log_run(s, 0, a, l, rows, err);
         if (st != DB_OK)
             return st;
         *usable = first_gap(*rows, after);
@@ -168,9 +188,25 @@ enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const 
             *usable == 0 ? after + 1 : strtoll(PQgetvalue(*rows, *usable - 1, 0), NULL, 10) + 1;
         int64_t to = strtoll(PQgetvalue(*rows, *usable, 0), NULL, 10) - 1;
         int filled = 0;
-        st = fill_holes(c, g, fill_sql, from, to, &filled, err);
+        st = fill_holes(s, from, to, &filled, err);
         if (st != DB_OK || !filled)
             return st;
     }
     return DB_OK;
+}
+
+enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const char *read_sql,
+                               const char *fill_sql, int64_t after, int limit, PGresult **rows,
+                               int *usable, struct db_error *err)
+{
+    struct log_src s = {c, g, read_sql, fill_sql, NULL, NULL, NULL};
+    return read_log(&s, after, limit, rows, usable, err);
+}
+
+enum db_status db_read_log(struct db_conn *c, const struct db_stmt *read,
+                           const struct db_stmt *fill, const char *id, int64_t after, int limit,
+                           PGresult **rows, int *usable, struct db_error *err)
+{
+    struct log_src s = {c, NULL, NULL, NULL, read, fill, id};
+    return read_log(&s, after, limit, rows, usable, err);
 }

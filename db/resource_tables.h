@@ -1,7 +1,8 @@
-/* Statements on a resource's generated tables (a topic's log and heads, a ledger's objects...):
+/* Statements on a resource's generated tables (a ledger's objects, events...):
  * SQL templates in which {x} names one of the resource's tables, named by its id and quoted with
- * PQescapeIdentifier, prepared once per connection. Also the gap-safe read of such a log table,
- * shared by topic logs and ledger event logs. What the tables hold belongs to their owner. */
+ * PQescapeIdentifier, prepared once per connection. Also the gap-safe read of a log table, shared
+ * by ledger event logs (generated tables) and topic logs (the shared rowlock.topic_messages).
+ * What the tables hold belongs to their owner. */
 #ifndef DB_RESOURCE_TABLES_H
 #define DB_RESOURCE_TABLES_H
 
@@ -18,7 +19,7 @@ struct db_gen_table {
     const char *suffix;
 };
 
-/* A resource with generated tables: kind ('t', 'l') and id name its statements. */
+/* A resource with generated tables: kind ('l', a ledger) and id name its statements. */
 struct db_gen {
     char kind;
     int64_t id;
@@ -79,5 +80,12 @@ int db_gen_missing(const struct db_error *err);
 enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const char *read_sql,
                                const char *fill_sql, int64_t after, int limit, PGresult **rows,
                                int *usable, struct db_error *err);
+/* The same read of a log in a shared table, several resources' logs in one: read ($1 the
+ * resource's id, $2 after, $3 limit) and fill ($1 the id, $2 from, $3 to) are prepared statements
+ * (the same for every resource) that db_gen_read_log's read_sql and fill_sql would be with the id
+ * as $1. */
+enum db_status db_read_log(struct db_conn *c, const struct db_stmt *read,
+                           const struct db_stmt *fill, const char *id, int64_t after, int limit,
+                           PGresult **rows, int *usable, struct db_error *err);
 
 #endif

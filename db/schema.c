@@ -19,6 +19,7 @@ extern const char db_migration_008[];
 extern const char db_migration_009[];
 extern const char db_migration_010[];
 extern const char db_migration_011[];
+extern const char db_migration_012[];
 
 struct migration {
     int number;
@@ -52,6 +53,9 @@ static const struct migration migrations[] = {
     {10, "resource_upkeep", 6, db_migration_010},
     /* expand: rowlock.queue_upkeep and its triggers, the index jobs_lease_final */
     {11, "queue_upkeep", 6, db_migration_011},
+    /* CONTRACT: topics' logs and heads move to the shared rowlock.topic_messages and
+     * rowlock.topic_heads, their generated tables dropped (the previous release reads them) */
+    {12, "topic_shared_tables", 12, db_migration_012},
 };
 #define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -10,7 +10,7 @@
 /* The first released schema: the baseline files, recorded as migration 6 ("baseline"). */
 #define DB_SCHEMA_BASELINE 6
 /* The number of the last migration this build knows (see the list in db/schema.c). */
-#define DB_SCHEMA_VERSION 11
+#define DB_SCHEMA_VERSION 12
 
 enum db_migrate_mode {
     DB_MIGRATE_AUTO, /* apply pending migrations (one process at a time), then check */

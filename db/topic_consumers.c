@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/resource_tables.h"
 #include "db/sql.h"
 #include "db/topics.h"
 #include "db/tx.h"
@@ -84,11 +83,18 @@ static void consumer_from_row(const PGresult *r, int row, struct db_consumer *c)
     c->lag_seconds = atof(PQgetvalue(r, row, 6));
 }
 
-/* The topic's tables are gone (a concurrent DELETE won): the topic is not found. */
+/* True when err says the topic is gone (a concurrent DELETE won): a hole recorded for it failed
+ * its foreign key (or, as a table would, a relation of it is missing). */
+static int topic_missing(const struct db_error *err)
+{
+    return strcmp(err->sqlstate, "23503") == 0 || strcmp(err->sqlstate, "42P01") == 0;
+}
+
+/* The topic is gone: it is not found. */
 static enum db_status topic_gone(enum db_status st, const struct db_error *err,
                                  enum db_consumer_verdict *verdict)
 {
-    if (st == DB_ERR_HARD && db_gen_missing(err)) {
+    if (st == DB_ERR_HARD && topic_missing(err)) {
         *verdict = DB_CONSUMER_TOPIC_NOT_FOUND;
         return DB_ABORTED;
     }
@@ -418,7 +424,7 @@ static enum db_status lag_each_topic(struct db_pool *pool, db_consumer_lag_each 
         for (int j = 0; s == DB_OK && j < PQntuples(one.rows); j++)
             each(name, PQgetvalue(one.rows, j, 0), strtoll(PQgetvalue(one.rows, j, 1), NULL, 10),
                  atof(PQgetvalue(one.rows, j, 2)), ctx);
-        if (s != DB_OK && !(s == DB_ERR_HARD && db_gen_missing(&one_err)))
+        if (s != DB_OK && !(s == DB_ERR_HARD && topic_missing(&one_err)))
             failed(name, s, &one_err, ctx);
         PQclear(one.rows);
     }

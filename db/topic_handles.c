@@ -1,6 +1,6 @@
 /* The handles of compacted topics (see topics.h): the topic lookup, the key handle (plain and
  * locked reads of a key's head) and the producer handle (compacted produce), the statements they
- * run on a topic's generated tables, and the hinted lookup head writes send with the locked read.
+ * run on the topics' shared tables, and the hinted lookup head writes send with the locked read.
  * The workflows composing them, and every other topic statement, are in db/topics.c. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,82 +22,107 @@ static const struct db_stmt st_producer = {
     "producer_get",
     "SELECT schema_version FROM rowlock.producers WHERE topic_id = $1 AND name = $2", 2};
 
-/* ---- statements on a topic's generated tables ---- */
+/* ---- statements on the topics' shared tables ----
+ *
+ * Every topic's log is rowlock.topic_messages and its heads rowlock.topic_heads (migration 12),
+ * so each statement names its topic by a topic_id parameter and is prepared once per connection
+ * whatever the topic. */
 
-/* The head of a key joined with its message; headless rows do not join. */
+/* The head of a key joined with its message; headless rows do not join. $1 topic, $2 key. */
 #define HEAD_SELECT                                                                                \
     "SELECT h.head_id, h.compaction_rank, h.schema_version, m.value::text, m.value IS NULL "       \
-    "FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id WHERE h.key = $1"
+    "FROM rowlock.topic_heads h JOIN rowlock.topic_messages m "                                    \
+    "ON m.topic_id = h.topic_id AND m.\"offset\" = h.head_id "                                     \
+    "WHERE h.topic_id = $1::bigint AND h.key = $2"
 
-static const char sql_head_read[] = HEAD_SELECT;
+static const struct db_stmt st_head_read = {"topic_head_read", HEAD_SELECT, 2};
 /* The locked read (db_key_lock_head) sends its steps together in one round trip.
  * Locked read, step 1: the row, if any, locked. Only the head row: had the message been joined
  * here, a lock wait ending in a new head would re-read the head row but not the message (READ
  * COMMITTED re-checks only locked rows), and a live head would look like a tombstone. The head's
  * message is read by the next statement, under the lock, with a fresh snapshot. */
-static const char sql_head_lock[] = "SELECT head_id IS NOT NULL FROM {h} WHERE key = $1 FOR UPDATE";
+static const struct db_stmt st_head_lock = {
+    "topic_head_lock",
+    "SELECT head_id IS NOT NULL FROM rowlock.topic_heads WHERE topic_id = $1::bigint AND key = $2 "
+    "FOR UPDATE",
+    2};
 /* A headless row found under the lock is refreshed, so the janitor's TTL counts from now. */
-static const char sql_head_touch[] = "UPDATE {h} SET updated_at = now() WHERE key = $1";
+static const struct db_stmt st_head_touch = {
+    "topic_head_touch",
+    "UPDATE rowlock.topic_heads SET updated_at = now() WHERE topic_id = $1::bigint AND key = $2",
+    2};
 /* Locked read, step 2: no row; create the headless one unless someone else just did. */
-static const char sql_head_insert[] =
-    "INSERT INTO {h} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING key";
+static const struct db_stmt st_head_insert = {
+    "topic_head_insert",
+    "INSERT INTO rowlock.topic_heads (topic_id, key) VALUES ($1::bigint, $2) "
+    "ON CONFLICT (topic_id, key) DO NOTHING RETURNING key",
+    2};
 
 /* Compacted produce of a batch: $1 keys, $2 values (JSON text, NULL = tombstone), $3 ranks,
- * $4 sequences (NULL entries: none), $5 producer, $6 schema version. Offsets are drawn in
- * input order; a head moves only to a higher rank; heads are upserted in key order so that
+ * $4 sequences (NULL entries: none), $5 producer, $6 schema version, $7 the topic, $8 its offset
+ * sequence (a regclass, read once when the statement is bound). Offsets are drawn in input
+ * order; a head moves only to a higher rank; heads are upserted in key order so that
  * concurrent batches lock them in the same order; one candidate per key. */
-static const char sql_produce[] =
+static const struct db_stmt st_produce = {
+    "topic_produce",
     "WITH input AS ("
-    "  SELECT i, k, v, r, s, nextval('{s}') AS off FROM ("
+    "  SELECT i, k, v, r, s, nextval($8::regclass) AS off FROM ("
     "    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
     "      WITH ORDINALITY AS u(k, v, r, s, i) ORDER BY i) o"
     "), ins AS ("
-    "  INSERT INTO {m} (\"offset\", key, value, producer, sequence, schema_version, rank) "
-    "  SELECT off, k, v::jsonb, $5, s, $6, coalesce(r, off) FROM input ORDER BY i "
-    "  ON CONFLICT (producer, sequence) WHERE sequence IS NOT NULL DO NOTHING "
+    "  INSERT INTO rowlock.topic_messages (topic_id, \"offset\", key, value, producer, sequence, "
+    "    schema_version, rank) "
+    "  SELECT $7::bigint, off, k, v::jsonb, $5, s, $6, coalesce(r, off) FROM input ORDER BY i "
+    "  ON CONFLICT (topic_id, producer, sequence) WHERE sequence IS NOT NULL DO NOTHING "
     "  RETURNING \"offset\", key, rank"
     "), cand AS ("
     "  SELECT DISTINCT ON (key) key, \"offset\", rank FROM ins ORDER BY key, rank DESC, \"offset\""
     "), up AS ("
-    "  INSERT INTO {h} AS h (key, head_id, schema_version, compaction_rank) "
-    "  SELECT key, \"offset\", $6, rank FROM cand ORDER BY key "
-    "  ON CONFLICT (key) DO UPDATE SET head_id = EXCLUDED.head_id, "
+    "  INSERT INTO rowlock.topic_heads AS h (topic_id, key, head_id, schema_version, "
+    "    compaction_rank) "
+    "  SELECT $7::bigint, key, \"offset\", $6, rank FROM cand ORDER BY key "
+    "  ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, "
     "    schema_version = EXCLUDED.schema_version, compaction_rank = EXCLUDED.compaction_rank, "
     "    updated_at = now() "
     "  WHERE h.compaction_rank IS NULL OR h.compaction_rank < EXCLUDED.compaction_rank "
     "  RETURNING key, head_id"
     ") "
     "SELECT input.i, input.off, ins.\"offset\" IS NOT NULL, "
-    "  coalesce(up.head_id, (SELECT head_id FROM {h} WHERE key = input.k)) "
+    "  coalesce(up.head_id, (SELECT head_id FROM rowlock.topic_heads "
+    "    WHERE topic_id = $7::bigint AND key = input.k)) "
     "FROM input LEFT JOIN ins ON ins.\"offset\" = input.off "
     "LEFT JOIN up ON up.key = input.k "
-    "ORDER BY input.i";
-/* Originals of sequences already used: $1 producer, $2 sequences. */
-static const char sql_duplicates[] =
-    "SELECT sequence, \"offset\", (SELECT head_id FROM {h} h WHERE h.key = m.key) FROM {m} m "
-    "WHERE producer = $1 AND sequence = ANY($2::bigint[])";
+    "ORDER BY input.i",
+    8};
+/* Originals of sequences already used: $1 topic, $2 producer, $3 sequences. */
+static const struct db_stmt st_duplicates = {
+    "topic_duplicates",
+    "SELECT sequence, \"offset\", (SELECT head_id FROM rowlock.topic_heads h "
+    "  WHERE h.topic_id = $1::bigint AND h.key = m.key) "
+    "FROM rowlock.topic_messages m "
+    "WHERE m.topic_id = $1::bigint AND producer = $2 AND sequence = ANY($3::bigint[])",
+    3};
 
-const struct db_gen_table db_topic_tables[] = {{'m', "messages_", ""},
-                                               {'h', "compaction_head_", ""},
-                                               {'s', "messages_", "_offset"},
-                                               {0, 0, 0}};
-
-enum db_status db_topic_query(struct db_conn *c, int64_t topic, const char *tag, const char *sql,
-                              int nparams, const char *const *params, PGresult **out,
-                              struct db_error *err)
+void db_topic_sequence(int64_t topic, char *out, size_t size)
 {
-    struct db_gen g = {'t', topic, db_topic_tables};
-    return db_gen_query(c, &g, tag, sql, nparams, params, out, err);
+    snprintf(out, size, "rowlock.topic_offsets_%" PRId64, topic);
+}
+
+int db_topic_missing(const struct db_error *err)
+{
+    /* 42P01: the topic's sequence is gone; 23503: a row's topic is gone (its foreign key) */
+    return strcmp(err->sqlstate, "42P01") == 0 || strcmp(err->sqlstate, "23503") == 0;
 }
 
 /* ---- topic ids by name, as hints (db/hints.h) ----
  *
  * A head write that knows its topic's id sends the topic lookup and the key's locked read in
- * one round trip, and checks the lookup's answer before using anything it read. A topic's
- * tables exist exactly as long as its row, so when the lookup (in the same transaction) gives
- * the hinted id, every statement of the round trip ran on the right topic's tables; when it
- * does not (the topic was deleted, or recreated under a new id by any process), the
- * transaction is rolled back and run again without the hint. */
+ * one round trip, and checks the lookup's answer before using anything it read. A topic's rows
+ * carry its id and exist only while its row does (a foreign key, ON DELETE CASCADE), so when the
+ * lookup (in the same transaction) gives the hinted id, every statement of the round trip ran on
+ * the right topic's rows; when it does not (the topic was deleted, or recreated under a new id
+ * by any process), or a headless row's foreign key found the hinted topic gone, the transaction
+ * is rolled back and run again without the hint. */
 
 static struct db_hints topic_hints = DB_HINTS_INIT;
 
@@ -224,9 +249,10 @@ enum db_status db_key_read_head(struct db_conn *c, const struct db_key *k, struc
                                 struct db_error *err)
 {
     PGresult *r = NULL;
-    const char *params[] = {k->key};
-    enum db_status st =
-        db_topic_query(c, k->topic->id, "head_read", sql_head_read, 1, params, &r, err);
+    char id[24];
+    db_i64(id, sizeof(id), k->topic->id);
+    const char *params[] = {id, k->key};
+    enum db_status st = db_query(c, &st_head_read, params, &r, err);
     if (st != DB_OK)
         return st;
     int rc = head_from_row(r, out);
@@ -245,23 +271,25 @@ struct lock_round {
     PGresult *locked, *inserted, *head;
 };
 
-/* Fills calls (room for 3) with the round's statements on key k; returns how many. */
-static size_t lock_calls(const char *const *params, struct lock_round *r, struct db_gen_call *calls)
+/* Fills calls (room for 3) with the round's statements on the key of params (topic id, key);
+ * returns how many. */
+static size_t lock_calls(const char *const *params, struct lock_round *r, struct db_call *calls)
 {
     size_t n = 0;
-    calls[n++] = (struct db_gen_call){"head_lock", sql_head_lock, 1, params, &r->locked};
+    calls[n++] = (struct db_call){.st = &st_head_lock, .params = params, .out = &r->locked};
 #ifndef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
-    calls[n++] = (struct db_gen_call){"head_insert", sql_head_insert, 1, params, &r->inserted};
+    calls[n++] = (struct db_call){.st = &st_head_insert, .params = params, .out = &r->inserted};
 #endif
-    calls[n++] = (struct db_gen_call){"head_read", sql_head_read, 1, params, &r->head};
+    calls[n++] = (struct db_call){.st = &st_head_read, .params = params, .out = &r->head};
     return n;
 }
 
-/* What a round that ran found: *locked 1 when k's row is now ours (out then says whether it
- * has a head), 0 when the insert lost a race and the caller must go round again. Clears r. */
-static enum db_status lock_outcome(struct db_conn *c, const struct db_key *k,
-                                   const char *const *params, struct lock_round *r,
-                                   struct db_head *out, int *locked, struct db_error *err)
+/* What a round that ran found: *locked 1 when the row of the key of params (topic id, key) is
+ * now ours (out then says whether it has a head), 0 when the insert lost a race and the caller
+ * must go round again. Clears r. */
+static enum db_status lock_outcome(struct db_conn *c, const char *const *params,
+                                   struct lock_round *r, struct db_head *out, int *locked,
+                                   struct db_error *err)
 {
     int present = PQntuples(r->locked) == 1;
     int has_head = present && PQgetvalue(r->locked, 0, 0)[0] == 't';
@@ -279,11 +307,11 @@ static enum db_status lock_outcome(struct db_conn *c, const struct db_key *k,
     if (has_head)
         return DB_OK;
     if (present)
-        return db_topic_query(c, k->topic->id, "head_touch", sql_head_touch, 1, params, NULL, err);
+        return db_query(c, &st_head_touch, params, NULL, err);
 #ifdef ROWLOCK_TEST_SKIP_HEADLESS_INSERT
     /* Built only into the test binary rowlock-unlocked: the bug the concurrency tests must
      * detect. A key without a row is then not locked at all. */
-    (void)sql_head_insert;
+    (void)st_head_insert;
     (void)created;
     return DB_OK;
 #endif
@@ -295,16 +323,17 @@ static enum db_status lock_outcome(struct db_conn *c, const struct db_key *k,
 enum db_status db_key_lock_head(struct db_conn *c, const struct db_key *k, struct db_head *out,
                                 struct db_error *err)
 {
-    const char *params[] = {k->key};
-    struct db_gen g = {'t', k->topic->id, db_topic_tables};
+    char id[24];
+    db_i64(id, sizeof(id), k->topic->id);
+    const char *params[] = {id, k->key};
     memset(out, 0, sizeof(*out));
     for (int locked = 0; !locked;) {
         struct lock_round r = {NULL, NULL, NULL};
-        struct db_gen_call calls[3];
+        struct db_call calls[3];
         size_t n = lock_calls(params, &r, calls);
-        enum db_status st = db_gen_pipeline(c, &g, calls, n, err);
+        enum db_status st = db_query_pipeline(c, calls, n, err);
         if (st == DB_OK)
-            st = lock_outcome(c, k, params, &r, out, &locked, err);
+            st = lock_outcome(c, params, &r, out, &locked, err);
         if (st != DB_OK)
             return st;
     }
@@ -342,10 +371,12 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
     a_seqs = db_text_array(seqs, n);
     if (a_keys == NULL || a_vals == NULL || a_ranks == NULL || a_seqs == NULL)
         goto oom;
-    char sv[16];
+    char sv[16], id[24], seq[64];
     snprintf(sv, sizeof(sv), "%d", p->schema_version);
-    const char *params[] = {a_keys, a_vals, a_ranks, a_seqs, p->name, sv};
-    st = db_topic_query(c, p->topic->id, "produce", sql_produce, 6, params, &r, err);
+    db_i64(id, sizeof(id), p->topic->id);
+    db_topic_sequence(p->topic->id, seq, sizeof(seq));
+    const char *params[] = {a_keys, a_vals, a_ranks, a_seqs, p->name, sv, id, seq};
+    st = db_query(c, &st_produce, params, &r, err);
     if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23505") == 0)
         st = DB_ERR_REDO; /* a reader recorded one of our fresh offsets as a hole: redraw */
     if (st != DB_OK)
@@ -363,8 +394,8 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
     r = NULL;
     if (dups > 0) {
         /* report the originals of the sequences already used */
-        const char *dparams[] = {p->name, a_seqs};
-        st = db_topic_query(c, p->topic->id, "duplicates", sql_duplicates, 2, dparams, &r, err);
+        const char *dparams[] = {id, p->name, a_seqs};
+        st = db_query(c, &st_duplicates, dparams, &r, err);
         if (st != DB_OK)
             goto done;
         for (size_t i = 0; i < n; i++) {
@@ -405,23 +436,19 @@ enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, 
                                     struct db_topic *t, struct db_producer *p, int *locked,
                                     struct db_error *err)
 {
-    struct db_gen g = {'t', hint, db_topic_tables};
     char id[24];
     db_i64(id, sizeof(id), hint);
     const char *name_param[] = {w->topic}, *producer_params[] = {id, w->producer};
-    const char *key_param[] = {w->key};
+    const char *key_params[] = {id, w->key};
     PGresult *resolved = NULL, *registered = NULL;
     struct lock_round r = {NULL, NULL, NULL};
-    struct db_gen_call lock[3];
-    struct db_gen_slot slots[3];
     struct db_call calls[5];
-    size_t n = 0, nlock = lock_calls(key_param, &r, lock);
+    size_t n = 0;
     calls[n++] = (struct db_call){.st = &st_resolve, .params = name_param, .out = &resolved};
     if (w->producer != NULL)
         calls[n++] =
             (struct db_call){.st = &st_producer, .params = producer_params, .out = &registered};
-    for (size_t i = 0; i < nlock; i++)
-        db_gen_call_make(c, &g, &lock[i], &slots[i], &calls[n++]);
+    n += lock_calls(key_params, &r, calls + n);
     enum db_status st = db_query_pipeline(c, calls, n, err);
     int current = st == DB_OK && PQntuples(resolved) == 1 &&
                   strtoll(PQgetvalue(resolved, 0, 0), NULL, 10) == hint;
@@ -443,7 +470,7 @@ enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, 
         w->verdict = DB_TOPIC_PRODUCER_NOT_FOUND;
         return DB_ABORTED;
     }
-    if ((st == DB_OK && !current) || (st == DB_ERR_HARD && db_gen_missing(err))) {
+    if ((st == DB_OK && !current) || (st == DB_ERR_HARD && db_topic_missing(err))) {
         PQclear(r.locked);
         PQclear(r.inserted);
         PQclear(r.head);
@@ -454,7 +481,5 @@ enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, 
     if (st != DB_OK)
         return st;
     w->verdict = DB_TOPIC_OK;
-    struct db_key k;
-    db_topic_key(t, w->key, &k);
-    return lock_outcome(c, &k, key_param, &r, &w->before, locked, err);
+    return lock_outcome(c, key_params, &r, &w->before, locked, err);
 }

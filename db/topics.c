@@ -1,9 +1,8 @@
 /* Compacted topics (see topics.h): the workflows the REST routes call, and the statements on
  * the catalogue, the log, the key list and the janitor. The handles (key and producer) and their
- * statements are in db/topic_handles.c. Statements on generated tables are templates in which
- * {m}, {h} and {s} stand for the topic's message table, head table and offset sequence (named by
- * the topic id, quoted with PQescapeIdentifier); each is prepared once per connection under a
- * name holding the id. */
+ * statements are in db/topic_handles.c. Every topic's log and heads are the shared tables
+ * rowlock.topic_messages and rowlock.topic_heads (migration 12): statements name the topic by a
+ * topic_id parameter, so each is prepared once per connection whatever the topic. */
 #include "db/topics_internal.h"
 
 #include <inttypes.h>
@@ -11,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/resource_tables.h"
+#include "db/resource_tables.h" /* db_read_log, the janitor claim */
 #include "db/topic_consumers.h"
 #include "db/tx.h"
 
@@ -60,27 +59,34 @@ static const struct db_stmt st_topic_ids = {
     "ORDER BY name LIMIT $1",
     1};
 
-/* The log after $1, at most $2 rows, stopped at the page budget: a row comes only while the
- * bytes of the values up to it (as text, as sent) stay within the budget, and the first always
- * comes, so that the rows are a prefix of the log (the gap-safe read relies on that) and libpq
- * never holds more than the budget plus one value. Holes and tombstones weigh nothing. */
-static const char sql_log_read[] =
+/* The log of topic $1 after $2, at most $3 rows, stopped at the page budget: a row comes only
+ * while the bytes of the values up to it (as text, as sent) stay within the budget, and the first
+ * always comes, so that the rows are a prefix of the log (the gap-safe read relies on that) and
+ * libpq never holds more than the budget plus one value. Holes and tombstones weigh nothing. */
+static const struct db_stmt st_log_read = {
+    "topic_log_read",
     "SELECT \"offset\", hole, key, value::text, producer, rank, schema_version, " DB_TS(
         "created_at") " FROM ("
                       "  SELECT *, row_number() OVER w AS n, "
                       "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
-                      "    SELECT * FROM {m} WHERE \"offset\" > $1 ORDER BY \"offset\" LIMIT $2) l "
+                      "    SELECT * FROM rowlock.topic_messages WHERE topic_id = $1::bigint "
+                      "    AND \"offset\" > $2::bigint ORDER BY \"offset\" LIMIT $3) l "
                       "  WINDOW w AS (ORDER BY \"offset\" ROWS UNBOUNDED PRECEDING)) p "
-                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\"";
-/* Records offsets $1..$2 that hold no visible row as holes. An offset still held by a
- * transaction in progress makes this wait on it, which the caller bounds with lock_timeout. */
-static const char sql_log_fill[] =
-    "INSERT INTO {m} (\"offset\", hole) SELECT g, true FROM generate_series($1::bigint, "
-    "$2::bigint) g ON CONFLICT (\"offset\") DO NOTHING";
+                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\"",
+    3};
+/* Records offsets $2..$3 of topic $1 that hold no visible row as holes. An offset still held by
+ * a transaction in progress makes this wait on it, which the caller bounds with lock_timeout. */
+static const struct db_stmt st_log_fill = {
+    "topic_log_fill",
+    "INSERT INTO rowlock.topic_messages (topic_id, \"offset\", hole) "
+    "SELECT $1::bigint, g, true FROM generate_series($2::bigint, $3::bigint) g "
+    "ON CONFLICT (topic_id, \"offset\") DO NOTHING",
+    3};
 
-/* Live heads after key $1, at most $2, stopped at the page budget as the log is (see
- * sql_log_read); the last column says whether another head followed within the $2. */
-static const char sql_keys[] =
+/* Live heads of topic $1 after key $2, at most $3, stopped at the page budget as the log is (see
+ * st_log_read); the last column says whether another head followed within the $3. */
+static const struct db_stmt st_keys = {
+    "topic_keys",
     "SELECT key, value::text, head_id, compaction_rank, schema_version, " DB_TS(
         "updated_at") ", more FROM ("
                       "  SELECT *, row_number() OVER w AS n, sum(octet_length(value::text)) OVER w "
@@ -88,65 +94,87 @@ static const char sql_keys[] =
                       "    lead(true, 1, false) OVER w AS more FROM ("
                       "    SELECT h.key, m.value, h.head_id, h.compaction_rank, h.schema_version, "
                       "h.updated_at "
-                      "    FROM {h} h JOIN {m} m ON m.\"offset\" = h.head_id "
-                      "    WHERE h.key > coalesce($1, '') AND m.value IS NOT NULL ORDER BY h.key "
-                      "LIMIT $2) l "
+                      "    FROM rowlock.topic_heads h JOIN rowlock.topic_messages m "
+                      "    ON m.topic_id = h.topic_id AND m.\"offset\" = h.head_id "
+                      "    WHERE h.topic_id = $1::bigint AND h.key > coalesce($2, '') "
+                      "    AND m.value IS NOT NULL ORDER BY h.key LIMIT $3) l "
                       "  WINDOW w AS (ORDER BY key ROWS UNBOUNDED PRECEDING)) p "
-                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY key";
+                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY key",
+    3};
 
-/* A key's history: its messages among the offsets in [$2 - $4, $2), newest first, at most $3,
- * stopped at the page budget as the log is (see sql_log_read); total is how many there were
- * before the budget's cut. The log's primary key is walked backwards over at most $4 offsets. */
-static const char sql_history[] =
+/* A key's history in topic $1: its messages among the offsets in [$3 - $5, $3), newest first,
+ * at most $4, stopped at the page budget as the log is (see st_log_read); total is how many
+ * there were before the budget's cut. The log's primary key is walked backwards over at most $5
+ * offsets. $2 the key. */
+static const struct db_stmt st_history = {
+    "topic_history",
     "SELECT \"offset\", value::text, producer, rank, schema_version, " DB_TS(
         "created_at") ", total FROM ("
                       "  SELECT *, row_number() OVER w AS n, count(*) OVER () AS total, "
                       "    sum(coalesce(octet_length(value::text), 0)) OVER w AS bytes FROM ("
-                      "    SELECT * FROM {m} WHERE \"offset\" < $2::bigint AND \"offset\" >= "
-                      "$2::bigint - $4 "
-                      "    AND key = $1 AND NOT hole ORDER BY \"offset\" DESC LIMIT $3) l "
+                      "    SELECT * FROM rowlock.topic_messages WHERE topic_id = $1::bigint "
+                      "    AND \"offset\" < $3::bigint AND \"offset\" >= $3::bigint - $5 "
+                      "    AND key = $2 AND NOT hole ORDER BY \"offset\" DESC LIMIT $4) l "
                       "  WINDOW w AS (ORDER BY \"offset\" DESC ROWS UNBOUNDED PRECEDING)) p "
-                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\" DESC";
-/* Past the end of the log: the offset a history read starts below by default. */
-static const char sql_log_end[] = "SELECT coalesce(max(\"offset\"), 0) + 1 FROM {m}";
+                      "WHERE n = 1 OR bytes <= " DB_TOPIC_BUDGET_SQL " ORDER BY \"offset\" DESC",
+    5};
+/* Past the end of topic $1's log: the offset a history read starts below by default. */
+static const struct db_stmt st_log_end = {
+    "topic_log_end",
+    "SELECT coalesce(max(\"offset\"), 0) + 1 FROM rowlock.topic_messages "
+    "WHERE topic_id = $1::bigint",
+    1};
 
-/* One topic's headless gauges (the per-topic form of rowlock.topics_headless): $1 the cap. */
-static const char sql_headless_one[] =
-    "SELECT (SELECT count(*) FROM (SELECT 1 FROM {h} WHERE head_id IS NULL LIMIT $1) s), "
-    "(SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0) FROM {h} "
-    "WHERE head_id IS NULL)";
+/* One topic's headless gauges (the per-topic form of rowlock.topics_headless): $1 the topic,
+ * $2 the cap. */
+static const struct db_stmt st_headless_one = {
+    "topic_headless_one",
+    "SELECT (SELECT count(*) FROM (SELECT 1 FROM rowlock.topic_heads "
+    "  WHERE topic_id = $1::bigint AND head_id IS NULL LIMIT $2) s), "
+    "(SELECT coalesce(extract(epoch FROM now() - min(updated_at)), 0) FROM rowlock.topic_heads "
+    "  WHERE topic_id = $1::bigint AND head_id IS NULL)",
+    2};
 
-/* Janitor: expired headless rows through the partial index; rows locked by a reader are
- * skipped, never waited for. $1 TTL seconds, $2 batch. */
-static const char sql_janitor[] =
-    "DELETE FROM {h} WHERE key IN ("
-    "  SELECT key FROM {h} WHERE head_id IS NULL "
+/* Janitor: topic $3's expired headless rows through the partial index; rows locked by a reader
+ * are skipped, never waited for. $1 TTL seconds, $2 batch. */
+static const struct db_stmt st_janitor = {
+    "topic_janitor",
+    "DELETE FROM rowlock.topic_heads WHERE topic_id = $3::bigint AND key IN ("
+    "  SELECT key FROM rowlock.topic_heads WHERE topic_id = $3::bigint AND head_id IS NULL "
     "  AND updated_at < now() - make_interval(secs => $1::double precision) "
     "  ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
-    "AND head_id IS NULL";
+    "AND head_id IS NULL",
+    3};
 /* When topic $4's upkeep is next due: at once ($3, a batch was full), else when its oldest
  * headless row passes the TTL $1 (a headless row made later expires later: now plus the TTL),
  * or, with a retention $2, after that retention (at most an hour): a message superseded from now
  * on may be compacted once it is older than the retention, which this bounds how late. */
-static const char sql_next_due[] =
+static const struct db_stmt st_next_due = {
+    "topic_next_due",
     "UPDATE rowlock.topic_upkeep SET due_at = CASE WHEN $3::boolean THEN now() ELSE least("
-    "  coalesce((SELECT min(updated_at) FROM {h} WHERE head_id IS NULL), now()) "
+    "  coalesce((SELECT min(updated_at) FROM rowlock.topic_heads "
+    "    WHERE topic_id = $4::bigint AND head_id IS NULL), now()) "
     "    + make_interval(secs => $1::float8), "
     "  CASE WHEN $2::integer > 0 THEN now() + make_interval(secs => least($2::integer, 3600)) "
-    "  END) END WHERE topic_id = $4";
-/* Retention: superseded messages older than the retention lose their payload and become holes
- * (readers skip them; offsets stay dense). The current head of a key is never touched, nor a
- * message after the lowest offset a consumer of topic $3 committed ($3 NULL: the topic ignores
- * consumers). */
-static const char sql_retention[] =
-    "UPDATE {m} SET hole = true, key = NULL, value = NULL, producer = NULL, sequence = NULL, "
-    "schema_version = NULL, rank = NULL WHERE \"offset\" IN ("
-    "  SELECT m.\"offset\" FROM {m} m WHERE NOT m.hole "
-    "  AND m.created_at < now() - make_interval(secs => $1::double precision) "
-    "  AND m.\"offset\" IS DISTINCT FROM (SELECT head_id FROM {h} h WHERE h.key = m.key) "
+    "  END) END WHERE topic_id = $4::bigint",
+    4};
+/* Retention: topic $4's superseded messages older than the retention $1 lose their payload and
+ * become holes (readers skip them; offsets stay dense), $2 at most. The current head of a key is
+ * never touched, nor a message after the lowest offset a consumer of topic $3 committed ($3
+ * NULL: the topic ignores consumers). */
+static const struct db_stmt st_retention = {
+    "topic_retention",
+    "UPDATE rowlock.topic_messages SET hole = true, key = NULL, value = NULL, producer = NULL, "
+    "sequence = NULL, schema_version = NULL, rank = NULL "
+    "WHERE topic_id = $4::bigint AND \"offset\" IN ("
+    "  SELECT m.\"offset\" FROM rowlock.topic_messages m WHERE m.topic_id = $4::bigint "
+    "  AND NOT m.hole AND m.created_at < now() - make_interval(secs => $1::double precision) "
+    "  AND m.\"offset\" IS DISTINCT FROM (SELECT head_id FROM rowlock.topic_heads h "
+    "    WHERE h.topic_id = $4::bigint AND h.key = m.key) "
     "  AND ($3::bigint IS NULL OR m.\"offset\" <= coalesce((SELECT min(c.\"offset\") "
     "    FROM rowlock.topic_consumers c WHERE c.topic_id = $3), 9223372036854775807)) "
-    "  ORDER BY m.\"offset\" LIMIT $2 FOR UPDATE SKIP LOCKED)";
+    "  ORDER BY m.\"offset\" LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    4};
 /* Before retention: the topic row shared with consumer creation (which locks it), so that the
  * retention statement after it sees every consumer that exists; and the topic's setting. */
 static const struct db_stmt st_retention_lock = {
@@ -170,12 +198,13 @@ static const struct db_stmt st_topic_retry = {
 
 static int is_missing_table(const struct db_error *err)
 {
-    return db_gen_missing(err);
+    return db_topic_missing(err);
 }
 
 /* ---- workflows ---- */
 
-/* Maps "the topic's tables are gone" (a concurrent DELETE won) to not found. */
+/* Maps "the topic is gone" (a concurrent DELETE won: its sequence is dropped, or a row written
+ * for it fails its foreign key) to not found. */
 static enum db_status topic_gone(enum db_status st, const struct db_error *err,
                                  enum db_topic_verdict *verdict)
 {
@@ -340,7 +369,9 @@ static enum db_status delete_topic_tx(struct db_conn *c, void *arg, struct db_er
         return DB_OK;
     }
     const char *idp[] = {PQgetvalue(r, 0, 0)};
-    /* DROP waits for every transaction that already touched the tables */
+    /* the row's DELETE waited for every transaction that wrote rows of the topic (their foreign
+     * key checks share the row) and took those rows along; DROP waits for every transaction that
+     * drew an offset from its sequence */
     st = db_query(c, &st_drop_tables, idp, NULL, err);
     PQclear(r);
     a->verdict = DB_TOPIC_OK;
@@ -561,14 +592,13 @@ static enum db_status paged_read_start(struct db_conn *c, struct paged_read *p, 
     return st;
 }
 
-/* A paged read's statement on topic's tables, its rows in p->rows (a topic deleted meanwhile is
+/* A paged read's statement on topic's rows, its rows in p->rows (a topic deleted meanwhile is
  * "no such topic"). */
-static enum db_status paged_query(struct db_conn *c, struct paged_read *p, int64_t topic,
-                                  const char *tag, const char *sql, int nparams,
-                                  const char *const *params, struct db_error *err)
+static enum db_status paged_query(struct db_conn *c, struct paged_read *p,
+                                  const struct db_stmt *stmt, const char *const *params,
+                                  struct db_error *err)
 {
-    return topic_gone(db_topic_query(c, topic, tag, sql, nparams, params, &p->rows, err), err,
-                      &p->verdict);
+    return topic_gone(db_query(c, stmt, params, &p->rows, err), err, &p->verdict);
 }
 
 struct read_log {
@@ -595,9 +625,10 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
             return st;
     }
     a->p.verdict = DB_TOPIC_OK;
-    struct db_gen g = {'t', t.id, db_topic_tables};
-    return topic_gone(db_gen_read_log(c, &g, sql_log_read, sql_log_fill, a->after, a->limit,
-                                      &a->p.rows, &a->usable, err),
+    char id[24];
+    db_i64(id, sizeof(id), t.id);
+    return topic_gone(db_read_log(c, &st_log_read, &st_log_fill, id, a->after, a->limit, &a->p.rows,
+                                  &a->usable, err),
                       err, &a->p.verdict);
 }
 
@@ -666,10 +697,11 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char limit[16];
+    char id[24], limit[16];
+    db_i64(id, sizeof(id), t.id);
     snprintf(limit, sizeof(limit), "%d", a->limit);
-    const char *params[] = {a->after, limit};
-    return paged_query(c, &a->p, t.id, "keys", sql_keys, 2, params, err);
+    const char *params[] = {id, a->after, limit};
+    return paged_query(c, &a->p, &st_keys, params, err);
 }
 
 enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, const char *after,
@@ -724,12 +756,13 @@ struct headless_topic {
 static enum db_status headless_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless_topic *a = arg;
-    char cap[16];
+    char id[24], cap[16];
+    db_i64(id, sizeof(id), a->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
-    const char *params[] = {cap};
+    const char *params[] = {id, cap};
     PQclear(a->row);
     a->row = NULL;
-    return db_topic_query(c, a->id, "headless", sql_headless_one, 1, params, &a->row, err);
+    return db_query(c, &st_headless_one, params, &a->row, err);
 }
 
 static enum db_status topic_ids_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -790,19 +823,18 @@ struct janitor_topic {
 static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_topic *a = arg;
-    char ttl[24], batch[16];
+    char ttl[24], batch[16], id[24];
     db_i64(ttl, sizeof(ttl), a->ttl);
     snprintf(batch, sizeof(batch), "%d", a->batch);
-    const char *params[] = {ttl, batch};
+    db_i64(id, sizeof(id), a->id);
+    const char *params[] = {ttl, batch, id};
     PGresult *r = NULL;
     a->deleted = a->compacted = 0;
-    enum db_status st = db_topic_query(c, a->id, "janitor", sql_janitor, 2, params, &r, err);
+    enum db_status st = db_query(c, &st_janitor, params, &r, err);
     if (st != DB_OK)
         return st;
     a->deleted = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
-    char id[24];
-    db_i64(id, sizeof(id), a->id);
     if (a->retention > 0) {
         const char *idp[] = {id};
         st = db_query(c, &st_retention_lock, idp, &r, err);
@@ -815,8 +847,8 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
             return DB_OK;
         char ret[24];
         db_i64(ret, sizeof(ret), a->retention);
-        const char *rparams[] = {ret, batch, ignores ? NULL : id};
-        st = db_topic_query(c, a->id, "retention", sql_retention, 3, rparams, &r, err);
+        const char *rparams[] = {ret, batch, ignores ? NULL : id, id};
+        st = db_query(c, &st_retention, rparams, &r, err);
         if (st != DB_OK)
             return st;
         a->compacted = strtoll(PQcmdTuples(r), NULL, 10);
@@ -826,7 +858,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
     db_i64(ret, sizeof(ret), a->retention);
     const char *full = a->deleted >= a->batch || a->compacted >= a->batch ? "true" : "false";
     const char *dparams[] = {ttl, ret, full, id};
-    return db_topic_query(c, a->id, "next_due", sql_next_due, 4, dparams, NULL, err);
+    return db_query(c, &st_next_due, dparams, NULL, err);
 }
 
 static enum db_status topics_due_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -897,8 +929,11 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
+    char id[24];
+    db_i64(id, sizeof(id), t.id);
     if (a->before == 0) {
-        st = paged_query(c, &a->p, t.id, "log_end", sql_log_end, 0, NULL, err);
+        const char *idp[] = {id};
+        st = paged_query(c, &a->p, &st_log_end, idp, err);
         if (st != DB_OK)
             return st;
         a->before = strtoll(PQgetvalue(a->p.rows, 0, 0), NULL, 10);
@@ -909,8 +944,8 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
     snprintf(before, sizeof(before), "%" PRId64, a->before);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(window, sizeof(window), "%d", DB_TOPIC_HISTORY_WINDOW);
-    const char *params[] = {a->key, before, limit, window};
-    return paged_query(c, &a->p, t.id, "history", sql_history, 4, params, err);
+    const char *params[] = {id, a->key, before, limit, window};
+    return paged_query(c, &a->p, &st_history, params, err);
 }
 
 enum db_status db_topics_key_history(struct db_pool *pool, const char *topic, const char *key,

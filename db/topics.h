@@ -118,7 +118,7 @@ struct db_topic_stats {
     double headless_oldest_age_seconds;
 };
 
-/* Creates (with its tables, in the same transaction) or updates a topic. */
+/* Creates (with its offset sequence, in the same transaction) or updates a topic. */
 enum db_status db_topics_put(struct db_pool *pool, const char *name,
                              const struct db_topic_config *cfg, struct db_topic *out,
                              enum db_topic_verdict *verdict, struct db_error *err);

@@ -3,9 +3,9 @@
 #ifndef DB_TOPICS_INTERNAL_H
 #define DB_TOPICS_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include "db/resource_tables.h"
 #include "db/topics.h"
 #include "db/sql.h"
 
@@ -16,13 +16,13 @@
                       "retention_ignores_consumers"
 #define TOPIC_NCOLUMNS 8
 
-/* A topic's generated tables: {m} messages_<id>, {h} compaction_head_<id>, {s} the offsets. */
-extern const struct db_gen_table db_topic_tables[];
-
-/* Runs template sql (identified by tag) on topic's tables. */
-enum db_status db_topic_query(struct db_conn *c, int64_t topic, const char *tag, const char *sql,
-                              int nparams, const char *const *params, PGresult **out,
-                              struct db_error *err);
+/* The name of topic's offset sequence, rowlock.topic_offsets_<id> (its one relation of its
+ * own; the log and heads are the shared rowlock.topic_messages and rowlock.topic_heads), as the
+ * text of a regclass parameter. */
+void db_topic_sequence(int64_t topic, char *out, size_t size);
+/* True when err says the topic is gone (deleted meanwhile): its sequence is missing, or a row
+ * written for it failed its foreign key. */
+int db_topic_missing(const struct db_error *err);
 /* The setting that carries a read's page budget (bytes of values) to its statement, which
  * reads it with DB_TOPIC_BUDGET_SQL: set for the transaction by db_topic_resolve_paged. */
 #define DB_TOPIC_PAGE_BUDGET "rowlock.page_budget"
