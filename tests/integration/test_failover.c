@@ -533,8 +533,8 @@ static int check_messages(PGconn *c)
     for (int t = 0; t < CLIENTS; t++) {
         struct client *cl = &clients[t];
         snprintf(sql, sizeof(sql),
-                 "SELECT sequence, \"offset\" FROM rowlock.messages_%ld WHERE producer = 'p%d' "
-                 "AND NOT hole ORDER BY \"offset\"",
+                 "SELECT sequence, \"offset\" FROM rowlock.topic_messages WHERE topic_id = %ld "
+                 "AND producer = 'p%d' AND NOT hole ORDER BY \"offset\"",
                  topic, t);
         PGresult *r = th_sql(c, sql);
         int row = 0;

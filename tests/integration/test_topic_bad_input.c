@@ -66,10 +66,10 @@ static int setup(void **state)
     int64_t id = th_svc_sql_int("SELECT id FROM rowlock.topics WHERE name = 't'");
     snprintf(heads_sql, sizeof(heads_sql),
              "SELECT key, head_id, compaction_rank, updated_at FROM "
-             "rowlock.compaction_head_%" PRId64 " ORDER BY key",
+             "rowlock.topic_heads WHERE topic_id = %" PRId64 " ORDER BY key",
              id);
     snprintf(sequence_sql, sizeof(sequence_sql),
-             "SELECT last_value, is_called FROM rowlock.messages_%" PRId64 "_offset", id);
+             "SELECT last_value, is_called FROM rowlock.topic_offsets_%" PRId64, id);
     return ok && k1_offset > 0 ? 0 : -1;
 }
 

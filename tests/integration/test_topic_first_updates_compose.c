@@ -218,25 +218,28 @@ static void move_head_while_a_patch_waits(const char *dburl, struct writer *w)
 {
     PGconn *holder = th_pg(dburl), *observer = th_pg(dburl);
     PGresult *r = th_sql(holder, "SELECT id FROM rowlock.topics WHERE name = 'w'");
-    char heads[96], msgs[96], seq[96], sql[1024];
-    snprintf(heads, sizeof(heads), "rowlock.compaction_head_%s", PQgetvalue(r, 0, 0));
-    snprintf(msgs, sizeof(msgs), "rowlock.messages_%s", PQgetvalue(r, 0, 0));
-    snprintf(seq, sizeof(seq), "rowlock.messages_%s_offset", PQgetvalue(r, 0, 0));
+    char id[32], seq[96], sql[1024];
+    snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
+    snprintf(seq, sizeof(seq), "rowlock.topic_offsets_%s", id);
     PQclear(r);
     PQclear(th_sql(holder, "BEGIN"));
-    snprintf(sql, sizeof(sql), "SELECT key FROM %s WHERE key = 'k' FOR UPDATE", heads);
+    snprintf(sql, sizeof(sql),
+             "SELECT key FROM rowlock.topic_heads WHERE topic_id = %s AND key = 'k' FOR UPDATE",
+             id);
     PQclear(th_sql(holder, sql));
 
     pthread_t t;
     pthread_create(&t, NULL, patch_alone, w);
     wait_for_lock_waiter(observer);
     snprintf(sql, sizeof(sql),
-             "WITH m AS (INSERT INTO %s (\"offset\", key, value, schema_version, rank) "
-             "SELECT o, 'k', '{\"a\": 1, \"c\": 3}', 1, o FROM nextval('%s') o "
+             "WITH m AS (INSERT INTO rowlock.topic_messages (topic_id, \"offset\", key, value, "
+             "schema_version, rank) "
+             "SELECT %s, o, 'k', '{\"a\": 1, \"c\": 3}', 1, o FROM nextval('%s') o "
              "RETURNING \"offset\") "
-             "UPDATE %s h SET head_id = m.\"offset\", schema_version = 1, "
-             "compaction_rank = m.\"offset\", updated_at = now() FROM m WHERE h.key = 'k'",
-             msgs, seq, heads);
+             "UPDATE rowlock.topic_heads h SET head_id = m.\"offset\", schema_version = 1, "
+             "compaction_rank = m.\"offset\", updated_at = now() FROM m "
+             "WHERE h.topic_id = %s AND h.key = 'k'",
+             id, seq, id);
     PQclear(th_sql(holder, sql));
     PQclear(th_sql(holder, "COMMIT"));
     pthread_join(t, NULL);

@@ -46,10 +46,12 @@ static int64_t log_count(const char *where)
 {
     char sql[256];
     PGconn *c = th_pg(th_svc_dburl);
-    /* the table is named by the topic id */
+    /* the log's rows carry the topic id */
     PGresult *r = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.messages_%s WHERE NOT hole AND (%s)",
-             PQgetvalue(r, 0, 0), where);
+    snprintf(
+        sql, sizeof(sql),
+        "SELECT count(*) FROM rowlock.topic_messages WHERE topic_id = %s AND NOT hole AND (%s)",
+        PQgetvalue(r, 0, 0), where);
     PQclear(r);
     r = th_sql(c, sql);
     int64_t n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
@@ -215,8 +217,8 @@ static void log_holds_each_sequence_once(void **state)
     PGresult *id = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
     char sql[256];
     snprintf(sql, sizeof(sql),
-             "SELECT sequence, count(*) FROM rowlock.messages_%s WHERE NOT hole "
-             "GROUP BY sequence ORDER BY sequence",
+             "SELECT sequence, count(*) FROM rowlock.topic_messages WHERE topic_id = %s "
+             "AND NOT hole GROUP BY sequence ORDER BY sequence",
              PQgetvalue(id, 0, 0));
     PQclear(id);
     PGresult *r = th_sql(c, sql);

@@ -44,7 +44,7 @@ static long long headless_rows(PGconn *pg, const char *topic)
 {
     char sql[256];
     snprintf(sql, sizeof(sql),
-             "SELECT count(*) FROM rowlock.compaction_head_%s WHERE head_id IS NULL",
+             "SELECT count(*) FROM rowlock.topic_heads WHERE topic_id = %s AND head_id IS NULL",
              topic); /* topic: an id */
     PGresult *r = th_sql(pg, sql);
     long long n = atoll(PQgetvalue(r, 0, 0));
@@ -74,9 +74,19 @@ static void a_broken_topic_leaves_the_others_metrics_and_janitor_alone(void **st
     }
     /* every topic's TTL beside its headless gauges (alert rules compare the age with it) */
     assert_true(th_metric(th_svc.port, "rowlock_topic_headless_ttl_seconds{topic=\"a_bad\"}") == 3);
-    char sql[256];
+    /* a_bad broken in its rows alone (the tables are every topic's): its headless row's age cannot
+     * be computed (PostgreSQL 15, as deploy/ runs, refuses to subtract an infinite timestamp),
+     * so its gauges fail, and a trigger refuses to delete its rows, so its janitor fails */
+    char sql[512];
+    PQclear(th_sql(pg, "CREATE FUNCTION public.refuse_delete() RETURNS trigger LANGUAGE plpgsql "
+                       "AS $$ BEGIN RAISE EXCEPTION 'topic % is broken', OLD.topic_id; END $$"));
     snprintf(sql, sizeof(sql),
-             "ALTER TABLE rowlock.compaction_head_%s RENAME COLUMN updated_at TO broken", ids[0]);
+             "CREATE TRIGGER a_bad_broken BEFORE DELETE ON rowlock.topic_heads FOR EACH ROW "
+             "WHEN (OLD.topic_id = %s) EXECUTE FUNCTION public.refuse_delete()",
+             ids[0]);
+    PQclear(th_sql(pg, sql));
+    snprintf(sql, sizeof(sql),
+             "UPDATE rowlock.topic_heads SET updated_at = '-infinity' WHERE topic_id = %s", ids[0]);
     PQclear(th_sql(pg, sql));
 
     /* the gauges of the healthy topics are served (their rows are younger than the TTL, and the

@@ -21,17 +21,21 @@
 
 #include "harness_svc.h"
 
-/* These mirror db/topic_handles.c (sql_head_lock, sql_head_touch, sql_head_insert) and db/topics.c
- * (sql_janitor), {m} and {h} standing for the topic's message and head tables; keep them in step.
- * The service sends the lock, the insert and the head's read as one pipeline, so its insert also
- * runs when the lock found the row: case (a) runs it there too. */
-static const char tpl_head_lock[] = "SELECT head_id IS NOT NULL FROM {h} WHERE key = $1 FOR UPDATE";
-static const char tpl_head_touch[] = "UPDATE {h} SET updated_at = now() WHERE key = $1";
-static const char tpl_head_insert[] =
-    "INSERT INTO {h} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING key";
+/* These mirror db/topic_handles.c (st_head_lock, st_head_touch, st_head_insert) and db/topics.c
+ * (st_janitor), {t} standing for the topic id the service passes as a parameter (the key, TTL and
+ * batch keep their own $n); keep them in step. The service sends the lock, the insert and the
+ * head's read as one pipeline, so its insert also runs when the lock found the row: case (a)
+ * runs it there too. */
+static const char tpl_head_lock[] = "SELECT head_id IS NOT NULL FROM rowlock.topic_heads "
+                                    "WHERE topic_id = {t} AND key = $1 FOR UPDATE";
+static const char tpl_head_touch[] =
+    "UPDATE rowlock.topic_heads SET updated_at = now() WHERE topic_id = {t} AND key = $1";
+static const char tpl_head_insert[] = "INSERT INTO rowlock.topic_heads (topic_id, key) "
+                                      "VALUES ({t}, $1) ON CONFLICT (topic_id, key) DO NOTHING "
+                                      "RETURNING key";
 static const char tpl_janitor[] =
-    "DELETE FROM {h} WHERE key IN ("
-    "  SELECT key FROM {h} WHERE head_id IS NULL "
+    "DELETE FROM rowlock.topic_heads WHERE topic_id = {t} AND key IN ("
+    "  SELECT key FROM rowlock.topic_heads WHERE topic_id = {t} AND head_id IS NULL "
     "  AND updated_at < now() - make_interval(secs => $1::double precision) "
     "  ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) "
     "AND head_id IS NULL";
@@ -47,17 +51,15 @@ static struct th_service e2e; /* case (d): its own database, janitor every 100 m
 
 /* A topic's statements, expanded. */
 struct topic_sql {
-    char heads[96];
+    char heads[32]; /* the topic id */
     char lock[512], touch[256], insert[256], janitor[512];
 };
 
-static void expand(const char *tpl, const char *heads, const char *msgs, char *out, size_t size)
+static void expand(const char *tpl, const char *topic, char *out, size_t size)
 {
     size_t o = 0;
     for (const char *p = tpl; *p; p++) {
-        const char *add = p[0] == '{' && p[1] == 'h' && p[2] == '}'   ? heads
-                          : p[0] == '{' && p[1] == 'm' && p[2] == '}' ? msgs
-                                                                      : NULL;
+        const char *add = p[0] == '{' && p[1] == 't' && p[2] == '}' ? topic : NULL;
         size_t n = add ? strlen(add) : 1;
         assert_true(o + n < size);
         memcpy(out + o, add ? add : p, n);
@@ -86,14 +88,12 @@ static void topic_create(PGconn *c, const char *topic, struct topic_sql *s)
     PGresult *r = PQexecParams(c, "SELECT id FROM rowlock.topics WHERE name = $1", 1, NULL, params,
                                NULL, NULL, 0);
     assert_int_equal(PQntuples(r), 1);
-    char msgs[96];
-    snprintf(s->heads, sizeof(s->heads), "rowlock.\"compaction_head_%s\"", PQgetvalue(r, 0, 0));
-    snprintf(msgs, sizeof(msgs), "rowlock.\"messages_%s\"", PQgetvalue(r, 0, 0));
+    snprintf(s->heads, sizeof(s->heads), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
-    expand(tpl_head_lock, s->heads, msgs, s->lock, sizeof(s->lock));
-    expand(tpl_head_touch, s->heads, msgs, s->touch, sizeof(s->touch));
-    expand(tpl_head_insert, s->heads, msgs, s->insert, sizeof(s->insert));
-    expand(tpl_janitor, s->heads, msgs, s->janitor, sizeof(s->janitor));
+    expand(tpl_head_lock, s->heads, s->lock, sizeof(s->lock));
+    expand(tpl_head_touch, s->heads, s->touch, sizeof(s->touch));
+    expand(tpl_head_insert, s->heads, s->insert, sizeof(s->insert));
+    expand(tpl_janitor, s->heads, s->janitor, sizeof(s->janitor));
 }
 
 /* A session with a statement timeout, so that a wrong interleaving fails instead of hanging. */
@@ -190,7 +190,8 @@ static int row_of(PGconn *c, const struct topic_sql *s, const char *key, int *he
     char sql[256];
     snprintf(sql, sizeof(sql),
              "SELECT head_id IS NULL AND schema_version IS NULL AND compaction_rank IS NULL, "
-             "created_at::text, updated_at::text FROM %s WHERE key = $1",
+             "created_at::text, updated_at::text FROM rowlock.topic_heads "
+             "WHERE topic_id = %s AND key = $1",
              s->heads);
     PGresult *r = run(c, sql, key, NULL);
     int present = PQntuples(r) == 1;
@@ -373,13 +374,13 @@ static void patch(int port, const char *key, const char *body, int produced)
     th_response_free(&r);
 }
 
-/* Headless rows (every head column null) of key in the head table heads. */
+/* Headless rows (every head column null) of key of the topic whose id is heads. */
 static int headless_rows(PGconn *c, const char *heads, const char *key)
 {
     char sql[256];
     snprintf(sql, sizeof(sql),
-             "SELECT 1 FROM %s WHERE key = $1 AND head_id IS NULL AND schema_version IS NULL "
-             "AND compaction_rank IS NULL",
+             "SELECT 1 FROM rowlock.topic_heads WHERE topic_id = %s AND key = $1 "
+             "AND head_id IS NULL AND schema_version IS NULL AND compaction_rank IS NULL",
              heads);
     return run_count(c, sql, key, NULL);
 }
@@ -447,8 +448,8 @@ static void headless_row_is_hidden_counted_and_expired_by_the_janitor(void **sta
 
     PGconn *c = th_pg(url);
     PGresult *r = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
-    char heads[96];
-    snprintf(heads, sizeof(heads), "rowlock.\"compaction_head_%s\"", PQgetvalue(r, 0, 0));
+    char heads[32]; /* the topic id */
+    snprintf(heads, sizeof(heads), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     assert_int_equal(headless_rows(c, heads, "ghost"), 1);
     assert_hidden_but_counted(port);

@@ -221,7 +221,7 @@ static int64_t sql_take_offset(PGconn *c, const struct race *rc, const char *key
 {
     char sql[256], off[24];
     PQclear(PQexec(c, "BEGIN"));
-    snprintf(sql, sizeof(sql), "SELECT nextval('rowlock.messages_%" PRId64 "_offset')", rc->id);
+    snprintf(sql, sizeof(sql), "SELECT nextval('rowlock.topic_offsets_%" PRId64 "')", rc->id);
     PGresult *r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         fprintf(stderr, "nextval: %s", PQresultErrorMessage(r));
@@ -232,8 +232,8 @@ static int64_t sql_take_offset(PGconn *c, const struct race *rc, const char *key
     snprintf(off, sizeof(off), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     snprintf(sql, sizeof(sql),
-             "INSERT INTO rowlock.messages_%" PRId64
-             " (\"offset\", key, value, schema_version, rank) VALUES ($1, $2, '1', 1, $1)",
+             "INSERT INTO rowlock.topic_messages (topic_id, \"offset\", key, value, "
+             "schema_version, rank) VALUES (%" PRId64 ", $1, $2, '1', 1, $1)",
              rc->id);
     const char *params[] = {off, key};
     r = PQexecParams(c, sql, 2, NULL, params, NULL, NULL, 0);
@@ -323,8 +323,8 @@ static int naive_read(PGconn *c, const struct race *rc, int64_t *after, struct o
 {
     char sql[256], a[24];
     snprintf(sql, sizeof(sql),
-             "SELECT \"offset\" FROM rowlock.messages_%" PRId64
-             " WHERE \"offset\" > $1 AND NOT hole ORDER BY \"offset\" LIMIT %d",
+             "SELECT \"offset\" FROM rowlock.topic_messages WHERE topic_id = %" PRId64
+             " AND \"offset\" > $1 AND NOT hole ORDER BY \"offset\" LIMIT %d",
              rc->id, READ_LIMIT);
     snprintf(a, sizeof(a), "%" PRId64, *after);
     const char *params[] = {a};
@@ -597,8 +597,8 @@ static void rolled_back_offset_is_a_hole_that_never_stalls_readers(void **state)
     /* the hole is a marker in the log, not a message */
     char sql[160];
     snprintf(sql, sizeof(sql),
-             "SELECT hole, key IS NULL FROM rowlock.messages_%" PRId64
-             " WHERE \"offset\" = %" PRId64,
+             "SELECT hole, key IS NULL FROM rowlock.topic_messages WHERE topic_id = %" PRId64
+             " AND \"offset\" = %" PRId64,
              rc.id, m);
     PGresult *r = th_sql(c, sql);
     assert_int_equal(PQntuples(r), 1);
@@ -618,7 +618,7 @@ static void offset_taken_but_not_inserted_becomes_a_hole_the_late_insert_cannot_
     PGconn *c = th_pg(th_svc_dburl);
     char sql[256];
     PQclear(th_sql(c, "BEGIN"));
-    snprintf(sql, sizeof(sql), "SELECT nextval('rowlock.messages_%" PRId64 "_offset')", rc.id);
+    snprintf(sql, sizeof(sql), "SELECT nextval('rowlock.topic_offsets_%" PRId64 "')", rc.id);
     PGresult *r = th_sql(c, sql);
     int64_t k = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
@@ -632,9 +632,8 @@ static void offset_taken_but_not_inserted_becomes_a_hole_the_late_insert_cannot_
     assert_int_equal(next, k + 1);
 
     snprintf(sql, sizeof(sql),
-             "INSERT INTO rowlock.messages_%" PRId64
-             " (\"offset\", key, value, schema_version, rank) VALUES (%" PRId64
-             ", 'late', '1', 1, %" PRId64 ")",
+             "INSERT INTO rowlock.topic_messages (topic_id, \"offset\", key, value, "
+             "schema_version, rank) VALUES (%" PRId64 ", %" PRId64 ", 'late', '1', 1, %" PRId64 ")",
              rc.id, k, k);
     r = PQexec(c, sql);
     assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);

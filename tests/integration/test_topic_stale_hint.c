@@ -112,7 +112,9 @@ static void recreated_topic_gets_the_write(void **state)
     head_value(&a, "k", "{\"new\":1}"); /* nothing of the old topic's head */
     head_value(&b, "k", "{\"new\":1}");
     char q[160];
-    snprintf(q, sizeof(q), "SELECT count(*) FROM rowlock.\"messages_%lld\" WHERE NOT hole", second);
+    snprintf(q, sizeof(q),
+             "SELECT count(*) FROM rowlock.topic_messages WHERE topic_id = %lld AND NOT hole",
+             second);
     assert_int_equal(count(q), 1);
     /* and A keeps writing there, hinted afresh */
     patch(&a, "/topics/t/keys/k/head", "{\"new\":2}", 200, NULL);
@@ -128,8 +130,11 @@ static void deleted_topic_is_not_found(void **state)
     th_response_free(&r);
     patch(&a, "/topics/t/keys/gone/head", "{\"x\":2}", 404, "topic_not_found");
     assert_int_equal(count("SELECT count(*) FROM rowlock.topics"), 0);
-    assert_int_equal(count("SELECT count(*) FROM pg_tables WHERE schemaname = 'rowlock' AND "
-                           "tablename LIKE 'compaction_head_%'"),
+    /* nothing of it is left: no head row of any topic, no offset sequence */
+    assert_int_equal(count("SELECT count(*) FROM rowlock.topic_heads"), 0);
+    assert_int_equal(count("SELECT count(*) FROM pg_class c JOIN pg_namespace n "
+                           "ON n.oid = c.relnamespace WHERE nspname = 'rowlock' AND "
+                           "relname LIKE 'topic_offsets_%'"),
                      0);
 }
 
@@ -141,7 +146,7 @@ static void unknown_producer_on_a_hinted_topic_writes_nothing(void **state)
     patch(&a, "/topics/t/keys/fresh/head?producer=nobody", "{\"x\":1}", 404, "producer_not_found");
     char q[160];
     snprintf(q, sizeof(q),
-             "SELECT count(*) FROM rowlock.\"compaction_head_%lld\" WHERE key = 'fresh'",
+             "SELECT count(*) FROM rowlock.topic_heads WHERE topic_id = %lld AND key = 'fresh'",
              topic_id());
     assert_int_equal(count(q), 0); /* not even a headless row */
 }
