@@ -1,15 +1,20 @@
 /* THE UPGRADE TEST. A database is filled through the previous release's binary (built from the
  * commit named in db/schema/released/6/RELEASE; its path in ROWLOCK_TEST_PREV_BINARY, which
- * deploy/local.sh test sets): topics with heads, a headless row and a tombstone, a log follower's
- * `next`; a queue with a pending job, a processing one under a live lease, a failed and a
- * succeeded one with two attempts each; ledgers with objects, a tombstone, events, a checkpoint
- * and a horizon. This build then migrates it (--migrate-only): every row of every table is
- * unchanged and every migration is recorded once, in order. Then this build serves it: the lease
- * taken before is completed with its fence, the follower continues from its `next`, a
+ * deploy/local.sh test sets): two topics with heads, a headless row, a tombstone, a hole (an
+ * offset whose produce rolled back, recorded by a reader), a producer's sequenced messages and a
+ * log follower's `next`; a queue with a pending job, a processing one under a live lease, a
+ * failed and a succeeded one with two attempts each; ledgers with objects, a tombstone, events, a
+ * checkpoint and a horizon. This build then migrates it (--migrate-only): every row of every
+ * table is unchanged, every topic's log, heads and offset sequence are in the shared tables of
+ * migration 12 exactly as they were in its generated tables (which are gone), and every
+ * migration is recorded once, in order. Then this build serves it: the lease taken before is
+ * completed with its fence, the follower continues from its `next`, offsets go on after the
+ * last one drawn before (none is reused), a sequence sent before is still a duplicate, a
  * checkpoint replay applies nothing twice, and a consumer cursor (migration 8) is created on the
- * old topic, read from and committed; rowlock.jobs has migration 9's fillfactor. Last, the previous
- * release still starts on the migrated database and serves it (the expand rule): deleting a topic
- * there takes its consumers along. This build finds it current after. */
+ * old topic, read from and committed; rowlock.jobs has migration 9's fillfactor. Last, the
+ * previous release refuses the migrated database (migration 12 is a contract step: serves_from
+ * 12), and this build finds it current. A second case starts from a database as a build of
+ * schema version 11 left it, with consumers, and migrates only migration 12 over it. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,14 +31,16 @@
 
 /* What the filling left for the checks after the upgrade. */
 struct filled {
-    json_int_t log_next;    /* the follower's position */
-    json_int_t live_job;    /* the job under a live lease */
-    json_int_t live_fence;  /* its fence */
-    json_int_t pending_job; /* the job nobody claimed */
-    json_int_t done_job;    /* succeeded after a failed attempt */
-    json_int_t failed_job;  /* failed twice: out of attempts */
-    json_int_t events;      /* events of ledger l */
-    json_int_t horizon;     /* of ledger h */
+    json_int_t log_next;     /* the follower's position: topic t's last offset */
+    json_int_t log_messages; /* the messages of t's log (its hole left out) */
+    json_int_t seq2_offset;  /* the offset of producer p's sequence 2 */
+    json_int_t live_job;     /* the job under a live lease */
+    json_int_t live_fence;   /* its fence */
+    json_int_t pending_job;  /* the job nobody claimed */
+    json_int_t done_job;     /* succeeded after a failed attempt */
+    json_int_t failed_job;   /* failed twice: out of attempts */
+    json_int_t events;       /* events of ledger l */
+    json_int_t horizon;      /* of ledger h */
 };
 
 static const char *prev_binary(void)
@@ -99,16 +106,41 @@ static json_int_t job_through(int port, const char *steps, json_int_t *fence)
     return id;
 }
 
-static void fill_topics(int port, struct filled *f)
+/* Draws the next offset of the released topic named name and rolls back, as a produce that
+ * failed does: the offset is a gap until a reader records it as a hole. */
+static void roll_back_offset(const char *url, const char *name)
+{
+    PGconn *c = th_pg(url);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT nextval(format('rowlock.%%I', 'messages_' || id || '_offset')) "
+             "FROM rowlock.topics WHERE name = '%s'",
+             name);
+    PQclear(th_sql(c, "BEGIN"));
+    PQclear(th_sql(c, sql));
+    PQclear(th_sql(c, "ROLLBACK"));
+    PQfinish(c);
+}
+
+static void fill_topics(int port, const char *url, struct filled *f)
 {
     json_decref(th_call(port, "PUT", "/topics/t", "{\"headless_ttl_seconds\":86400}", 201));
+    json_decref(th_call(port, "PUT", "/topics/t/producers/p", "{\"schema_version\":2}", 201));
     json_decref(th_call(port, "POST", "/topics/t/messages",
                         "{\"messages\":[{\"key\":\"a\",\"value\":{\"v\":1}},"
                         "{\"key\":\"b\",\"value\":{\"v\":1}},{\"key\":\"c\",\"value\":[1]}]}",
                         201));
+    roll_back_offset(url, "t"); /* offset 4 */
     json_decref(
         th_call(port, "POST", "/topics/t/messages", "{\"key\":\"a\",\"value\":{\"v\":2}}", 201));
+    json_decref(th_call(port, "POST", "/topics/t/messages",
+                        "{\"producer\":\"p\",\"messages\":[{\"key\":\"s\",\"value\":1,"
+                        "\"sequence\":1},{\"key\":\"s\",\"value\":2,\"sequence\":2}]}",
+                        201));
     json_decref(th_call(port, "DELETE", "/topics/t/keys/b/head", NULL, 200)); /* a tombstone */
+    json_decref(th_call(port, "PUT", "/topics/u", "{}", 201)); /* offsets of its own */
+    json_decref(th_call(port, "POST", "/topics/u/messages", "{\"key\":\"x\",\"value\":1}", 201));
+    json_decref(th_call(port, "POST", "/topics/u/messages", "{\"key\":\"x\",\"value\":2}", 201));
     /* a conditional write that fails still locks the new key: a headless row */
     static const char *const if_match[] = {"Content-Type: application/json", "If-Match: \"999\"",
                                            NULL};
@@ -119,10 +151,24 @@ static void fill_topics(int port, struct filled *f)
     json_t *t = th_get_json(port, "/topics/t");
     assert_int_equal(int_at(json_object_get(t, "counts"), "headless_rows"), 1);
     json_decref(t);
+    /* the read records the rolled back offset as a hole */
     json_t *page = th_get_json(port, "/topics/t/messages?after=0&limit=100");
-    assert_int_equal(json_array_size(json_object_get(page, "messages")), 5);
+    json_t *msgs = json_object_get(page, "messages");
+    f->log_messages = (json_int_t)json_array_size(msgs);
+    assert_int_equal(f->log_messages, 7);
+    f->seq2_offset = int_at(json_array_get(msgs, 5), "offset");
+    assert_int_equal(f->seq2_offset, 7);
     f->log_next = int_at(page, "next");
+    assert_int_equal(f->log_next, 8);
     json_decref(page);
+    PGconn *c = th_pg(url);
+    PGresult *id = th_sql(c, "SELECT id FROM rowlock.topics WHERE name = 't'");
+    char sql[128];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.messages_%s WHERE hole",
+             PQgetvalue(id, 0, 0));
+    PQclear(id);
+    assert_int_equal(tsf_int(c, sql), 1);
+    PQfinish(c);
 }
 
 static void fill_queues(int port, struct filled *f)
@@ -179,7 +225,8 @@ static void fill_ledgers(int port, struct filled *f)
 
 /* The tables of the rowlock schemas but rowlock.migrations, each with its columns: the shape
  * the snapshots compare (taken before the upgrade, so that what migrations add is left out and
- * checked on its own). */
+ * checked on its own). Left out too: the version row (check_migration_12 reads it) and the
+ * topics' generated tables, compared with the shared tables by topic_rows. */
 static json_t *shape(PGconn *c)
 {
     return th_sql_rows(
@@ -187,8 +234,50 @@ static json_t *shape(PGconn *c)
            "string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_tables t "
            "JOIN pg_attribute a ON a.attrelid = (quote_ident(t.schemaname) || '.' || "
            "quote_ident(t.tablename))::regclass AND a.attnum > 0 AND NOT a.attisdropped "
-           "WHERE t.schemaname LIKE 'rowlock%' AND t.tablename <> 'migrations' "
+           "WHERE t.schemaname LIKE 'rowlock%' "
+           "AND t.tablename NOT IN ('migrations', 'schema_version') "
+           "AND t.tablename !~ '^(messages|compaction_head)_[0-9]+$' "
            "GROUP BY 1 ORDER BY 1");
+}
+
+/* Every topic's log, heads and offset sequence, as text: from its generated tables in the
+ * released layout (released 1), from the shared tables and rowlock.topic_offsets_<id> after
+ * migration 12 (the generated tables are left out of shape). */
+static char *topic_rows(PGconn *c, int released)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    PGresult *ids = th_sql(c, "SELECT id FROM rowlock.topics ORDER BY id");
+    for (int i = 0; i < PQntuples(ids); i++) {
+        const char *id = PQgetvalue(ids, i, 0);
+        char msgs[128], heads[128], seq[128], sql[1024];
+        snprintf(msgs, sizeof(msgs),
+                 released ? "rowlock.messages_%s" : "rowlock.topic_messages WHERE topic_id = %s",
+                 id);
+        snprintf(heads, sizeof(heads),
+                 released ? "rowlock.compaction_head_%s"
+                          : "rowlock.topic_heads WHERE topic_id = %s",
+                 id);
+        snprintf(seq, sizeof(seq),
+                 released ? "rowlock.messages_%s_offset" : "rowlock.topic_offsets_%s", id);
+        snprintf(sql, sizeof(sql),
+                 "SELECT (SELECT coalesce(json_agg(x ORDER BY x.\"offset\")::text, '[]') FROM "
+                 "(SELECT \"offset\", hole, key, value, producer, sequence, schema_version, rank, "
+                 "created_at FROM %s) x), "
+                 "(SELECT coalesce(json_agg(y ORDER BY y.key)::text, '[]') FROM "
+                 "(SELECT key, head_id, schema_version, compaction_rank, created_at, updated_at "
+                 "FROM %s) y), "
+                 "(SELECT last_value || ' ' || is_called FROM %s)",
+                 msgs, heads, seq);
+        PGresult *r = th_sql(c, sql);
+        fprintf(f, "topic %s\nlog: %s\nheads: %s\nsequence: %s\n", id, PQgetvalue(r, 0, 0),
+                PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+        PQclear(r);
+    }
+    PQclear(ids);
+    fclose(f);
+    return out;
 }
 
 /* Every row of every table of shape (its columns only), as text. */
@@ -236,6 +325,22 @@ static void check_migration_9_added(PGconn *c)
     assert_true(tsf_int(c, "SELECT count(*) FROM rowlock.jobs") > 0);
 }
 
+/* What migration 12 did: no generated table of a topic is left; each topic has its sequence;
+ * the database serves builds of schema 12 on. */
+static void check_migration_12(PGconn *c)
+{
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_class c JOIN pg_namespace n "
+                                "ON n.oid = c.relnamespace WHERE nspname = 'rowlock' "
+                                "AND relname ~ '^(messages|compaction_head)_[0-9]+'"),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topics "
+                                "WHERE to_regclass('rowlock.topic_offsets_' || id) IS NULL"),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT serves_from FROM rowlock.migrations WHERE number = 12"),
+                     12);
+    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 12);
+}
+
 /* A consumer cursor on the topic the previous release filled: created at the beginning, it
  * reads the old log from its start, commits, and reads on from there. */
 static void check_consumer_after(int port, const struct filled *f)
@@ -246,7 +351,7 @@ static void check_consumer_after(int port, const struct filled *f)
     assert_int_equal(int_at(c, "lag_messages"), f->log_next + 1); /* and d, produced since */
     json_decref(c);
     json_t *page = th_get_json(port, "/topics/t/messages?consumer=old-log&limit=100");
-    assert_int_equal(json_array_size(json_object_get(page, "messages")), 6);
+    assert_int_equal(json_array_size(json_object_get(page, "messages")), f->log_messages + 1);
     json_int_t next = int_at(page, "next");
     json_decref(page);
     char body[128];
@@ -285,10 +390,30 @@ static void check_queue_after(int port, const struct filled *f)
     }
 }
 
+/* Offsets go on after the last one drawn before the upgrade, in each topic; a sequence used
+ * before is still a duplicate. */
+static void check_offsets_after(int port, const struct filled *f)
+{
+    json_t *r =
+        th_call(port, "POST", "/topics/t/messages", "{\"key\":\"d\",\"value\":{\"new\":1}}", 201);
+    assert_int_equal(int_at(r, "offset"), f->log_next + 1);
+    json_decref(r);
+    r = th_call(port, "POST", "/topics/u/messages", "{\"key\":\"x\",\"value\":3}", 201);
+    assert_int_equal(int_at(r, "offset"), 3);
+    json_decref(r);
+    r = th_call(port, "POST", "/topics/t/messages",
+                "{\"producer\":\"p\",\"key\":\"s\",\"value\":9,\"sequence\":2}", 200);
+    assert_string_equal(json_string_value(json_object_get(r, "head")), "duplicate");
+    assert_int_equal(int_at(r, "offset"), f->seq2_offset);
+    json_decref(r);
+    json_t *t = th_get_json(port, "/topics/t");
+    assert_int_equal(int_at(json_object_get(t, "counts"), "headless_rows"), 1);
+    json_decref(t);
+}
+
 static void check_topic_and_ledger_after(int port, const struct filled *f)
 {
-    json_decref(
-        th_call(port, "POST", "/topics/t/messages", "{\"key\":\"d\",\"value\":{\"new\":1}}", 201));
+    check_offsets_after(port, f);
     char path[128];
     snprintf(path, sizeof(path), "/topics/t/messages?after=%" JSON_INTEGER_FORMAT, f->log_next);
     json_t *page = th_get_json(port, path);
@@ -319,17 +444,41 @@ static void check_topic_and_ledger_after(int port, const struct filled *f)
     json_decref(h);
 }
 
+/* Migrates the database at url with this build (--migrate-only), checking that every row of
+ * every table and every topic's log, heads and sequence are as they were. */
+static void migrate_keeping_every_row(PGconn *c, const char *url, const char *logged)
+{
+    static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
+    struct th_service svc;
+    json_t *tables = shape(c);
+    char *before = snapshot(c, tables), *topics_before = topic_rows(c, 1);
+    assert_non_null(strstr(topics_before, "\"hole\":true"));
+    assert_int_equal(th_service_start(&svc, url, migrate_only), -1);
+    assert_int_equal(svc.exit_code, 0);
+    assert_true(th_service_logged(&svc, logged));
+    tsf_assert_all_recorded(c);
+    char *after = snapshot(c, tables), *topics_after = topic_rows(c, 0);
+    assert_string_equal(before, after);
+    assert_string_equal(topics_before, topics_after);
+    free(before);
+    free(after);
+    free(topics_before);
+    free(topics_after);
+    json_decref(tables);
+    check_migration_12(c);
+}
+
 static void upgrade_keeps_every_row_and_behaviour(void **state)
 {
+    (void)state;
     const char *prev = prev_binary();
     static const char *const fast_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
-    static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
     char url[1024];
     assert_int_equal(th_db_create("upgrade", url, sizeof(url)), 0);
     struct th_service svc;
     struct filled f;
     assert_int_equal(start_prev(&svc, prev, url, fast_janitor), 0);
-    fill_topics(svc.port, &f);
+    fill_topics(svc.port, url, &f);
     fill_queues(svc.port, &f);
     fill_ledgers(svc.port, &f);
     assert_int_equal(th_service_stop(&svc), 0);
@@ -337,17 +486,7 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
     PGconn *c = th_pg(url);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_tables WHERE tablename = 'migrations'"),
                      0); /* really a database of the release before migrations */
-    json_t *tables = shape(c);
-    char *before = snapshot(c, tables);
-    assert_int_equal(th_service_start(&svc, url, migrate_only), -1);
-    assert_int_equal(svc.exit_code, 0);
-    assert_true(th_service_logged(&svc, "database from the release before migrations adopted"));
-    tsf_assert_all_recorded(c);
-    char *after = snapshot(c, tables);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
-    json_decref(tables);
+    migrate_keeping_every_row(c, url, "database from the release before migrations adopted");
     check_migration_8_added(c);
     check_migration_9_added(c);
 
@@ -356,18 +495,25 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
     check_queue_after(svc.port, &f);
     check_topic_and_ledger_after(svc.port, &f);
     check_consumer_after(svc.port, &f);
+    /* a topic's DELETE takes its rows, consumers and sequence along */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topic_consumers"), 2);
+    long t2 = tsf_int(c, "SELECT id FROM rowlock.topics WHERE name = 't2'");
+    json_decref(
+        th_call(svc.port, "POST", "/topics/t2/messages", "{\"key\":\"k\",\"value\":1}", 201));
+    json_decref(th_call(svc.port, "DELETE", "/topics/t2", NULL, 200));
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topic_consumers"), 1);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT (SELECT count(*) FROM rowlock.topic_messages WHERE topic_id = %ld) + "
+             "(SELECT count(*) FROM rowlock.topic_heads WHERE topic_id = %ld) + "
+             "(SELECT count(*) FROM pg_class WHERE relname = 'topic_offsets_%ld')",
+             t2, t2, t2);
+    assert_int_equal(tsf_int(c, sql), 0);
     assert_int_equal(th_service_stop(&svc), 0);
 
-    /* rolling upgrade: the previous release still starts on the migrated database and serves */
-    assert_int_equal(start_prev(&svc, prev, url, NULL), 0);
-    json_t *head = th_get_json(svc.port, "/topics/t/keys/d/head");
-    json_decref(head);
-    json_decref(
-        th_call(svc.port, "POST", "/topics/t/messages", "{\"key\":\"e\",\"value\":1}", 201));
-    json_decref(th_call(svc.port, "POST", "/queues/q/jobs", "{\"payload\":{\"n\":3}}", 201));
-    json_decref(th_call(svc.port, "DELETE", "/topics/t2", NULL, 200)); /* its consumer goes too */
-    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.topic_consumers"), 1);
-    assert_int_equal(th_service_stop(&svc), 0);
+    /* a contract step: the previous release, which reads the generated tables, refuses it */
+    assert_int_equal(start_prev(&svc, prev, url, NULL), -1);
+    assert_true(th_service_logged(&svc, "incompatible database schema"));
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     assert_true(th_service_logged(&svc, "schema current"));
     assert_int_equal(th_service_stop(&svc), 0);
@@ -375,10 +521,65 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
     PQfinish(c);
 }
 
+/* A database as a build of schema version 11 served it, topics with consumers among them:
+ * migration 12 alone moves the logs, and every consumer goes on where it was. */
+static void upgrade_from_11_keeps_consumers(void **state)
+{
+    (void)state;
+    const char *prev = prev_binary();
+    char url[1024];
+    assert_int_equal(th_db_create("upgrade11", url, sizeof(url)), 0);
+    struct th_service svc;
+    struct filled f;
+    assert_int_equal(start_prev(&svc, prev, url, NULL), 0);
+    fill_topics(svc.port, url, &f);
+    assert_int_equal(th_service_stop(&svc), 0);
+    PGconn *c = th_pg(url);
+    tsf_migrate_to_11(c);
+    /* consumers as the build of version 11 commits them: at 5 (after a, the hole and a's
+     * second message), at the start, and at u's end */
+    PQclear(th_sql(c, "INSERT INTO rowlock.topic_consumers (topic_id, name, \"offset\") "
+                      "SELECT id, 'mid', 5 FROM rowlock.topics WHERE name = 't' UNION ALL "
+                      "SELECT id, 'start', 0 FROM rowlock.topics WHERE name = 't' UNION ALL "
+                      "SELECT id, 'all', 2 FROM rowlock.topics WHERE name = 'u'"));
+    migrate_keeping_every_row(c, url, "schema migrated");
+
+    assert_int_equal(th_service_start(&svc, url, NULL), 0);
+    json_t *mid = th_get_json(svc.port, "/topics/t/consumers/mid");
+    assert_int_equal(int_at(mid, "offset"), 5);
+    assert_int_equal(int_at(mid, "lag_messages"), f.log_next - 5);
+    json_decref(mid);
+    json_t *page = th_get_json(svc.port, "/topics/t/messages?consumer=mid&limit=100");
+    json_t *msgs = json_object_get(page, "messages");
+    assert_int_equal(json_array_size(msgs), f.log_next - 5); /* 6, 7, 8: no hole after 5 */
+    assert_int_equal(int_at(json_array_get(msgs, 0), "offset"), 6);
+    assert_int_equal(int_at(page, "next"), f.log_next);
+    json_decref(page);
+    page = th_get_json(svc.port, "/topics/t/messages?consumer=start&limit=100");
+    assert_int_equal(json_array_size(json_object_get(page, "messages")), f.log_messages);
+    json_decref(page);
+    json_t *all = th_get_json(svc.port, "/topics/u/consumers/all");
+    assert_int_equal(int_at(all, "lag_messages"), 0);
+    json_decref(all);
+    check_offsets_after(svc.port, &f);
+    all = th_get_json(svc.port, "/topics/u/consumers/all");
+    assert_int_equal(int_at(all, "lag_messages"), 1);
+    json_decref(all);
+    char body[128];
+    snprintf(body, sizeof(body), "{\"offset\":%" JSON_INTEGER_FORMAT ",\"expect\":5}",
+             f.log_next + 1);
+    json_t *r = th_call(svc.port, "POST", "/topics/t/consumers/mid/commit", body, 200);
+    assert_int_equal(int_at(r, "lag_messages"), 0);
+    json_decref(r);
+    assert_int_equal(th_service_stop(&svc), 0);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgrade_keeps_every_row_and_behaviour),
+        cmocka_unit_test(upgrade_from_11_keeps_consumers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
