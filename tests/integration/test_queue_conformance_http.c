@@ -16,6 +16,9 @@
 
 #include "harness.h"
 #include "queue_conformance.h"
+#ifdef CONFORMANCE_PREVIOUS_RELEASE
+#include "schema_fixture.h"
+#endif
 
 struct http_ctx {
     int port;
@@ -220,24 +223,27 @@ static enum qc_outcome h_get_job(void *ctx, const char *queue, int64_t job_id, s
 }
 
 #ifdef CONFORMANCE_PREVIOUS_RELEASE
-/* The rolling-upgrade proof (README, Upgrading): this build migrates a fresh database
- * (--migrate-only), then the previous release's binary (ROWLOCK_TEST_PREV_BINARY, built by
- * deploy/local.sh test from the commit in db/schema/released/) serves it. 0, or -1 after
+/* The rolling-upgrade proof (README, Upgrading): a database of the released schema gets every
+ * expand migration (7 to 11, as a build of schema version 11 applied them), then the previous
+ * release's binary (ROWLOCK_TEST_PREV_BINARY, built by deploy/local.sh test from the commit in
+ * db/schema/released/) serves it. Migration 12 is a contract step (serves_from 12): the
+ * previous release refuses a database past it (test_upgrade_from_released). 0, or -1 after
  * saying why. */
 static int start_service(struct th_service *svc, char *dburl, size_t size)
 {
-    static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
     const char *prev = getenv("ROWLOCK_TEST_PREV_BINARY");
     if (prev == NULL || prev[0] == '\0') {
         fprintf(stderr, "ROWLOCK_TEST_PREV_BINARY is not set to the previous release's binary: "
                         "deploy/local.sh test builds it into build-prev/\n");
         return -1;
     }
-    if (th_db_create("qconf_prev", dburl, size) != 0 ||
-        th_service_start(svc, dburl, migrate_only) != -1 || svc->exit_code != 0) {
-        fprintf(stderr, "this build did not migrate the database (--migrate-only)\n");
+    if (tsf_create_released("qconf_prev", dburl, size) != 0) {
+        fprintf(stderr, "cannot create the database of the released schema\n");
         return -1;
     }
+    PGconn *c = th_pg(dburl);
+    tsf_migrate_to_11(c);
+    PQfinish(c);
     return th_service_start_binary(svc, prev, dburl, NULL);
 }
 #else
