@@ -24,7 +24,9 @@
 # TOPICS (default 10000), LEDGERS (default 1000), QUEUES (default 1000), DURATION (seconds of a
 # throughput run, default 10), WARMUP (default DURATION), IDLE_S (seconds of the idle sample,
 # default 20), CONNECTIONS (wrk connections, default 4), POOL (ROWLOCK_POOL_SIZE, default 16),
-# OPS (default "produce patch enqueue claim"), BUILD_DIR (default build), ROWLOCK_* settings
+# OPS (default "produce patch enqueue claim"), ROUNDS (default 1: with more, each operation is
+# measured that many times on one resource and on a random one, alternating, every figure
+# reported), BUILD_DIR (default build), ROWLOCK_* settings
 # pass through to both processes (e.g. ROWLOCK_DB_STATEMENT_CACHE, ROWLOCK_JANITOR_INTERVAL_MS).
 # For a short run while developing: TOPICS=300 LEDGERS=30 QUEUES=30 DURATION=2 IDLE_S=6.
 # Benchmarks report, they do not assert: exit 0 whatever the figures.
@@ -43,6 +45,7 @@ readonly IDLE_S="${IDLE_S:-20}"
 readonly CONNECTIONS="${CONNECTIONS:-4}"
 readonly POOL="${POOL:-16}"
 readonly OPS="${OPS:-produce patch enqueue claim}"
+readonly ROUNDS="${ROUNDS:-1}"
 readonly BENCH_DB="${BENCH_DB:-rowlock_resources_bench}"
 readonly KEEP="${KEEP:-0}"
 
@@ -52,7 +55,7 @@ die() {
     exit 1
 }
 
-for v in TOPICS LEDGERS QUEUES DURATION WARMUP IDLE_S CONNECTIONS POOL; do
+for v in TOPICS LEDGERS QUEUES DURATION WARMUP IDLE_S CONNECTIONS POOL ROUNDS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
 done
 [[ $BENCH_DB =~ ^[a-z_][a-z0-9_]*$ ]] || die "BENCH_DB must be a plain lower-case name"
@@ -196,22 +199,32 @@ MANY[metrics]=$(scrape)
 log "idle transactions, two processes, ${IDLE_S}s"
 MANY[idle]=$(idle_xacts)
 
-log "throughput: ${WARMUP}s warm-up + ${DURATION}s each, $CONNECTIONS connections"
-for op in $OPS; do
-    ONE[$op]=$(rate "$op" 1)
-    log "$op on one resource: ${ONE[$op]}/s"
-done
-ONE[memory]=$(backend_memory)
-for op in $OPS; do
-    case $op in produce | patch) n=$TOPICS ;; *) n=$QUEUES ;; esac
-    MANY[$op]=$(rate "$op" "$n")
-    log "$op on a random one of $n: ${MANY[$op]}/s"
+log "throughput: ${WARMUP}s warm-up + ${DURATION}s each, $CONNECTIONS connections, $ROUNDS round(s)"
+# ratios ROUND: "a random one / one resource" of OP in each round, as " (0.91x, 0.88x)"
+ratios() {
+    local op=$1 r out=""
+    for ((r = 1; r <= ROUNDS; r++)); do
+        out+=$(awk -v a="${ONE[$op.$r]}" -v b="${MANY[$op.$r]}" 'BEGIN { if (a > 0) printf "%.2fx", b / a }')
+        [ "$r" = "$ROUNDS" ] || out+=", "
+    done
+    printf ' (%s)' "$out"
+}
+for ((r = 1; r <= ROUNDS; r++)); do
+    for op in $OPS; do
+        case $op in produce | patch) n=$TOPICS ;; *) n=$QUEUES ;; esac
+        ONE[$op.$r]=$(rate "$op" 1)
+        log "$op on one resource, round $r: ${ONE[$op.$r]}/s"
+        # before any random run
+        [ -n "${ONE[memory]:-}" ] || ONE[memory]=$(backend_memory)
+        MANY[$op.$r]=$(rate "$op" "$n")
+        log "$op on a random one of $n, round $r: ${MANY[$op.$r]}/s"
+        ONE[$op]+="${ONE[$op]:+ / }${ONE[$op.$r]}" MANY[$op]+="${MANY[$op]:+ / }${MANY[$op.$r]}"
+    done
 done
 MANY[memory]=$(backend_memory)
 # per-resource counters (messages produced per topic...) have grown with the random runs
 AFTER_METRICS=$(scrape)
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf " (%.2fx)", b / a }'; }
 printf '\n| what | 1 topic, ledger, queue | %s topics, %s ledgers, %s queues |\n|---|---|---|\n' \
     "$TOPICS" "$LEDGERS" "$QUEUES"
 printf '| relations in the rowlock schema | %s | %s |\n' "${ONE[relations]}" "${MANY[relations]}"
@@ -220,7 +233,7 @@ for kind in topics ledgers queues; do
 done
 for op in $OPS; do
     printf '| %s /s (one resource / a random one) | %s | %s%s |\n' "$op" "${ONE[$op]}" \
-        "${MANY[$op]}" "$(ratio "${ONE[$op]}" "${MANY[$op]}")"
+        "${MANY[$op]}" "$(ratios "$op")"
 done
 printf '| backend private memory (after the runs) | %s | %s |\n' "${ONE[memory]}" "${MANY[memory]}"
 printf '| idle transactions/s, two processes | %s | %s |\n' "${ONE[idle]}" "${MANY[idle]}"

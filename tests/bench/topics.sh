@@ -181,8 +181,8 @@ sql_file() { grep -v '^--' "$HERE/$1"; }
 # measure what rowlock does, and the ratio would mean nothing.
 check_sql() {
     local file c_name want have bad=0
-    for pair in resolve.sql:st_resolve head_lock.sql:sql_head_lock head_read.sql:sql_head_read \
-        head_insert.sql:sql_head_insert produce.sql:sql_produce; do
+    for pair in resolve.sql:st_resolve head_lock.sql:st_head_lock head_read.sql:st_head_read \
+        head_insert.sql:st_head_insert produce.sql:st_produce; do
         file=${pair%%:*} c_name=${pair#*:}
         want=$(c_sql "$c_name" | tr -d ' \t\n')
         have=$(sql_file "$file" | tr -d ' \t\n')
@@ -207,7 +207,8 @@ stmt() {
     printf '%s;\n' "$(bind "$text" "$@")"
 }
 
-# compose OP TOPIC_ID: the pgbench script of OP on the tables of topic TOPIC_ID.
+# compose OP TOPIC_ID: the pgbench script of OP on topic TOPIC_ID (its rows of the shared tables;
+# the topic id and its sequence are constants of the script, bound as rowlock binds them).
 # Variables: :client_id (pgbench's), :n (each client's transaction counter, from -D n=0), :k (a
 # key no other transaction uses: (client + 1) * 10^9 + n, sent as text), :topic, :sv (the
 # topic's default schema version: no producer), :hot (the hot key). A parameter rowlock binds as
@@ -223,11 +224,13 @@ stmt() {
 #   skipping the planning rowlock pays for);
 # - 100 messages: rowlock's statement goes to the generic plan after 5 executions; so do arrays
 #   built by sub-selects, estimated at 10 rows both ways.
-# $5 (the producer) is rowlock's NULL parameter as a NULL literal.
+# $5 (the producer) is rowlock's NULL parameter as a NULL literal; the produce's $7 and $8 (the
+# topic id and its sequence) and the locked read's $1 (the topic id) are literals.
 # shellcheck disable=SC2016 # '$1' and the like are the statements' parameters, not bash's
 compose() {
     local op=$1 id=$2 script
     local null1="'{NULL}'" nulls="ARRAY(SELECT NULL::bigint FROM generate_series(1, $BATCH))"
+    local t=("\$7" "$id" "\$8" "'rowlock.topic_offsets_$id'")
     script=$(
         printf '\\set n :n + 1\n\\set k (:client_id + 1) * 1000000000 + :n\n'
         printf '\\startpipeline\nBEGIN;\nSET LOCAL plan_cache_mode = force_generic_plan;\n'
@@ -237,44 +240,40 @@ compose() {
             printf '\\endpipeline\n\\startpipeline\n'
             stmt produce.sql '$1' "array_append('{}', :k)" \
                 '$2' "array_append('{}', '{\"n\":' || :n || '}')" \
-                '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv'
+                '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv' "${t[@]}"
             ;;
         produce-100)
             printf '\\endpipeline\n\\startpipeline\n'
             stmt produce.sql \
                 '$1' "ARRAY(SELECT :k || '-' || g FROM generate_series(1, $BATCH) g)" \
                 '$2' "ARRAY(SELECT '{\"n\":' || :n || '}' FROM generate_series(1, $BATCH))" \
-                '$3' "$nulls" '$4' "$nulls" '$5' 'NULL::text' '$6' ':sv'
+                '$3' "$nulls" '$4' "$nulls" '$5' 'NULL::text' '$6' ':sv' "${t[@]}"
             ;;
         patch-new)
-            stmt head_lock.sql '$1' ':k'
-            stmt head_insert.sql '$1' ':k'
-            stmt head_read.sql '$1' ':k'
+            stmt head_lock.sql '$1' "$id" '$2' ':k'
+            stmt head_insert.sql '$1' "$id" '$2' ':k'
+            stmt head_read.sql '$1' "$id" '$2' ':k'
             printf '\\endpipeline\n\\startpipeline\n'
             stmt produce.sql '$1' "array_append('{}', :k)" '$2' "array_append('{}', '{\"f\":1}')" \
-                '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv'
+                '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv' "${t[@]}"
             ;;
         patch-hot)
-            stmt head_lock.sql '$1' ':hot'
-            stmt head_insert.sql '$1' ':hot'
-            stmt head_read.sql '$1' ':hot'
+            stmt head_lock.sql '$1' "$id" '$2' ':hot'
+            stmt head_insert.sql '$1' "$id" '$2' ':hot'
+            stmt head_read.sql '$1' "$id" '$2' ':hot'
             printf '\\endpipeline\n\\startpipeline\n'
             stmt produce.sql '$1' "array_append('{}', :hot)" \
                 '$2' "array_append('{}', '{\"f\":' || :k || '}')" \
-                '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv'
+                '$3' "$null1" '$4' "$null1" '$5' 'NULL::text' '$6' ':sv' "${t[@]}"
             ;;
         esac
         printf 'COMMIT;\n\\endpipeline\n'
     )
-    # The topic's tables, named as db/topic_handles.c names them (PQescapeIdentifier quoting).
-    script=${script//'{m}'/"rowlock.\"messages_$id\""}
-    script=${script//'{h}'/"rowlock.\"compaction_head_$id\""}
-    script=${script//'{s}'/"rowlock.\"messages_${id}_offset\""}
     # pgbench takes every :name as a variable, even inside a string literal: the ':' of the
     # to_char formats become \x3A in an E'' literal, the same constant once parsed.
     script=${script//"'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"/"E'YYYY-MM-DD\"T\"HH24\\x3AMI\\x3ASS.US\"Z\"'"}
     local stray
-    stray=$(grep -oE '\$[0-9]+|\{[mhs]\}' <<<"$script" | sort -u | tr '\n' ' ' || true)
+    stray=$(grep -oE '\$[0-9]+' <<<"$script" | sort -u | tr '\n' ' ' || true)
     [ -z "$stray" ] || die "compose $op: unbound $stray"
     stray=$(grep -v '^\\set' <<<"$script" | grep -oE '(^|[^:]):[A-Za-z_][A-Za-z0-9_]*' |
         sed 's/^[^:]*://' | grep -vxE 'client_id|n|k|topic|sv|hot' | sort -u | tr '\n' ' ' || true)
@@ -293,7 +292,7 @@ readonly ROWLOCK_LOG="$WORK/rowlock.log"
 ROWLOCK_PID=""
 TOPICS=()
 
-# Drops the bench topics (their tables with them), as DELETE /topics/T would.
+# Drops the bench topics (their rows and sequences with them), as DELETE /topics/T would.
 drop_topics() {
     [ "${#TOPICS[@]}" -gt 0 ] && [ "$KEEP_TOPICS" != 1 ] || return 0
     local list
@@ -372,7 +371,7 @@ new_topic() {
 }
 
 # messages ID: the messages in topic ID's log (holes, offsets nothing committed at, excluded).
-messages() { sql "SELECT count(*) FROM rowlock.\"messages_$1\" WHERE NOT hole"; }
+messages() { sql "SELECT count(*) FROM rowlock.topic_messages WHERE topic_id = $1 AND NOT hole"; }
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
@@ -518,7 +517,27 @@ run_wrk produce-1 "$TOPIC" "$TOPIC_ID" 1 "$WARMUP_S" >/dev/null
 new_topic warmup pgbench
 run_pgbench produce-1 "$TOPIC" "$TOPIC_ID" 1 "$WARMUP_S" >/dev/null
 
-declare -A ROW PGB ROW_ID PGB_ID
+# counters: what PostgreSQL has counted on the topics' shared tables (pg_stat_user_tables),
+# tab-separated: head table index scans, inserts, updates; log table index scans, inserts. Every
+# topic's rows are in the same two tables, so a run's work is the difference over the run; a
+# backend reports its counts within a second of going idle (or when it ends), hence the pause.
+counters() {
+    sleep 1.5
+    sql "SELECT coalesce(sum(idx_scan) FILTER (WHERE relname = 'topic_heads'), 0),
+                coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'topic_heads'), 0),
+                coalesce(sum(n_tup_upd) FILTER (WHERE relname = 'topic_heads'), 0),
+                coalesce(sum(idx_scan) FILTER (WHERE relname = 'topic_messages'), 0),
+                coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'topic_messages'), 0)
+         FROM pg_stat_user_tables WHERE schemaname = 'rowlock'
+         AND relname IN ('topic_heads', 'topic_messages')" | tr '|' '\t'
+}
+# delta BEFORE AFTER: AFTER - BEFORE, figure by figure, tab-separated.
+delta() {
+    awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, "\t"); split(b, y, "\t")
+        for (i = 1; i <= n; i++) printf "%d%s", y[i] - x[i], i < n ? "\t" : "\n" }'
+}
+
+declare -A ROW PGB ROW_ID PGB_ID ROW_WORK PGB_WORK
 for ((run = 1; run <= RUNS; run++)); do
     for op in $OPS; do
         batch=$(batch_of "$op") at="$op: " key="$op.$run"
@@ -526,13 +545,17 @@ for ((run = 1; run <= RUNS; run++)); do
         new_topic "$op" rowlock "$run"
         ROW_ID[$key]=$TOPIC_ID
         log "${at}rowlock, wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s (topic $TOPIC)"
+        c0=$(counters)
         ROW[$key]=$(run_wrk "$op" "$TOPIC" "$TOPIC_ID" "$batch" "$DURATION")
+        ROW_WORK[$key]=$(delta "$c0" "$(counters)")
         IFS=$SEP read -r ops p99 _ <<<"${ROW[$key]}"
         log "${at}rowlock: $ops/s, p99 $p99 ms"
         new_topic "$op" pgbench "$run"
         PGB_ID[$key]=$TOPIC_ID
         log "${at}pgbench -M prepared -c$CLIENTS -j$PGBENCH_JOBS -T$DURATION (topic $TOPIC)"
+        c0=$(counters)
         PGB[$key]=$(run_pgbench "$op" "$TOPIC" "$TOPIC_ID" "$batch" "$DURATION")
+        PGB_WORK[$key]=$(delta "$c0" "$(counters)")
         IFS=$SEP read -r ops p99 _ <<<"${PGB[$key]}"
         log "${at}pgbench: $ops/s, p99 $p99 ms"
     done
@@ -552,29 +575,8 @@ METRICS=$(curl -fsS "$BASE/metrics" 2>/dev/null | awk '
           "open; transactions: %d committed, %d rolled back, %d retried, %d failed", \
           a, w, t, c, co, rb, re, f }' || true)
 
-# rowlock's connections end with it, and so flush their table statistics.
 stop_server "$ROWLOCK_PID"
 ROWLOCK_PID=""
-
-# work ID: what PostgreSQL counted on topic ID's tables (pg_stat_user_tables), tab-separated:
-# head table index scans, inserts, updates; log table index scans, inserts.
-work() {
-    sql "SELECT coalesce(sum(idx_scan) FILTER (WHERE relname LIKE 'compaction_head_%'), 0),
-                coalesce(sum(n_tup_ins) FILTER (WHERE relname LIKE 'compaction_head_%'), 0),
-                coalesce(sum(n_tup_upd) FILTER (WHERE relname LIKE 'compaction_head_%'), 0),
-                coalesce(sum(idx_scan) FILTER (WHERE relname LIKE 'messages_%'), 0),
-                coalesce(sum(n_tup_ins) FILTER (WHERE relname LIKE 'messages_%'), 0)
-         FROM pg_stat_user_tables WHERE schemaname = 'rowlock'
-         AND relname IN ('compaction_head_$1', 'messages_$1')" | tr '|' '\t'
-}
-declare -A ROW_WORK PGB_WORK
-sleep 0.5 # backends that just ended may still be flushing
-for ((run = 1; run <= RUNS; run++)); do
-    for op in $OPS; do
-        ROW_WORK[$op.$run]=$(work "${ROW_ID[$op.$run]}")
-        PGB_WORK[$op.$run]=$(work "${PGB_ID[$op.$run]}")
-    done
-done
 drop_topics
 LOG_BYTES=$(wc -c <"$ROWLOCK_LOG")
 LOG_LINES=$(wc -l <"$ROWLOCK_LOG")
@@ -694,7 +696,7 @@ echo "wrk's 2xx x batch (wrk stops with up to $CONNECTIONS requests in flight, w
 echo "commits and answers: those are in rowlock's count, not in wrk's)."
 
 echo
-echo "same work: what PostgreSQL counted on each topic's tables (pg_stat_user_tables), per rowlock"
+echo "same work: what PostgreSQL counted on the topics' tables over each run (pg_stat_user_tables), per rowlock"
 echo "request answered 2xx and per pgbench transaction$([ "$RUNS" = 1 ] || echo ", over all runs")"
 printf '%-30s %-8s %11s %8s %8s %11s %8s  %s\n' operation "" "head scans" inserts updates \
     "log scans" inserts check

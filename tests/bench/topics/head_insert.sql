@@ -1,3 +1,4 @@
--- Locked read of a key without a row: sql_head_insert in db/topic_handles.c, verbatim ({h}: the
--- topic's head table; $1: the key).
-INSERT INTO {h} (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING key
+-- Locked read of a key without a row: st_head_insert in db/topic_handles.c, verbatim ($1: the
+-- topic id; $2: the key).
+INSERT INTO rowlock.topic_heads (topic_id, key) VALUES ($1::bigint, $2) 
+ON CONFLICT (topic_id, key) DO NOTHING RETURNING key
