@@ -1,6 +1,6 @@
 /* The per-connection prepared-statement cache (issue 17): a connection used for more distinct
- * statements than ROWLOCK_DB_STATEMENT_CACHE (a resource's statements are named by its id, so
- * thousands of topics are thousands of statements) holds at most that many on the server, as
+ * statements than ROWLOCK_DB_STATEMENT_CACHE (a ledger's statements are named by its id, so
+ * thousands of ledgers are thousands of statements) holds at most that many on the server, as
  * pg_prepared_statements of its own session says; a resource's statement seen for the first time
  * is sent inline, prepared only when seen again; an evicted statement is prepared again when it
  * comes back; a connection that evicted twice the capacity is reopened when released (its
@@ -46,7 +46,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* "SELECT <n>": a distinct statement per resource, like a topic's. */
+/* "SELECT <n>": a distinct statement per resource, like a ledger's. */
 static int build_select(char *buf, size_t size, const void *ctx)
 {
     int n = snprintf(buf, size, "SELECT %d", *(const int *)ctx);
