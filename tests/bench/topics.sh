@@ -127,19 +127,26 @@ sql 'SELECT 1' >/dev/null || die "cannot connect to ROWLOCK_DATABASE_URL with ps
 
 # c_sql NAME: the SQL text db/topic_handles.c or db/topics.c declares as `static const char NAME[]`, or as the second
 # string of `struct db_stmt NAME` (the first is the statement's name): string pieces concatenated,
-# escapes undone, string macros (#define TOPIC_COLUMNS, HEAD_SELECT...) expanded.
+# escapes undone, string macros (#define TOPIC_COLUMNS, HEAD_SELECT...) expanded, and so is
+# DB_TS("col") of db/sql.h (its text is written here: keep it in step).
 c_sql() {
     awk -v name="$1" '
+    function ts(col) { return "to_char(" col " AT TIME ZONE '"'"'UTC'"'"', '"'"'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"'"')" }
     # The string pieces of line, each preceded by \002; a known macro stands for its text.
     function lits(line,    s, out) {
         out = ""
-        while (match(line, /"([^"\\]|\\.)*"|[A-Z][A-Z0-9_]*/)) {
+        while (match(line, /DB_TS\("[^"]*"\)|"([^"\\]|\\.)*"|[A-Z][A-Z0-9_]*/)) {
             s = substr(line, RSTART, RLENGTH)
             line = substr(line, RSTART + RLENGTH)
-            if (s ~ /^"/) {
+            if (s ~ /^DB_TS\(/) {
+                out = out "\002" ts(substr(s, 8, length(s) - 9))
+            } else if (s == "DB_TS") {
+                tsopen = 1 # its argument is the next string, on the next line
+            } else if (s ~ /^"/) {
                 s = substr(s, 2, length(s) - 2)
                 gsub(/\\"/, "\"", s)
                 gsub(/\\\\/, "\\", s)
+                if (tsopen) { s = ts(s); tsopen = 0 }
                 out = out "\002" s
             } else if (s in macro) {
                 out = out "\002" macro[s]
@@ -519,10 +526,11 @@ run_pgbench produce-1 "$TOPIC" "$TOPIC_ID" 1 "$WARMUP_S" >/dev/null
 
 # counters: what PostgreSQL has counted on the topics' shared tables (pg_stat_user_tables),
 # tab-separated: head table index scans, inserts, updates; log table index scans, inserts. Every
-# topic's rows are in the same two tables, so a run's work is the difference over the run; a
-# backend reports its counts within a second of going idle (or when it ends), hence the pause.
+# topic's rows are in the same two tables, so a run's work is the difference over the run. An
+# idle backend reports its counts up to 10 s late (PostgreSQL's PGSTAT_IDLE_INTERVAL; at once
+# when it ends), hence the pause: rowlock's pooled connections stay open.
 counters() {
-    sleep 1.5
+    sleep 11
     sql "SELECT coalesce(sum(idx_scan) FILTER (WHERE relname = 'topic_heads'), 0),
                 coalesce(sum(n_tup_ins) FILTER (WHERE relname = 'topic_heads'), 0),
                 coalesce(sum(n_tup_upd) FILTER (WHERE relname = 'topic_heads'), 0),
@@ -538,6 +546,7 @@ delta() {
 }
 
 declare -A ROW PGB ROW_ID PGB_ID ROW_WORK PGB_WORK
+c0=$(counters) # what the warm-up did stays out
 for ((run = 1; run <= RUNS; run++)); do
     for op in $OPS; do
         batch=$(batch_of "$op") at="$op: " key="$op.$run"
@@ -545,17 +554,15 @@ for ((run = 1; run <= RUNS; run++)); do
         new_topic "$op" rowlock "$run"
         ROW_ID[$key]=$TOPIC_ID
         log "${at}rowlock, wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s (topic $TOPIC)"
-        c0=$(counters)
         ROW[$key]=$(run_wrk "$op" "$TOPIC" "$TOPIC_ID" "$batch" "$DURATION")
-        ROW_WORK[$key]=$(delta "$c0" "$(counters)")
+        c1=$(counters) && ROW_WORK[$key]=$(delta "$c0" "$c1") && c0=$c1
         IFS=$SEP read -r ops p99 _ <<<"${ROW[$key]}"
         log "${at}rowlock: $ops/s, p99 $p99 ms"
         new_topic "$op" pgbench "$run"
         PGB_ID[$key]=$TOPIC_ID
         log "${at}pgbench -M prepared -c$CLIENTS -j$PGBENCH_JOBS -T$DURATION (topic $TOPIC)"
-        c0=$(counters)
         PGB[$key]=$(run_pgbench "$op" "$TOPIC" "$TOPIC_ID" "$batch" "$DURATION")
-        PGB_WORK[$key]=$(delta "$c0" "$(counters)")
+        c1=$(counters) && PGB_WORK[$key]=$(delta "$c0" "$c1") && c0=$c1
         IFS=$SEP read -r ops p99 _ <<<"${PGB[$key]}"
         log "${at}pgbench: $ops/s, p99 $p99 ms"
     done
