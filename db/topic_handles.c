@@ -110,8 +110,13 @@ void db_topic_sequence(int64_t topic, char *out, size_t size)
 
 int db_topic_missing(const struct db_error *err)
 {
-    /* 42P01: the topic's sequence is gone; 23503: a row's topic is gone (its foreign key) */
-    return strcmp(err->sqlstate, "42P01") == 0 || strcmp(err->sqlstate, "23503") == 0;
+    /* 42P01: the topic's sequence is gone; 23503: a row's topic is gone (its foreign key). A
+     * produce whose nextval waited on the lock of a DELETE that then dropped the sequence finds
+     * the relation gone after the wait, which PostgreSQL reports as an internal error (XX000):
+     * the sequence was named by its OID, bound before the wait. */
+    return strcmp(err->sqlstate, "42P01") == 0 || strcmp(err->sqlstate, "23503") == 0 ||
+           (strcmp(err->sqlstate, "XX000") == 0 &&
+            strstr(err->message, "could not open relation with OID") != NULL);
 }
 
 /* ---- topic ids by name, as hints (db/hints.h) ----

@@ -551,7 +551,7 @@ static enum db_status head_write_tx(struct db_conn *c, void *arg, struct db_erro
     }
     struct db_message_in m = {.key = w->key, .value = value};
     db_tx_commit_with_next(c); /* the produce is the last statement: COMMIT goes with it */
-    st = db_producer_produce(c, &p, &m, 1, &w->produced, err);
+    st = topic_gone(db_producer_produce(c, &p, &m, 1, &w->produced, err), err, &w->verdict);
     free(value);
     return st;
 }
