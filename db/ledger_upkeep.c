@@ -25,8 +25,9 @@ static const struct db_stmt st_ledgers_due = {
  * once it is older than that, which this bounds how late. */
 static const struct db_stmt st_ledger_next_due = {
     "ledger_next_due",
-    "UPDATE rowlock.ledger_upkeep SET due_at = CASE WHEN $2::boolean THEN now() ELSE now() + "
-    "make_interval(secs => least($3::integer, 3600)) END WHERE ledger_id = $1",
+    "UPDATE rowlock.ledger_upkeep SET " DB_UPKEEP_NEXT_DUE(
+        "CASE WHEN $2::boolean THEN now() ELSE now() + "
+        "make_interval(secs => least($3::integer, 3600)) END") " WHERE ledger_id = $1",
     3};
 static const struct db_stmt st_ledger_retry = {
     "ledger_upkeep_retry", "UPDATE rowlock.ledger_upkeep SET due_at = now() WHERE ledger_id = $1",

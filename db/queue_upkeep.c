@@ -65,10 +65,11 @@ static const struct db_stmt st_queues_due = {
  * it no sooner than the retention from now). */
 static const struct db_stmt st_queue_next_due = {
     "queue_next_due",
-    "UPDATE rowlock.queue_upkeep SET due_at = CASE WHEN $2::boolean THEN now() ELSE least("
-    "  now() + make_interval(secs => least($3::integer, 3600)), (SELECT min(finished_at) FROM "
-    "  rowlock.jobs WHERE queue_id = $1 AND finished_at IS NOT NULL) + "
-    "  make_interval(secs => $3::integer)) END WHERE queue_id = $1",
+    "UPDATE rowlock.queue_upkeep SET " DB_UPKEEP_NEXT_DUE(
+        "CASE WHEN $2::boolean THEN now() ELSE least("
+        "  now() + make_interval(secs => least($3::integer, 3600)), (SELECT min(finished_at) FROM "
+        "  rowlock.jobs WHERE queue_id = $1 AND finished_at IS NOT NULL) + "
+        "  make_interval(secs => $3::integer)) END") " WHERE queue_id = $1",
     3};
 static const struct db_stmt st_queue_upkeep_retry = {
     "queue_upkeep_retry", "UPDATE rowlock.queue_upkeep SET due_at = now() WHERE queue_id = $1", 1};

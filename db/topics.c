@@ -151,12 +151,13 @@ static const struct db_stmt st_janitor = {
  * on may be compacted once it is older than the retention, which this bounds how late. */
 static const struct db_stmt st_next_due = {
     "topic_next_due",
-    "UPDATE rowlock.topic_upkeep SET due_at = CASE WHEN $3::boolean THEN now() ELSE least("
-    "  coalesce((SELECT min(updated_at) FROM rowlock.topic_heads "
-    "    WHERE topic_id = $4::bigint AND head_id IS NULL), now()) "
-    "    + make_interval(secs => $1::float8), "
-    "  CASE WHEN $2::integer > 0 THEN now() + make_interval(secs => least($2::integer, 3600)) "
-    "  END) END WHERE topic_id = $4::bigint",
+    "UPDATE rowlock.topic_upkeep SET " DB_UPKEEP_NEXT_DUE(
+        "CASE WHEN $3::boolean THEN now() ELSE least("
+        "  coalesce((SELECT min(updated_at) FROM rowlock.topic_heads "
+        "    WHERE topic_id = $4::bigint AND head_id IS NULL), now()) "
+        "    + make_interval(secs => $1::float8), "
+        "  CASE WHEN $2::integer > 0 THEN now() + make_interval(secs => least($2::integer, 3600)) "
+        "  END) END") " WHERE topic_id = $4::bigint",
     4};
 /* Retention: topic $4's superseded messages older than the retention $1 lose their payload and
  * become holes (readers skip them; offsets stay dense), $2 at most. The current head of a key is
