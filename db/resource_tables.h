@@ -67,9 +67,11 @@ enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
  * resource due again while the visit ran (a new TTL or retention: its trigger set due_at to
  * now(), before the lease the claim set DB_UPKEEP_LEASE_S on) keeps its earlier time, which the
  * visit, working from the settings it claimed with, must not push back (up to an hour). */
-#define DB_UPKEEP_NEXT_DUE(next)                                                                   \
-    "due_at = CASE WHEN due_at < now() + make_interval(secs => 30) THEN due_at ELSE (" next ") "   \
-                                                                                            "END"
+/* clang-format off */
+#define DB_UPKEEP_NEXT_DUE(next) \
+    "due_at = CASE WHEN due_at < now() + make_interval(secs => 30) " \
+    "THEN due_at ELSE (" next ") END"
+/* clang-format on */
 
 /* Runs st ($1 the resource's id) in a transaction of its own, its outcome ignored: a failed
  * upkeep made due again (when that fails too, the claim's lease runs out instead). */
