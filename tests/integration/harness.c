@@ -58,6 +58,20 @@ PGresult *th_sql(PGconn *c, const char *sql)
     return r;
 }
 
+void th_wait_lock_waiter(PGconn *observer, const char *what)
+{
+    for (int i = 0; i < 5000; i++) {
+        PGresult *r = th_sql(observer, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                       "current_database() AND wait_event_type = 'Lock'");
+        int waiting = atoi(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        if (waiting > 0)
+            return;
+        usleep(2000);
+    }
+    fail_msg("no request came to wait on %s", what);
+}
+
 int th_db_create(const char *name, char *url, size_t urlsize)
 {
     char sql[256];

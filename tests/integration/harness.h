@@ -16,6 +16,9 @@ int th_db_create(const char *name, char *url, size_t urlsize);
 PGconn *th_pg(const char *url);
 /* Runs SQL that must succeed (fails the test otherwise); returns the result (PQclear it). */
 PGresult *th_sql(PGconn *c, const char *sql);
+/* Polls (up to 10 s) until a session of observer's database waits on a lock; fails the test
+ * with "no request came to wait on <what>" otherwise. */
+void th_wait_lock_waiter(PGconn *observer, const char *what);
 
 struct th_service {
     pid_t pid;

@@ -13,50 +13,24 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static char dburl[1024];
-static struct th_service svc;
-static PGconn *sql;
-static const char *const json_ct[] = {"Content-Type: application/json", NULL};
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("redo_metric", dburl, sizeof(dburl)) != 0)
-        return -1;
-    if (th_service_start(&svc, dburl, NULL) != 0)
-        return -1;
-    sql = th_pg(dburl);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    PQfinish(sql);
-    th_service_stop(&svc);
-    return 0;
+    return th_svc_start("redo_metric", NULL);
 }
 
 /* PUTs or POSTs body to path and asserts the status. */
 static void send(const char *method, const char *path, const char *body, long want)
 {
-    struct th_response r;
-    assert_int_equal(th_http(svc.port, method, path, json_ct, body, strlen(body), &r), 0);
-    if (r.status != want)
-        fprintf(stderr, "%s %s: %ld %s\n", method, path, r.status, r.body ? r.body : "");
-    assert_int_equal(r.status, want);
-    th_response_free(&r);
+    json_decref(th_svc_call(method, path, body, want));
 }
 
 /* The id of queue h in the database, or 0. */
 static long long queue_id(void)
 {
-    PGresult *r = th_sql(sql, "SELECT coalesce(max(id), 0) FROM rowlock.queues WHERE name = 'h'");
-    long long id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return id;
+    return th_svc_sql_int("SELECT coalesce(max(id), 0) FROM rowlock.queues WHERE name = 'h'");
 }
 
 static void stale_hint_is_a_redo_not_a_retry(void **state)
@@ -65,29 +39,27 @@ static void stale_hint_is_a_redo_not_a_retry(void **state)
     send("PUT", "/queues/h", "{}", 201);
     send("POST", "/queues/h/jobs", "{\"jobs\":[{\"payload\":{\"n\":1}}]}", 201); /* learns h's id */
     long long old_id = queue_id();
-    PQclear(th_sql(sql, "DELETE FROM rowlock.queues WHERE name = 'h'"));
-    PQclear(th_sql(sql, "INSERT INTO rowlock.queues (name, max_attempts, lease_seconds, "
-                        "backoff_base_seconds, backoff_max_seconds, retention_seconds) "
-                        "VALUES ('h', 3, 60, 0, 0, 3600)"));
+    PQclear(th_sql(th_svc_pg(), "DELETE FROM rowlock.queues WHERE name = 'h'"));
+    PQclear(th_sql(th_svc_pg(), "INSERT INTO rowlock.queues (name, max_attempts, lease_seconds, "
+                                "backoff_base_seconds, backoff_max_seconds, retention_seconds) "
+                                "VALUES ('h', 3, 60, 0, 0, 3600)"));
     long long new_id = queue_id();
     assert_true(new_id != old_id);
 
-    double retries0 = th_metric(svc.port, "rowlock_db_transaction_retries_total");
-    double redos0 = th_metric(svc.port, "rowlock_db_transaction_redos_total");
+    double retries0 = th_metric(th_svc.port, "rowlock_db_transaction_retries_total");
+    double redos0 = th_metric(th_svc.port, "rowlock_db_transaction_redos_total");
     assert_true(retries0 >= 0);
     assert_true(redos0 >= 0);
     send("POST", "/queues/h/jobs", "{\"jobs\":[{\"payload\":{\"n\":2}}]}", 201);
-    double retries1 = th_metric(svc.port, "rowlock_db_transaction_retries_total");
-    double redos1 = th_metric(svc.port, "rowlock_db_transaction_redos_total");
+    double retries1 = th_metric(th_svc.port, "rowlock_db_transaction_retries_total");
+    double redos1 = th_metric(th_svc.port, "rowlock_db_transaction_redos_total");
     assert_true(redos1 - redos0 == 1);
     assert_true(retries1 - retries0 == 0);
 
     /* and the job went to the new queue */
     char q[160];
     snprintf(q, sizeof(q), "SELECT count(*) FROM rowlock.jobs WHERE queue_id = %lld", new_id);
-    PGresult *r = th_sql(sql, q);
-    assert_string_equal(PQgetvalue(r, 0, 0), "1");
-    PQclear(r);
+    assert_int_equal(th_svc_sql_int(q), 1);
 }
 
 int main(void)
@@ -95,5 +67,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stale_hint_is_a_redo_not_a_retry),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

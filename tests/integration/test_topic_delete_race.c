@@ -38,21 +38,6 @@ static void *write_alone(void *arg)
     return NULL;
 }
 
-/* Waits until a session of the database waits on a lock. */
-static void wait_for_lock_waiter(PGconn *observer)
-{
-    for (int i = 0; i < 5000; i++) {
-        PGresult *r = th_sql(observer, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                                       "current_database() AND wait_event_type = 'Lock'");
-        int waiting = atoi(PQgetvalue(r, 0, 0));
-        PQclear(r);
-        if (waiting > 0)
-            return;
-        usleep(2000);
-    }
-    fail_msg("no request came to wait on the DELETE's lock");
-}
-
 static void write_waits_on_the_delete(struct writer *w)
 {
     json_decref(th_svc_call("PUT", "/topics/d", "{}", 201));
@@ -66,7 +51,7 @@ static void write_waits_on_the_delete(struct writer *w)
     PQclear(th_sql(deleter, sql));
     pthread_t t;
     pthread_create(&t, NULL, write_alone, w);
-    wait_for_lock_waiter(observer);
+    th_wait_lock_waiter(observer, "the DELETE's lock");
     PQclear(th_sql(deleter, "COMMIT"));
     pthread_join(t, NULL);
     assert_int_equal(w->rc, 0);

@@ -145,21 +145,6 @@ static int run_round(int port, const char *topic, int round, int64_t *cursor, in
     return present;
 }
 
-/* Polls until some backend of the database waits on a lock (up to 10 s); fails otherwise. */
-static void wait_for_lock_waiter(PGconn *observer)
-{
-    for (int i = 0; i < 5000; i++) {
-        PGresult *r = th_sql(observer, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                                       "current_database() AND wait_event_type = 'Lock'");
-        int waiting = atoi(PQgetvalue(r, 0, 0));
-        PQclear(r);
-        if (waiting > 0)
-            return;
-        usleep(2000);
-    }
-    fail_msg("no request came to wait on the row lock");
-}
-
 static void *patch_alone(void *arg)
 {
     struct writer *w = arg;
@@ -230,7 +215,7 @@ static void move_head_while_a_patch_waits(const char *dburl, struct writer *w)
 
     pthread_t t;
     pthread_create(&t, NULL, patch_alone, w);
-    wait_for_lock_waiter(observer);
+    th_wait_lock_waiter(observer, "the row lock");
     snprintf(sql, sizeof(sql),
              "WITH m AS (INSERT INTO rowlock.topic_messages (topic_id, \"offset\", key, value, "
              "schema_version, rank) "
