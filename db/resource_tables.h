@@ -63,13 +63,16 @@ enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
  * process works on them. */
 #define DB_UPKEEP_CLAIM   1000
 #define DB_UPKEEP_LEASE_S 60
+#define DB_UPKEEP_TEXT(x) #x
+#define DB_UPKEEP_SQL(x)  DB_UPKEEP_TEXT(x) /* DB_UPKEEP_LEASE_S as SQL text */
 /* The SET of a visit's next due time (next: its SQL expression). A write that made the
  * resource due again while the visit ran (a new TTL or retention: its trigger set due_at to
- * now(), before the lease the claim set DB_UPKEEP_LEASE_S on) keeps its earlier time, which the
- * visit, working from the settings it claimed with, must not push back (up to an hour). */
+ * now(), before half the lease the claim set, DB_UPKEEP_LEASE_S on) keeps its earlier time, which
+ * the visit, working from the settings it claimed with, must not push back (up to an hour). */
 /* clang-format off */
 #define DB_UPKEEP_NEXT_DUE(next) \
-    "due_at = CASE WHEN due_at < now() + make_interval(secs => 30) " \
+    "due_at = CASE WHEN due_at < now() + make_interval(secs => " \
+    DB_UPKEEP_SQL(DB_UPKEEP_LEASE_S) " / 2) " \
     "THEN due_at ELSE (" next ") END"
 /* clang-format on */
 
