@@ -8,10 +8,12 @@
 #   throughput     produce x1, PATCH of a new key, enqueue, claim (max_jobs 1): requests/s with
 #                  every request on the same resource, then on a random one of N (wrk,
 #                  tests/bench/resources/load.lua), each run after a warm-up of the same length
-#   backend memory private memory (Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup) of
-#                  each rowlock backend after the single-resource runs and after the random ones
-#                  (max and sum over the backends); needs to read the server's /proc (root or
-#                  the postgres user, same host)
+#   backend memory private memory (Anonymous of /proc/<pid>/smaps_rollup: the backend's own
+#                  heap, its caches and plans) of each rowlock backend after the single-resource
+#                  runs and after the random ones (max and sum over the backends), and beside it
+#                  Private_Clean + Private_Dirty, which also counts the pages of shared_buffers
+#                  that no other process has mapped yet (shared memory, not the backend's);
+#                  needs to read the server's /proc (root or the postgres user, same host)
 #   idle xact/s    transactions per second committed in the database (pg_stat_database
 #                  xact_commit) while two rowlock processes are idle (janitors, nothing else),
 #                  once the janitors have done the first upkeep of every new resource
@@ -150,27 +152,33 @@ scrape() {
     awk -v t="$best" -v s="$size" 'BEGIN { printf "%.0f ms, %.0f KB", t * 1000, s / 1024 }'
 }
 
-# Private memory of every rowlock backend of the bench database, MiB: "max X, sum Y (n)".
+# Private memory of every rowlock backend of the bench database, MiB: "max X, sum Y (n)" of
+# Anonymous, then the max of Private_Clean + Private_Dirty (shared_buffers pages included).
 backend_memory() {
-    local pid kb max=0 sum=0 n=0
+    local pid kb pv max=0 sum=0 n=0 pmax=0
     for pid in $(sql "SELECT pid FROM pg_stat_activity WHERE datname = '$BENCH_DB' AND application_name = 'rowlock' AND backend_type = 'client backend'"); do
-        kb=$(awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s + 0 }' \
-            /proc/"$pid"/smaps_rollup 2>/dev/null) || continue
-        [ "$kb" -gt 0 ] || continue
+        read -r kb pv < <(awk '/^Anonymous:/ { a += $2 } /^Private_(Clean|Dirty):/ { p += $2 }
+            END { print a + 0, p + 0 }' /proc/"$pid"/smaps_rollup 2>/dev/null) || continue
+        [ "${kb:-0}" -gt 0 ] || continue
         n=$((n + 1)) sum=$((sum + kb))
         [ "$kb" -gt "$max" ] && max=$kb
+        [ "$pv" -gt "$pmax" ] && pmax=$pv
     done
     [ "$n" -gt 0 ] || { printf 'unreadable'; return; }
-    awk -v m="$max" -v s="$sum" -v n="$n" 'BEGIN { printf "max %.1f MiB, sum %.0f MiB (%d backends)", m / 1024, s / 1024, n }'
+    awk -v m="$max" -v s="$sum" -v n="$n" -v p="$pmax" 'BEGIN { printf "max %.1f MiB, sum %.0f MiB (%d backends; Private_* max %.1f MiB)", m / 1024, s / 1024, n, p / 1024 }'
 }
 
 # rate OP N: requests/s of OP over random resources of N (N 1: one resource), after a warm-up
 rate() {
     local op=$1 n=$2 prefix out non2xx
     case $op in produce | patch) prefix=rb-t ;; *) prefix=rb-q ;; esac
+    # every wrk run its own keys (load.lua): a PATCH of a key a run before created is a no-op
+    local tag
+    tag=$(date +%s%N)
     wrk -t 2 -c "$CONNECTIONS" -d "${WARMUP}s" -s "$HERE/load.lua" "$URL" -- "$op" "$prefix" "$n" \
-        >/dev/null
-    out=$(wrk -t 2 -c "$CONNECTIONS" -d "${DURATION}s" -s "$HERE/load.lua" "$URL" -- "$op" "$prefix" "$n")
+        "w$tag" >/dev/null
+    out=$(wrk -t 2 -c "$CONNECTIONS" -d "${DURATION}s" -s "$HERE/load.lua" "$URL" -- "$op" "$prefix" \
+        "$n" "r$tag")
     non2xx=$(awk '/^NON2XX/ { print $2 }' <<<"$out")
     [ "${non2xx:-0}" -eq 0 ] || log "$op over $n: $non2xx answers were not 2xx"
     awk '/^Requests\/sec:/ { printf "%.0f", $2 }' <<<"$out"
