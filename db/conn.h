@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "db/pool.h"
 #include "db/stmt_cache.h"
@@ -17,6 +18,10 @@ enum db_lost {
     DB_LOST_NOT_COMMITTED,  /* the transaction ran in part and was not committed */
     DB_LOST_COMMIT_UNKNOWN, /* COMMIT was sent and no answer came: it may have committed */
 };
+
+/* See db_conn_relation_opened. */
+#define DB_REL_RETIRE_FACTOR 32
+#define DB_REL_SEEN_BITS 65536
 
 struct db_conn {
     PGconn *pg;
@@ -32,6 +37,10 @@ struct db_conn {
     unsigned stmt_stamp;         /* the statement batch in progress (db_query_pipeline) */
     struct db_stmt_cache *seen;  /* names of dynamic statements seen lately (not prepared) */
     int stmt_churn;              /* statements evicted or seen anew since c connected */
+    /* relations of a resource of their own (a topic's offset sequence) c's backend has opened
+     * since c connected: a bit per hashed id, and how many bits are set */
+    uint64_t rel_seen[DB_REL_SEEN_BITS / 64];
+    int rel_opened;
     char **inl;                  /* SQL of the pipeline's statements sent inline (query.c) */
     size_t inl_cap;
     /* the transaction in progress (set by tx.c, sent with statements by query.c) */
@@ -53,6 +62,14 @@ void db_conn_statement_evicted(struct db_conn *c);
 /* Names of dynamic statements a connection remembers having seen, times its cache's capacity. */
 #define DB_STMT_SEEN_FACTOR 4
 void db_conn_statement_churned(struct db_conn *c);
+/* Counts a relation of one resource (a topic's offset sequence, id its resource's id) opened on
+ * c. A backend keeps the catalog entry of every relation it has opened (about 3.5 KB each) for
+ * as long as it lives, and statements no longer tell one topic from another, so the statement
+ * churn above never sees them: past DB_REL_RETIRE_FACTOR times the statement cache's capacity
+ * distinct ones since c connected, c is closed when released, which bounds a backend's memory
+ * however many topics there are. Distinct is counted through a bitmap of DB_REL_SEEN_BITS
+ * (hash collisions undercount by a few per cent at the bound). */
+void db_conn_relation_opened(struct db_conn *c, int64_t id);
 /* pool.c: classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);
 /* pool.c: true when res (NULL-safe) is a successful command or rows. */

@@ -184,6 +184,8 @@ void db_conn_close(struct db_conn *c)
     if (c->seen != NULL)
         db_stmt_cache_clear(c->seen);
     c->stmt_churn = 0;
+    memset(c->rel_seen, 0, sizeof(c->rel_seen));
+    c->rel_opened = 0;
 }
 
 void db_pool_destroy(struct db_pool *p)
@@ -458,7 +460,8 @@ void db_pool_release(struct db_conn *c)
     pthread_mutex_lock(&p->mu); /* from here the watchdog leaves c alone */
     c->busy_since_ms = 0;
     pthread_mutex_unlock(&p->mu);
-    int retire = c->stmt_churn >= DB_STMT_RETIRE_FACTOR * p->cfg.statement_cache;
+    int retire = c->stmt_churn >= DB_STMT_RETIRE_FACTOR * p->cfg.statement_cache ||
+                 c->rel_opened >= DB_REL_RETIRE_FACTOR * p->cfg.statement_cache;
     if (c->pg != NULL && retire) {
         pthread_mutex_lock(&p->mu);
         p->stats.retired++;
@@ -525,6 +528,17 @@ void db_conn_statement_evicted(struct db_conn *c)
 void db_conn_statement_churned(struct db_conn *c)
 {
     c->stmt_churn++;
+}
+
+void db_conn_relation_opened(struct db_conn *c, int64_t id)
+{
+    uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15u; /* Fibonacci hashing: ids are dense */
+    uint32_t bit = (uint32_t)(h >> 48) % DB_REL_SEEN_BITS;
+    uint64_t mask = (uint64_t)1 << (bit % 64);
+    if ((c->rel_seen[bit / 64] & mask) == 0) {
+        c->rel_seen[bit / 64] |= mask;
+        c->rel_opened++;
+    }
 }
 
 int db_conn_statements(struct db_conn *c)

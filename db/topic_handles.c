@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/conn.h"
 #include "db/hints.h"
 #include "db/topics_internal.h"
 #include "db/tx.h"
@@ -382,6 +383,7 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
     db_topic_sequence(p->topic->id, seq, sizeof(seq));
     const char *params[] = {a_keys, a_vals, a_ranks, a_seqs, p->name, sv, id, seq};
     st = db_query(c, &st_produce, params, &r, err);
+    db_conn_relation_opened(c, p->topic->id); /* nextval opened the topic's sequence */
     if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23505") == 0)
         st = DB_ERR_REDO; /* a reader recorded one of our fresh offsets as a hole: redraw */
     if (st != DB_OK)

@@ -5,8 +5,11 @@
  * is sent inline, prepared only when seen again; an evicted statement is prepared again when it
  * comes back; a connection that evicted twice the capacity is reopened when released (its
  * backend's catalog caches hold every table it touched); a pipeline whose statements are all new
- * works at the edge of a full cache; and a failing statement leaves the cache in step with the
- * server. */
+ * works at the edge of a full cache; a failing statement leaves the cache in step with the
+ * server; and a connection whose backend opened the offset sequences of more distinct topics than
+ * DB_REL_RETIRE_FACTOR x the cache (a catalog entry each, kept for the backend's life, which no
+ * statement counts since every topic shares them) is reopened, while one busy topic never
+ * reopens it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +19,9 @@
 
 #include <cmocka.h>
 
+#include "db/conn.h"
+#include "db/schema.h"
+#include "db/topics.h"
 #include "db/tx.h"
 #include "harness.h"
 
@@ -192,6 +198,64 @@ static void refused_statement_not_recorded(void **state)
     db_pool_release(c);
 }
 
+static int backend_pid(void)
+{
+    struct db_conn *c = acquire();
+    int pid = PQbackendPID(db_conn_pg(c));
+    db_pool_release(c);
+    return pid;
+}
+
+static void produce_one(const char *topic, int n)
+{
+    char key[32], value[32];
+    snprintf(key, sizeof(key), "k%d", n);
+    snprintf(value, sizeof(value), "{\"n\":%d}", n);
+    struct db_message_in in = {.key = key, .value = value};
+    struct db_message_out out;
+    enum db_topic_verdict v = DB_TOPIC_NOT_FOUND;
+    struct db_error err;
+    if (db_topics_produce(pool, topic, NULL, &in, 1, &out, &v, &err) != DB_OK || v != DB_TOPIC_OK)
+        fail_msg("produce to %s: %s", topic, err.message);
+}
+
+/* Offset sequences of many topics: the connection is reopened past the bound; one topic's,
+ * however often, never reopens it. */
+static void topic_sequences_bounded(void **state)
+{
+    (void)state;
+    enum db_schema_verdict verdict = DB_SCHEMA_INCOMPATIBLE;
+    int found = 0;
+    struct db_error err;
+    assert_int_equal(db_schema_apply(pool, &verdict, &found, &err), DB_OK);
+    const int topics = DB_REL_RETIRE_FACTOR * CACHE + 64;
+    struct db_topic_config cfg = {.headless_ttl_seconds = 3600, .default_schema_version = 1};
+    for (int i = 0; i < topics; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "seq-%d", i);
+        struct db_topic t;
+        enum db_topic_verdict v;
+        assert_int_equal(db_topics_put(pool, name, &cfg, &t, &v, &err), DB_OK);
+    }
+    struct db_pool_stats before, after;
+    db_pool_get_stats(pool, &before);
+    int pid = backend_pid();
+    for (int i = 0; i < topics; i++)
+        produce_one("seq-0", i);
+    db_pool_get_stats(pool, &after);
+    assert_int_equal(after.retired, before.retired);
+    assert_int_equal(backend_pid(), pid);
+    for (int i = 0; i < topics; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "seq-%d", i);
+        produce_one(name, i);
+    }
+    db_pool_get_stats(pool, &after);
+    if (after.retired != before.retired + 1 || backend_pid() == pid)
+        fail_msg("%d topics' sequences opened on one connection: reopened %d times (want 1)",
+                 topics, (int)(after.retired - before.retired));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +263,7 @@ int main(void)
         cmocka_unit_test(pipelines_at_the_edge),
         cmocka_unit_test(first_sight_inline),
         cmocka_unit_test(refused_statement_not_recorded),
+        cmocka_unit_test(topic_sequences_bounded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
