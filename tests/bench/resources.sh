@@ -27,8 +27,9 @@
 # throughput run, default 10), WARMUP (default DURATION), IDLE_S (seconds of the idle sample,
 # default 20), CONNECTIONS (wrk connections, default 4), POOL (ROWLOCK_POOL_SIZE, default 16),
 # OPS (default "produce patch enqueue claim"), ROUNDS (default 1: with more, each operation is
-# measured that many times on one resource and on a random one, alternating, every figure
-# reported), BUILD_DIR (default build), ROWLOCK_* settings
+# measured that many times on one resource and on a random one, the single one first in odd
+# rounds and last in even ones, every figure reported with the ratio over all rounds),
+# BUILD_DIR (default build), ROWLOCK_* settings
 # pass through to both processes (e.g. ROWLOCK_DB_STATEMENT_CACHE, ROWLOCK_JANITOR_INTERVAL_MS).
 # For a short run while developing: TOPICS=300 LEDGERS=30 QUEUES=30 DURATION=2 IDLE_S=6.
 # Benchmarks report, they do not assert: exit 0 whatever the figures.
@@ -208,24 +209,41 @@ log "idle transactions, two processes, ${IDLE_S}s"
 MANY[idle]=$(idle_xacts)
 
 log "throughput: ${WARMUP}s warm-up + ${DURATION}s each, $CONNECTIONS connections, $ROUNDS round(s)"
-# ratios ROUND: "a random one / one resource" of OP in each round, as " (0.91x, 0.88x)"
+# ratios OP: "a random one / one resource" of OP in each round and over all rounds (the sum of
+# the random runs' rates over the sum of the single ones'), as " (0.91x, 0.88x, all rounds 0.90x)"
 ratios() {
-    local op=$1 r out=""
+    local op=$1 r out="" sa=0 sb=0
     for ((r = 1; r <= ROUNDS; r++)); do
         out+=$(awk -v a="${ONE[$op.$r]}" -v b="${MANY[$op.$r]}" 'BEGIN { if (a > 0) printf "%.2fx", b / a }')
-        [ "$r" = "$ROUNDS" ] || out+=", "
+        out+=", "
+        sa=$((sa + ONE[$op.$r])) sb=$((sb + MANY[$op.$r]))
     done
+    out+=$(awk -v a="$sa" -v b="$sb" 'BEGIN { if (a > 0) printf "all rounds %.2fx", b / a }')
     printf ' (%s)' "$out"
 }
+# one_run OP N R: the single-resource run of OP in round R
+one_run() {
+    ONE[$1.$3]=$(rate "$1" 1)
+    log "$1 on one resource, round $3: ${ONE[$1.$3]}/s"
+}
+many_run() {
+    MANY[$1.$3]=$(rate "$1" "$2")
+    log "$1 on a random one of $2, round $3: ${MANY[$1.$3]}/s"
+}
+# Odd rounds run the single resource first, even rounds the random ones first, so that what
+# drifts over a run (tables growing, autovacuum, the machine) does not favour one side.
 for ((r = 1; r <= ROUNDS; r++)); do
     for op in $OPS; do
         case $op in produce | patch) n=$TOPICS ;; *) n=$QUEUES ;; esac
-        ONE[$op.$r]=$(rate "$op" 1)
-        log "$op on one resource, round $r: ${ONE[$op.$r]}/s"
-        # before any random run
-        [ -n "${ONE[memory]:-}" ] || ONE[memory]=$(backend_memory)
-        MANY[$op.$r]=$(rate "$op" "$n")
-        log "$op on a random one of $n, round $r: ${MANY[$op.$r]}/s"
+        if ((r % 2 == 1)); then
+            one_run "$op" "$n" "$r"
+            # before any random run
+            [ -n "${ONE[memory]:-}" ] || ONE[memory]=$(backend_memory)
+            many_run "$op" "$n" "$r"
+        else
+            many_run "$op" "$n" "$r"
+            one_run "$op" "$n" "$r"
+        fi
         ONE[$op]+="${ONE[$op]:+ / }${ONE[$op.$r]}" MANY[$op]+="${MANY[$op]:+ / }${MANY[$op.$r]}"
     done
 done
