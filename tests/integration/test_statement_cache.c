@@ -259,10 +259,8 @@ static void topic_sequences_bounded(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bounded_by_the_setting),
-        cmocka_unit_test(pipelines_at_the_edge),
-        cmocka_unit_test(first_sight_inline),
-        cmocka_unit_test(refused_statement_not_recorded),
+        cmocka_unit_test(bounded_by_the_setting),  cmocka_unit_test(pipelines_at_the_edge),
+        cmocka_unit_test(first_sight_inline),      cmocka_unit_test(refused_statement_not_recorded),
         cmocka_unit_test(topic_sequences_bounded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
