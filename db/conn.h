@@ -21,7 +21,7 @@ enum db_lost {
 
 /* See db_conn_relation_opened. */
 #define DB_REL_RETIRE_FACTOR 32
-#define DB_REL_SEEN_BITS 65536
+#define DB_REL_SEEN_BITS     65536
 
 struct db_conn {
     PGconn *pg;
@@ -33,6 +33,7 @@ struct db_conn {
     long long busy_since_ms; /* monotonic ms when c was lent; 0 when free */
     atomic_int cut;          /* the watchdog shut c's socket down */
     int connected_before;    /* c has been connected once (a later connect is a reconnect) */
+    atomic_int backend_pid;  /* the server process of c's connection; 0 while closed */
     struct db_stmt_cache *stmts; /* statements prepared on this connection (db/stmt_cache.h) */
     unsigned stmt_stamp;         /* the statement batch in progress (db_query_pipeline) */
     struct db_stmt_cache *seen;  /* names of dynamic statements seen lately (not prepared) */
@@ -41,7 +42,7 @@ struct db_conn {
      * since c connected: a bit per hashed id, and how many bits are set */
     uint64_t rel_seen[DB_REL_SEEN_BITS / 64];
     int rel_opened;
-    char **inl;                  /* SQL of the pipeline's statements sent inline (query.c) */
+    char **inl; /* SQL of the pipeline's statements sent inline (query.c) */
     size_t inl_cap;
     /* the transaction in progress (set by tx.c, sent with statements by query.c) */
     const char *const *begin; /* its BEGIN commands, until they go out with a statement */

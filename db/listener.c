@@ -33,7 +33,10 @@ struct db_listener {
     int npending;
     PGconn *pg; /* the thread's own */
     atomic_int up;
-    atomic_uint_least64_t received, sent, dropped, connects, failures;
+    /* monotonic ms (x1000: microseconds) of the last batch sent, or of the last NOTIFY handed to
+     * a write (db_listener_inline) */
+    atomic_llong last_sent_us;
+    atomic_uint_least64_t received, sent, dropped, connects, failures, inlined;
 };
 
 static void lst_log(struct db_listener *l, enum db_log_level level, const char *msg,
@@ -152,7 +155,7 @@ static void deliver(struct db_listener *l)
         long count = n->extra[0] == '*' ? -1 : strtol(n->extra, &end, 10);
         int valid = name != NULL && name[1] != '\0' &&
                     (count == -1 ? n->extra + 1 == name : end == name && count > 0);
-        if (n->be_pid != self && valid) {
+        if (n->be_pid != self && valid && !db_pool_has_backend(l->cfg.own_pool, n->be_pid)) {
             atomic_fetch_add(&l->received, 1);
             l->cfg.on_notify(l->cfg.ctx, name + 1, count);
         }
@@ -243,13 +246,13 @@ static double now_ms(void)
  * announces at once, a busy one at most 1000 / coalesce_ms times a second. */
 static void serve(struct db_listener *l)
 {
-    double last_sent = 0;
     /* names queued while the connection was down (their kicks were drained by the backoff) go
      * out with the first batch */
     pthread_mutex_lock(&l->mu);
     int pending = l->npending > 0;
     pthread_mutex_unlock(&l->mu);
     while (!atomic_load(&l->stop)) {
+        double last_sent = (double)atomic_load(&l->last_sent_us) / 1000.0;
         double wait = pending ? last_sent + l->cfg.coalesce_ms - now_ms() : 1000;
         struct pollfd p[2] = {{PQsocket(l->pg), POLLIN, 0}, {l->efd, POLLIN, 0}};
         if (poll(p, 2, wait > 0 ? (int)wait + 1 : 0) < 0 && errno != EINTR)
@@ -263,8 +266,9 @@ static void serve(struct db_listener *l)
             wait_kick(l, 0);
             pending = 1;
         }
+        last_sent = (double)atomic_load(&l->last_sent_us) / 1000.0;
         if (pending && now_ms() >= last_sent + l->cfg.coalesce_ms) {
-            last_sent = now_ms();
+            atomic_store(&l->last_sent_us, (long long)(now_ms() * 1000.0));
             pending = 0;
             if (send_pending(l) != 0)
                 return;
@@ -368,6 +372,26 @@ void db_listener_publish(struct db_listener *l, const char *payload, long count)
         atomic_fetch_add(&l->dropped, 1);
 }
 
+int db_listener_inline(struct db_listener *l, const char *name, long count, char *out, size_t size)
+{
+    if (l == NULL || !atomic_load(&l->up) || strlen(name) > DB_LISTENER_MAX_PAYLOAD)
+        return 0;
+    int n =
+        count < 0 ? snprintf(out, size, "* %s", name) : snprintf(out, size, "%ld %s", count, name);
+    if (n < 0 || (size_t)n >= size)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    long long now = (long long)(now_ms() * 1000.0);
+    int quiet =
+        l->npending == 0 && now >= atomic_load(&l->last_sent_us) + 1000LL * l->cfg.coalesce_ms;
+    if (quiet)
+        atomic_store(&l->last_sent_us, now);
+    pthread_mutex_unlock(&l->mu);
+    if (quiet)
+        atomic_fetch_add(&l->inlined, 1);
+    return quiet;
+}
+
 void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -379,4 +403,5 @@ void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out)
     out->dropped = atomic_load(&l->dropped);
     out->connects = atomic_load(&l->connects);
     out->failures = atomic_load(&l->failures);
+    out->inlined = atomic_load(&l->inlined);
 }

@@ -27,6 +27,9 @@ struct db_listener_config {
     int coalesce_ms;
     db_listener_notify_fn on_notify;
     void *ctx;
+    /* this process's pool (may be NULL): notifications its connections sent inside their
+     * writes' transactions (db_listener_inline) are this process's own, not delivered */
+    struct db_pool *own_pool;
     db_log_fn log; /* NULL: lines go to stderr as plain text */
     void *log_ctx;
 };
@@ -38,6 +41,7 @@ struct db_listener_stats {
     uint64_t dropped;  /* resources not announced: the listener was down or the set full */
     uint64_t connects; /* LISTEN connections made, the first and every reconnect */
     uint64_t failures; /* connection attempts or sends that failed */
+    uint64_t inlined;  /* NOTIFYs handed to a write's own transaction (db_listener_inline) */
 };
 
 struct db_listener;
@@ -56,6 +60,16 @@ void db_listener_free(struct db_listener *l);
  * database; a name that cannot be queued is counted as dropped (the other processes' re-check
  * still finds the write). NULL-safe. */
 void db_listener_publish(struct db_listener *l, const char *payload, long count);
+/* For a write about to run in a quiet spell: when the listener is up, nothing is queued and no
+ * batch went out in the last coalesce_ms, writes the NOTIFY payload for name and count
+ * ("<count> <name>") into out (size bytes) and returns 1: the write's own transaction sends it
+ * (SELECT pg_notify(DB_LISTENER_CHANNEL, out)), which saves the hand-off to the listener and a
+ * statement of its own on the way to another process's waiters. The spell counts as ended: what
+ * is published in the next coalesce_ms waits for the batch after it, so that under load every
+ * NOTIFY still goes out through the listener, coalesced, and committing writers never queue
+ * behind one another's NOTIFY (the lock it takes at COMMIT). Returns 0 otherwise: publish after
+ * the commit as usual. NULL-safe. */
+int db_listener_inline(struct db_listener *l, const char *name, long count, char *out, size_t size);
 void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out);
 
 #endif

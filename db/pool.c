@@ -177,6 +177,7 @@ void db_conn_close(struct db_conn *c)
         pthread_mutex_unlock(&c->pool->mu);
     }
     c->pg = NULL;
+    atomic_store(&c->backend_pid, 0);
     c->broken = 0;
     atomic_store(&c->cut, 0);
     if (c->stmts != NULL)
@@ -343,6 +344,7 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
         return DB_ERR_UNAVAILABLE;
     }
     PQsetNoticeReceiver(c->pg, pool_notice, p);
+    atomic_store(&c->backend_pid, PQbackendPID(c->pg));
     pthread_mutex_lock(&p->mu);
     c->watch_fd = dup(PQsocket(c->pg));
     pthread_mutex_unlock(&p->mu);
@@ -595,6 +597,16 @@ static void *watchdog_main(void *arg)
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
+}
+
+int db_pool_has_backend(struct db_pool *p, int pid)
+{
+    if (p == NULL || pid == 0)
+        return 0;
+    for (int i = 0; i < p->cfg.size; i++)
+        if (atomic_load(&p->conns[i].backend_pid) == pid)
+            return 1;
+    return 0;
 }
 
 void db_pool_get_stats(struct db_pool *p, struct db_pool_stats *out)

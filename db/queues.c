@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/hints.h"
+#include "db/listener.h"
 #include "db/tx.h"
 
 #define QUEUE_COLUMNS                                                                              \
@@ -37,7 +38,8 @@ static const struct db_stmt st_queue_list = {
     "ORDER BY q2.name LIMIT $2",
     2};
 
-/* Enqueue: ids are drawn first so that every input row maps to its job. */
+/* Enqueue: ids are drawn first so that every input row maps to its job. $8, when not NULL, is a
+ * NOTIFY payload sent by this transaction (db_listener_inline), once: with the first row. */
 static const struct db_stmt st_enqueue = {
     "jobs_enqueue",
     "WITH q AS (SELECT id, max_attempts FROM rowlock.queues WHERE id = $1), "
@@ -59,8 +61,11 @@ static const struct db_stmt st_enqueue = {
     "input.dedupe), "
     "  (SELECT j.id FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.dedupe_key = input.dedupe AND j.state IN ('pending', 'processing'))), "
-    "  ins.id IS NOT NULL FROM input LEFT JOIN ins ON ins.id = input.id ORDER BY input.i",
-    7};
+    "  ins.id IS NOT NULL, "
+    "  CASE WHEN input.i = 1 AND $8::text IS NOT NULL "
+    "    THEN pg_notify('" DB_LISTENER_CHANNEL "', $8::text)::text END "
+    "FROM input LEFT JOIN ins ON ins.id = input.id ORDER BY input.i",
+    8};
 
 /* The job holding a dedupe key that the enqueue above found taken but could not see: a
  * transaction still running held the key, so the INSERT waited for it to commit, and the
@@ -487,6 +492,7 @@ struct enqueue {
     const struct db_job_in *jobs;
     size_t n;
     struct db_job_ref *out;
+    const char *notify; /* NULL, or the NOTIFY payload this transaction sends */
     enum db_queue_verdict verdict;
 };
 
@@ -520,7 +526,7 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     if (st != DB_OK)
         return st;
     const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2],
-                            arr.arr[3], arr.arr[4], arr.arr[5]};
+                            arr.arr[3], arr.arr[4], arr.arr[5], a->notify};
     PGresult *r = NULL;
     st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
                    err, &a->verdict);
@@ -548,7 +554,15 @@ enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
                                const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
                                enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct enqueue a = {queue, jobs, n, out, DB_Q_QUEUE_NOT_FOUND};
+    return db_jobs_enqueue_notify(pool, queue, jobs, n, out, NULL, verdict, err);
+}
+
+enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
+                                      const struct db_job_in *jobs, size_t n,
+                                      struct db_job_ref *out, const char *notify,
+                                      enum db_queue_verdict *verdict, struct db_error *err)
+{
+    struct enqueue a = {queue, jobs, n, out, notify, DB_Q_QUEUE_NOT_FOUND};
     /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
      * enqueue for the same plan */
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);

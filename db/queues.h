@@ -86,6 +86,12 @@ struct db_job_ref {
 enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
                                const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
                                enum db_queue_verdict *verdict, struct db_error *err);
+/* The same, and notify (NULL: none) is sent as a NOTIFY on DB_LISTENER_CHANNEL by that
+ * transaction, leaving at its COMMIT (db_listener_inline says when). */
+enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
+                                      const struct db_job_in *jobs, size_t n,
+                                      struct db_job_ref *out, const char *notify,
+                                      enum db_queue_verdict *verdict, struct db_error *err);
 
 struct db_attempt {
     int64_t fence;

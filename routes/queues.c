@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/listener.h"
 #include "db/queues.h"
 #include "routes/json_util.h"
 #include "routes/queues.h"
@@ -488,7 +489,12 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         goto done;
     enum db_queue_verdict v;
     struct db_error err;
-    enum db_status st = db_jobs_enqueue(app->pool, queue, e.jobs, e.n, e.refs, &v, &err);
+    /* after a quiet spell the other processes' claimers hear of it from this transaction */
+    char channel[160], notify[DB_LISTENER_MAX_PAYLOAD + 32];
+    queue_channel(queue, channel, sizeof(channel));
+    int inline_wake = svc_req_wake_inline(req, channel, (long)e.n, notify, sizeof(notify));
+    enum db_status st = db_jobs_enqueue_notify(app->pool, queue, e.jobs, e.n, e.refs,
+                                               inline_wake ? notify : NULL, &v, &err);
     if (st == DB_OK && v == DB_Q_BAD_INPUT)
         out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", err.message);
     else if (st != DB_OK || v != DB_Q_OK)
@@ -498,7 +504,9 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         for (size_t i = 0; i < e.n; i++)
             created += e.refs[i].verdict == DB_Q_CREATED;
         svc_counter_vec_add(m_enqueued, queue, created);
-        if (created > 0)
+        if (created > 0 && inline_wake)
+            svc_req_wake_local(req, channel, (long)created);
+        else if (created > 0)
             queue_wake(req, queue, (long)created);
         out = enqueue_render(req, &e, created);
     }

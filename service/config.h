@@ -40,6 +40,7 @@ struct svc_config {
     bool notify;               /* cross-process wake-ups through LISTEN/NOTIFY */
     char *notify_database_url; /* "": database_url */
     long notify_coalesce_ms;
+    bool notify_inline; /* a quiet queue's enqueue notifies inside its transaction */
     long max_wait_s;
     long metrics_max_resources;
     long janitor_interval_ms;

@@ -433,6 +433,24 @@ void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx)
     atomic_store(&s->publish, fn);
 }
 
+void svc_server_set_publish_inline(struct svc_server *s, svc_publish_inline_fn fn)
+{
+    atomic_store(&s->publish_inline, fn);
+}
+
+int svc_req_wake_inline(struct svc_request *req, const char *channel, long n, char *payload,
+                        size_t size)
+{
+    struct svc_server *s = req->server;
+    svc_publish_inline_fn fn = atomic_load(&s->publish_inline);
+    return fn != NULL && fn(atomic_load(&s->publish_ctx), channel, n, payload, size);
+}
+
+void svc_req_wake_local(struct svc_request *req, const char *channel, long n)
+{
+    svc_server_wake(req->server, channel, n);
+}
+
 unsigned long svc_server_rechecks(const struct svc_server *s)
 {
     return atomic_load(&((struct svc_server *)s)->rechecks);

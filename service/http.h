@@ -96,6 +96,19 @@ void svc_server_wake(struct svc_server *s, const char *channel, long n);
 typedef void (*svc_publish_fn)(void *ctx, const char *channel, long n);
 /* Sets (fn NULL: clears) the function that announces wakes to other processes. */
 void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx);
+/* Asked before a write that will wake channel: 1 when the announcement to the other processes
+ * should ride in the write's own transaction, with payload (size bytes) written for it; 0 to
+ * announce after the commit as usual. Called with svc_server_set_publish's ctx; must not block. */
+typedef int (*svc_publish_inline_fn)(void *ctx, const char *channel, long n, char *payload,
+                                     size_t size);
+void svc_server_set_publish_inline(struct svc_server *s, svc_publish_inline_fn fn);
+/* Before a write that will wake n waiters of channel: 1 with payload set when the write's
+ * transaction is to announce it to the other processes itself (then, once it committed, wake
+ * with svc_req_wake_local: the announcement is made), 0 otherwise (wake with svc_req_wake_n). */
+int svc_req_wake_inline(struct svc_request *req, const char *channel, long n, char *payload,
+                        size_t size);
+/* Wakes at most n waiters of channel in this process only. */
+void svc_req_wake_local(struct svc_request *req, const char *channel, long n);
 /* Waiters resumed by their periodic re-check (not a wake, not their deadline) since the start:
  * how often long-polls fall back to polling. */
 unsigned long svc_server_rechecks(const struct svc_server *s);

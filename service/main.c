@@ -63,9 +63,17 @@ static void publish_wake(void *ctx, const char *channel, long n)
         }
 }
 
+/* A queue's wake after a quiet spell rides in the enqueue's own transaction (db_listener_inline):
+ * the enqueue-to-claim path across processes. */
+static int publish_inline(void *ctx, const char *channel, long n, char *payload, size_t size)
+{
+    return strncmp(channel, "queue:", 6) == 0 && db_listener_inline(ctx, channel, n, payload, size);
+}
+
 /* Starts cross-process wake-ups (ROWLOCK_NOTIFY) for server. Returns the listener or NULL (off,
  * or it could not start: then long-polls rely on their re-check, as with it off). */
-static struct db_listener *notify_start(const struct svc_config *cfg, struct svc_server *server)
+static struct db_listener *notify_start(const struct svc_config *cfg, struct svc_server *server,
+                                        struct db_pool *pool)
 {
     if (!cfg->notify) {
         svc_log(SVC_LOG_INFO,
@@ -81,13 +89,17 @@ static struct db_listener *notify_start(const struct svc_config *cfg, struct svc
                                     .coalesce_ms = (int)cfg->notify_coalesce_ms,
                                     .on_notify = on_notify,
                                     .ctx = server,
+                                    .own_pool = pool,
                                     .log = db_log};
     struct db_listener *l = db_listener_start(&lc);
     if (l == NULL)
         svc_log(SVC_LOG_ERROR, "cannot start the listener thread: cross-process wake-ups off",
                 NULL);
-    else
+    else {
         svc_server_set_publish(server, publish_wake, l);
+        if (cfg->notify_inline)
+            svc_server_set_publish_inline(server, publish_inline);
+    }
     return l;
 }
 
@@ -367,7 +379,7 @@ static int serve(struct process *p)
     if (p->server == NULL)
         return -1;
     p->app.server = p->server;
-    p->listener = notify_start(&p->cfg, p->server);
+    p->listener = notify_start(&p->cfg, p->server, p->pool);
     p->app.listener = p->listener;
     start_janitors(&p->app, p->janitors, sizeof(p->janitors) / sizeof(p->janitors[0]));
     char port[16], threads[16];
