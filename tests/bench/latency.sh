@@ -103,7 +103,8 @@ MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAI
 cleanup
 
 # Throughput: one process with notifications on, one with them off, on the same database, run
-# alternately (twice each) so that neither gets the younger, smaller tables.
+# alternately (TPUT_ROUNDS each, which one first swapped every round) so that neither gets the
+# younger, smaller tables or always the first turn.
 PIDS=()
 start_rowlock true
 ON_PORT=$PORT
@@ -111,8 +112,10 @@ start_rowlock false
 OFF_PORT=$PORT
 log "enqueue throughput, $CLIENTS clients, ${SECONDS_EACH} s each, notifications on and off"
 for ((round = 1; round <= TPUT_ROUNDS; round++)); do
+    order="on off" # odd rounds on first, even rounds off first: neither always runs first
+    ((round % 2 == 1)) || order="off on"
     for batch in 1 50; do
-        for mode in on off; do
+        for mode in $order; do
             port=$ON_PORT
             [ "$mode" = on ] || port=$OFF_PORT
             put_queue "$port" "tput-$$-$mode-$batch-$round"
