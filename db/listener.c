@@ -33,8 +33,8 @@ struct db_listener {
     int npending;
     PGconn *pg; /* the thread's own */
     atomic_int up;
-    /* monotonic ms (x1000: microseconds) of the last batch sent, or of the last NOTIFY handed to
-     * a write (db_listener_inline) */
+    /* when the last batch went out, or the last NOTIFY was handed to a write
+     * (db_listener_inline): monotonic clock, microseconds */
     atomic_llong last_sent_us;
     atomic_uint_least64_t received, sent, dropped, connects, failures, inlined;
 };
