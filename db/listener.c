@@ -163,6 +163,13 @@ static void deliver(struct db_listener *l)
     }
 }
 
+/* Writes the count of a payload, "<count> " ("* " for every waiter), to b (size bytes), as
+ * snprintf does. deliver() reads it back. */
+static int count_prefix(char *b, size_t size, long count)
+{
+    return count < 0 ? snprintf(b, size, "* ") : snprintf(b, size, "%ld ", count);
+}
+
 /* Appends "<count> <name>" to b as an element of a text[] literal ("...", with " and \
  * escaped); b has room for it. */
 static void array_add(char *b, size_t *len, long count, const char *name, int first)
@@ -170,10 +177,7 @@ static void array_add(char *b, size_t *len, long count, const char *name, int fi
     if (!first)
         b[(*len)++] = ',';
     b[(*len)++] = '"';
-    if (count < 0)
-        *len += (size_t)sprintf(b + *len, "* ");
-    else
-        *len += (size_t)sprintf(b + *len, "%ld ", count);
+    *len += (size_t)count_prefix(b + *len, 24, count);
     for (const char *p = name; *p != '\0'; p++) {
         if (*p == '"' || *p == '\\')
             b[(*len)++] = '\\';
@@ -376,8 +380,8 @@ int db_listener_inline(struct db_listener *l, const char *name, long count, char
 {
     if (l == NULL || !atomic_load(&l->up) || strlen(name) > DB_LISTENER_MAX_PAYLOAD)
         return 0;
-    int n =
-        count < 0 ? snprintf(out, size, "* %s", name) : snprintf(out, size, "%ld %s", count, name);
+    int k = count_prefix(out, size, count);
+    int n = k < 0 || (size_t)k >= size ? -1 : k + snprintf(out + k, size - (size_t)k, "%s", name);
     if (n < 0 || (size_t)n >= size)
         return 0;
     pthread_mutex_lock(&l->mu);
