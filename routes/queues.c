@@ -504,10 +504,10 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         for (size_t i = 0; i < e.n; i++)
             created += e.refs[i].verdict == DB_Q_CREATED;
         svc_counter_vec_add(m_enqueued, queue, created);
-        if (created > 0 && inline_wake)
+        if (created > 0 && inline_wake) /* the transaction told the other processes */
             svc_req_wake_local(req, channel, (long)created);
         else if (created > 0)
-            queue_wake(req, queue, (long)created);
+            svc_req_wake_n(req, channel, (long)created);
         out = enqueue_render(req, &e, created);
     }
 done:

@@ -53,21 +53,25 @@ static void on_notify(void *ctx, const char *channel, long count)
 }
 
 /* Wakes of resources (not of in-process gates) go to the other processes. */
-static void publish_wake(void *ctx, const char *channel, long n)
+static int shared_channel(const char *channel)
 {
     static const char *const shared[] = {"queue:", "topic:", "ledger:"};
     for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
-        if (strncmp(channel, shared[i], strlen(shared[i])) == 0) {
-            db_listener_publish(ctx, channel, n);
-            return;
-        }
+        if (strncmp(channel, shared[i], strlen(shared[i])) == 0)
+            return 1;
+    return 0;
 }
 
-/* A queue's wake after a quiet spell rides in the enqueue's own transaction (db_listener_inline):
- * the enqueue-to-claim path across processes. */
+static void publish_wake(void *ctx, const char *channel, long n)
+{
+    if (shared_channel(channel))
+        db_listener_publish(ctx, channel, n);
+}
+
+/* A wake after a quiet spell may ride in the write's own transaction (db_listener_inline). */
 static int publish_inline(void *ctx, const char *channel, long n, char *payload, size_t size)
 {
-    return strncmp(channel, "queue:", 6) == 0 && db_listener_inline(ctx, channel, n, payload, size);
+    return shared_channel(channel) && db_listener_inline(ctx, channel, n, payload, size);
 }
 
 /* Starts cross-process wake-ups (ROWLOCK_NOTIFY) for server. Returns the listener or NULL (off,
