@@ -39,7 +39,8 @@ static int setup(void **state)
     const char *notify = getenv("ROWLOCK_TEST_NOTIFY"); /* "false": the negative control */
     char setting[64];
     snprintf(setting, sizeof(setting), "ROWLOCK_NOTIFY=%s", notify ? notify : "true");
-    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", setting, NULL};
+    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", setting, "ROWLOCK_NOTIFY_INLINE=true",
+                         NULL};
     const char *off[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY=false", NULL};
     if (th_db_create("notify", dburl, sizeof(dburl)) != 0)
         return -1;
