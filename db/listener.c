@@ -116,7 +116,11 @@ static int lst_connect(struct db_listener *l, int quiet)
     if (l->pg != NULL && PQstatus(l->pg) == CONNECTION_OK) {
         /* the server's notices (a "terminating connection", say) go to the log, not stderr */
         PQsetNoticeReceiver(l->pg, lst_notice, l);
-        r = PQexec(l->pg, "LISTEN " DB_LISTENER_CHANNEL);
+        /* A batch announces writes that are committed already, and a lost one only delays a
+         * waiter until its re-check: its commit need not wait for the WAL flush, nor for a
+         * synchronous standby. So it holds PostgreSQL's database-wide notify lock for the
+         * commit alone, and a stalled standby does not stall the wake-ups (latency.sh) */
+        r = PQexec(l->pg, "SET synchronous_commit = off; LISTEN " DB_LISTENER_CHANNEL);
         if (r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK) {
             /* prepared once a connection: a batch is then bound and run, not parsed and planned
              * (the notification reaches the other processes about 0.1 ms sooner, latency.sh) */
@@ -391,9 +395,17 @@ int db_listener_inline(struct db_listener *l, const char *name, long count, char
     if (quiet)
         atomic_store(&l->last_sent_us, now);
     pthread_mutex_unlock(&l->mu);
-    if (quiet)
-        atomic_fetch_add(&l->inlined, 1);
     return quiet;
+}
+
+void db_listener_inline_done(struct db_listener *l, int sent)
+{
+    if (l == NULL)
+        return;
+    if (sent)
+        atomic_fetch_add(&l->inlined, 1);
+    else
+        atomic_store(&l->last_sent_us, 0);
 }
 
 void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out)

@@ -41,7 +41,7 @@ struct db_listener_stats {
     uint64_t dropped;  /* resources not announced: the listener was down or the set full */
     uint64_t connects; /* LISTEN connections made, the first and every reconnect */
     uint64_t failures; /* connection attempts or sends that failed */
-    uint64_t inlined;  /* NOTIFYs handed to a write's own transaction (db_listener_inline) */
+    uint64_t inlined;  /* NOTIFYs sent by a write's own transaction (db_listener_inline) */
 };
 
 struct db_listener;
@@ -68,8 +68,13 @@ void db_listener_publish(struct db_listener *l, const char *payload, long count)
  * is published in the next coalesce_ms waits for the batch after it, so that under load every
  * NOTIFY still goes out through the listener, coalesced, and committing writers never queue
  * behind one another's NOTIFY (the lock it takes at COMMIT). Returns 0 otherwise: publish after
- * the commit as usual. NULL-safe. */
+ * the commit as usual. After a 1, call db_listener_inline_done once the write has ended. */
 int db_listener_inline(struct db_listener *l, const char *name, long count, char *out, size_t size);
+/* Ends what db_listener_inline started: sent 1 when the write's transaction committed with the
+ * NOTIFY (counted in inlined); 0 when it did not send it (the database declined, or the write
+ * failed): then the spell is open again, so that a name published now goes out at once, as if
+ * it had never been asked. NULL-safe. */
+void db_listener_inline_done(struct db_listener *l, int sent);
 void db_listener_get_stats(struct db_listener *l, struct db_listener_stats *out);
 
 #endif

@@ -39,7 +39,9 @@ static const struct db_stmt st_queue_list = {
     2};
 
 /* Enqueue: ids are drawn first so that every input row maps to its job. $8, when not NULL, is a
- * NOTIFY payload sent by this transaction (db_listener_inline), once: with the first row. */
+ * NOTIFY payload sent by this transaction (db_listener_inline), once: with the first row, whose
+ * last column is then '' (NULL when not sent). Not with a synchronous standby: the NOTIFY's lock
+ * would be held through the wait for it, and every notifying transaction would queue behind. */
 static const struct db_stmt st_enqueue = {
     "jobs_enqueue",
     "WITH q AS (SELECT id, max_attempts FROM rowlock.queues WHERE id = $1), "
@@ -63,6 +65,7 @@ static const struct db_stmt st_enqueue = {
     "  AND j.dedupe_key = input.dedupe AND j.state IN ('pending', 'processing'))), "
     "  ins.id IS NOT NULL, "
     "  CASE WHEN input.i = 1 AND $8::text IS NOT NULL "
+    "    AND current_setting('synchronous_standby_names') = '' "
     "    THEN pg_notify('" DB_LISTENER_CHANNEL "', $8::text)::text END "
     "FROM input LEFT JOIN ins ON ins.id = input.id ORDER BY input.i",
     8};
@@ -493,6 +496,7 @@ struct enqueue {
     size_t n;
     struct db_job_ref *out;
     const char *notify; /* NULL, or the NOTIFY payload this transaction sends */
+    int notified;       /* the statement sent it */
     enum db_queue_verdict verdict;
 };
 
@@ -539,6 +543,7 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     }
     if (st != DB_OK || !found)
         return st;
+    a->notified = PQntuples(r) > 0 && !PQgetisnull(r, 0, 3);
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
         a->out[i].id = strtoll(PQgetvalue(r, i, 1), NULL, 10);
         a->out[i].verdict = PQgetvalue(r, i, 2)[0] == 't' ? DB_Q_CREATED : DB_Q_DUPLICATE;
@@ -554,19 +559,21 @@ enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
                                const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
                                enum db_queue_verdict *verdict, struct db_error *err)
 {
-    return db_jobs_enqueue_notify(pool, queue, jobs, n, out, NULL, verdict, err);
+    int notified;
+    return db_jobs_enqueue_notify(pool, queue, jobs, n, out, NULL, &notified, verdict, err);
 }
 
 enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                                       const struct db_job_in *jobs, size_t n,
-                                      struct db_job_ref *out, const char *notify,
+                                      struct db_job_ref *out, const char *notify, int *notified,
                                       enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct enqueue a = {queue, jobs, n, out, notify, DB_Q_QUEUE_NOT_FOUND};
+    struct enqueue a = {queue, jobs, n, out, notify, 0, DB_Q_QUEUE_NOT_FOUND};
     /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
      * enqueue for the same plan */
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);
     *verdict = a.verdict;
+    *notified = st == DB_OK && a.verdict == DB_Q_OK && a.notified;
     return finish(st);
 }
 

@@ -87,10 +87,13 @@ enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
                                const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
                                enum db_queue_verdict *verdict, struct db_error *err);
 /* The same, and notify (NULL: none) is sent as a NOTIFY on DB_LISTENER_CHANNEL by that
- * transaction, leaving at its COMMIT (db_listener_inline says when). */
+ * transaction, leaving at its COMMIT (db_listener_inline says when), unless the database has a
+ * synchronous standby: a NOTIFY holds the database-wide notify lock until its transaction ends,
+ * and that would include the wait for the standby. *notified is 1 when the transaction
+ * committed with it, else 0. */
 enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                                       const struct db_job_in *jobs, size_t n,
-                                      struct db_job_ref *out, const char *notify,
+                                      struct db_job_ref *out, const char *notify, int *notified,
                                       enum db_queue_verdict *verdict, struct db_error *err);
 
 struct db_attempt {

@@ -493,21 +493,23 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
     char channel[160], notify[DB_LISTENER_MAX_PAYLOAD + 32];
     queue_channel(queue, channel, sizeof(channel));
     int inline_wake = svc_req_wake_inline(req, channel, (long)e.n, notify, sizeof(notify));
+    int notified = 0;
     enum db_status st = db_jobs_enqueue_notify(app->pool, queue, e.jobs, e.n, e.refs,
-                                               inline_wake ? notify : NULL, &v, &err);
+                                               inline_wake ? notify : NULL, &notified, &v, &err);
+    size_t created = 0;
+    if (st == DB_OK && v == DB_Q_OK)
+        for (size_t i = 0; i < e.n; i++)
+            created += e.refs[i].verdict == DB_Q_CREATED;
+    if (inline_wake) /* the transaction told the other processes, or did not */
+        svc_req_wake_inlined(req, channel, (long)created, notified);
+    else if (created > 0)
+        svc_req_wake_n(req, channel, (long)created);
     if (st == DB_OK && v == DB_Q_BAD_INPUT)
         out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", err.message);
     else if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
     else {
-        size_t created = 0;
-        for (size_t i = 0; i < e.n; i++)
-            created += e.refs[i].verdict == DB_Q_CREATED;
         svc_counter_vec_add(m_enqueued, queue, created);
-        if (created > 0 && inline_wake) /* the transaction told the other processes */
-            svc_req_wake_local(req, channel, (long)created);
-        else if (created > 0)
-            svc_req_wake_n(req, channel, (long)created);
         out = enqueue_render(req, &e, created);
     }
 done:

@@ -433,8 +433,10 @@ void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx)
     atomic_store(&s->publish, fn);
 }
 
-void svc_server_set_publish_inline(struct svc_server *s, svc_publish_inline_fn fn)
+void svc_server_set_publish_inline(struct svc_server *s, svc_publish_inline_fn fn,
+                                   svc_publish_inline_done_fn done)
 {
+    atomic_store(&s->publish_inline_done, done);
     atomic_store(&s->publish_inline, fn);
 }
 
@@ -446,9 +448,16 @@ int svc_req_wake_inline(struct svc_request *req, const char *channel, long n, ch
     return fn != NULL && fn(atomic_load(&s->publish_ctx), channel, n, payload, size);
 }
 
-void svc_req_wake_local(struct svc_request *req, const char *channel, long n)
+void svc_req_wake_inlined(struct svc_request *req, const char *channel, long n, int sent)
 {
-    svc_server_wake(req->server, channel, n);
+    struct svc_server *s = req->server;
+    svc_publish_inline_done_fn done = atomic_load(&s->publish_inline_done);
+    if (done != NULL)
+        done(atomic_load(&s->publish_ctx), sent);
+    if (n > 0 && sent)
+        svc_server_wake(s, channel, n);
+    else if (n > 0)
+        svc_req_wake_n(req, channel, n);
 }
 
 unsigned long svc_server_rechecks(const struct svc_server *s)

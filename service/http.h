@@ -101,14 +101,19 @@ void svc_server_set_publish(struct svc_server *s, svc_publish_fn fn, void *ctx);
  * announce after the commit as usual. Called with svc_server_set_publish's ctx; must not block. */
 typedef int (*svc_publish_inline_fn)(void *ctx, const char *channel, long n, char *payload,
                                      size_t size);
-void svc_server_set_publish_inline(struct svc_server *s, svc_publish_inline_fn fn);
+/* Told, after a 1 from svc_publish_inline_fn, whether the write's transaction did send it. */
+typedef void (*svc_publish_inline_done_fn)(void *ctx, int sent);
+void svc_server_set_publish_inline(struct svc_server *s, svc_publish_inline_fn fn,
+                                   svc_publish_inline_done_fn done);
 /* Before a write that will wake n waiters of channel: 1 with payload set when the write's
- * transaction is to announce it to the other processes itself (then, once it committed, wake
- * with svc_req_wake_local: the announcement is made), 0 otherwise (wake with svc_req_wake_n). */
+ * transaction is to announce it to the other processes itself (then, once the write ended,
+ * call svc_req_wake_inlined), 0 otherwise (wake with svc_req_wake_n). */
 int svc_req_wake_inline(struct svc_request *req, const char *channel, long n, char *payload,
                         size_t size);
-/* Wakes at most n waiters of channel in this process only. */
-void svc_req_wake_local(struct svc_request *req, const char *channel, long n);
+/* After a write that svc_req_wake_inline answered 1, whatever its outcome: wakes at most n (0:
+ * none) waiters of channel; sent 1 when its transaction committed with the announcement, else
+ * it is announced now as by svc_req_wake_n. */
+void svc_req_wake_inlined(struct svc_request *req, const char *channel, long n, int sent);
 /* Waiters resumed by their periodic re-check (not a wake, not their deadline) since the start:
  * how often long-polls fall back to polling. */
 unsigned long svc_server_rechecks(const struct svc_server *s);

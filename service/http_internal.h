@@ -55,6 +55,7 @@ struct svc_server {
     /* announces this process's wakes to the other processes (svc_server_set_publish) */
     _Atomic(svc_publish_fn) publish;
     _Atomic(svc_publish_inline_fn) publish_inline;
+    _Atomic(svc_publish_inline_done_fn) publish_inline_done;
     void *_Atomic publish_ctx;
     atomic_ulong rechecks; /* waiters resumed by their periodic re-check */
     atomic_ulong woken;    /* waiters resumed by a wake (svc_req_wake_n, svc_server_wake) */

@@ -74,6 +74,11 @@ static int publish_inline(void *ctx, const char *channel, long n, char *payload,
     return shared_channel(channel) && db_listener_inline(ctx, channel, n, payload, size);
 }
 
+static void publish_inline_done(void *ctx, int sent)
+{
+    db_listener_inline_done(ctx, sent);
+}
+
 /* Starts cross-process wake-ups (ROWLOCK_NOTIFY) for server. Returns the listener or NULL (off,
  * or it could not start: then long-polls rely on their re-check, as with it off). */
 static struct db_listener *notify_start(const struct svc_config *cfg, struct svc_server *server,
@@ -102,7 +107,7 @@ static struct db_listener *notify_start(const struct svc_config *cfg, struct svc
     else {
         svc_server_set_publish(server, publish_wake, l);
         if (cfg->notify_inline)
-            svc_server_set_publish_inline(server, publish_inline);
+            svc_server_set_publish_inline(server, publish_inline, publish_inline_done);
     }
     return l;
 }

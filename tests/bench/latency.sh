@@ -2,8 +2,9 @@
 # tests/bench/latency.sh: cross-process wake-ups (LISTEN/NOTIFY). Enqueue-to-claim latency with
 # the enqueuer on one rowlock process and a long-polling claimer on another (p50 / p99 / max over
 # JOBS jobs), beside graphile-worker's own add_job-to-start latency on the same database in the
-# same run (ROUNDS rounds, each rowlock then graphile-worker); then enqueue throughput (one job per request, and batches of 50) with notifications
-# on and off; and the cost the design avoids: a pg_notify inside a writer's transaction
+# same run (ROUNDS rounds, alternating which goes first; the median of each system's p50 and
+# p99 over the rounds, and in how many rounds rowlock's p50 was at or below); then enqueue
+# throughput (one job per request, and batches of 50) with notifications on and off; and the cost the design avoids: a pg_notify inside a writer's transaction
 # (pgbench, the same insert with and without it). Reports; asserts nothing.
 #
 #   ROWLOCK_DATABASE_URL=postgresql://... tests/bench/latency.sh
@@ -77,22 +78,35 @@ LOGDIR=$(mktemp -d /tmp/rowlock-latency.XXXXXX)
 log "rowlock $("$ROWLOCK_BIN" --version); logs in $LOGDIR"
 log "machine: $(nproc) cores; database: $(psql "$ROWLOCK_DATABASE_URL" -Atc 'SHOW server_version' 2>/dev/null || echo '?')"
 
-# Each round: rowlock (one pair of processes for every round, a fresh queue each), then
-# graphile-worker on the same database, so that both see the machine in the same state.
+# Each round: rowlock (one pair of processes for every round, a fresh queue each) and
+# graphile-worker on the same database, odd rounds rowlock first and even rounds graphile-worker
+# first, so that neither always gets the first turn or the younger tables.
 start_pair true
 Q=latency-$$
-for ((round = 1; round <= ROUNDS; round++)); do
-    put_queue "$ENQ_PORT" "$Q-$round"
-    log "round $round: latency, ROWLOCK_NOTIFY=true, POLL_INTERVAL_MS=$POLL_INTERVAL_MS, $JOBS jobs"
+ROUNDS_OUT="$LOGDIR/rounds.txt"
+run_rowlock_latency() {
+    put_queue "$ENQ_PORT" "$Q-$1"
+    log "round $1: latency, ROWLOCK_NOTIFY=true, POLL_INTERVAL_MS=$POLL_INTERVAL_MS, $JOBS jobs"
     MODE=rowlock ENQ_URL=http://127.0.0.1:$ENQ_PORT CLAIM_URL=http://127.0.0.1:$CLAIM_PORT \
-        QUEUE="$Q-$round" JOBS=$JOBS node "$HERE/latency/latency.js" |
-        sed "s/^/round=$round notify=on  /"
-    if [ "$PEERS" = 1 ]; then
-        log "round $round: graphile-worker add_job-to-start latency, $JOBS jobs, same database"
-        NODE_PATH="$NPM_DIR/node_modules" MODE=graphile DATABASE_URL="$ROWLOCK_DATABASE_URL" \
-            JOBS=$JOBS node "$HERE/latency/latency.js" | sed "s/^/round=$round /"
+        QUEUE="$Q-$1" JOBS=$JOBS node "$HERE/latency/latency.js" |
+        sed "s/^/round=$1 notify=on  /" | tee -a "$ROUNDS_OUT"
+}
+run_graphile_latency() {
+    [ "$PEERS" = 1 ] || return 0
+    log "round $1: graphile-worker add_job-to-start latency, $JOBS jobs, same database"
+    NODE_PATH="$NPM_DIR/node_modules" MODE=graphile DATABASE_URL="$ROWLOCK_DATABASE_URL" \
+        JOBS=$JOBS node "$HERE/latency/latency.js" | sed "s/^/round=$1 /" | tee -a "$ROUNDS_OUT"
+}
+for ((round = 1; round <= ROUNDS; round++)); do
+    if ((round % 2 == 1)); then
+        run_rowlock_latency "$round"
+        run_graphile_latency "$round"
+    else
+        run_graphile_latency "$round"
+        run_rowlock_latency "$round"
     fi
 done
+awk -f "$HERE/latency/summary.awk" "$ROUNDS_OUT"
 cleanup
 
 start_pair false

@@ -175,6 +175,7 @@ static void start_side(const char *hosts, const char *extra, int notify)
     char ci[1200];
     conninfo(ci, sizeof(ci), hosts, dbname, extra);
     const char *env[] = {"ROWLOCK_MIGRATE=off", "ROWLOCK_POOL_SIZE=2",
+                         "ROWLOCK_POLL_INTERVAL_MS=5000",
                          notify ? "ROWLOCK_NOTIFY=true" : "ROWLOCK_NOTIFY=false", NULL};
     assert_int_equal(th_service_start(&side, ci, env), 0);
     side_up = 1;
@@ -232,20 +233,44 @@ static void standby_alone_answers_503(long probe_id)
     stop_side();
 }
 
+static double listener_up(const struct th_service *s)
+{
+    double up = 0;
+    for (int i = 0; i < 100 && up != 1; i++) {
+        up = th_metric(s->port, "rowlock_notify_listener_up");
+        if (up != 1)
+            usleep(30000);
+    }
+    return up;
+}
+
+struct wake_claim {
+    int port;
+    struct th_response r;
+    double done_at;
+};
+
+static void *wake_claim_main(void *arg)
+{
+    struct wake_claim *w = arg;
+    static const char *const ct[] = {"Content-Type: application/json", NULL};
+    static const char body[] = "{\"owner\":\"w\",\"wait_seconds\":10}";
+    th_http(w->port, "POST", "/queues/fq-wake/leases", ct, body, strlen(body), &w->r);
+    w->done_at = th_now();
+    return NULL;
+}
+
 /* Both hosts, the standby first, no target_session_attrs: the default (read-write) of the pool
  * and of the LISTEN connection makes libpq pass the standby by: writes go to the primary, and
- * cross-process wake-ups work (LISTEN fails on a standby). */
+ * cross-process wake-ups work (LISTEN fails on a standby). With a synchronous standby a quiet
+ * enqueue does not NOTIFY inside its transaction (whose COMMIT waits for the standby, and would
+ * hold the database's notify lock as long): the listener announces it, at once. */
 static void standby_first_writes_to_primary(void)
 {
     char hosts[1100];
     snprintf(hosts, sizeof(hosts), "%s,%s", ssock, psock);
     start_side(hosts, "", 1);
-    double up = 0;
-    for (int i = 0; i < 100 && up != 1; i++) {
-        up = th_metric(side.port, "rowlock_notify_listener_up");
-        if (up != 1)
-            usleep(30000);
-    }
+    double up = listener_up(&side);
     fprintf(stderr, "standby listed first: rowlock_notify_listener_up %.0f\n", up);
     assert_true(up == 1);
     char code[64];
@@ -253,6 +278,34 @@ static void standby_first_writes_to_primary(void)
                        "{\"payload\": {}, \"dedupe_key\": \"sf\"}", code, sizeof(code), NULL);
     fprintf(stderr, "standby listed first: POST job answered %ld %s\n", got, code);
     assert_int_equal(got, 201);
+
+    assert_true(listener_up(&svc) == 1);
+    json_decref(th_call(svc.port, "PUT", "/queues/fq-wake", "{}", 201));
+    double waiting = th_metric(side.port, "rowlock_http_long_polls_waiting");
+    double inlined = th_metric(svc.port, "rowlock_notify_inline_total");
+    double sent = th_metric(svc.port, "rowlock_notify_sent_total");
+    struct wake_claim w = {.port = side.port};
+    pthread_t t;
+    pthread_create(&t, NULL, wake_claim_main, &w);
+    for (int i = 0; i < 500 && th_metric(side.port, "rowlock_http_long_polls_waiting") <= waiting;
+         i++)
+        usleep(10000);
+    usleep(200000); /* past svc's coalescing window: its process is quiet */
+    json_decref(th_call(svc.port, "POST", "/queues/fq-wake/jobs", "{\"payload\": {}}", 201));
+    double written = th_now();
+    pthread_join(t, NULL);
+    fprintf(stderr,
+            "synchronous standby: a claim on the side process answered %ld %.3f s after a quiet "
+            "enqueue; inline NOTIFYs %.0f -> %.0f, listener batches %.0f -> %.0f\n",
+            w.r.status, w.done_at - written, inlined,
+            th_metric(svc.port, "rowlock_notify_inline_total"), sent,
+            th_metric(svc.port, "rowlock_notify_sent_total"));
+    assert_int_equal(w.r.status, 200);
+    assert_int_equal(json_array_size(json_object_get(w.r.json, "leases")), 1);
+    th_response_free(&w.r);
+    assert_true(w.done_at - written < 2.5); /* the side process re-checks every 5 s */
+    assert_true(th_metric(svc.port, "rowlock_notify_inline_total") == inlined);
+    assert_true(th_metric(svc.port, "rowlock_notify_sent_total") >= sent + 1);
     stop_side();
 }
 
