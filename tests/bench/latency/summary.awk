@@ -1,6 +1,7 @@
 # tests/bench/latency/summary.awk: reads latency.sh's round lines (key=value fields) and prints
 # the median over the rounds of each system's p50 and p99, and in how many rounds rowlock's p50
-# was at or below the peer's.
+# was at or below the peer's, and the median and mean of rowlock's p50 less the peer's over
+# the rounds (each round the two ran one after the other).
 function median(a, s, k,   i, j, t, x) {
     for (i = 1; i <= k; i++)
         x[i] = a[s, i] + 0
@@ -31,9 +32,17 @@ END {
             median(p50, s, n[s]), median(p99, s, n[s])
     if (peer != "" && n["rowlock"] > 0) {
         w = 0
-        for (r = 1; r <= n["rowlock"]; r++)
-            if (round_p50[r, "rowlock"] + 0 <= round_p50[r, peer] + 0)
+        sum = 0
+        for (r = 1; r <= n["rowlock"]; r++) {
+            d = round_p50[r, "rowlock"] - round_p50[r, peer]
+            diff["d", r] = d
+            sum += d
+            if (d <= 0)
                 w++
+        }
         printf "summary rounds_rowlock_p50_at_or_below_%s=%d/%d\n", peer, w, n["rowlock"]
+        # the same round, the machine in the same state: rowlock's p50 less the peer's
+        printf "summary p50_difference_ms median=%.3f mean=%.3f\n", median(diff, "d", n["rowlock"]),
+            sum / n["rowlock"]
     }
 }
