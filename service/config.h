@@ -43,6 +43,7 @@ struct svc_config {
     bool notify_inline; /* a quiet queue's enqueue notifies inside its transaction */
     long max_wait_s;
     long metrics_max_resources;
+    long metrics_sync_ms; /* slower per-queue gauges are served from the janitor's last count */
     long janitor_interval_ms;
     long janitor_batch;
     long key_writers;

@@ -3,13 +3,15 @@
  * the first 5 of each by name, never more, while the totals (rowlock_topics, rowlock_queues,
  * rowlock_ledgers), how many were left out (rowlock_{topic,queue,ledger}_metrics_omitted) and the
  * janitor's overdue gauges cover them all. Per-topic and per-queue counters keep a series for the
- * first 5 counted and count the others under topic="_other" (queue="_other"). */
+ * first 5 counted and count the others under topic="_other" (queue="_other"). Per-queue job
+ * gauges whose count is slow are served from the janitor's last count. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -99,6 +101,46 @@ static void per_resource_series_bounded_totals_complete(void **state)
     assert_true(th_metric(th_svc.port, "rowlock_queue_jobs_enqueued_total{queue=\"q1\"}") == 1);
 }
 
+/* Past ROWLOCK_METRICS_SYNC_MS (0 here: every count is slow) a scrape answers with the last
+ * count, however the jobs changed, and the janitor (every 200 ms here) counts anew once a scrape
+ * asked. With the default, a scrape counts itself: an enqueue shows at once. */
+static void slow_queue_gauges_come_from_the_janitor(void **state)
+{
+    (void)state;
+    json_decref(th_svc_call("PUT", "/queues/a-stale", "{}", 201));
+    json_decref(th_svc_call("POST", "/queues/a-stale/jobs", "{\"payload\":1}", 201));
+    static const char pending[] = "rowlock_queue_jobs{queue=\"a-stale\",state=\"pending\"}";
+    assert_true(th_metric(th_svc.port, pending) == 1); /* the default: counted by the scrape */
+
+    struct th_service slow;
+    static const char *const env[] = {"ROWLOCK_METRICS_SYNC_MS=0",
+                                      "ROWLOCK_JANITOR_INTERVAL_MS=200", NULL};
+    assert_int_equal(th_service_start(&slow, th_svc_dburl, env), 0);
+    double first = th_metric(slow.port, pending); /* no count yet: this scrape counts */
+    json_decref(th_svc_call("POST", "/queues/a-stale/jobs", "{\"payload\":2}", 201));
+    json_decref(th_svc_call("POST", "/queues/a-stale/jobs", "{\"payload\":3}", 201));
+    double stale = th_metric(slow.port, pending);
+    double seen = stale, t0 = th_now();
+    while (seen != 3 && th_now() - t0 < 10) {
+        usleep(100000);
+        seen = th_metric(slow.port, pending);
+    }
+    double age = th_metric(slow.port, "rowlock_queue_gauges_age_seconds");
+    double took = th_metric(slow.port, "rowlock_queue_gauges_count_seconds");
+    fprintf(stderr,
+            "slow gauges: first scrape %.0f, after two enqueues %.0f, then %.0f after %.2f s (age "
+            "%.3f s, the count took %.4f s)\n",
+            first, stale, seen, th_now() - t0, age, took);
+    assert_int_equal(th_service_stop(&slow), 0);
+    assert_true(first == 1);
+    assert_true(stale == 1);
+    assert_true(seen == 3);
+    assert_true(age >= 0 && took >= 0);
+    /* the default process still counts at each scrape */
+    assert_true(th_metric(th_svc.port, pending) == 3);
+    assert_true(th_metric(th_svc.port, "rowlock_queue_gauges_age_seconds") < 1);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -110,6 +152,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(per_resource_series_bounded_totals_complete),
+        cmocka_unit_test(slow_queue_gauges_come_from_the_janitor),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
