@@ -20,6 +20,8 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define NOTIFY_STMT    "rowlock_notify" /* the prepared batch statement, per connection */
+/* bytes of one NOTIFY's payload that a batch fills with lines (PostgreSQL takes under 8000) */
+#define PACK_MAX 7000
 
 struct db_listener {
     struct db_listener_config cfg;
@@ -147,22 +149,35 @@ static int lst_connect(struct db_listener *l, int quiet)
     return -1;
 }
 
-/* Hands every notification libpq has read to on_notify ("<count> <name>", count "*" for every
- * waiter), skipping this connection's own and any other shape. */
+/* Hands one line of a payload ("<count> <name>", count "*" for every waiter; line is cut at
+ * its '\n' in place) to on_notify, unless it has any other shape. */
+static void deliver_line(struct db_listener *l, char *line)
+{
+    char *end = NULL;
+    char *name = strchr(line, ' ');
+    long count = line[0] == '*' ? -1 : strtol(line, &end, 10);
+    int valid = name != NULL && name[1] != '\0' &&
+                (count == -1 ? line + 1 == name : end == name && count > 0);
+    if (valid) {
+        atomic_fetch_add(&l->received, 1);
+        l->cfg.on_notify(l->cfg.ctx, name + 1, count);
+    }
+}
+
+/* Hands every notification libpq has read to on_notify, each line of its payload on its own
+ * (a batch packs many names into one NOTIFY: send_pending), skipping this process's own. */
 static void deliver(struct db_listener *l)
 {
     int self = PQbackendPID(l->pg);
     PGnotify *n;
     while ((n = PQnotifies(l->pg)) != NULL) {
-        char *end = NULL;
-        const char *name = strchr(n->extra, ' ');
-        long count = n->extra[0] == '*' ? -1 : strtol(n->extra, &end, 10);
-        int valid = name != NULL && name[1] != '\0' &&
-                    (count == -1 ? n->extra + 1 == name : end == name && count > 0);
-        if (n->be_pid != self && valid && !db_pool_has_backend(l->cfg.own_pool, n->be_pid)) {
-            atomic_fetch_add(&l->received, 1);
-            l->cfg.on_notify(l->cfg.ctx, name + 1, count);
-        }
+        if (n->be_pid != self && !db_pool_has_backend(l->cfg.own_pool, n->be_pid))
+            for (char *line = n->extra, *next; line != NULL; line = next) {
+                next = strchr(line, '\n');
+                if (next != NULL)
+                    *next++ = '\0';
+                deliver_line(l, line);
+            }
         PQfreemem(n);
     }
 }
@@ -174,24 +189,38 @@ static int count_prefix(char *b, size_t size, long count)
     return count < 0 ? snprintf(b, size, "* ") : snprintf(b, size, "%ld ", count);
 }
 
-/* Appends "<count> <name>" to b as an element of a text[] literal ("...", with " and \
- * escaped); b has room for it. */
-static void array_add(char *b, size_t *len, long count, const char *name, int first)
+/* Appends the line "<count> <name>" to the text[] literal in b (elements "...", with " and \
+ * escaped), into the element open at *elem (the payload bytes it holds; 0: none open yet), or
+ * into a new one when the line would take that past PACK_MAX bytes; b has room for it. */
+static void array_add(char *b, size_t *len, size_t *elem, long count, const char *name)
 {
-    if (!first)
-        b[(*len)++] = ',';
-    b[(*len)++] = '"';
-    *len += (size_t)count_prefix(b + *len, 24, count);
+    char prefix[24];
+    size_t k = (size_t)count_prefix(prefix, sizeof(prefix), count);
+    size_t line = k + strlen(name);
+    if (*elem > 0 && *elem + 1 + line <= PACK_MAX) {
+        b[(*len)++] = '\n';
+        *elem += 1 + line;
+    } else {
+        if (*elem > 0) {
+            b[(*len)++] = '"';
+            b[(*len)++] = ',';
+        }
+        b[(*len)++] = '"';
+        *elem = line;
+    }
+    memcpy(b + *len, prefix, k);
+    *len += k;
     for (const char *p = name; *p != '\0'; p++) {
         if (*p == '"' || *p == '\\')
             b[(*len)++] = '\\';
         b[(*len)++] = *p;
     }
-    b[(*len)++] = '"';
 }
 
-/* Sends the pending names in one statement (one commit of the notification queue). Returns 0,
- * or -1 when the connection failed. */
+/* Sends the pending names in one statement (one commit of the notification queue), packed
+ * as lines into as few NOTIFYs as PACK_MAX allows: PostgreSQL queues, stores and delivers each
+ * NOTIFY to every listener, so writes spread over many resources would otherwise cost one of
+ * each per name. Returns 0, or -1 when the connection failed. */
 static int send_pending(struct db_listener *l)
 {
     char *names[PENDING_MAX];
@@ -199,19 +228,20 @@ static int send_pending(struct db_listener *l)
     int n = take_pending(l, names, counts);
     if (n == 0)
         return 0;
-    size_t cap = 3;
+    size_t cap = 4;
     for (int i = 0; i < n; i++)
-        cap += 2 * strlen(names[i]) + 3 + 24; /* the count, a space */
+        cap += 2 * strlen(names[i]) + 4 + 24; /* the count, a space, a separator or quotes */
     char *arr = malloc(cap);
     int rc = 0;
     if (arr == NULL) {
         atomic_fetch_add(&l->dropped, (uint64_t)n);
         goto done;
     }
-    size_t len = 0;
+    size_t len = 0, elem = 0;
     arr[len++] = '{';
     for (int i = 0; i < n; i++)
-        array_add(arr, &len, counts[i], names[i], i == 0);
+        array_add(arr, &len, &elem, counts[i], names[i]);
+    arr[len++] = '"';
     arr[len++] = '}';
     arr[len] = '\0';
     const char *params[] = {arr};
@@ -357,7 +387,8 @@ void db_listener_publish(struct db_listener *l, const char *payload, long count)
 {
     if (l == NULL)
         return;
-    if (!atomic_load(&l->up) || strlen(payload) > DB_LISTENER_MAX_PAYLOAD) {
+    if (!atomic_load(&l->up) || strlen(payload) > DB_LISTENER_MAX_PAYLOAD ||
+        strchr(payload, '\n') != NULL) { /* a line of a batch's payload */
         atomic_fetch_add(&l->dropped, 1);
         return;
     }
@@ -382,7 +413,8 @@ void db_listener_publish(struct db_listener *l, const char *payload, long count)
 
 int db_listener_inline(struct db_listener *l, const char *name, long count, char *out, size_t size)
 {
-    if (l == NULL || !atomic_load(&l->up) || strlen(name) > DB_LISTENER_MAX_PAYLOAD)
+    if (l == NULL || !atomic_load(&l->up) || strlen(name) > DB_LISTENER_MAX_PAYLOAD ||
+        strchr(name, '\n') != NULL)
         return 0;
     int k = count_prefix(out, size, count);
     int n = k < 0 || (size_t)k >= size ? -1 : k + snprintf(out + k, size - (size_t)k, "%s", name);

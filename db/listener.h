@@ -36,8 +36,8 @@ struct db_listener_config {
 
 struct db_listener_stats {
     int up;            /* LISTEN is in place now */
-    uint64_t received; /* notifications from other processes */
-    uint64_t sent;     /* notifications sent (one per distinct pending resource) */
+    uint64_t received; /* names announced by other processes (a NOTIFY's lines) */
+    uint64_t sent;     /* names announced (one per distinct pending resource; many a NOTIFY) */
     uint64_t dropped;  /* resources not announced: the listener was down or the set full */
     uint64_t connects; /* LISTEN connections made, the first and every reconnect */
     uint64_t failures; /* connection attempts or sends that failed */
@@ -56,9 +56,10 @@ void db_listener_stop(struct db_listener *l);
 void db_listener_free(struct db_listener *l);
 /* Queues payload (a resource name, copied) to be announced to the other processes with count
  * (how many waiters it may wake, -1: every one), coalesced with the same name queued before it
- * was sent (the counts add up). Sent as "<count> <name>" ("*" for -1). Never blocks on the
- * database; a name that cannot be queued is counted as dropped (the other processes' re-check
- * still finds the write). NULL-safe. */
+ * was sent (the counts add up). Sent as the line "<count> <name>" ("*" for -1), packed with the
+ * batch's other lines into as few NOTIFYs as fit; a name holding a newline is not sent. Never
+ * blocks on the database; a name that cannot be queued is counted as dropped (the other
+ * processes' re-check still finds the write). NULL-safe. */
 void db_listener_publish(struct db_listener *l, const char *payload, long count);
 /* For a write about to run in a quiet spell: when the listener is up, nothing is queued and no
  * batch went out in the last coalesce_ms, writes the NOTIFY payload for name and count

@@ -12,7 +12,8 @@
  * own listener ignores; with ROWLOCK_NOTIFY_INLINE=false (process C) the listener sends it after
  * the commit; and a burst of concurrent enqueues sends most of its notifications in the
  * listener's batches, not each inside its writer's transaction (whose COMMIT would then queue
- * behind the others' NOTIFY lock). */
+ * behind the others' NOTIFY lock). Names of many resources in one batch travel packed, a line
+ * each, in few NOTIFYs. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <setjmp.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
 
 #include "harness.h"
 
@@ -190,6 +192,80 @@ static void a_burst_of_enqueues_is_announced_in_batches(void **state)
     assert_true(batched >= 1);
 }
 
+/* Writes to many resources in one batch travel packed, one line per name, in few NOTIFYs:
+ * PostgreSQL queues and delivers each NOTIFY to every listener. A process coalescing for 1 s
+ * enqueues into 40 queues; a session LISTENing beside the processes sees every queue's line once
+ * but far fewer NOTIFYs than names (one a name before packing: 40), and process A, which
+ * parses the lines, receives all 40 and wakes a claim waiting on the last queue. */
+#define PACKED_QUEUES 40
+
+static void many_names_travel_packed_in_few_notifies(void **state)
+{
+    struct th_service packer;
+    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY_COALESCE_MS=1000",
+                         "ROWLOCK_NOTIFY_INLINE=false", NULL};
+    assert_int_equal(th_service_start(&packer, dburl, env), 0);
+    PGconn *watch = PQconnectdb(dburl);
+    assert_int_equal(PQstatus(watch), CONNECTION_OK);
+    PGresult *r = PQexec(watch, "LISTEN rowlock_wake");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    char path[64];
+    for (int i = 0; i < PACKED_QUEUES; i++) {
+        snprintf(path, sizeof(path), "/queues/pack-%d", i);
+        json_decref(th_call(packer.port, "PUT", path, "{}", 201));
+    }
+    assert_true(await_metric(packer.port, "rowlock_notify_listener_up", 1, 5) == 1);
+    usleep(1200000); /* past the coalescing window: the PUTs announce nothing, but be sure */
+    double received = th_metric(a.port, "rowlock_notify_received_total");
+    struct long_poll p = {.port = a.port,
+                          .method = "POST",
+                          .path = "/queues/pack-39/leases",
+                          .body = "{\"owner\":\"w\",\"wait_seconds\":10}"};
+    pthread_t t;
+    double waiting = th_metric(a.port, "rowlock_http_long_polls_waiting");
+    pthread_create(&t, NULL, long_poll_main, &p);
+    assert_true(await_metric(a.port, "rowlock_http_long_polls_waiting", waiting + 1, 5) >=
+                waiting + 1);
+    for (int i = 0; i < PACKED_QUEUES; i++) {
+        snprintf(path, sizeof(path), "/queues/pack-%d/jobs", i);
+        json_decref(th_call(packer.port, "POST", path, "{\"payload\":1}", 201));
+    }
+    double written = th_now();
+    pthread_join(t, NULL);
+    assert_int_equal(p.r.status, 200);
+    assert_int_equal(json_array_size(json_object_get(p.r.json, "leases")), 1);
+    th_response_free(&p.r);
+    /* what the LISTENing session saw of the packer's queues */
+    int notifies = 0, lines = 0;
+    double give_up = th_now() + 5;
+    while (lines < PACKED_QUEUES && th_now() < give_up) {
+        PQconsumeInput(watch);
+        PGnotify *n;
+        while ((n = PQnotifies(watch)) != NULL) {
+            int mine = 0;
+            for (const char *q = strstr(n->extra, " queue:pack-"); q != NULL;
+                 q = strstr(q + 1, " queue:pack-"))
+                mine++;
+            notifies += mine > 0;
+            lines += mine;
+            PQfreemem(n);
+        }
+        usleep(20000);
+    }
+    PQfinish(watch);
+    double got = await_metric(a.port, "rowlock_notify_received_total", received + PACKED_QUEUES, 5);
+    fprintf(stderr,
+            "packed: %d names in %d NOTIFYs; A received %.0f, its claim answered %.3f s after "
+            "the last enqueue\n",
+            lines, notifies, got - received, p.done_at - written);
+    assert_int_equal(th_service_stop(&packer), 0);
+    assert_int_equal(lines, PACKED_QUEUES);
+    assert_true(notifies >= 1 && notifies <= PACKED_QUEUES / 4);
+    assert_true(got >= received + PACKED_QUEUES);
+    assert_true(p.done_at - written < 2.5); /* A re-checks every 5 s */
+}
+
 static void log_read_on_a_is_woken_by_a_produce_on_b(void **state)
 {
     json_decref(th_call(b.port, "PUT", "/topics/crosslog", "{}", 201));
@@ -324,6 +400,7 @@ int main(void)
         cmocka_unit_test(claim_on_a_is_woken_by_an_enqueue_on_b),
         cmocka_unit_test(with_inline_off_the_listener_sends_it),
         cmocka_unit_test(a_burst_of_enqueues_is_announced_in_batches),
+        cmocka_unit_test(many_names_travel_packed_in_few_notifies),
         cmocka_unit_test(log_read_on_a_is_woken_by_a_produce_on_b),
         cmocka_unit_test(ledger_wait_on_a_is_woken_by_a_transaction_on_b),
         cmocka_unit_test(an_enqueue_wakes_as_many_claimers_as_jobs),
