@@ -149,8 +149,8 @@ static int lst_connect(struct db_listener *l, int quiet)
     return -1;
 }
 
-/* Hands one line of a payload ("<count> <name>", count "*" for every waiter; line is cut at
- * its '\n' in place) to on_notify, unless it has any other shape. */
+/* Hands one line of a payload ("<count> <name>", count "*" for every waiter) to on_notify,
+ * unless it has any other shape. */
 static void deliver_line(struct db_listener *l, char *line)
 {
     char *end = NULL;

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "db/listener.h"
 #include "db/queues.h"
@@ -767,13 +766,6 @@ struct queue_gauges {
 static pthread_mutex_t gauges_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct queue_gauges gauges;
 
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* Counts the gauges and keeps the result in gauges. */
 static void gauges_count(struct svc_app *app)
 {
@@ -782,10 +774,10 @@ static void gauges_count(struct svc_app *app)
     svc_buf_init(&g.ages, 16 * 1024 * 1024);
     struct stats_render r = {{&g.jobs, &g.ages}};
     struct db_error err;
-    double t0 = mono_s();
+    double t0 = svc_now();
     enum db_status st = db_queues_stats(app->pool, (int)app->config->metrics_max_resources,
                                         stats_one, &r, &g.dead, &g.oldest, &err);
-    g.at_s = mono_s();
+    g.at_s = svc_now();
     g.took_ms = (g.at_s - t0) * 1000.0;
     g.ok = st == DB_OK;
     pthread_mutex_lock(&gauges_mu);
@@ -808,7 +800,7 @@ static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
     pthread_mutex_lock(&gauges_mu);
     int st_ok = gauges.ok;
     int64_t dead = gauges.dead;
-    double oldest = gauges.oldest, age = mono_s() - gauges.at_s, took = gauges.took_ms / 1000.0;
+    double oldest = gauges.oldest, age = svc_now() - gauges.at_s, took = gauges.took_ms / 1000.0;
     svc_metrics_family(b, "rowlock_queue_jobs", "gauge",
                        "Jobs by queue and state (the first ROWLOCK_METRICS_MAX_RESOURCES queues by "
                        "name)");

@@ -244,20 +244,10 @@ static double listener_up(const struct th_service *s)
     return up;
 }
 
-struct wake_claim {
-    int port;
-    struct th_response r;
-    double done_at;
-};
-
-static void *wake_claim_main(void *arg)
+static void wake_claim_body(int i, char *buf, size_t size)
 {
-    struct wake_claim *w = arg;
-    static const char *const ct[] = {"Content-Type: application/json", NULL};
-    static const char body[] = "{\"owner\":\"w\",\"wait_seconds\":10}";
-    th_http(w->port, "POST", "/queues/fq-wake/leases", ct, body, strlen(body), &w->r);
-    w->done_at = th_now();
-    return NULL;
+    (void)i;
+    snprintf(buf, size, "{\"owner\":\"w\",\"wait_seconds\":10}");
 }
 
 /* Both hosts, the standby first, no target_session_attrs: the default (read-write) of the pool
@@ -284,9 +274,12 @@ static void standby_first_writes_to_primary(void)
     double waiting = th_metric(side.port, "rowlock_http_long_polls_waiting");
     double inlined = th_metric(svc.port, "rowlock_notify_inline_total");
     double sent = th_metric(svc.port, "rowlock_notify_sent_total");
-    struct wake_claim w = {.port = side.port};
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/queues/fq-wake/leases", side.port);
+    struct th_crowd w;
+    th_crowd_start(&w, 1, url, wake_claim_body);
     pthread_t t;
-    pthread_create(&t, NULL, wake_claim_main, &w);
+    pthread_create(&t, NULL, th_crowd_run, &w);
     for (int i = 0; i < 500 && th_metric(side.port, "rowlock_http_long_polls_waiting") <= waiting;
          i++)
         usleep(10000);
@@ -294,16 +287,19 @@ static void standby_first_writes_to_primary(void)
     json_decref(th_call(svc.port, "POST", "/queues/fq-wake/jobs", "{\"payload\": {}}", 201));
     double written = th_now();
     pthread_join(t, NULL);
+    long status = w.w[0].status;
+    double after = w.w[0].done_at - written;
+    json_t *answer = json_loadb(w.w[0].body.data ? w.w[0].body.data : "", w.w[0].body.len, 0, NULL);
+    th_crowd_free(&w);
     fprintf(stderr,
             "synchronous standby: a claim on the side process answered %ld %.3f s after a quiet "
             "enqueue; inline NOTIFYs %.0f -> %.0f, listener batches %.0f -> %.0f\n",
-            w.r.status, w.done_at - written, inlined,
-            th_metric(svc.port, "rowlock_notify_inline_total"), sent,
+            status, after, inlined, th_metric(svc.port, "rowlock_notify_inline_total"), sent,
             th_metric(svc.port, "rowlock_notify_sent_total"));
-    assert_int_equal(w.r.status, 200);
-    assert_int_equal(json_array_size(json_object_get(w.r.json, "leases")), 1);
-    th_response_free(&w.r);
-    assert_true(w.done_at - written < 2.5); /* the side process re-checks every 5 s */
+    assert_int_equal(status, 200);
+    assert_int_equal(json_array_size(json_object_get(answer, "leases")), 1);
+    json_decref(answer);
+    assert_true(after < 2.5); /* the side process re-checks every 5 s */
     assert_true(th_metric(svc.port, "rowlock_notify_inline_total") == inlined);
     assert_true(th_metric(svc.port, "rowlock_notify_sent_total") >= sent + 1);
     stop_side();
