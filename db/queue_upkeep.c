@@ -176,11 +176,17 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
     return st;
 }
 
+/* The time limit of one count (a scrape's: db_queues_stats' budget_ms), for this transaction. */
+static const struct db_stmt st_stats_budget = {
+    "queue_stats_budget", "SELECT set_config('statement_timeout', $1, true)", 1};
+
 /* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
-    int all;        /* rows are every queue's gauges (st_all_stats), not only the queue ids */
-    char limit[16]; /* $1: queues at most */
+    int all;         /* rows are every queue's gauges (st_all_stats), not only the queue ids */
+    int cut;         /* st_all_stats ran out of the budget */
+    char limit[16];  /* $1: queues at most */
+    char budget[16]; /* statement_timeout of st_all_stats, ms; "" for the connection's own */
 };
 
 static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -192,14 +198,27 @@ static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_query(c, &st_vacuum_health, NULL, &a->health, err);
     if (st != DB_OK)
         return st;
-    /* the one statement first; a failure there is not the caller's: the queues are read alone */
-    struct db_error ignored;
+    if (a->budget[0] != '\0') {
+        const char *budget[] = {a->budget};
+        PGresult *set = NULL;
+        st = db_query(c, &st_stats_budget, budget, &set, err);
+        PQclear(set);
+        if (st != DB_OK)
+            return st;
+    }
+    /* the one statement first; a failure there is not the caller's: the queues are read alone,
+     * unless it ran out of its budget (they would take longer still) */
+    struct db_error failed;
     const char *params[] = {a->limit};
-    a->all = db_query(c, &st_all_stats, params, &a->rows, &ignored) == DB_OK;
+    enum db_status all = db_query(c, &st_all_stats, params, &a->rows, &failed);
+    a->all = all == DB_OK;
+    a->cut = all == DB_ERR_TIMEOUT && a->budget[0] != '\0';
     if (a->all)
         return DB_OK;
     PQclear(a->rows);
     a->rows = NULL;
+    if (a->cut)
+        *err = failed;
     return DB_ABORTED;
 }
 
@@ -213,12 +232,14 @@ static enum db_status queue_ids_tx(struct db_conn *c, void *arg, struct db_error
     return db_query(c, &st_queue_ids, params, &a->rows, err);
 }
 
-enum db_status db_queues_stats(struct db_pool *pool, int limit, db_queue_stats_each each, void *ctx,
-                               int64_t *dead_tuples, double *oldest_xact_age_seconds,
-                               struct db_error *err)
+enum db_status db_queues_stats(struct db_pool *pool, int limit, int budget_ms,
+                               db_queue_stats_each each, void *ctx, int64_t *dead_tuples,
+                               double *oldest_xact_age_seconds, struct db_error *err)
 {
-    struct all_stats a = {NULL, NULL, 0, {0}};
+    struct all_stats a = {0};
     snprintf(a.limit, sizeof(a.limit), "%d", limit);
+    if (budget_ms > 0)
+        snprintf(a.budget, sizeof(a.budget), "%d", budget_ms);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, all_stats_tx, &a, err);
     *dead_tuples = 0;
     *oldest_xact_age_seconds = 0;
@@ -235,6 +256,10 @@ enum db_status db_queues_stats(struct db_pool *pool, int limit, db_queue_stats_e
         PQclear(a.rows);
         PQclear(a.health);
         return DB_OK;
+    }
+    if (st == DB_ABORTED && a.cut) {
+        PQclear(a.health);
+        return DB_ERR_TIMEOUT;
     }
     if (st == DB_ABORTED)
         st = db_tx_run(pool, DB_READ_COMMITTED, queue_ids_tx, &a, err);

@@ -230,11 +230,13 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
  * how many there are in all is db_resources_summary's), and the two things that slow every
  * Postgres queue. All in one statement; when that fails, each queue is read by its own: a queue
  * whose counts cannot be read is reported to each with s NULL (and its error), and the others are
- * still read. Returns the status of reading the queue list and the vacuum health. */
+ * still read. Returns the status of reading the queue list and the vacuum health. With budget_ms
+ * above 0 the one statement may take that long at most: past it, each is not called, the vacuum
+ * health is still set, and DB_ERR_TIMEOUT is returned. */
 typedef void (*db_queue_stats_each)(const char *queue, const struct db_queue_stats *s,
                                     const struct db_error *failed, void *ctx);
-enum db_status db_queues_stats(struct db_pool *pool, int limit, db_queue_stats_each each, void *ctx,
-                               int64_t *dead_tuples, double *oldest_xact_age_seconds,
-                               struct db_error *err);
+enum db_status db_queues_stats(struct db_pool *pool, int limit, int budget_ms,
+                               db_queue_stats_each each, void *ctx, int64_t *dead_tuples,
+                               double *oldest_xact_age_seconds, struct db_error *err);
 
 #endif

@@ -750,24 +750,28 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
 /* The per-queue gauges count every job kept in the first ROWLOCK_METRICS_MAX_RESOURCES queues:
  * a scan that grows with the jobs (over 200 ms at 10,000 topics and 1,000 queues after the
  * resources bench). A scrape counts them itself while the last count took less than
- * ROWLOCK_METRICS_SYNC_MS; after a slower one it answers with the last count, and the queues'
- * janitor pass counts anew when a scrape asked since, so that no scrape waits for the scan and
- * an unscraped process does not count. A faster count puts the scrapes back in charge. */
+ * ROWLOCK_METRICS_SYNC_MS, and its count is cut off after that long; after a slower or cut count
+ * it answers with the last whole count, and the queues' janitor pass counts anew (to the end)
+ * when a scrape asked since, so that no scrape waits for the scan and an unscraped process does
+ * not count. A faster count puts the scrapes back in charge. A process's first count is never
+ * cut: there is nothing to answer with before it. */
 struct queue_gauges {
-    struct svc_buf jobs, ages; /* the rendered samples of the last count */
+    struct svc_buf jobs, ages; /* the rendered samples of the last whole count */
     int64_t dead;
     double oldest;
-    int ok;      /* the last count's list of queues and vacuum health were read */
-    int have;    /* a count was made */
-    int wanted;  /* a scrape answered with the last count since the janitor's */
-    double at_s; /* when the last count ended (monotonic) */
-    double took_ms;
+    int ok;         /* the last count's list of queues and vacuum health were read */
+    int have;       /* a count was made */
+    int wanted;     /* a scrape answered with the last count since the janitor's */
+    double at_s;    /* when the last whole count ended (monotonic) */
+    double took_ms; /* how long the last count took (a cut one: until it was cut) */
 };
 static pthread_mutex_t gauges_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct queue_gauges gauges;
+static uint64_t m_gauges_cut; /* under gauges_mu */
 
-/* Counts the gauges and keeps the result in gauges. */
-static void gauges_count(struct svc_app *app)
+/* Counts the gauges and keeps the result in gauges; budget_ms above 0 cuts the count off after
+ * that long, which keeps the last whole count's samples and asks the janitor for a count. */
+static void gauges_count(struct svc_app *app, int budget_ms)
 {
     struct queue_gauges g = {.have = 1};
     svc_buf_init(&g.jobs, 16 * 1024 * 1024);
@@ -776,13 +780,25 @@ static void gauges_count(struct svc_app *app)
     struct db_error err;
     double t0 = svc_now();
     enum db_status st = db_queues_stats(app->pool, (int)app->config->metrics_max_resources,
-                                        stats_one, &r, &g.dead, &g.oldest, &err);
+                                        budget_ms, stats_one, &r, &g.dead, &g.oldest, &err);
     g.at_s = svc_now();
     g.took_ms = (g.at_s - t0) * 1000.0;
     g.ok = st == DB_OK;
     pthread_mutex_lock(&gauges_mu);
     struct queue_gauges old = gauges;
     g.wanted = old.wanted;
+    if (st == DB_ERR_TIMEOUT && old.have) {
+        /* cut off: the last whole count stands (its samples, its age and whether it was read) */
+        svc_buf_free(&g.jobs);
+        svc_buf_free(&g.ages);
+        g.jobs = old.jobs;
+        g.ages = old.ages;
+        g.ok = old.ok;
+        g.at_s = old.at_s;
+        g.wanted = 1;
+        old.jobs = old.ages = (struct svc_buf){0};
+        m_gauges_cut++;
+    }
     gauges = g;
     pthread_mutex_unlock(&gauges_mu);
     svc_buf_free(&old.jobs);
@@ -792,15 +808,17 @@ static void gauges_count(struct svc_app *app)
 static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
     pthread_mutex_lock(&gauges_mu);
-    int count = !gauges.have || gauges.took_ms < (double)app->config->metrics_sync_ms;
+    int first = !gauges.have;
+    int count = first || gauges.took_ms < (double)app->config->metrics_sync_ms;
     gauges.wanted |= !count;
     pthread_mutex_unlock(&gauges_mu);
     if (count)
-        gauges_count(app);
+        gauges_count(app, first ? 0 : (int)app->config->metrics_sync_ms);
     pthread_mutex_lock(&gauges_mu);
     int st_ok = gauges.ok;
     int64_t dead = gauges.dead;
     double oldest = gauges.oldest, age = svc_now() - gauges.at_s, took = gauges.took_ms / 1000.0;
+    uint64_t cut = m_gauges_cut;
     svc_metrics_family(b, "rowlock_queue_jobs", "gauge",
                        "Jobs by queue and state (the first ROWLOCK_METRICS_MAX_RESOURCES queues by "
                        "name)");
@@ -819,6 +837,10 @@ static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
     svc_metrics_family(b, "rowlock_queue_gauges_count_seconds", "gauge",
                        "How long that count took");
     svc_metrics_sample(b, "rowlock_queue_gauges_count_seconds", NULL, took);
+    svc_metrics_family(b, "rowlock_queue_gauges_cut_total", "counter",
+                       "Scrapes' counts of the queue gauges cut off at ROWLOCK_METRICS_SYNC_MS "
+                       "(the scrape answered with the last whole count)");
+    svc_metrics_sample(b, "rowlock_queue_gauges_cut_total", NULL, (double)cut);
     svc_metrics_family(b, "rowlock_queue_dead_tuples", "gauge",
                        "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
     svc_metrics_sample(b, "rowlock_queue_dead_tuples", NULL, (double)dead);
@@ -878,7 +900,7 @@ static void route_queues_janitor_pass(void *ctx)
     gauges.wanted = 0;
     pthread_mutex_unlock(&gauges_mu);
     if (count)
-        gauges_count(app);
+        gauges_count(app, 0);
 }
 
 static void route_queues_fini(void)
@@ -887,6 +909,7 @@ static void route_queues_fini(void)
     svc_buf_free(&gauges.jobs);
     svc_buf_free(&gauges.ages);
     memset(&gauges, 0, sizeof(gauges));
+    m_gauges_cut = 0;
     pthread_mutex_unlock(&gauges_mu);
 }
 

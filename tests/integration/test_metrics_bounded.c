@@ -141,6 +141,49 @@ static void slow_queue_gauges_come_from_the_janitor(void **state)
     assert_true(th_metric(th_svc.port, "rowlock_queue_gauges_age_seconds") < 1);
 }
 
+/* A scrape's own count of the queue gauges is cut off after ROWLOCK_METRICS_SYNC_MS: held up
+ * (here by a lock on the jobs table), the scrape answers at once with the last whole count, and
+ * the next scrapes answer with it too until the janitor counts again (not in this test: its
+ * interval is ten minutes). Without the cut the scrape waits for the lock. */
+static void a_slow_count_is_cut_off(void **state)
+{
+    (void)state;
+    json_decref(th_svc_call("PUT", "/queues/a-cut", "{}", 201));
+    json_decref(th_svc_call("POST", "/queues/a-cut/jobs", "{\"payload\":1}", 201));
+    static const char pending[] = "rowlock_queue_jobs{queue=\"a-cut\",state=\"pending\"}";
+    struct th_service p;
+    static const char *const env[] = {"ROWLOCK_METRICS_SYNC_MS=50",
+                                      "ROWLOCK_JANITOR_INTERVAL_MS=600000",
+                                      "ROWLOCK_STATEMENT_TIMEOUT_MS=3000", NULL};
+    assert_int_equal(th_service_start(&p, th_svc_dburl, env), 0);
+    double first = th_metric(p.port, pending); /* the process's first count: whole */
+    PGconn *lock = th_pg(th_svc_dburl);
+    PQclear(th_sql(lock, "BEGIN"));
+    PQclear(th_sql(lock, "LOCK TABLE rowlock.jobs IN ACCESS EXCLUSIVE MODE"));
+    double t0 = th_now();
+    double held = th_metric(p.port, pending);
+    double took = th_now() - t0;
+    double cut = th_metric(p.port, "rowlock_queue_gauges_cut_total");
+    double count_s = th_metric(p.port, "rowlock_queue_gauges_count_seconds");
+    PQclear(th_sql(lock, "COMMIT"));
+    PQfinish(lock);
+    json_decref(th_svc_call("POST", "/queues/a-cut/jobs", "{\"payload\":2}", 201));
+    double after = th_metric(p.port, pending);
+    double up = th_metric(p.port, "rowlock_queue_metrics_up");
+    fprintf(stderr,
+            "cut count: first %.0f, with the jobs locked %.0f in %.3f s (cut %.0f, count %.3f s), "
+            "after a second job %.0f, up %.0f\n",
+            first, held, took, cut, count_s, after, up);
+    assert_int_equal(th_service_stop(&p), 0);
+    assert_true(first == 1);
+    assert_true(held == 1);
+    assert_true(took < 1.0); /* cut at 0.05 s; uncut, it waits for the lock (3 s at least) */
+    assert_true(cut == 1);
+    assert_true(count_s >= 0.05);
+    assert_true(after == 1); /* the last whole count stands until the janitor's */
+    assert_true(up == 1);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -153,6 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(per_resource_series_bounded_totals_complete),
         cmocka_unit_test(slow_queue_gauges_come_from_the_janitor),
+        cmocka_unit_test(a_slow_count_is_cut_off),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
