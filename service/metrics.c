@@ -34,8 +34,12 @@ struct vec_entry {
 struct svc_counter_vec {
     const char *name, *help, *label;
     pthread_mutex_t mu;
-    struct vec_entry *entries;
+    struct vec_entry *entries; /* in the order their labels were first added */
     size_t n, cap;
+    /* an open-addressing index of entries by label: slots[h] is an entry's index + 1, 0 empty;
+     * nslots a power of two, kept above twice n (a counter is added on every request, on any
+     * of the resources a process serves) */
+    size_t *slots, nslots;
     int bounded;
     struct svc_counter_vec *next;
 };
@@ -75,6 +79,7 @@ void svc_metrics_shutdown(void)
         for (size_t i = 0; i < v->n; i++)
             free(v->entries[i].value);
         free(v->entries);
+        free(v->slots);
         pthread_mutex_destroy(&v->mu);
         free(v);
     }
@@ -110,12 +115,53 @@ void svc_counter_vec_bound(struct svc_counter_vec *v)
         v->bounded = 1;
 }
 
+static size_t label_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return (size_t)(h ^ (h >> 32));
+}
+
+/* The index of label_value's entry, or v->n when it has none. */
 static size_t vec_find(const struct svc_counter_vec *v, const char *label_value)
 {
-    size_t i = 0;
-    while (i < v->n && strcmp(v->entries[i].value, label_value) != 0)
-        i++;
-    return i;
+    if (v->nslots == 0)
+        return v->n;
+    for (size_t h = label_hash(label_value) & (v->nslots - 1);; h = (h + 1) & (v->nslots - 1)) {
+        size_t i = v->slots[h];
+        if (i == 0)
+            return v->n;
+        if (strcmp(v->entries[i - 1].value, label_value) == 0)
+            return i - 1;
+    }
+}
+
+static void slot_put(struct svc_counter_vec *v, size_t i)
+{
+    size_t h = label_hash(v->entries[i].value) & (v->nslots - 1);
+    while (v->slots[h] != 0)
+        h = (h + 1) & (v->nslots - 1);
+    v->slots[h] = i + 1;
+}
+
+/* Indexes entry i (= v->n, about to be added); grows the index first when it would be half
+ * full. 0, or -1 out of memory. */
+static int vec_index(struct svc_counter_vec *v, size_t i)
+{
+    if (2 * (i + 1) > v->nslots) {
+        size_t nslots = v->nslots ? 2 * v->nslots : 32;
+        size_t *slots = calloc(nslots, sizeof(*slots));
+        if (slots == NULL)
+            return -1;
+        free(v->slots);
+        v->slots = slots;
+        v->nslots = nslots;
+        for (size_t j = 0; j < i; j++)
+            slot_put(v, j);
+    }
+    slot_put(v, i);
+    return 0;
 }
 
 void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uint64_t n)
@@ -149,6 +195,11 @@ void svc_counter_vec_add(struct svc_counter_vec *v, const char *label_value, uin
         }
         v->entries[v->n].value = copy;
         v->entries[v->n].count = 0;
+        if (vec_index(v, v->n) != 0) {
+            free(copy);
+            pthread_mutex_unlock(&v->mu);
+            return;
+        }
         v->n++;
     }
     v->entries[i].count += n;

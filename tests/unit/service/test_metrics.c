@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "service/metrics.h"
@@ -147,6 +148,37 @@ static void test_bounded_vec_other(void **state)
                    svc_metrics_render_vecs(&b));
 }
 
+/* Many labels, each added in turn and then again in reverse: every one keeps its own count in
+ * the order it was first added, through every growth of the vec's index. */
+static void test_vec_many_labels(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    struct svc_counter_vec *v = svc_counter_vec_new("m_total", "M", "topic");
+    char label[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(label, sizeof(label), "t%d", i);
+        svc_counter_vec_add(v, label, (uint64_t)i);
+    }
+    for (int i = N - 1; i >= 0; i--) {
+        snprintf(label, sizeof(label), "t%d", i);
+        svc_counter_vec_add(v, label, 1);
+    }
+    struct svc_buf b;
+    svc_buf_init(&b, 1 << 22);
+    assert_int_equal(svc_metrics_render_vecs(&b), 0);
+    const char *at = b.data;
+    for (int i = 0; i < N; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "m_total{topic=\"t%d\"} %d\n", i, i + 1);
+        const char *found = strstr(at, want);
+        if (found == NULL)
+            fail_msg("no %s in order after %d labels", want, i);
+        at = found + strlen(want);
+    }
+    svc_buf_free(&b);
+}
+
 static enum svc_outcome no_handler(struct svc_request *req)
 {
     (void)req;
@@ -204,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_full_buffer_fails),
         cmocka_unit_test_teardown(test_vec_labels, teardown),
         cmocka_unit_test_teardown(test_bounded_vec_other, teardown),
+        cmocka_unit_test_teardown(test_vec_many_labels, teardown),
         cmocka_unit_test_teardown(test_http_counters, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
