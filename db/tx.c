@@ -34,13 +34,11 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
     static const char *const rc[] = {"BEGIN", NULL};
     static const char *const rr[] = {"BEGIN ISOLATION LEVEL REPEATABLE READ", NULL};
     static const char *const ser[] = {"BEGIN ISOLATION LEVEL SERIALIZABLE", NULL};
-    /* generic plans, and no JIT: a generic plan's cost is a guess (a claim's LIMIT a tenth of
-     * the backlog) that can pass jit_above_cost, and JIT compiles at every execution (20 ms) */
+    /* generic plans (no JIT either, as on every pooled session: a generic plan's cost is a guess,
+     * a claim's LIMIT a tenth of the backlog, that can pass jit_above_cost, and JIT would compile
+     * at every execution, 20 ms) */
     static const char *const generic[] = {
-        "BEGIN",
-        "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), "
-        "set_config('jit', 'off', true)",
-        NULL};
+        "BEGIN", "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)", NULL};
     static const char *const *const begin[] = {rc, rr, ser, generic};
     c->begin = begin[iso];
     c->commit_next = c->committed = 0;

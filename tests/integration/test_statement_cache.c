@@ -256,12 +256,25 @@ static void topic_sequences_bounded(void **state)
                  topics, (int)(after.retired - before.retired));
 }
 
+/* Every pooled session runs without JIT (db/pool.c): a count over many rows (the queue gauges)
+ * passed jit_above_cost and compiled for longer than it scanned. */
+static void sessions_without_jit(void **state)
+{
+    (void)state;
+    struct db_conn *c = acquire();
+    PGresult *r = PQexec(db_conn_pg(c), "SHOW jit");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(r, 0, 0), "off");
+    PQclear(r);
+    db_pool_release(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bounded_by_the_setting),  cmocka_unit_test(pipelines_at_the_edge),
         cmocka_unit_test(first_sight_inline),      cmocka_unit_test(refused_statement_not_recorded),
-        cmocka_unit_test(topic_sequences_bounded),
+        cmocka_unit_test(topic_sequences_bounded), cmocka_unit_test(sessions_without_jit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
