@@ -269,12 +269,43 @@ static void sessions_without_jit(void **state)
     db_pool_release(c);
 }
 
+static const struct db_stmt st_plan_mode = {"test_plan_mode",
+                                            "SELECT current_setting('plan_cache_mode')", 0};
+
+static enum db_status plan_mode_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    PGresult *r = NULL;
+    enum db_status st = db_query(c, &st_plan_mode, NULL, &r, err);
+    if (st == DB_OK)
+        snprintf(arg, 32, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return st;
+}
+
+/* A DB_READ_COMMITTED_GENERIC_PLANS transaction runs its statements on generic plans, and only
+ * it: the setting is the transaction's own (SET LOCAL, sent with BEGIN). */
+static void generic_plans_for_their_transaction_only(void **state)
+{
+    (void)state;
+    char inside[32] = "", plain[32] = "";
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, plan_mode_tx, inside, &err),
+                     DB_OK);
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, plan_mode_tx, plain, &err), DB_OK);
+    assert_string_equal(inside, "force_generic_plan");
+    assert_string_equal(plain, "auto"); /* the same session (a pool of one), after it */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bounded_by_the_setting),  cmocka_unit_test(pipelines_at_the_edge),
-        cmocka_unit_test(first_sight_inline),      cmocka_unit_test(refused_statement_not_recorded),
-        cmocka_unit_test(topic_sequences_bounded), cmocka_unit_test(sessions_without_jit),
+        cmocka_unit_test(bounded_by_the_setting),
+        cmocka_unit_test(pipelines_at_the_edge),
+        cmocka_unit_test(first_sight_inline),
+        cmocka_unit_test(refused_statement_not_recorded),
+        cmocka_unit_test(topic_sequences_bounded),
+        cmocka_unit_test(sessions_without_jit),
+        cmocka_unit_test(generic_plans_for_their_transaction_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
