@@ -117,9 +117,9 @@ void svc_counter_vec_bound(struct svc_counter_vec *v)
 
 static size_t label_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    uint64_t h = 14695981039346656037ull; /* FNV-1a, 64 bits */
     for (; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return (size_t)(h ^ (h >> 32));
 }
 
