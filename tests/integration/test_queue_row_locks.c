@@ -5,11 +5,14 @@
  *     the other job, and the locked one is handed out once, to the transaction that held it. A
  *     claim that read its candidates without locking them would wait for the lock, then claim the
  *     job a second time;
- *   - a settlement (the single complete and the batch one) locks the job before it reads it
- *     (FOR UPDATE in LEASE_TARGET and in st_complete_batch's target), so it judges the row as it
- *     is once the other transaction committed: the job was taken over by another owner, and the
- *     refusal says lease_owner_mismatch. A settlement that read the row from its snapshot without
- *     the lock would see its own lease still there and answer lease_expired.
+ *   - a settlement judges the row as it is once the other transaction committed: the job was
+ *     taken over by another owner, and the refusal says lease_owner_mismatch. The single complete
+ *     locks the job before it reads it (FOR UPDATE in LEASE_TARGET); a settlement that read the
+ *     row from its snapshot without the lock would see its own lease still there and answer
+ *     lease_expired. The batch completion's update takes the lock itself and re-checks the fence
+ *     on the committed row; a lease that had already run out is refused from the snapshot
+ *     without waiting, and the refused rows are then locked (FOR UPDATE in st_complete_batch's
+ *     refused) so that the verdict is the takeover's, not the snapshot's lease_expired.
  * Each case fails when the lock it names is removed from db/leases.c. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -165,12 +168,38 @@ static void batch_complete_judges_the_row_under_its_lock(void **state)
     PQfinish(c);
 }
 
+/* The lease ran out before the batch completion came, and a takeover holds the row: the update
+ * refuses the item from its snapshot at once, and the verdict is read under the row's lock. */
+static void batch_refusal_judged_under_the_lock(void **state)
+{
+    (void)state;
+    json_decref(th_svc_call("PUT", "/queues/late", "{\"lease_seconds\":1}", 201));
+    enqueue("late");
+    json_int_t fence, id = claim_here("late", &fence);
+    PGconn *c = th_pg(th_svc_dburl);
+    PQclear(th_sql(c, "SELECT pg_sleep(1.2)")); /* the lease runs out */
+    take_over(c, id, "elsewhere");
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"owner\":\"here\",\"items\":[{\"job_id\":%" JSON_INTEGER_FORMAT
+             ",\"fence\":%" JSON_INTEGER_FORMAT "}]}",
+             id, fence);
+    json_t *r = th_svc_call("POST", "/queues/late/leases:complete", body, 200);
+    assert_int_equal(int_at(r, "completed"), 0);
+    json_t *item = json_array_get(json_object_get(r, "results"), 0);
+    assert_string_equal(json_string_value(json_object_get(item, "status")), "lease_owner_mismatch");
+    json_decref(r);
+    finish_held(c);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_skips_a_locked_job),
         cmocka_unit_test(complete_judges_the_row_under_its_lock),
         cmocka_unit_test(batch_complete_judges_the_row_under_its_lock),
+        cmocka_unit_test(batch_refusal_judged_under_the_lock),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
