@@ -146,20 +146,27 @@ static void complete_judges_the_row_under_its_lock(void **state)
     PQfinish(c);
 }
 
-static void batch_complete_judges_the_row_under_its_lock(void **state)
+/* Creates queue (with config), claims its one job for "here", waits run_out seconds (0: none),
+ * has another transaction take the job over and hold its row lock, and completes the job in a
+ * batch meanwhile: the item's verdict must be the takeover's. */
+static void batch_complete_under_a_takeover(const char *queue, const char *config,
+                                            const char *run_out)
 {
-    (void)state;
-    json_decref(th_svc_call("PUT", "/queues/batch", "{}", 201));
-    enqueue("batch");
-    json_int_t fence, id = claim_here("batch", &fence);
+    char path[128], body[256];
+    snprintf(path, sizeof(path), "/queues/%s", queue);
+    json_decref(th_svc_call("PUT", path, config, 201));
+    enqueue(queue);
+    json_int_t fence, id = claim_here(queue, &fence);
     PGconn *c = th_pg(th_svc_dburl);
+    snprintf(body, sizeof(body), "SELECT pg_sleep(%s)", run_out);
+    PQclear(th_sql(c, body));
     take_over(c, id, "elsewhere");
-    char body[256];
     snprintf(body, sizeof(body),
              "{\"owner\":\"here\",\"items\":[{\"job_id\":%" JSON_INTEGER_FORMAT
              ",\"fence\":%" JSON_INTEGER_FORMAT "}]}",
              id, fence);
-    json_t *r = th_svc_call("POST", "/queues/batch/leases:complete", body, 200);
+    snprintf(path, sizeof(path), "/queues/%s/leases:complete", queue);
+    json_t *r = th_svc_call("POST", path, body, 200);
     assert_int_equal(int_at(r, "completed"), 0);
     json_t *item = json_array_get(json_object_get(r, "results"), 0);
     assert_string_equal(json_string_value(json_object_get(item, "status")), "lease_owner_mismatch");
@@ -168,29 +175,20 @@ static void batch_complete_judges_the_row_under_its_lock(void **state)
     PQfinish(c);
 }
 
-/* The lease ran out before the batch completion came, and a takeover holds the row: the update
- * refuses the item from its snapshot at once, and the verdict is read under the row's lock. */
+/* The lease is live: the update waits for the takeover's lock, then refuses the item on the
+ * committed row. */
+static void batch_complete_judges_the_row_under_its_lock(void **state)
+{
+    (void)state;
+    batch_complete_under_a_takeover("batch", "{}", "0");
+}
+
+/* The lease ran out before the batch completion came: the update refuses the item from its
+ * snapshot at once, and the verdict is read under the row's lock. */
 static void batch_refusal_judged_under_the_lock(void **state)
 {
     (void)state;
-    json_decref(th_svc_call("PUT", "/queues/late", "{\"lease_seconds\":1}", 201));
-    enqueue("late");
-    json_int_t fence, id = claim_here("late", &fence);
-    PGconn *c = th_pg(th_svc_dburl);
-    PQclear(th_sql(c, "SELECT pg_sleep(1.2)")); /* the lease runs out */
-    take_over(c, id, "elsewhere");
-    char body[256];
-    snprintf(body, sizeof(body),
-             "{\"owner\":\"here\",\"items\":[{\"job_id\":%" JSON_INTEGER_FORMAT
-             ",\"fence\":%" JSON_INTEGER_FORMAT "}]}",
-             id, fence);
-    json_t *r = th_svc_call("POST", "/queues/late/leases:complete", body, 200);
-    assert_int_equal(int_at(r, "completed"), 0);
-    json_t *item = json_array_get(json_object_get(r, "results"), 0);
-    assert_string_equal(json_string_value(json_object_get(item, "status")), "lease_owner_mismatch");
-    json_decref(r);
-    finish_held(c);
-    PQfinish(c);
+    batch_complete_under_a_takeover("late", "{\"lease_seconds\":1}", "1.2");
 }
 
 int main(void)
