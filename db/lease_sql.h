@@ -32,15 +32,22 @@
 #define LEASE_LIVE_BY(owner, fence) LEASE_OWNED_BY(owner, fence) " AND j.lease_expires_at > now()"
 #define LEASE_LIVE                  LEASE_LIVE_BY("$3", "$4")
 
-/* The row as it was, for classifying a refusal (LEASE_AS_WAS: id, state, owner, fence, live),
- * of one job (LEASE_TARGET) or of a batch's jobs. */
+/* The row as it is, for classifying a refusal (LEASE_AS_WAS: id, state, owner, fence, live). A
+ * fenced write's update takes the row's lock itself, re-checking its predicate on the row's
+ * latest version if another transaction held it; only when it refused does LEASE_REFUSED lock
+ * the job and read it (made to run after the update w by reading it), so that the verdict is
+ * judged on the row as it is once whoever held it committed. Locking first would write a
+ * row-lock record and look the row up twice for every write that applies. */
 #define LEASE_AS_WAS "j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live"
-#define LEASE_TARGET                                                                               \
-    "target AS (SELECT " LEASE_AS_WAS " "                                                          \
-    "FROM rowlock.jobs j WHERE j.id = $1 AND j.queue_id = $2 FOR UPDATE)"
+#define LEASE_JOB    "j.id = $1 AND j.queue_id = $2"
+#define LEASE_REFUSED                                                                              \
+    "target AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j "                                      \
+    "WHERE " LEASE_JOB " AND NOT EXISTS (SELECT FROM w) FOR UPDATE)"
+/* One row: state, owner, fence, live (all NULL when applied, or when there is no such job),
+ * applied, extra. */
 #define LEASE_RESULT(extra)                                                                        \
     "SELECT target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, " extra       \
-    " FROM target LEFT JOIN w ON true"
+    " FROM (SELECT) one LEFT JOIN w ON true LEFT JOIN target ON true"
 
 /* Ends the job's latest attempt (recorded on its row, see the schema) with this outcome. */
 #define ATTEMPT_END(outcome) "attempt_ended_at = now(), attempt_outcome = '" outcome "'"

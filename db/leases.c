@@ -135,29 +135,28 @@ static const struct db_stmt st_claim_many = {
 /* clang-format off */
 static const struct db_stmt st_heartbeat = {
     "lease_heartbeat",
-    "WITH q AS (SELECT lease_seconds FROM rowlock.queues WHERE id = $2), " LEASE_TARGET ", "
+    "WITH q AS (SELECT lease_seconds FROM rowlock.queues WHERE id = $2), "
     "w AS (UPDATE rowlock.jobs j SET "
     "  lease_expires_at = now() + make_interval(secs => coalesce($5::float8, q.lease_seconds)), "
     "  claimable_at = now() + make_interval(secs => coalesce($5::float8, q.lease_seconds)), "
-    "  updated_at = now() FROM target, q WHERE j.id = target.id AND " LEASE_LIVE " "
+    "  updated_at = now() FROM q WHERE " LEASE_JOB " AND " LEASE_LIVE " "
     "  RETURNING j.id, j.lease_expires_at), "
     "b AS (UPDATE rowlock.job_bodies b SET progress = coalesce($6::jsonb, b.progress) FROM w "
-    "  WHERE b.job_id = w.id) "
+    "  WHERE b.job_id = w.id), " LEASE_REFUSED " "
     LEASE_RESULT("coalesce(" DB_TS("w.lease_expires_at") ", '')"),
     6};
 static const struct db_stmt st_complete = {
     "lease_complete",
-    "WITH " LEASE_TARGET ", "
-    "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
-    "  FROM target WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id), "
+    "WITH w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
+    "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
+    ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " RETURNING j.id), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL) "
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " LEASE_REFUSED " "
     LEASE_RESULT("''"),
     5};
 static const struct db_stmt st_fail = {
     "lease_fail",
-    "WITH q AS (SELECT * FROM rowlock.queues WHERE id = $2), " LEASE_TARGET ", "
+    "WITH q AS (SELECT * FROM rowlock.queues WHERE id = $2), "
     "w AS (UPDATE rowlock.jobs j SET "
     "  state = CASE WHEN $6 AND j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
     "  owner = NULL, lease_expires_at = NULL, "
@@ -166,38 +165,34 @@ static const struct db_stmt st_fail = {
     "  claimable_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN now() + " BACKOFF
     "    ELSE NULL END, "
     "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
-    "  updated_at = now(), " ATTEMPT_END("failed") " FROM target, q "
-    "  WHERE j.id = target.id AND " LEASE_LIVE " RETURNING j.id, j.state), "
+    "  updated_at = now(), " ATTEMPT_END("failed") " FROM q "
+    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " RETURNING j.id, j.state), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id) "
+    "  WHERE b.job_id = w.id), " LEASE_REFUSED " "
     LEASE_RESULT("coalesce(w.state, '')"),
     6};
 static const struct db_stmt st_handback = {
     "lease_handback",
-    "WITH " LEASE_TARGET ", "
-    "w AS (UPDATE rowlock.jobs j SET state = 'pending', owner = NULL, lease_expires_at = NULL, "
-    "  attempts = j.attempts - 1, run_at = now(), claimable_at = now(), updated_at = "
-    "now(), " ATTEMPT_END("handed_back") " FROM target WHERE j.id = target.id AND " LEASE_OWNED " "
-    "  RETURNING j.id) "
+    "WITH w AS (UPDATE rowlock.jobs j SET state = 'pending', owner = NULL, "
+    "  lease_expires_at = NULL, attempts = j.attempts - 1, run_at = now(), claimable_at = now(), "
+    "  updated_at = now(), " ATTEMPT_END("handed_back") " "
+    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " RETURNING j.id), " LEASE_REFUSED " "
     LEASE_RESULT("''"),
     4};
 static const struct db_stmt st_release = {
     "lease_release",
-    "WITH " LEASE_TARGET ", "
-    "w AS (UPDATE rowlock.jobs j SET "
+    "WITH w AS (UPDATE rowlock.jobs j SET "
     "  state = CASE WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
     "  owner = NULL, lease_expires_at = NULL, run_at = now(), "
     "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
     "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
-    "  updated_at = now(), " ATTEMPT_END("released") " FROM target "
-    "  WHERE j.id = target.id AND " LEASE_OWNED " RETURNING j.id, j.state) "
+    "  updated_at = now(), " ATTEMPT_END("released") " "
+    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " RETURNING j.id, j.state), " LEASE_REFUSED " "
     LEASE_RESULT("coalesce(w.state, '')"),
     4};
 
-/* Batch completion: $1 queue id, $2 ids, $3 owners, $4 fences, $5 results. The update takes
- * each live lease's row lock itself (re-checking the fence on the row's latest version if another
- * transaction held it), so a completion writes the row once; locking it first, as the single
- * settlements do, wrote a row-lock record a job more and looked the row up twice. Only the
+/* Batch completion: $1 queue id, $2 ids, $3 owners, $4 fences, $5 results. As in the single
+ * fenced writes (LEASE_REFUSED), the update takes each live lease's row lock itself, and only the
  * refused items are then locked, in id order, and read as they are now (refused, made to run
  * after w by reading it): their verdicts are judged on that. The update finds each item's row by
  * its primary key, the items in id order, so that concurrent settlements lock in one order (a

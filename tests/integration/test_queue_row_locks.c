@@ -6,13 +6,13 @@
  *     claim that read its candidates without locking them would wait for the lock, then claim the
  *     job a second time;
  *   - a settlement judges the row as it is once the other transaction committed: the job was
- *     taken over by another owner, and the refusal says lease_owner_mismatch. The single complete
- *     locks the job before it reads it (FOR UPDATE in LEASE_TARGET); a settlement that read the
- *     row from its snapshot without the lock would see its own lease still there and answer
- *     lease_expired. The batch completion's update takes the lock itself and re-checks the fence
- *     on the committed row; a lease that had already run out is refused from the snapshot
- *     without waiting, and the refused rows are then locked (FOR UPDATE in st_complete_batch's
- *     refused) so that the verdict is the takeover's, not the snapshot's lease_expired.
+ *     taken over by another owner, and the refusal says lease_owner_mismatch. A settlement's
+ *     update takes the row's lock itself and re-checks the fence on the committed row; a lease
+ *     that had already run out is refused from the snapshot without waiting. Either way the
+ *     refused row is then locked and read (FOR UPDATE in LEASE_REFUSED and in
+ *     st_complete_batch's refused), so that the verdict is the takeover's; read from the
+ *     statement's snapshot without the lock, the settlement would see its own lease still there
+ *     and answer lease_expired.
  * Each case fails when the lock it names is removed from db/leases.c. */
 #include <inttypes.h>
 #include <setjmp.h>
