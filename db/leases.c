@@ -22,8 +22,8 @@
 
 /* What a claim reads of a candidate row as it was, for the attempt it supersedes. */
 #define CLAIM_WAS                                                                                  \
-    "j.id, j.state AS was, j.fence AS was_fence, j.attempt_no, j.attempt_owner, "                  \
-    "j.attempt_claimed_at, j.attempt_ended_at, j.attempt_outcome"
+    "j.id, j.ctid AS was_tid, j.state AS was, j.fence AS was_fence, j.attempt_no, "                \
+    "j.attempt_owner, j.attempt_claimed_at, j.attempt_ended_at, j.attempt_outcome"
 /* The claim's update returns the claimed row and carries what it superseded (cand, CLAIM_WAS)
  * and the payload's text, read once by CLAIM_FIT. */
 #define CLAIM_RETURNING                                                                            \
@@ -75,7 +75,7 @@
 /* clang-format off */
 static const struct db_stmt st_claim = {
     "leases_claim",
-    "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
+    "WITH q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
     "locked AS (SELECT " CLAIM_WAS ", j.priority, j.claimable_at, "
     "  " LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt "
     "  FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE_BY("$2") " "
@@ -87,7 +87,8 @@ static const struct db_stmt st_claim = {
     "  claimable_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
     "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
     "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
-    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
+    "  FROM cand, q WHERE j.ctid = cand.was_tid AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "
+    "  AND j.id = cand.id "
     "  RETURNING " CLAIM_RETURNING "), " CLAIM_SUPERSEDED " "
     "SELECT 1, " CLAIMED " FROM w ORDER BY w.priority DESC, w.id",
     5};
@@ -103,7 +104,7 @@ static const struct db_stmt st_claim = {
 /* clang-format off */
 static const struct db_stmt st_claim_many = {
     "leases_claim_many",
-    "WITH q AS (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
+    "WITH q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
     "claims AS (SELECT c.owner, c.lease, c.budget, c.i, "
     "  sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "
     "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "
@@ -125,7 +126,8 @@ static const struct db_stmt st_claim_many = {
     "  claimable_at = now() + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "
     "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = cand.claimer, "
     "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
-    "  FROM cand, q WHERE j.id = cand.id AND j.id = ANY (ARRAY(SELECT id FROM cand)) "
+    "  FROM cand, q WHERE j.ctid = cand.was_tid AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "
+    "  AND j.id = cand.id "
     "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED " "
     "SELECT w.i, " CLAIMED " FROM w ORDER BY w.i, w.priority DESC, w.id",
     6};
