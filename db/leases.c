@@ -58,8 +58,10 @@
     ")) s "                                                                                        \
     "WHERE s.fit_k = 1 OR s.fit_budget IS NULL OR s.fit_bytes <= s.fit_budget)"
 
-/* Statements that join a few rows (a claim's candidates, a batch's items) to rowlock.jobs say
- * "j.id = ANY (those ids)" as well: an index condition on the primary key. Without it the planner,
+/* Statements that join a few rows (a claim's candidates) to rowlock.jobs say "j.ctid = ANY (their
+ * tuple ids)" as well (or "j.id = ANY (those ids)", an index condition on the primary key): the
+ * claim's candidates are locked (FOR UPDATE SKIP LOCKED), so their tuples stay where they were
+ * read until the update, which finds them by a TID scan. Without it the planner,
  * costing random reads as from disk, prefers to hash-join against a sequential scan of the whole
  * table up to tens of thousands of rows (as a generic plan guesses a claim's LIMIT at a tenth of
  * the backlog), and a claim then costs in proportion to every job the table retains. For the same
