@@ -58,10 +58,10 @@
     ")) s "                                                                                        \
     "WHERE s.fit_k = 1 OR s.fit_budget IS NULL OR s.fit_bytes <= s.fit_budget)"
 
-/* Statements that join a few rows (a claim's candidates) to rowlock.jobs say "j.ctid = ANY (their
- * tuple ids)" as well (or "j.id = ANY (those ids)", an index condition on the primary key): the
- * claim's candidates are locked (FOR UPDATE SKIP LOCKED), so their tuples stay where they were
- * read until the update, which finds them by a TID scan. Without it the planner,
+/* Statements that join a few rows to rowlock.jobs also name them as an array: the claims their
+ * candidates' tuple ids ("j.ctid = ANY (...)", a TID scan: the candidates are locked by FOR UPDATE
+ * SKIP LOCKED, so their tuples stay where they were read until the update), others their ids
+ * ("j.id = ANY (...)", an index condition on the primary key). Without it the planner,
  * costing random reads as from disk, prefers to hash-join against a sequential scan of the whole
  * table up to tens of thousands of rows (as a generic plan guesses a claim's LIMIT at a tenth of
  * the backlog), and a claim then costs in proportion to every job the table retains. For the same
@@ -90,7 +90,6 @@ static const struct db_stmt st_claim = {
     "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = $2, "
     "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
     "  FROM cand, q WHERE j.ctid = cand.was_tid AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "
-    "  AND j.id = cand.id "
     "  RETURNING " CLAIM_RETURNING "), " CLAIM_SUPERSEDED " "
     "SELECT 1, " CLAIMED " FROM w ORDER BY w.priority DESC, w.id",
     5};
@@ -129,7 +128,6 @@ static const struct db_stmt st_claim_many = {
     "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = cand.claimer, "
     "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
     "  FROM cand, q WHERE j.ctid = cand.was_tid AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "
-    "  AND j.id = cand.id "
     "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED " "
     "SELECT w.i, " CLAIMED " FROM w ORDER BY w.i, w.priority DESC, w.id",
     6};
