@@ -10,6 +10,7 @@
 #include "db/ledgers.h"
 #include "db/ledgers_internal.h"
 #include "db/tx.h"
+#include "db/upkeep.h"
 
 /* Claims up to $1 ledgers whose upkeep is due for $2 seconds (as st_topics_due, db/topics.c). */
 static const struct db_stmt st_ledgers_due = {
@@ -111,7 +112,8 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
 struct ledger_list {
     const struct db_stmt *st;
     PGresult *rows;
-    char limit[16]; /* $1: ledgers at most */
+    char limit[16];  /* $1: ledgers at most */
+    char budget[16]; /* statement_timeout of st, ms; "" for the connection's own */
 };
 
 static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -119,6 +121,9 @@ static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err
     struct ledger_list *a = arg;
     PQclear(a->rows);
     a->rows = NULL;
+    enum db_status st = db_metrics_budget(c, a->budget, err);
+    if (st != DB_OK)
+        return st;
     const char *params[] = {a->limit};
     return db_query(c, a->st, params, &a->rows, err);
 }
@@ -150,7 +155,7 @@ static enum db_status due_tx(struct db_conn *c, void *arg, struct db_error *err)
 static enum db_status janitor_round(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                     void *ctx, int *claimed, struct db_error *err)
 {
-    struct ledger_list ids = {&st_ledgers_due, NULL, {0}};
+    struct ledger_list ids = {&st_ledgers_due, NULL, {0}, {0}};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, due_tx, &ids, err);
     *claimed = st == DB_OK ? PQntuples(ids.rows) : 0;
     /* one ledger's failure (its data, a timeout) is its own: the others are still cleaned */
@@ -199,7 +204,7 @@ static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error
 static enum db_status gauges_each(struct db_pool *pool, const char *limit,
                                   db_ledger_gauge_each each, void *ctx, struct db_error *err)
 {
-    struct ledger_list ids = {&st_ledger_ids, NULL, {0}};
+    struct ledger_list ids = {&st_ledger_ids, NULL, {0}, {0}};
     snprintf(ids.limit, sizeof(ids.limit), "%s", limit);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &ids, err);
     for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
@@ -217,12 +222,18 @@ static enum db_status gauges_each(struct db_pool *pool, const char *limit,
     return st;
 }
 
-enum db_status db_ledgers_gauges(struct db_pool *pool, int limit, db_ledger_gauge_each each,
-                                 void *ctx, struct db_error *err)
+enum db_status db_ledgers_gauges(struct db_pool *pool, int limit, int budget_ms,
+                                 db_ledger_gauge_each each, void *ctx, struct db_error *err)
 {
-    struct ledger_list a = {&st_ledger_gauges, NULL, {0}};
+    struct ledger_list a = {&st_ledger_gauges, NULL, {0}, {0}};
     snprintf(a.limit, sizeof(a.limit), "%d", limit);
+    if (budget_ms > 0)
+        snprintf(a.budget, sizeof(a.budget), "%d", budget_ms);
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
+    if (st == DB_ERR_TIMEOUT && budget_ms > 0) { /* cut off: one at a time would take longer */
+        PQclear(a.rows);
+        return st;
+    }
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++)
         each(PQgetvalue(a.rows, i, 0), strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
              strtoll(PQgetvalue(a.rows, i, 2), NULL, 10), NULL, ctx);

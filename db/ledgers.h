@@ -176,12 +176,13 @@ enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_jan
                                   void *ctx, struct db_error *err);
 
 /* Gauges for metrics: watermark and tombstones of the first limit ledgers by name, in one round
- * trip; when that
- * fails on a ledger's data, each ledger on its own, so that one failing ledger (failed set, the
- * gauges 0) costs only its own gauges. Returns the status of reading the list of ledgers. */
+ * trip; when that fails on a ledger's data, each ledger on its own, so that one failing ledger
+ * (failed set, the gauges 0) costs only its own gauges. budget_ms above 0 cuts the one round trip
+ * off after that long: DB_ERR_TIMEOUT, and no ledger on its own (each would take longer still).
+ * Returns the status of reading the list of ledgers. */
 typedef void (*db_ledger_gauge_each)(const char *ledger, int64_t watermark, int64_t tombstones,
                                      const struct db_error *failed, void *ctx);
-enum db_status db_ledgers_gauges(struct db_pool *pool, int limit, db_ledger_gauge_each each,
-                                 void *ctx, struct db_error *err);
+enum db_status db_ledgers_gauges(struct db_pool *pool, int limit, int budget_ms,
+                                 db_ledger_gauge_each each, void *ctx, struct db_error *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
+#include "db/upkeep.h"
 
 /* The gauges of the first $1 queues by name in one statement (ROWLOCK_METRICS_MAX_RESOURCES:
  * a scrape costs the same however many queues there are); when one queue's fail, each is read
@@ -176,10 +177,6 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
     return st;
 }
 
-/* The time limit of one count (a scrape's: db_queues_stats' budget_ms), for this transaction. */
-static const struct db_stmt st_stats_budget = {
-    "queue_stats_budget", "SELECT set_config('statement_timeout', $1, true)", 1};
-
 /* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
@@ -198,14 +195,9 @@ static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_query(c, &st_vacuum_health, NULL, &a->health, err);
     if (st != DB_OK)
         return st;
-    if (a->budget[0] != '\0') {
-        const char *budget[] = {a->budget};
-        PGresult *set = NULL;
-        st = db_query(c, &st_stats_budget, budget, &set, err);
-        PQclear(set);
-        if (st != DB_OK)
-            return st;
-    }
+    st = db_metrics_budget(c, a->budget, err);
+    if (st != DB_OK)
+        return st;
     /* the one statement first; a failure there is not the caller's: the queues are read alone,
      * unless it ran out of its budget (they would take longer still) */
     struct db_error failed;

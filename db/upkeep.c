@@ -18,6 +18,17 @@ static const struct db_stmt st_summary = {
     "  WHERE due_at <= now()), 0)",
     0};
 
+static const struct db_stmt st_metrics_budget = {
+    "metrics_budget", "SELECT set_config('statement_timeout', $1, true)", 1};
+
+enum db_status db_metrics_budget(struct db_conn *c, const char *budget, struct db_error *err)
+{
+    if (budget == NULL || budget[0] == '\0')
+        return DB_OK;
+    const char *params[] = {budget};
+    return db_query(c, &st_metrics_budget, params, NULL, err);
+}
+
 static enum db_status summary_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct db_resources_summary *out = arg;

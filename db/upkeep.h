@@ -9,6 +9,7 @@
 #include "db/db.h"
 
 struct db_pool;
+struct db_conn;
 
 struct db_resources_summary {
     int64_t topics, ledgers, queues;
@@ -17,5 +18,10 @@ struct db_resources_summary {
 };
 enum db_status db_resources_summary(struct db_pool *pool, struct db_resources_summary *out,
                                     struct db_error *err);
+
+/* Cuts a scrape's count off after budget (ms, as text; "" or NULL: the connection's own
+ * statement_timeout) for the rest of c's transaction: what a slow gauge costs a scrape
+ * (service/gauge_cache.h). The cut statement fails with DB_ERR_TIMEOUT. */
+enum db_status db_metrics_budget(struct db_conn *c, const char *budget, struct db_error *err);
 
 #endif

@@ -18,6 +18,7 @@
 #include "routes/routes.h"
 #include "service/app.h"
 #include "service/buf.h"
+#include "service/gauge_cache.h"
 #include "service/jpage.h"
 #include "service/log.h"
 #include "service/metrics.h"
@@ -749,104 +750,53 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
 
 /* The per-queue gauges count every job kept in the first ROWLOCK_METRICS_MAX_RESOURCES queues:
  * a scan that grows with the jobs (over 200 ms at 10,000 topics and 1,000 queues after the
- * resources bench). A scrape counts them itself while the last count took less than
- * ROWLOCK_METRICS_SYNC_MS, and its count is cut off after that long; after a slower or cut count
- * it answers with the last whole count, and the queues' janitor pass counts anew (to the end)
- * when a scrape asked since, so that no scrape waits for the scan and an unscraped process does
- * not count. A faster count puts the scrapes back in charge. A process's first count is never
- * cut: there is nothing to answer with before it. */
-struct queue_gauges {
-    struct svc_buf jobs, ages; /* the rendered samples of the last whole count */
-    int64_t dead;
-    double oldest;
-    int ok;         /* the last count's list of queues and vacuum health were read */
-    int have;       /* a count was made */
-    int wanted;     /* a scrape answered with the last count since the janitor's */
-    double at_s;    /* when the last whole count ended (monotonic) */
-    double took_ms; /* how long the last count took (a cut one: until it was cut) */
-};
-static pthread_mutex_t gauges_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct queue_gauges gauges;
-static uint64_t m_gauges_cut; /* under gauges_mu */
-
-/* Counts the gauges and keeps the result in gauges; budget_ms above 0 cuts the count off after
- * that long, which keeps the last whole count's samples and asks the janitor for a count. */
-static void gauges_count(struct svc_app *app, int budget_ms)
+ * resources bench), so they are served as service/gauge_cache.h says. The count: the jobs and
+ * ages of each queue, the vacuum health, and whether the list of queues could be read. */
+static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int *ok)
 {
-    struct queue_gauges g = {.have = 1};
-    svc_buf_init(&g.jobs, 16 * 1024 * 1024);
-    svc_buf_init(&g.ages, 16 * 1024 * 1024);
-    struct stats_render r = {{&g.jobs, &g.ages}};
+    struct svc_app *app = ctx;
+    struct svc_buf jobs, ages;
+    svc_buf_init(&jobs, 16 * 1024 * 1024);
+    svc_buf_init(&ages, 16 * 1024 * 1024);
+    struct stats_render r = {{&jobs, &ages}};
+    int64_t dead = 0;
+    double oldest = 0;
     struct db_error err;
-    double t0 = svc_now();
     enum db_status st = db_queues_stats(app->pool, (int)app->config->metrics_max_resources,
-                                        budget_ms, stats_one, &r, &g.dead, &g.oldest, &err);
-    g.at_s = svc_now();
-    g.took_ms = (g.at_s - t0) * 1000.0;
-    g.ok = st == DB_OK;
-    pthread_mutex_lock(&gauges_mu);
-    struct queue_gauges old = gauges;
-    g.wanted = old.wanted;
-    if (st == DB_ERR_TIMEOUT && old.have) {
-        /* cut off: the last whole count stands (its samples, its age and whether it was read) */
-        svc_buf_free(&g.jobs);
-        svc_buf_free(&g.ages);
-        g.jobs = old.jobs;
-        g.ages = old.ages;
-        g.ok = old.ok;
-        g.at_s = old.at_s;
-        g.wanted = 1;
-        old.jobs = old.ages = (struct svc_buf){0};
-        m_gauges_cut++;
-    }
-    gauges = g;
-    pthread_mutex_unlock(&gauges_mu);
-    svc_buf_free(&old.jobs);
-    svc_buf_free(&old.ages);
+                                        budget_ms, stats_one, &r, &dead, &oldest, &err);
+    *ok = st == DB_OK;
+    svc_metrics_family(out, "rowlock_queue_jobs", "gauge",
+                       "Jobs by queue and state (the first ROWLOCK_METRICS_MAX_RESOURCES queues by "
+                       "name)");
+    if (*ok && jobs.data)
+        svc_buf_append(out, jobs.data, jobs.len);
+    svc_metrics_family(out, "rowlock_queue_oldest_pending_age_seconds", "gauge",
+                       "Age of the oldest due pending job");
+    if (*ok && ages.data)
+        svc_buf_append(out, ages.data, ages.len);
+    svc_metrics_family(out, "rowlock_queue_dead_tuples", "gauge",
+                       "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
+    svc_metrics_sample(out, "rowlock_queue_dead_tuples", NULL, (double)dead);
+    svc_metrics_family(out, "rowlock_db_oldest_transaction_age_seconds", "gauge",
+                       "Age of the oldest transaction holding back vacuum");
+    svc_metrics_sample(out, "rowlock_db_oldest_transaction_age_seconds", NULL, oldest);
+    svc_metrics_family(out, "rowlock_queue_metrics_up", "gauge",
+                       "1 when the list of queues and the vacuum health could be read (a queue "
+                       "whose own gauges could not be read is counted in "
+                       "rowlock_queue_metrics_failures_total)");
+    svc_metrics_sample(out, "rowlock_queue_metrics_up", NULL, *ok ? 1 : 0);
+    svc_buf_free(&jobs);
+    svc_buf_free(&ages);
+    return st == DB_ERR_TIMEOUT && budget_ms > 0;
 }
+
+static struct svc_gauge_cache queue_gauges =
+    SVC_GAUGE_CACHE_INIT("rowlock_queue_gauges",
+                         "rowlock_queue_jobs and the queue gauges beside it", queue_gauges_count);
 
 static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
 {
-    pthread_mutex_lock(&gauges_mu);
-    int first = !gauges.have;
-    int count = first || gauges.took_ms < (double)app->config->metrics_sync_ms;
-    gauges.wanted |= !count;
-    pthread_mutex_unlock(&gauges_mu);
-    if (count)
-        gauges_count(app, first ? 0 : (int)app->config->metrics_sync_ms);
-    pthread_mutex_lock(&gauges_mu);
-    int st_ok = gauges.ok;
-    int64_t dead = gauges.dead;
-    double oldest = gauges.oldest, age = svc_now() - gauges.at_s, took = gauges.took_ms / 1000.0;
-    uint64_t cut = m_gauges_cut;
-    svc_metrics_family(b, "rowlock_queue_jobs", "gauge",
-                       "Jobs by queue and state (the first ROWLOCK_METRICS_MAX_RESOURCES queues by "
-                       "name)");
-    if (st_ok && gauges.jobs.data)
-        svc_buf_append(b, gauges.jobs.data, gauges.jobs.len);
-    svc_metrics_family(b, "rowlock_queue_oldest_pending_age_seconds", "gauge",
-                       "Age of the oldest due pending job");
-    if (st_ok && gauges.ages.data)
-        svc_buf_append(b, gauges.ages.data, gauges.ages.len);
-    pthread_mutex_unlock(&gauges_mu);
-    svc_metrics_family(b, "rowlock_queue_gauges_age_seconds", "gauge",
-                       "Age of the count behind rowlock_queue_jobs and the queue gauges beside it "
-                       "(above 0 once a count took ROWLOCK_METRICS_SYNC_MS or more: the janitor "
-                       "counts then)");
-    svc_metrics_sample(b, "rowlock_queue_gauges_age_seconds", NULL, age);
-    svc_metrics_family(b, "rowlock_queue_gauges_count_seconds", "gauge",
-                       "How long that count took");
-    svc_metrics_sample(b, "rowlock_queue_gauges_count_seconds", NULL, took);
-    svc_metrics_family(b, "rowlock_queue_gauges_cut_total", "counter",
-                       "Scrapes' counts of the queue gauges cut off at ROWLOCK_METRICS_SYNC_MS "
-                       "(the scrape answered with the last whole count)");
-    svc_metrics_sample(b, "rowlock_queue_gauges_cut_total", NULL, (double)cut);
-    svc_metrics_family(b, "rowlock_queue_dead_tuples", "gauge",
-                       "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
-    svc_metrics_sample(b, "rowlock_queue_dead_tuples", NULL, (double)dead);
-    svc_metrics_family(b, "rowlock_db_oldest_transaction_age_seconds", "gauge",
-                       "Age of the oldest transaction holding back vacuum");
-    svc_metrics_sample(b, "rowlock_db_oldest_transaction_age_seconds", NULL, oldest);
+    svc_gauge_cache_render(&queue_gauges, b, app->config->metrics_sync_ms, app);
     struct db_leases_combined c;
     db_leases_combined_get(&c);
     svc_metrics_family(b, "rowlock_queue_combined_calls_total", "counter",
@@ -861,11 +811,6 @@ static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
                        (double)c.claim_transactions);
     svc_metrics_sample(b, "rowlock_queue_combined_transactions_total", "kind=\"settlement\"",
                        (double)c.settlement_transactions);
-    svc_metrics_family(b, "rowlock_queue_metrics_up", "gauge",
-                       "1 when the list of queues and the vacuum health could be read (a queue "
-                       "whose own gauges could not be read is counted in "
-                       "rowlock_queue_metrics_failures_total)");
-    svc_metrics_sample(b, "rowlock_queue_metrics_up", NULL, st_ok ? 1 : 0);
 }
 
 static void janitor_one(const struct db_queue_upkeep *u, void *ctx)
@@ -895,22 +840,12 @@ static void route_queues_janitor_pass(void *ctx)
         svc_log(SVC_LOG_WARN, "queue janitor pass failed", "status", db_status_name(st), "detail",
                 err.message, NULL);
     /* the gauges' count, when scrapes answer with the last one and one asked since */
-    pthread_mutex_lock(&gauges_mu);
-    int count = gauges.wanted;
-    gauges.wanted = 0;
-    pthread_mutex_unlock(&gauges_mu);
-    if (count)
-        gauges_count(app, 0);
+    svc_gauge_cache_janitor(&queue_gauges, app);
 }
 
 static void route_queues_fini(void)
 {
-    pthread_mutex_lock(&gauges_mu);
-    svc_buf_free(&gauges.jobs);
-    svc_buf_free(&gauges.ages);
-    memset(&gauges, 0, sizeof(gauges));
-    m_gauges_cut = 0;
-    pthread_mutex_unlock(&gauges_mu);
+    svc_gauge_cache_reset(&queue_gauges);
 }
 
 static const struct svc_route queue_routes[] = {

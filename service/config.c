@@ -116,10 +116,11 @@ static const struct cfg_key config_table[] = {
      "topics, queues and ledgers (each, the first by name) with series of their own in /metrics; "
      "the totals cover all of them"},
     {"metrics-sync-ms", "ROWLOCK_METRICS_SYNC_MS", CFG_INT, "25", 0, 60000, OFF(metrics_sync_ms),
-     "a scrape counts the per-queue job gauges itself while the last count took less, and cuts "
-     "its count off after that long; after a slower or cut one (the count grows with the jobs "
-     "kept) it answers with the last count, and the janitor counts anew once a scrape asked "
-     "(rowlock_queue_gauges_age_seconds)"},
+     "a scrape counts the per-queue job gauges and the per-ledger gauges itself while the last "
+     "count took less, and cuts its count off after that long; after a slower or cut one (the "
+     "count grows with the jobs kept, and with the ledgers' tables a backend has to open) it "
+     "answers with the last count, and the janitor counts anew once a scrape asked "
+     "(rowlock_queue_gauges_age_seconds, rowlock_ledger_gauges_age_seconds)"},
     {"janitor-interval-ms", "ROWLOCK_JANITOR_INTERVAL_MS", CFG_INT, "5000", 10, 3600000,
      OFF(janitor_interval_ms), "pause between janitor passes"},
     {"janitor-batch", "ROWLOCK_JANITOR_BATCH", CFG_INT, "1000", 1, 100000, OFF(janitor_batch),
