@@ -20,7 +20,7 @@ enum db_lost {
 };
 
 /* See db_conn_relation_opened. */
-#define DB_REL_RETIRE_FACTOR 32
+#define DB_REL_RETIRE_FACTOR 64
 #define DB_REL_SEEN_BITS     65536
 
 struct db_conn {
@@ -69,7 +69,9 @@ void db_conn_statement_churned(struct db_conn *c);
  * churn above never sees them: past DB_REL_RETIRE_FACTOR times the statement cache's capacity
  * distinct ones since c connected, c is closed when released, which bounds a backend's memory
  * however many topics there are. Distinct is counted through a bitmap of DB_REL_SEEN_BITS
- * (hash collisions undercount by a few per cent at the bound). */
+ * (hash collisions undercount by a few per cent at the bound). The two bounds are one budget: a
+ * statement churned counts as DB_REL_RETIRE_FACTOR / DB_STMT_RETIRE_FACTOR relations, so that a
+ * connection meeting both new ledgers and new topics stays within what either alone may cost. */
 void db_conn_relation_opened(struct db_conn *c, int64_t id);
 /* pool.c: classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);

@@ -466,8 +466,10 @@ void db_pool_release(struct db_conn *c)
     pthread_mutex_lock(&p->mu); /* from here the watchdog leaves c alone */
     c->busy_since_ms = 0;
     pthread_mutex_unlock(&p->mu);
-    int retire = c->stmt_churn >= DB_STMT_RETIRE_FACTOR * p->cfg.statement_cache ||
-                 c->rel_opened >= DB_REL_RETIRE_FACTOR * p->cfg.statement_cache;
+    /* one budget for both (db/conn.h): a statement churned weighs as much as the sequences of
+     * DB_REL_RETIRE_FACTOR / DB_STMT_RETIRE_FACTOR topics */
+    int retire = c->stmt_churn * (DB_REL_RETIRE_FACTOR / DB_STMT_RETIRE_FACTOR) + c->rel_opened >=
+                 DB_REL_RETIRE_FACTOR * p->cfg.statement_cache;
     if (c->pg != NULL && retire) {
         pthread_mutex_lock(&p->mu);
         p->stats.retired++;

@@ -105,7 +105,8 @@ struct db_pool_stats {
     uint64_t read_only;           /* connections closed because their server takes no writes */
     uint64_t statement_evictions; /* prepared statements DEALLOCATEd to make room */
     uint64_t retired;    /* connections closed after DB_STMT_RETIRE_FACTOR x the cache's evictions,
-                          * or DB_REL_RETIRE_FACTOR x its distinct topics' sequences (db/conn.h) */
+                          * or DB_REL_RETIRE_FACTOR x its distinct topics' sequences, or a mix of
+                          * both (one budget: db/conn.h) */
     int statement_cache; /* prepared statements a connection keeps at most */
 };
 void db_pool_get_stats(struct db_pool *pool, struct db_pool_stats *out);

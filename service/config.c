@@ -49,8 +49,8 @@ static const struct cfg_key config_table[] = {
      "prepared statements each database connection keeps (the least recently used is "
      "deallocated to make room; a topic's or ledger's statement is prepared when seen twice, "
      "sent inline the first time; a connection that met four times as many new ones, or "
-     "wrote to 32 times as many topics, is reopened): bounds each backend's memory however "
-     "many topics and ledgers"},
+     "wrote to 64 times as many topics (or a mix of both), is reopened): bounds each backend's "
+     "memory however many topics and ledgers"},
     {"db-connect-timeout-s", "ROWLOCK_DB_CONNECT_TIMEOUT_S", CFG_INT, "5", 2, 300,
      OFF(db_connect_timeout_s), "timeout of one connection attempt"},
     {"db-startup-wait-s", "ROWLOCK_DB_STARTUP_WAIT_S", CFG_INT, "60", 0, 3600,

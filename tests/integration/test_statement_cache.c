@@ -9,7 +9,7 @@
  * server; and a connection whose backend opened the offset sequences of more distinct topics than
  * DB_REL_RETIRE_FACTOR x the cache (a catalog entry each, kept for the backend's life, which no
  * statement counts since every topic shares them) is reopened, while one busy topic never
- * reopens it. */
+ * reopens it; the two bounds are one budget, half of each reopening it too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -256,6 +256,33 @@ static void topic_sequences_bounded(void **state)
                  topics, (int)(after.retired - before.retired));
 }
 
+/* The two bounds are one budget (db/conn.h): half of each, neither reached alone, reopens the
+ * connection once (new topics' sequences, then new statements; run after topic_sequences_bounded,
+ * whose topics it writes to). */
+static void topics_and_statements_share_one_budget(void **state)
+{
+    (void)state;
+    const int topics = DB_REL_RETIRE_FACTOR * CACHE / 2;
+    const int statements = DB_STMT_RETIRE_FACTOR * CACHE / 2 + 8;
+    struct db_pool_stats before, after;
+    db_pool_get_stats(pool, &before);
+    int pid = backend_pid();
+    for (int i = 1; i <= topics; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "seq-%d", i);
+        produce_one(name, i);
+    }
+    struct db_conn *c = acquire();
+    for (int i = 0; i < statements; i++)
+        assert_int_equal(run_named(c, 900000 + i), 900000 + i);
+    db_pool_release(c);
+    db_pool_get_stats(pool, &after);
+    if (after.retired != before.retired + 1 || backend_pid() == pid)
+        fail_msg("%d topics' sequences and %d new statements on one connection: reopened %d "
+                 "times (want 1)",
+                 topics, statements, (int)(after.retired - before.retired));
+}
+
 /* Every pooled session runs without JIT (db/pool.c): a count over many rows (the queue gauges)
  * passed jit_above_cost and compiled for longer than it scanned. */
 static void sessions_without_jit(void **state)
@@ -304,6 +331,7 @@ int main(void)
         cmocka_unit_test(first_sight_inline),
         cmocka_unit_test(refused_statement_not_recorded),
         cmocka_unit_test(topic_sequences_bounded),
+        cmocka_unit_test(topics_and_statements_share_one_budget),
         cmocka_unit_test(sessions_without_jit),
         cmocka_unit_test(generic_plans_for_their_transaction_only),
     };
