@@ -746,11 +746,6 @@ static int ledger_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, in
     svc_metrics_family(out, "rowlock_ledger_tombstones", "gauge", "Tombstones kept per ledger");
     if (*ok && ts.data)
         svc_buf_append(out, ts.data, ts.len);
-    svc_metrics_family(out, "rowlock_ledger_metrics_up", "gauge",
-                       "1 when the list of ledgers could be read from the database (a ledger "
-                       "whose own gauges fail is counted in "
-                       "rowlock_ledger_metrics_failures_total)");
-    svc_metrics_sample(out, "rowlock_ledger_metrics_up", NULL, *ok ? 1 : 0);
     svc_buf_free(&wm);
     svc_buf_free(&ts);
     return st == DB_ERR_TIMEOUT && budget_ms > 0;
@@ -758,6 +753,10 @@ static int ledger_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, in
 
 static struct svc_gauge_cache ledger_gauges = SVC_GAUGE_CACHE_INIT(
     "rowlock_ledger_gauges", "rowlock_ledger_watermark and rowlock_ledger_tombstones",
+    "rowlock_ledger_metrics_up",
+    "1 when the list of ledgers could be read from the database (a ledger "
+    "whose own gauges fail is counted in "
+    "rowlock_ledger_metrics_failures_total)",
     ledger_gauges_count);
 
 static void route_ledgers_render_metrics(struct svc_buf *b, struct svc_app *app)

@@ -780,19 +780,18 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
     svc_metrics_family(out, "rowlock_db_oldest_transaction_age_seconds", "gauge",
                        "Age of the oldest transaction holding back vacuum");
     svc_metrics_sample(out, "rowlock_db_oldest_transaction_age_seconds", NULL, oldest);
-    svc_metrics_family(out, "rowlock_queue_metrics_up", "gauge",
-                       "1 when the list of queues and the vacuum health could be read (a queue "
-                       "whose own gauges could not be read is counted in "
-                       "rowlock_queue_metrics_failures_total)");
-    svc_metrics_sample(out, "rowlock_queue_metrics_up", NULL, *ok ? 1 : 0);
     svc_buf_free(&jobs);
     svc_buf_free(&ages);
     return st == DB_ERR_TIMEOUT && budget_ms > 0;
 }
 
-static struct svc_gauge_cache queue_gauges =
-    SVC_GAUGE_CACHE_INIT("rowlock_queue_gauges",
-                         "rowlock_queue_jobs and the queue gauges beside it", queue_gauges_count);
+static struct svc_gauge_cache queue_gauges = SVC_GAUGE_CACHE_INIT(
+    "rowlock_queue_gauges", "rowlock_queue_jobs and the queue gauges beside it",
+    "rowlock_queue_metrics_up",
+    "1 when the list of queues and the vacuum health could be read (a queue "
+    "whose own gauges could not be read is counted in "
+    "rowlock_queue_metrics_failures_total)",
+    queue_gauges_count);
 
 static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
 {

@@ -33,6 +33,16 @@ static void count(struct svc_gauge_cache *g, void *ctx, int budget_ms)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* One series of one sample without labels, named name and suffix. */
+static void series(struct svc_buf *b, const char *name, const char *suffix, const char *type,
+                   const char *help, double value)
+{
+    char full[128];
+    snprintf(full, sizeof(full), "%s%s", name, suffix);
+    svc_metrics_family(b, full, type, help);
+    svc_metrics_sample(b, full, NULL, value);
+}
+
 int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sync_ms, void *ctx)
 {
     pthread_mutex_lock(&g->mu);
@@ -42,7 +52,7 @@ int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sy
     pthread_mutex_unlock(&g->mu);
     if (now)
         count(g, ctx, first ? 0 : (int)sync_ms);
-    char name[128], help[256];
+    char help[256];
     pthread_mutex_lock(&g->mu);
     int ok = g->ok;
     double age = svc_now() - g->at_s, took = g->took_ms / 1000.0;
@@ -50,23 +60,18 @@ int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sy
     if (g->text.data != NULL)
         svc_buf_append(b, g->text.data, g->text.len);
     pthread_mutex_unlock(&g->mu);
-    snprintf(name, sizeof(name), "%s_age_seconds", g->prefix);
+    series(b, g->up, "", "gauge", g->up_help, ok ? 1 : 0);
     snprintf(help, sizeof(help),
              "Age of the count behind %s (above 0 once a count took ROWLOCK_METRICS_SYNC_MS or "
              "more: the janitor counts then)",
              g->what);
-    svc_metrics_family(b, name, "gauge", help);
-    svc_metrics_sample(b, name, NULL, age);
-    snprintf(name, sizeof(name), "%s_count_seconds", g->prefix);
-    svc_metrics_family(b, name, "gauge", "How long that count took");
-    svc_metrics_sample(b, name, NULL, took);
-    snprintf(name, sizeof(name), "%s_cut_total", g->prefix);
+    series(b, g->prefix, "_age_seconds", "gauge", help, age);
+    series(b, g->prefix, "_count_seconds", "gauge", "How long that count took", took);
     snprintf(help, sizeof(help),
              "Scrapes' counts of %s cut off at ROWLOCK_METRICS_SYNC_MS (the scrape answered with "
              "the last whole count)",
              g->what);
-    svc_metrics_family(b, name, "counter", help);
-    svc_metrics_sample(b, name, NULL, (double)cut);
+    series(b, g->prefix, "_cut_total", "counter", help, (double)cut);
     return ok;
 }
 

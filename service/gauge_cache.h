@@ -21,6 +21,8 @@ typedef int (*svc_gauge_count_fn)(void *ctx, int budget_ms, struct svc_buf *out,
 struct svc_gauge_cache {
     const char *prefix; /* <prefix>_age_seconds, _count_seconds, _cut_total */
     const char *what;   /* what the count is behind, for their HELP */
+    const char *up;     /* the series that says the count's ok, 1 or 0 */
+    const char *up_help;
     svc_gauge_count_fn count;
     pthread_mutex_t mu;
     /* under mu */
@@ -33,13 +35,14 @@ struct svc_gauge_cache {
     uint64_t cut;        /* scrapes' counts cut off */
 };
 
-#define SVC_GAUGE_CACHE_INIT(prefix, what, count)                                                  \
+#define SVC_GAUGE_CACHE_INIT(prefix, what, up, up_help, count)                                     \
     {                                                                                              \
-        (prefix), (what), (count), PTHREAD_MUTEX_INITIALIZER, {0}, 0, 0, 0, 0, 0, 0                \
+        (prefix), (what), (up), (up_help), (count), PTHREAD_MUTEX_INITIALIZER, {0}, 0, 0, 0, 0, 0, \
+            0                                                                                      \
     }
 
-/* A scrape: appends the gauges (counted now, or the last count's) and the cache's own three series
- * to b; ctx goes to the count. Returns the count's ok. */
+/* A scrape: appends the gauges (counted now, or the last count's), the up series of that count and
+ * the cache's own three series to b; ctx goes to the count. Returns the count's ok. */
 int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sync_ms, void *ctx);
 /* The janitor's pass: counts to the end when a scrape answered with the last count since. */
 void svc_gauge_cache_janitor(struct svc_gauge_cache *g, void *ctx);

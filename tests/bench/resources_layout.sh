@@ -66,6 +66,21 @@ trap cleanup EXIT
 "$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "DROP DATABASE IF EXISTS $BENCH_DB" >/dev/null 2>&1
 "$PSQL" -X -q -d "$ROWLOCK_DATABASE_URL" -c "CREATE DATABASE $BENCH_DB" >/dev/null
 
+# produce_function NAME MESSAGES HEADS OFFSET: the produce of a layout whose messages and heads
+# are keyed by topic id (the function produce_NAME), its offset drawn by the SQL OFFSET
+produce_function() {
+    cat <<SQL
+CREATE FUNCTION produce_$1(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
+DECLARE o bigint;
+BEGIN
+    INSERT INTO $2 (topic_id, "offset", key, value)
+        VALUES (t, $4, k, '{"n":1}') RETURNING "offset" INTO o;
+    INSERT INTO $3 (topic_id, key, head_id) VALUES (t, k, o)
+        ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
+END \$f\$;
+SQL
+}
+
 log "creating $N topics in the layouts: $LAYOUTS"
 # every layout: the shared tables, a sequence per topic, a counter row per topic
 "$PSQL" -X -q -v ON_ERROR_STOP=1 -d "$URL" >/dev/null <<SQL
@@ -81,22 +96,8 @@ INSERT INTO counters SELECT t, 0 FROM generate_series(1, $N) t;
 -- counters' offsets start far above the sequences' so that the layouts share shared_m
 CREATE SEQUENCE one_s START 1000000000000;
 -- the shared layout: the same two statements, one plan for every topic
-CREATE FUNCTION produce_shared(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
-DECLARE o bigint;
-BEGIN
-    INSERT INTO shared_m (topic_id, "offset", key, value)
-        VALUES (t, nextval(('s_' || t)::regclass), k, '{"n":1}') RETURNING "offset" INTO o;
-    INSERT INTO shared_h (topic_id, key, head_id) VALUES (t, k, o)
-        ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
-END \$f\$;
-CREATE FUNCTION produce_oneseq(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
-DECLARE o bigint;
-BEGIN
-    INSERT INTO shared_m (topic_id, "offset", key, value)
-        VALUES (t, nextval('one_s'), k, '{"n":1}') RETURNING "offset" INTO o;
-    INSERT INTO shared_h (topic_id, key, head_id) VALUES (t, k, o)
-        ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
-END \$f\$;
+$(produce_function shared shared_m shared_h "nextval(('s_' || t)::regclass)")
+$(produce_function oneseq shared_m shared_h "nextval('one_s')")
 -- the counter is taken and committed first (its own transaction: a procedure called at top level
 -- may commit), then the produce's two statements run in the next transaction
 CREATE PROCEDURE produce_counter(t int, k text) LANGUAGE plpgsql AS \$f\$
@@ -122,14 +123,7 @@ DO \$\$ BEGIN FOR t IN 1..$N LOOP
     EXECUTE format('CREATE TABLE part_m_%s PARTITION OF part_m FOR VALUES IN (%s)', t, t);
     EXECUTE format('CREATE TABLE part_h_%s PARTITION OF part_h FOR VALUES IN (%s)', t, t);
 END LOOP; END \$\$;
-CREATE FUNCTION produce_partitioned(t int, k text) RETURNS void LANGUAGE plpgsql AS \$f\$
-DECLARE o bigint;
-BEGIN
-    INSERT INTO part_m (topic_id, "offset", key, value)
-        VALUES (t, nextval(('s_' || t)::regclass), k, '{"n":1}') RETURNING "offset" INTO o;
-    INSERT INTO part_h (topic_id, key, head_id) VALUES (t, k, o)
-        ON CONFLICT (topic_id, key) DO UPDATE SET head_id = EXCLUDED.head_id, updated_at = now();
-END \$f\$;
+$(produce_function partitioned part_m part_h "nextval(('s_' || t)::regclass)")
 SQL
 fi
 if [ "$per_topic" = 1 ]; then
