@@ -43,7 +43,7 @@ static void series(struct svc_buf *b, const char *name, const char *suffix, cons
     svc_metrics_sample(b, full, NULL, value);
 }
 
-int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sync_ms, void *ctx)
+void svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sync_ms, void *ctx)
 {
     pthread_mutex_lock(&g->mu);
     int first = !g->have;
@@ -72,7 +72,6 @@ int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sy
              "the last whole count)",
              g->what);
     series(b, g->prefix, "_cut_total", "counter", help, (double)cut);
-    return ok;
 }
 
 void svc_gauge_cache_janitor(struct svc_gauge_cache *g, void *ctx)

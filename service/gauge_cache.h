@@ -42,8 +42,8 @@ struct svc_gauge_cache {
     }
 
 /* A scrape: appends the gauges (counted now, or the last count's), the up series of that count and
- * the cache's own three series to b; ctx goes to the count. Returns the count's ok. */
-int svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sync_ms, void *ctx);
+ * the cache's own three series to b; ctx goes to the count. */
+void svc_gauge_cache_render(struct svc_gauge_cache *g, struct svc_buf *b, long sync_ms, void *ctx);
 /* The janitor's pass: counts to the end when a scrape answered with the last count since. */
 void svc_gauge_cache_janitor(struct svc_gauge_cache *g, void *ctx);
 /* Forgets every count (the process's routes are torn down). */
