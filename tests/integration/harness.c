@@ -124,7 +124,7 @@ static void log_keep(char *buf, size_t cap, const char *line, size_t n)
 
 static void *log_reader(void *arg)
 {
-    struct th_service *s = arg;
+    struct th_proc *s = arg;
     FILE *f = fdopen(s->log_fd, "r");
     char *line = NULL;
     size_t cap = 0;
@@ -151,6 +151,34 @@ static void *log_reader(void *arg)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return NULL;
+}
+
+/* Every process this program started (struct th_proc), newest first. */
+static pthread_mutex_t procs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct th_proc *procs;
+static pid_t procs_owner; /* a forked child that calls exit() leaves its parent's processes be */
+
+/* At exit: kills what a failed test left running, reaps it, joins its reader, frees them all. */
+static void procs_end(void)
+{
+    if (getpid() != procs_owner)
+        return;
+    pthread_mutex_lock(&procs_mu);
+    struct th_proc *p = procs;
+    procs = NULL;
+    pthread_mutex_unlock(&procs_mu);
+    while (p != NULL) {
+        struct th_proc *next = p->next;
+        if (!p->joined) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, NULL, 0);
+            pthread_join(p->reader, NULL);
+        }
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv);
+        free(p);
+        p = next;
+    }
 }
 
 /* Builds the child's environment: ours, with the harness defaults and then env overriding. */
@@ -213,10 +241,16 @@ int th_service_spawn_binary(struct th_service *s, const char *binary, const char
 {
     int fds[2];
     memset(s, 0, sizeof(*s));
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
     if (pipe(fds) != 0)
         return -1;
+    struct th_proc *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
     char **envp = service_env(dburl, env);
     char *const argv[] = {(char *)binary, NULL};
     s->pid = fork();
@@ -229,22 +263,34 @@ int th_service_spawn_binary(struct th_service *s, const char *binary, const char
     }
     free(envp);
     close(fds[1]);
-    s->log_fd = fds[0];
-    pthread_create(&s->reader, NULL, log_reader, s);
+    p->pid = s->pid;
+    p->log_fd = fds[0];
+    s->proc = p;
+    pthread_mutex_lock(&procs_mu);
+    if (procs_owner == 0) {
+        procs_owner = getpid();
+        atexit(procs_end);
+    }
+    p->next = procs;
+    procs = p;
+    pthread_mutex_unlock(&procs_mu);
+    pthread_create(&p->reader, NULL, log_reader, p);
     return 0;
 }
 
 int th_service_await(struct th_service *s)
 {
+    struct th_proc *p = s->proc;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 30;
-    pthread_mutex_lock(&s->mu);
-    while (!s->ready && !s->exited &&
-           pthread_cond_timedwait(&s->cv, &s->mu, &deadline) != ETIMEDOUT)
+    pthread_mutex_lock(&p->mu);
+    while (!p->ready && !p->exited &&
+           pthread_cond_timedwait(&p->cv, &p->mu, &deadline) != ETIMEDOUT)
         ;
-    int ok = s->ready && s->port > 0;
-    pthread_mutex_unlock(&s->mu);
+    int ok = p->ready && p->port > 0;
+    s->port = p->port;
+    pthread_mutex_unlock(&p->mu);
     if (!ok) {
         kill(s->pid, SIGKILL);
         th_service_wait(s, 10);
@@ -264,7 +310,8 @@ int th_service_wait(struct th_service *s, int timeout_s)
     for (int i = 0; i < timeout_s * 100; i++) {
         pid_t r = waitpid(s->pid, &status, WNOHANG);
         if (r == s->pid) {
-            pthread_join(s->reader, NULL);
+            pthread_join(s->proc->reader, NULL);
+            s->proc->joined = 1;
             s->pid = 0;
             s->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
             return s->exit_code;
@@ -289,9 +336,10 @@ int th_service_stop(struct th_service *s)
 
 int th_service_logged(struct th_service *s, const char *needle)
 {
-    pthread_mutex_lock(&s->mu);
-    int found = strstr(s->log_tail, needle) != NULL || strstr(s->log_notes, needle) != NULL;
-    pthread_mutex_unlock(&s->mu);
+    struct th_proc *p = s->proc;
+    pthread_mutex_lock(&p->mu);
+    int found = strstr(p->log_tail, needle) != NULL || strstr(p->log_notes, needle) != NULL;
+    pthread_mutex_unlock(&p->mu);
     return found;
 }
 

@@ -20,21 +20,33 @@ PGresult *th_sql(PGconn *c, const char *sql);
  * with "no request came to wait on <what>" otherwise. */
 void th_wait_lock_waiter(PGconn *observer, const char *what);
 
-struct th_service {
-    pid_t pid;
-    int port;
-    int log_fd;
-    pthread_t reader;
+/* What a process's log reader writes, on the heap: a process a failed test left running (cmocka
+ * goes on to the next test) never writes into a later test's stack. Every one is kept until the
+ * test program exits, which kills the processes still running, so that none outlives it (and
+ * holds the stdout ctest waits on). */
+struct th_proc {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int ready;     /* saw the "listening" line */
-    int exited;    /* stderr closed */
-    int exit_code; /* after th_service_wait: exit status, -1 for a signal */
+    pid_t pid;
+    int log_fd;
+    pthread_t reader;
+    int joined; /* the reader joined, the process reaped */
+    int ready;  /* saw the "listening" line */
+    int exited; /* stderr closed */
+    int port;
     /* the newest lines (when full, the older half is dropped at a line start) */
     char log_tail[16384];
     /* the same for every line that is not an access line ("msg":"request"), which busy tests
      * log thousands of: what th_service_logged looks for stays findable behind them */
     char log_notes[16384];
+    struct th_proc *next;
+};
+
+struct th_service {
+    pid_t pid;
+    int port;
+    int exit_code;        /* after th_service_wait: exit status, -1 for a signal */
+    struct th_proc *proc; /* its log (lock proc->mu to read it) */
 };
 
 /* Starts rowlock against dburl with extra "KEY=value" environment entries (NULL-terminated,
@@ -56,8 +68,8 @@ int th_service_stop(struct th_service *s);
 void th_service_signal(struct th_service *s, int sig);
 /* Waits for the process to exit (up to timeout_s); returns as th_service_stop, -2 on timeout. */
 int th_service_wait(struct th_service *s, int timeout_s);
-/* True when a line containing needle has been logged (and is still in log_tail or, for a
- * line that is not an access line, in log_notes). */
+/* True when a line containing needle has been logged (and is still in proc->log_tail or, for a
+ * line that is not an access line, in proc->log_notes). */
 int th_service_logged(struct th_service *s, const char *needle);
 
 struct th_response {

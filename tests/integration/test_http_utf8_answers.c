@@ -66,11 +66,11 @@ static void assert_logged(const char *rid, long status)
     double until = th_now() + 5;
     line[0] = '\0';
     while (th_now() < until && line[0] == '\0') {
-        pthread_mutex_lock(&th_svc.mu);
-        const char *at = strstr(th_svc.log_tail, needle);
+        pthread_mutex_lock(&th_svc.proc->mu);
+        const char *at = strstr(th_svc.proc->log_tail, needle);
         if (at != NULL) {
             const char *start = at;
-            while (start > th_svc.log_tail && start[-1] != '\n')
+            while (start > th_svc.proc->log_tail && start[-1] != '\n')
                 start--;
             size_t n = strcspn(start, "\n");
             if (start[n] == '\n' && n < sizeof(line)) {
@@ -78,7 +78,7 @@ static void assert_logged(const char *rid, long status)
                 line[n] = '\0';
             }
         }
-        pthread_mutex_unlock(&th_svc.mu);
+        pthread_mutex_unlock(&th_svc.proc->mu);
         if (line[0] == '\0')
             usleep(20 * 1000);
     }

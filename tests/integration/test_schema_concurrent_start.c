@@ -30,8 +30,8 @@ static void start_two(const char *url, const char *applied)
     if (rb == 0 && ra != 0)
         th_service_stop(&b);
     if (ra != 0 || rb != 0)
-        fail_msg("a process did not start: %s / %s", ra ? a.log_tail : "ok",
-                 rb ? b.log_tail : "ok");
+        fail_msg("a process did not start: %s / %s", ra ? a.proc->log_tail : "ok",
+                 rb ? b.proc->log_tail : "ok");
     int applied_a = th_service_logged(&a, applied), applied_b = th_service_logged(&b, applied);
     if (applied_a + applied_b != 1)
         fail_msg("%d processes logged \"%s\"", applied_a + applied_b, applied);
