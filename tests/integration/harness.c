@@ -236,36 +236,9 @@ int th_service_spawn(struct th_service *s, const char *dburl, const char *const 
     return th_service_spawn_binary(s, ROWLOCK_BINARY, dburl, env);
 }
 
-int th_service_spawn_binary(struct th_service *s, const char *binary, const char *dburl,
-                            const char *const *env)
+/* Adds p to the list, arranging the exit-time cleanup on the first call. */
+static void procs_add(struct th_proc *p)
 {
-    int fds[2];
-    memset(s, 0, sizeof(*s));
-    if (pipe(fds) != 0)
-        return -1;
-    struct th_proc *p = calloc(1, sizeof(*p));
-    if (p == NULL) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    char **envp = service_env(dburl, env);
-    char *const argv[] = {(char *)binary, NULL};
-    s->pid = fork();
-    if (s->pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execve(binary, argv, envp);
-        _exit(127);
-    }
-    free(envp);
-    close(fds[1]);
-    p->pid = s->pid;
-    p->log_fd = fds[0];
-    s->proc = p;
     pthread_mutex_lock(&procs_mu);
     if (procs_owner == 0) {
         procs_owner = getpid();
@@ -274,6 +247,42 @@ int th_service_spawn_binary(struct th_service *s, const char *binary, const char
     p->next = procs;
     procs = p;
     pthread_mutex_unlock(&procs_mu);
+}
+
+int th_service_spawn_binary(struct th_service *s, const char *binary, const char *dburl,
+                            const char *const *env)
+{
+    memset(s, 0, sizeof(*s));
+    struct th_proc *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->joined = 1; /* nothing to reap or join until both the process and its reader exist */
+    s->proc = p;   /* an empty log for th_service_logged even when the spawn fails */
+    procs_add(p);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    char **envp = service_env(dburl, env);
+    char *const argv[] = {(char *)binary, NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execve(binary, argv, envp);
+        _exit(127);
+    }
+    free(envp);
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        return -1;
+    }
+    s->pid = p->pid = pid;
+    p->log_fd = fds[0];
+    p->joined = 0;
     pthread_create(&p->reader, NULL, log_reader, p);
     return 0;
 }

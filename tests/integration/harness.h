@@ -22,8 +22,7 @@ void th_wait_lock_waiter(PGconn *observer, const char *what);
 
 /* What a process's log reader writes, on the heap: a process a failed test left running (cmocka
  * goes on to the next test) never writes into a later test's stack. Every one is kept until the
- * test program exits, which kills the processes still running, so that none outlives it (and
- * holds the stdout ctest waits on). */
+ * test program exits, which kills the processes still running, so that none outlives it. */
 struct th_proc {
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -161,9 +161,9 @@ static void with_inline_off_the_listener_sends_it(void **state)
     assert_true(th_metric(batched_c.port, "rowlock_notify_inline_total") == 0);
 }
 
-#define BURST_THREADS 8
-#define BURST_EACH    40
-#define BURST_SPELL_S 0.25 /* the burst's process coalesces for 250 ms */
+#define BURST_THREADS  8
+#define BURST_EACH     40
+#define BURST_SPELL_MS 250 /* the burst's process coalesces for this long */
 
 static void *burst_main(void *arg)
 {
@@ -181,12 +181,14 @@ static void *burst_main(void *arg)
 static void a_burst_of_enqueues_is_announced_in_batches(void **state)
 {
     struct th_service burst;
-    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY_INLINE=true",
-                         "ROWLOCK_NOTIFY_COALESCE_MS=250", NULL};
+    char spell[64];
+    snprintf(spell, sizeof(spell), "ROWLOCK_NOTIFY_COALESCE_MS=%d", BURST_SPELL_MS);
+    const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY_INLINE=true", spell,
+                         NULL};
     assert_int_equal(th_service_start(&burst, dburl, env), 0);
     assert_true(await_metric(burst.port, "rowlock_notify_listener_up", 1, 5) == 1);
     json_decref(th_call(burst.port, "PUT", "/queues/burst", "{}", 201));
-    usleep((useconds_t)(BURST_SPELL_S * 1.2e6)); /* the PUT's spell over */
+    usleep(BURST_SPELL_MS * 1200); /* the PUT's spell over */
     double inl = th_metric(burst.port, "rowlock_notify_inline_total");
     double sent = th_metric(burst.port, "rowlock_notify_sent_total");
     pthread_t t[BURST_THREADS];
@@ -203,7 +205,7 @@ static void a_burst_of_enqueues_is_announced_in_batches(void **state)
             BURST_THREADS * BURST_EACH, took, inlined, batched);
     assert_int_equal(th_service_stop(&burst), 0);
     assert_true(inlined >= 1); /* the first after a quiet spell */
-    assert_true(inlined <= took / BURST_SPELL_S + 1);
+    assert_true(inlined <= took * 1000 / BURST_SPELL_MS + 1);
     assert_true(inlined < BURST_THREADS * BURST_EACH / 2);
     assert_true(batched >= 1);
 }
