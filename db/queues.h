@@ -225,6 +225,10 @@ struct db_queue_upkeep {
 typedef void (*db_queue_janitor_each)(const struct db_queue_upkeep *u, void *ctx);
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err);
+/* The queues' upkeep (db/upkeep.h), the purges db_queues_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_queues_upkeep;
 
 /* For metrics: per queue counts of the first limit queues by name (ROWLOCK_METRICS_MAX_RESOURCES;
  * how many there are in all is db_resources_summary's), and the two things that slow every
