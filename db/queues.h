@@ -210,7 +210,7 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
 
 /* Janitor pass: expired leases without attempts left become failed (history: lease_expired),
  * found across all queues by one statement (repeated while a batch of batch rows comes back
- * full); then the queues whose purge is due (rowlock.queue_upkeep) are claimed, FOR UPDATE SKIP
+ * full); then the queues whose purge is due (rowlock.upkeep) are claimed, FOR UPDATE SKIP
  * LOCKED so that processes share them, and their finished jobs past retention purged, at most
  * batch each, each queue in its own transaction and due again when it is next needed. A queue
  * whose purge fails is reported (failed set, with its error), due again at once, and the pass

@@ -81,7 +81,7 @@ static void metrics_init(void)
     m_janitor_visits = svc_counter_vec_new(
         "rowlock_ledger_janitor_visits_total",
         "Ledgers this process's janitor worked on, by outcome: only ledgers whose upkeep was due "
-        "(rowlock.ledger_upkeep), claimed so that no other process does the same",
+        "(rowlock.upkeep), claimed so that no other process does the same",
         "outcome");
 }
 

@@ -66,7 +66,7 @@ static void metrics_init(void)
     m_janitor_visits = svc_counter_vec_new(
         "rowlock_queue_janitor_visits_total",
         "Queues this process's janitor purged, by outcome: only queues whose upkeep was due "
-        "(rowlock.queue_upkeep), claimed so that no other process does the same (expired leases "
+        "(rowlock.upkeep), claimed so that no other process does the same (expired leases "
         "are found across all queues by one statement a pass, and visit none)",
         "outcome");
     m_metrics_failures = svc_counter_vec_new(

@@ -68,7 +68,7 @@ static void metrics_init(void)
     m_janitor_visits = svc_counter_vec_new(
         "rowlock_topic_janitor_visits_total",
         "Topics this process's janitor worked on, by outcome: only topics whose upkeep was due "
-        "(rowlock.topic_upkeep), claimed so that no other process does the same",
+        "(rowlock.upkeep), claimed so that no other process does the same",
         "outcome");
     m_gate_waits =
         svc_counter_vec_new("rowlock_topic_head_write_gate_waits_total",
