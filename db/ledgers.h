@@ -174,6 +174,10 @@ typedef void (*db_ledger_janitor_each)(const char *ledger, int64_t horizon, int6
                                        const struct db_error *failed, void *ctx);
 enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                   void *ctx, struct db_error *err);
+/* The ledgers' upkeep (db/upkeep.h), which db_ledgers_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_ledgers_upkeep;
 
 /* Gauges for metrics: watermark and tombstones of the first limit ledgers by name, in one round
  * trip; when that fails on a ledger's data, each ledger on its own, so that one failing ledger

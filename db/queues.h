@@ -210,7 +210,7 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
 
 /* Janitor pass: expired leases without attempts left become failed (history: lease_expired),
  * found across all queues by one statement (repeated while a batch of batch rows comes back
- * full); then the queues whose purge is due (rowlock.queue_upkeep) are claimed, FOR UPDATE SKIP
+ * full); then the queues whose purge is due (rowlock.upkeep) are claimed, FOR UPDATE SKIP
  * LOCKED so that processes share them, and their finished jobs past retention purged, at most
  * batch each, each queue in its own transaction and due again when it is next needed. A queue
  * whose purge fails is reported (failed set, with its error), due again at once, and the pass
@@ -225,6 +225,10 @@ struct db_queue_upkeep {
 typedef void (*db_queue_janitor_each)(const struct db_queue_upkeep *u, void *ctx);
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err);
+/* The queues' upkeep (db/upkeep.h), the purges db_queues_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_queues_upkeep;
 
 /* For metrics: per queue counts of the first limit queues by name (ROWLOCK_METRICS_MAX_RESOURCES;
  * how many there are in all is db_resources_summary's), and the two things that slow every

@@ -86,25 +86,6 @@ enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
     return db_query_pipeline(c, q, n, err);
 }
 
-struct upkeep_retry {
-    const struct db_stmt *st;
-    const char *id;
-};
-
-static enum db_status upkeep_retry_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    const struct upkeep_retry *a = arg;
-    const char *params[] = {a->id};
-    return db_query(c, a->st, params, NULL, err);
-}
-
-void db_upkeep_retry(struct db_pool *pool, const struct db_stmt *st, const char *id)
-{
-    struct upkeep_retry a = {st, id};
-    struct db_error err;
-    db_tx_run(pool, DB_READ_COMMITTED, upkeep_retry_tx, &a, &err);
-}
-
 int db_gen_missing(const struct db_error *err)
 {
     return strcmp(err->sqlstate, "42P01") == 0;

@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/resource_tables.h" /* db_read_log, the janitor claim */
+#include "db/resource_tables.h" /* db_read_log */
 #include "db/topic_consumers.h"
 #include "db/tx.h"
+#include "db/upkeep.h"
+
+/* The family's name in rowlock.upkeep. */
+#define FAMILY "topics"
 
 /* ---- statements on the catalogue ---- */
 
@@ -151,13 +155,14 @@ static const struct db_stmt st_janitor = {
  * on may be compacted once it is older than the retention, which this bounds how late. */
 static const struct db_stmt st_next_due = {
     "topic_next_due",
-    "UPDATE rowlock.topic_upkeep SET " DB_UPKEEP_NEXT_DUE(
+    DB_UPKEEP_SET_NEXT_SQL(
+        FAMILY, "$4::bigint",
         "CASE WHEN $3::boolean THEN now() ELSE least("
         "  coalesce((SELECT min(updated_at) FROM rowlock.topic_heads "
         "    WHERE topic_id = $4::bigint AND head_id IS NULL), now()) "
         "    + make_interval(secs => $1::float8), "
         "  CASE WHEN $2::integer > 0 THEN now() + make_interval(secs => least($2::integer, 3600)) "
-        "  END) END") " WHERE topic_id = $4::bigint",
+        "  END) END"),
     4};
 /* Retention: topic $4's superseded messages older than the retention $1 lose their payload and
  * become holes (readers skip them; offsets stay dense), $2 at most. The current head of a key is
@@ -182,20 +187,12 @@ static const struct db_stmt st_retention_lock = {
     "topic_retention_lock",
     "SELECT retention_ignores_consumers FROM rowlock.topics WHERE id = $1 FOR SHARE", 1};
 
-/* Claims up to $1 topics whose upkeep is due, moving their due time $2 seconds on (so that other
- * processes skip them, and a process that dies in the middle leaves them due again then). */
+/* The claim of due topics (db/upkeep.h): id, name, TTL, retention (0: none). */
 static const struct db_stmt st_topics_due = {
     "topics_due",
-    "UPDATE rowlock.topic_upkeep u SET due_at = now() + make_interval(secs => $2::float8) "
-    "FROM rowlock.topics t WHERE t.id = u.topic_id AND u.topic_id IN ("
-    "  SELECT topic_id FROM rowlock.topic_upkeep WHERE due_at <= now() ORDER BY due_at "
-    "  LIMIT $1 FOR UPDATE SKIP LOCKED) "
-    "RETURNING t.id, t.name, t.headless_ttl_seconds, coalesce(t.retention_seconds, 0)",
+    DB_UPKEEP_CLAIM_SQL(FAMILY, "topics",
+                        "r.headless_ttl_seconds, coalesce(r.retention_seconds, 0)"),
     2};
-
-/* A topic whose upkeep failed is due again at once (the next pass tries it again). */
-static const struct db_stmt st_topic_retry = {
-    "topic_upkeep_retry", "UPDATE rowlock.topic_upkeep SET due_at = now() WHERE topic_id = $1", 1};
 
 static int is_missing_table(const struct db_error *err)
 {
@@ -862,57 +859,42 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
     return db_query(c, &st_next_due, dparams, NULL, err);
 }
 
-static enum db_status topics_due_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    PGresult **rows = arg;
-    PQclear(*rows);
-    *rows = NULL;
-    char limit[16], lease[16];
-    snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
-    snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
-    const char *params[] = {limit, lease};
-    return db_query(c, &st_topics_due, params, rows, err);
-}
+/* What a janitor pass reports to, and how much a visit does at most. */
+struct topics_pass {
+    int batch;
+    db_janitor_each each;
+    db_topic_failed failed;
+    void *ctx;
+};
 
-/* One claim of due topics and their upkeep; *claimed how many. */
-static enum db_status janitor_round(struct db_pool *pool, int batch, db_janitor_each each,
-                                    db_topic_failed failed, void *ctx, int *claimed,
-                                    struct db_error *err)
+/* The upkeep of the topic of row i of st_topics_due's rows. */
+static enum db_status topic_visit(struct db_pool *pool, const PGresult *rows, int i, void *arg)
 {
-    PGresult *rows = NULL;
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topics_due_tx, &rows, err);
-    *claimed = st == DB_OK ? PQntuples(rows) : 0;
-    /* one short transaction per topic: a slow topic never holds up the others' locks, and a
-     * failing one never stops the others' cleaning */
-    for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
-        struct janitor_topic a = {strtoll(PQgetvalue(rows, i, 0), NULL, 10),
-                                  strtoll(PQgetvalue(rows, i, 2), NULL, 10),
-                                  strtoll(PQgetvalue(rows, i, 3), NULL, 10),
-                                  batch,
-                                  0,
-                                  0};
-        struct db_error one_err;
-        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, &one_err);
-        if (one == DB_OK)
-            each(PQgetvalue(rows, i, 1), a.deleted, a.compacted, ctx);
-        else if (!(one == DB_ERR_HARD && is_missing_table(&one_err))) /* not deleted meanwhile */
-        {
-            failed(PQgetvalue(rows, i, 1), one, &one_err, ctx);
-            db_upkeep_retry(pool, &st_topic_retry, PQgetvalue(rows, i, 0));
-        }
-    }
-    PQclear(rows);
+    struct topics_pass *p = arg;
+    const char *name = PQgetvalue(rows, i, 1);
+    struct janitor_topic a = {.id = strtoll(PQgetvalue(rows, i, 0), NULL, 10),
+                              .ttl = strtoll(PQgetvalue(rows, i, 2), NULL, 10),
+                              .retention = strtoll(PQgetvalue(rows, i, 3), NULL, 10),
+                              .batch = p->batch};
+    struct db_error err;
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, &err);
+    if (st == DB_OK)
+        p->each(name, a.deleted, a.compacted, p->ctx);
+    else if (st == DB_ERR_HARD && is_missing_table(&err))
+        st = DB_OK; /* deleted meanwhile */
+    else
+        p->failed(name, st, &err, p->ctx);
     return st;
 }
+
+const struct db_upkeep db_topics_upkeep = {
+    .family = FAMILY, .claim = &st_topics_due, .visit = topic_visit};
 
 enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
                                  db_topic_failed failed, void *ctx, struct db_error *err)
 {
-    enum db_status st = DB_OK;
-    int claimed = DB_UPKEEP_CLAIM;
-    for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
-        st = janitor_round(pool, batch, each, failed, ctx, &claimed, err);
-    return st;
+    struct topics_pass p = {.batch = batch, .each = each, .failed = failed, .ctx = ctx};
+    return db_upkeep_run(pool, &db_topics_upkeep, &p, err);
 }
 
 struct key_history {

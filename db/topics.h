@@ -242,5 +242,9 @@ typedef void (*db_janitor_each)(const char *topic, int64_t headless_deleted, int
                                 void *ctx);
 enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
                                  db_topic_failed failed, void *ctx, struct db_error *err);
+/* The topics' upkeep (db/upkeep.h), which db_topics_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_topics_upkeep;
 
 #endif

@@ -118,3 +118,30 @@ void db_tx_get_stats(struct db_tx_stats *out)
     out->redos = atomic_load(&tx_redos);
     out->failures = atomic_load(&tx_failures);
 }
+
+struct tx_query {
+    const struct db_stmt *st;
+    const char *const *params;
+    PGresult *rows;
+};
+
+static enum db_status tx_query_fn(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct tx_query *a = arg;
+    PQclear(a->rows); /* a repeated attempt's */
+    a->rows = NULL;
+    return db_query(c, a->st, a->params, &a->rows, err);
+}
+
+enum db_status db_tx_query(struct db_pool *pool, const struct db_stmt *st,
+                           const char *const *params, PGresult **rows, struct db_error *err)
+{
+    struct tx_query a = {st, params, NULL};
+    enum db_status s = db_tx_run(pool, DB_READ_COMMITTED, tx_query_fn, &a, err);
+    if (s != DB_OK) {
+        PQclear(a.rows);
+        a.rows = NULL;
+    }
+    *rows = a.rows;
+    return s;
+}

@@ -54,4 +54,9 @@ struct db_tx_stats {
 };
 void db_tx_get_stats(struct db_tx_stats *out);
 
+/* Runs one statement (st with params, as for db_query) as a transaction of its own. On DB_OK
+ * *rows holds its result (the caller PQclears it); otherwise *rows is NULL. */
+enum db_status db_tx_query(struct db_pool *pool, const struct db_stmt *st,
+                           const char *const *params, PGresult **rows, struct db_error *err);
+
 #endif

@@ -242,7 +242,7 @@ static int start_service(struct th_service *svc, char *dburl, size_t size)
         return -1;
     }
     PGconn *c = th_pg(dburl);
-    tsf_migrate_to_11(c);
+    tsf_migrate_to(c, 11);
     PQfinish(c);
     return th_service_start_binary(svc, prev, dburl, NULL);
 }
