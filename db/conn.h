@@ -1,6 +1,6 @@
-/* struct db_conn, the connection slot pool.c lends, query.c runs statements on and tx.c runs
- * transactions on, with what those files call on it. Not for workflows: they see struct db_conn
- * only as an opaque handle. */
+/* struct db_conn, the connection slot pool.c lends, query.c runs statements on, tx.c runs
+ * transactions on and watchdog.c cuts, with what those files call on it. Not for workflows:
+ * they see struct db_conn only as an opaque handle. */
 #ifndef DB_CONN_H
 #define DB_CONN_H
 
@@ -73,9 +73,9 @@ void db_conn_statement_churned(struct db_conn *c);
  * statement churned counts as DB_REL_RETIRE_FACTOR / DB_STMT_RETIRE_FACTOR relations, so that a
  * connection meeting both new ledgers and new topics stays within what either alone may cost. */
 void db_conn_relation_opened(struct db_conn *c, int64_t id);
-/* pool.c: classifies a failed result or connection into a status, filling err. */
+/* sqlstate.c: classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);
-/* pool.c: true when res (NULL-safe) is a successful command or rows. */
+/* sqlstate.c: true when res (NULL-safe) is a successful command or rows. */
 int db_result_ok(const PGresult *res);
 /* query.c: COMMIT on its own round trip, for tx.c when the workflow's last statement did not
  * carry it. A COMMIT that could not be sent committed nothing; one sent whose answer never came
