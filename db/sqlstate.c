@@ -30,7 +30,7 @@ enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_err
         return DB_ERR_UNAVAILABLE;
     }
     if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
-        return DB_ERR_RETRY;
+        return DB_ERR_CONFLICT;
     if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
         return DB_ERR_TIMEOUT;
     return DB_ERR_HARD;

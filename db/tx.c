@@ -76,7 +76,7 @@ static enum db_status tx_attempt(struct db_conn *c, enum db_isolation iso, db_wo
 enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflow_fn fn, void *arg,
                          struct db_error *err)
 {
-    enum db_status st = DB_ERR_RETRY;
+    enum db_status st = DB_ERR_BUSY;
     int replaced = 0;
     for (int attempt = 1; attempt <= DB_TX_MAX_ATTEMPTS; attempt++) {
         struct db_conn *c = NULL;
@@ -96,7 +96,7 @@ enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflo
             attempt--;
             continue;
         }
-        if (st != DB_ERR_RETRY && st != DB_ERR_REDO)
+        if (st != DB_ERR_CONFLICT && st != DB_ERR_REDO)
             break;
         if (attempt < DB_TX_MAX_ATTEMPTS && st == DB_ERR_REDO) {
             atomic_fetch_add(&tx_redos, 1);
@@ -105,6 +105,8 @@ enum db_status db_tx_run(struct db_pool *pool, enum db_isolation iso, db_workflo
             backoff(attempt);
         }
     }
+    if (st == DB_ERR_CONFLICT || st == DB_ERR_REDO)
+        st = DB_ERR_BUSY; /* the last attempt wanted another: neither leaves db/ */
     if (st != DB_OK && st != DB_ABORTED)
         atomic_fetch_add(&tx_failures, 1);
     return st;
