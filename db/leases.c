@@ -429,8 +429,13 @@ enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const ch
                                struct db_claimed *out, size_t *n, enum db_queue_verdict *verdict,
                                struct db_error *err)
 {
-    struct claim a = {queue, owner, max_jobs, lease_seconds, budget, out, 0, DB_Q_QUEUE_NOT_FOUND,
-                      0,     DB_OK, {"", ""}};
+    struct claim a = {.queue = queue,
+                      .owner = owner,
+                      .max_jobs = max_jobs,
+                      .lease_seconds = lease_seconds,
+                      .budget = budget,
+                      .out = out,
+                      .verdict = DB_Q_QUEUE_NOT_FOUND};
     struct db_combine_req req = {.queue = queue, .weight = (size_t)max_jobs, .arg = &a};
     db_combine(&claims, pool, &req, claim_run);
     if (a.st == DB_OK && a.copy_failed)
@@ -451,8 +456,11 @@ static enum db_status fenced(struct db_pool *pool, const char *queue, const stru
 {
     char fence[24];
     db_i64(fence, sizeof(fence), l->fence);
-    struct job_op a = {
-        queue, stmt, l->job_id, {l->owner, fence, x1, x2}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct job_op a = {.queue = queue,
+                       .stmt = stmt,
+                       .id = l->job_id,
+                       .extra = {l->owner, fence, x1, x2},
+                       .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK) {
@@ -620,8 +628,10 @@ static void settle_run(struct db_pool *pool, struct db_combine_req **batch, size
         memcpy(all + off, a->items, a->n * sizeof(*all));
         off += a->n;
     }
-    struct settle joint = {
-        ((struct settle *)batch[0]->arg)->queue, all, total, DB_Q_QUEUE_NOT_FOUND, DB_OK, {"", ""}};
+    struct settle joint = {.queue = ((struct settle *)batch[0]->arg)->queue,
+                           .items = all,
+                           .n = total,
+                           .verdict = DB_Q_QUEUE_NOT_FOUND};
     settle_alone(pool, &joint);
     off = 0;
     for (size_t i = 0; i < n; i++) {
@@ -645,7 +655,7 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
                                         struct db_settlement *items, size_t n,
                                         enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct settle a = {queue, items, n, DB_Q_QUEUE_NOT_FOUND, DB_OK, {"", ""}};
+    struct settle a = {.queue = queue, .items = items, .n = n, .verdict = DB_Q_QUEUE_NOT_FOUND};
     struct db_combine_req req = {.queue = queue, .weight = n, .arg = &a};
     db_combine(&settlements, pool, &req, settle_run);
     *verdict = a.verdict;

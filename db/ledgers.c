@@ -659,7 +659,11 @@ enum db_status db_ledgers_apply(struct db_pool *pool, const char *name,
                                 struct db_ledger_status *status, enum db_ledger_verdict *verdict,
                                 struct db_error *err)
 {
-    struct apply a = {name, tx, lock_timeout_ms, status, DB_L_NOT_FOUND};
+    struct apply a = {.name = name,
+                      .tx = tx,
+                      .lock_timeout_ms = lock_timeout_ms,
+                      .status = status,
+                      .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, apply_tx, &a, err);
     *verdict = a.verdict;
     return st;
@@ -737,7 +741,8 @@ enum db_status db_ledgers_checkpoint(struct db_pool *pool, const char *name, int
                                      size_t *skipped, enum db_ledger_verdict *verdict,
                                      struct db_error *err)
 {
-    struct checkpoint a = {name, sequence, txs, n, 0, 0, DB_L_NOT_FOUND};
+    struct checkpoint a = {
+        .name = name, .sequence = sequence, .txs = txs, .n = n, .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, checkpoint_tx, &a, err);
     *verdict = a.verdict;
     *applied = a.verdict == DB_L_APPLIED ? a.applied : 0;
@@ -773,7 +778,11 @@ enum db_status db_ledgers_tx_get(struct db_pool *pool, const char *name, const c
                                  struct db_ledger_status *out, enum db_ledger_verdict *verdict,
                                  struct db_error *err)
 {
-    struct lookup a = {name, digest, "status_read", sql_status_read, NULL, DB_L_NOT_FOUND};
+    struct lookup a = {.name = name,
+                       .key = digest,
+                       .tag = "status_read",
+                       .sql = sql_status_read,
+                       .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, lookup_tx, &a, err);
     memset(out, 0, sizeof(*out));
     *verdict = a.verdict;
@@ -824,7 +833,11 @@ enum db_status db_ledgers_object_get(struct db_pool *pool, const char *name, con
                                      struct db_ledger_item *out, enum db_ledger_verdict *verdict,
                                      struct db_error *err)
 {
-    struct lookup a = {name, id, "object_get", sql_object_get, NULL, DB_L_NOT_FOUND};
+    struct lookup a = {.name = name,
+                       .key = id,
+                       .tag = "object_get",
+                       .sql = sql_object_get,
+                       .verdict = DB_L_NOT_FOUND};
     return item_get(pool, &a, out, DB_L_OBJECT_NOT_FOUND, verdict, err);
 }
 
@@ -832,7 +845,11 @@ enum db_status db_ledgers_display_get(struct db_pool *pool, const char *name, co
                                       struct db_ledger_item *out, enum db_ledger_verdict *verdict,
                                       struct db_error *err)
 {
-    struct lookup a = {name, type, "display_get", sql_display_get, NULL, DB_L_NOT_FOUND};
+    struct lookup a = {.name = name,
+                       .key = type,
+                       .tag = "display_get",
+                       .sql = sql_display_get,
+                       .verdict = DB_L_NOT_FOUND};
     return item_get(pool, &a, out, DB_L_DISPLAY_NOT_FOUND, verdict, err);
 }
 
@@ -879,7 +896,8 @@ enum db_status db_ledgers_events(struct db_pool *pool, const char *name, int64_t
                                  int64_t *next, enum db_ledger_verdict *verdict,
                                  struct db_error *err)
 {
-    struct events a = {name, after, limit, budget, NULL, 0, DB_L_NOT_FOUND};
+    struct events a = {
+        .name = name, .after = after, .limit = limit, .budget = budget, .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, events_tx, &a, err);
     *verdict = a.verdict;
     *next = after;

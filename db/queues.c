@@ -568,7 +568,12 @@ enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                                       struct db_job_ref *out, const char *notify, int *notified,
                                       enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct enqueue a = {queue, jobs, n, out, notify, 0, DB_Q_QUEUE_NOT_FOUND};
+    struct enqueue a = {.queue = queue,
+                        .jobs = jobs,
+                        .n = n,
+                        .out = out,
+                        .notify = notify,
+                        .verdict = DB_Q_QUEUE_NOT_FOUND};
     /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
      * enqueue for the same plan */
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);
@@ -707,7 +712,12 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
                             int64_t after, int limit, long long budget, db_job_each each, void *ctx,
                             int *more, enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct list_jobs a = {queue, state, after, limit, budget, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct list_jobs a = {.queue = queue,
+                          .state = state,
+                          .after = after,
+                          .limit = limit,
+                          .budget = budget,
+                          .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_jobs_tx, &a, err);
     *verdict = a.verdict;
     *more = 0;
@@ -749,7 +759,8 @@ enum db_status db_job_op_run(struct db_pool *pool, struct job_op *a, struct db_e
 enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id,
                              enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct job_op a = {queue, &st_job_retry, id, {NULL}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct job_op a = {
+        .queue = queue, .stmt = &st_job_retry, .id = id, .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK && PQntuples(a.rows) == 0) {
@@ -767,7 +778,8 @@ enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id
 enum db_status db_jobs_cancel(struct db_pool *pool, const char *queue, int64_t id,
                               enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct job_op a = {queue, &st_job_cancel, id, {NULL}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct job_op a = {
+        .queue = queue, .stmt = &st_job_cancel, .id = id, .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK)

@@ -234,7 +234,12 @@ enum db_status db_consumers_put(struct db_pool *pool, const char *topic, const c
                                 struct db_consumer *out, enum db_consumer_verdict *verdict,
                                 struct db_error *err)
 {
-    struct consumer_call a = {topic, name, start, offset, NULL, out, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {.topic = topic,
+                              .name = name,
+                              .start = start,
+                              .offset = offset,
+                              .out = out,
+                              .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     memset(out, 0, sizeof(*out));
     return run(pool, put_tx, &a, verdict, err);
 }
@@ -253,7 +258,8 @@ enum db_status db_consumers_get(struct db_pool *pool, const char *topic, const c
                                 struct db_consumer *out, enum db_consumer_verdict *verdict,
                                 struct db_error *err)
 {
-    struct consumer_call a = {topic, name, 0, 0, NULL, out, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {
+        .topic = topic, .name = name, .out = out, .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     memset(out, 0, sizeof(*out));
     return run(pool, get_tx, &a, verdict, err);
 }
@@ -278,7 +284,7 @@ static enum db_status delete_tx(struct db_conn *c, void *arg, struct db_error *e
 enum db_status db_consumers_delete(struct db_pool *pool, const char *topic, const char *name,
                                    enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    struct consumer_call a = {topic, name, 0, 0, NULL, NULL, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {.topic = topic, .name = name, .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     return run(pool, delete_tx, &a, verdict, err);
 }
 
@@ -330,7 +336,11 @@ enum db_status db_consumers_commit(struct db_pool *pool, const char *topic, cons
                                    const struct db_consumer_commit *commit, struct db_consumer *out,
                                    enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    struct consumer_call a = {topic, name, 0, 0, commit, out, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {.topic = topic,
+                              .name = name,
+                              .commit = commit,
+                              .out = out,
+                              .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     memset(out, 0, sizeof(*out));
     return run(pool, commit_tx, &a, verdict, err);
 }
@@ -361,7 +371,8 @@ enum db_status db_consumers_list(struct db_pool *pool, const char *topic, const 
                                  int limit, db_consumer_each each, void *ctx,
                                  enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    struct list_call a = {topic, after, limit, NULL, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct list_call a = {
+        .topic = topic, .after = after, .limit = limit, .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
     *verdict = a.verdict;
     for (int i = 0; st == DB_OK && a.verdict == DB_CONSUMER_OK && i < PQntuples(a.rows); i++) {

@@ -338,7 +338,7 @@ static enum db_status list_topics_tx(struct db_conn *c, void *arg, struct db_err
 enum db_status db_topics_list(struct db_pool *pool, const char *after, int limit,
                               db_topic_each each, void *ctx, struct db_error *err)
 {
-    struct list_topics a = {after, limit, each, ctx, NULL};
+    struct list_topics a = {.after = after, .limit = limit, .each = each, .ctx = ctx};
     enum db_status st = db_tx_run(pool, DB_REPEATABLE_READ, list_topics_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_topic t;
@@ -477,7 +477,12 @@ enum db_status db_topics_produce(struct db_pool *pool, const char *topic, const 
                                  struct db_message_out *out, enum db_topic_verdict *verdict,
                                  struct db_error *err)
 {
-    struct produce a = {topic, producer, msgs, n, out, DB_TOPIC_NOT_FOUND};
+    struct produce a = {.topic = topic,
+                        .producer = producer,
+                        .msgs = msgs,
+                        .n = n,
+                        .out = out,
+                        .verdict = DB_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, produce_tx, &a, err);
     *verdict = a.verdict;
     return st == DB_ABORTED ? DB_OK : st;
@@ -665,7 +670,9 @@ enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64
                                   size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, NULL, after, limit, 0};
+    struct read_log a = {.p = {.topic = topic, .budget = budget, .verdict = DB_TOPIC_NOT_FOUND},
+                         .after = after,
+                         .limit = limit};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
     *verdict = a.p.verdict;
     return st;
@@ -677,7 +684,9 @@ enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *top
                                            int64_t *next, enum db_topic_verdict *verdict,
                                            struct db_error *err)
 {
-    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, consumer, 0, limit, 0};
+    struct read_log a = {.p = {.topic = topic, .budget = budget, .verdict = DB_TOPIC_NOT_FOUND},
+                         .consumer = consumer,
+                         .limit = limit};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
     *verdict = a.p.verdict;
     *after = a.after;
