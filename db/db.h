@@ -31,9 +31,18 @@ enum db_status {
     DB_ERR_BUSY
 };
 
+/* Sizes of the text db/ writes into a caller's buffer or struct, its NUL included: both sides
+ * use these names, never the number. */
+#define DB_SQLSTATE_SIZE 6   /* a SQLSTATE: five characters */
+#define DB_MESSAGE_SIZE  512 /* struct db_error's message (a longer one is cut) */
+#define DB_NAME_MAX      128 /* bytes of a topic's, queue's, ledger's, producer's or consumer's name */
+#define DB_NAME_SIZE     (DB_NAME_MAX + 1)
+#define DB_TIME_TEXT     40 /* a timestamp as the API writes it (DB_TS, db/sql.h) */
+#define DB_INT_TEXT      24 /* an integer of up to 64 bits in decimal, with its sign */
+
 struct db_error {
-    char sqlstate[6];
-    char message[512];
+    char sqlstate[DB_SQLSTATE_SIZE];
+    char message[DB_MESSAGE_SIZE];
 };
 
 /* A named prepared statement. Defined once, static, next to the workflow that uses it; prepared

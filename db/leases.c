@@ -304,7 +304,7 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     struct db_queue q;
     int found;
     claim_reset(a);
-    char max[16], lease[16], budget[24];
+    char max[DB_INT_TEXT], lease[DB_INT_TEXT], budget[DB_INT_TEXT];
     snprintf(max, sizeof(max), "%d", a->max_jobs);
     snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
     snprintf(budget, sizeof(budget), "%lld", a->budget);
@@ -364,7 +364,7 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
     if (st != DB_OK)
         return st;
-    char sum[24];
+    char sum[DB_INT_TEXT];
     snprintf(sum, sizeof(sum), "%ld", total);
     const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum, arr.arr[3]};
     PGresult *r = NULL;
@@ -449,12 +449,12 @@ enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const ch
 }
 
 /* Runs a fenced statement ($1 job, $2 queue, $3 owner, $4 fence, then extra) and classifies
- * the outcome. info (may be NULL, 40 bytes) gets the statement's last column. */
+ * the outcome. info (may be NULL, DB_TIME_TEXT bytes) gets the statement's last column. */
 static enum db_status fenced(struct db_pool *pool, const char *queue, const struct db_stmt *stmt,
                              const struct db_lease *l, const char *x1, const char *x2, char *info,
                              enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char fence[24];
+    char fence[DB_INT_TEXT];
     db_i64(fence, sizeof(fence), l->fence);
     struct job_op a = {.queue = queue,
                        .stmt = stmt,
@@ -466,7 +466,7 @@ static enum db_status fenced(struct db_pool *pool, const char *queue, const stru
     if (st == DB_OK && a.verdict == DB_Q_OK) {
         *verdict = lease_verdict(a.rows, 0, 0, l->owner, l->fence);
         if (info != NULL)
-            db_copy(info, 40, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
+            db_copy(info, DB_TIME_TEXT, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
     }
     PQclear(a.rows);
     return st;
@@ -477,7 +477,7 @@ enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
                                    const char *progress, char *expires_at,
                                    enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char lease[16];
+    char lease[DB_INT_TEXT];
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
     return fenced(pool, queue, &st_heartbeat, l, lease_seconds > 0 ? lease : NULL, progress,
                   expires_at, verdict, err);
@@ -494,11 +494,11 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
                               const char *error, int retry, char *new_state,
                               enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char state[40];
+    char state[DB_TIME_TEXT];
     enum db_status st = fenced(pool, queue, &st_fail, l, error ? error : "null",
                                retry ? "true" : "false", state, verdict, err);
     if (new_state != NULL)
-        db_copy(new_state, 16, state);
+        db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
 }
 
@@ -512,10 +512,10 @@ enum db_status db_leases_release(struct db_pool *pool, const char *queue, const 
                                  char *new_state, enum db_queue_verdict *verdict,
                                  struct db_error *err)
 {
-    char state[40];
+    char state[DB_TIME_TEXT];
     enum db_status st = fenced(pool, queue, &st_release, l, NULL, NULL, state, verdict, err);
     if (new_state != NULL)
-        db_copy(new_state, 16, state);
+        db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
 }
 

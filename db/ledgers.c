@@ -412,7 +412,7 @@ struct put_ledger {
 static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct put_ledger *a = arg;
-    char ret[24];
+    char ret[DB_INT_TEXT];
     db_i64(ret, sizeof(ret), a->retention);
     const char *params[] = {a->name, ret};
     PGresult *r = NULL;
@@ -420,7 +420,7 @@ static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK)
         return st;
     int created = PQntuples(r) == 1;
-    char id[24] = "";
+    char id[DB_INT_TEXT] = "";
     if (created)
         db_copy(id, sizeof(id), PQgetvalue(r, 0, 0));
     PQclear(r);
@@ -462,7 +462,7 @@ static enum db_status get_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     enum db_status st = resolve(c, a->name, a->out, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->out->id);
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -687,7 +687,7 @@ static enum db_status checkpoint_tx(struct db_conn *c, void *arg, struct db_erro
     enum db_status st = resolve(c, a->name, &l, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char seq[24], count[24];
+    char seq[DB_INT_TEXT], count[DB_INT_TEXT];
     db_i64(seq, sizeof(seq), a->sequence);
     snprintf(count, sizeof(count), "%zu", a->n);
     const char *sp[] = {seq, count};
@@ -873,7 +873,7 @@ static enum db_status events_tx(struct db_conn *c, void *arg, struct db_error *e
     a->usable = 0;
     a->verdict = DB_L_NOT_FOUND;
     /* the ledger and the page budget (for sql_events_read) in one round trip */
-    char budget[24];
+    char budget[DB_INT_TEXT];
     db_i64(budget, sizeof(budget), a->budget);
     const char *np[] = {a->name}, *bp[] = {budget};
     PGresult *r = NULL;

@@ -175,7 +175,8 @@ static enum db_status refuse_read_only(struct db_pool *p, struct db_conn *c, str
  * connection string, so that it may override them (later entries win). */
 static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct db_error *err)
 {
-    char timeout[16], idle[16], interval[16], count[16], user_timeout[16];
+    char timeout[DB_INT_TEXT], idle[DB_INT_TEXT], interval[DB_INT_TEXT], count[DB_INT_TEXT],
+        user_timeout[DB_INT_TEXT];
     snprintf(timeout, sizeof(timeout), "%d", p->cfg.connect_timeout_s);
     snprintf(idle, sizeof(idle), "%d", DB_KEEPALIVES_IDLE_S);
     snprintf(interval, sizeof(interval), "%d", DB_KEEPALIVES_INTERVAL_S);
@@ -347,7 +348,7 @@ void db_pool_flush(struct db_conn *c, const char *why)
     unsigned gen = c->generation;
     if (!atomic_compare_exchange_strong(&p->generation, &gen, gen + 1))
         return; /* already flushed since c connected */
-    char idle[16];
+    char idle[DB_INT_TEXT];
     pthread_mutex_lock(&p->mu);
     p->stats.flushes++;
     snprintf(idle, sizeof(idle), "%d", p->nfree);

@@ -151,7 +151,7 @@ static enum db_status log_run(const struct log_src *s, int fill, const char *a, 
 static enum db_status fill_holes(const struct log_src *s, int64_t from, int64_t to, int *filled,
                                  struct db_error *err)
 {
-    char a[24], b[24];
+    char a[DB_INT_TEXT], b[DB_INT_TEXT];
     snprintf(a, sizeof(a), "%" PRId64, from);
     snprintf(b, sizeof(b), "%" PRId64, to);
     *filled = 0;
@@ -172,7 +172,7 @@ static enum db_status fill_holes(const struct log_src *s, int64_t from, int64_t 
 static enum db_status read_log(const struct log_src *s, int64_t after, int limit, PGresult **rows,
                                int *usable, struct db_error *err)
 {
-    char a[24], l[16];
+    char a[DB_INT_TEXT], l[DB_INT_TEXT];
     snprintf(a, sizeof(a), "%" PRId64, after);
     snprintf(l, sizeof(l), "%d", limit);
     *usable = 0;

@@ -226,7 +226,7 @@ struct put_topic {
 static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct put_topic *a = arg;
-    char ttl[24], ret[24], sv[16], id[24];
+    char ttl[DB_INT_TEXT], ret[DB_INT_TEXT], sv[DB_INT_TEXT], id[DB_INT_TEXT];
     db_i64(ttl, sizeof(ttl), a->cfg->headless_ttl_seconds);
     db_i64(ret, sizeof(ret), a->cfg->retention_seconds);
     snprintf(sv, sizeof(sv), "%d", a->cfg->default_schema_version);
@@ -291,7 +291,7 @@ static enum db_status get_topic_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_topic_resolve(c, a->name, a->out, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], cap[16];
+    char id[DB_INT_TEXT], cap[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->out->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
@@ -326,7 +326,7 @@ struct list_topics {
 static enum db_status list_topics_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct list_topics *a = arg;
-    char limit[16], cap[16];
+    char limit[DB_INT_TEXT], cap[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {a->after, limit, cap};
@@ -404,7 +404,7 @@ static enum db_status producer_put_tx(struct db_conn *c, void *arg, struct db_er
     enum db_status st = db_topic_resolve(c, a->topic, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], sv[16];
+    char id[DB_INT_TEXT], sv[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     snprintf(sv, sizeof(sv), "%d", a->schema_version);
     const char *params[] = {id, a->name, sv};
@@ -631,7 +631,7 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
             return st;
     }
     a->p.verdict = DB_TOPIC_OK;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     return topic_gone(db_read_log(c, &st_log_read, &st_log_fill, id, a->after, a->limit, &a->p.rows,
                                   &a->usable, err),
@@ -707,7 +707,7 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], limit[16];
+    char id[DB_INT_TEXT], limit[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     const char *params[] = {id, a->after, limit};
@@ -744,13 +744,13 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
 
 struct headless {
     PGresult *rows;
-    char limit[16]; /* topics at most */
+    char limit[DB_INT_TEXT]; /* topics at most */
 };
 
 static enum db_status headless_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless *a = arg;
-    char cap[16];
+    char cap[DB_INT_TEXT];
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {cap, a->limit};
     PQclear(a->rows);
@@ -766,7 +766,7 @@ struct headless_topic {
 static enum db_status headless_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless_topic *a = arg;
-    char id[24], cap[16];
+    char id[DB_INT_TEXT], cap[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
@@ -939,7 +939,7 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     if (a->before == 0) {
         const char *idp[] = {id};
@@ -950,7 +950,7 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
         PQclear(a->p.rows);
         a->p.rows = NULL;
     }
-    char before[24], limit[16], window[16];
+    char before[DB_INT_TEXT], limit[DB_INT_TEXT], window[DB_INT_TEXT];
     snprintf(before, sizeof(before), "%" PRId64, a->before);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(window, sizeof(window), "%d", DB_TOPIC_HISTORY_WINDOW);

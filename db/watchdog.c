@@ -42,7 +42,7 @@ static void *watchdog_main(void *arg)
         int cut = p->stopping ? 0 : watchdog_pass(p);
         if (cut > 0) {
             pthread_mutex_unlock(&p->mu);
-            char n[16], ms[16];
+            char n[DB_INT_TEXT], ms[DB_INT_TEXT];
             snprintf(n, sizeof(n), "%d", cut);
             snprintf(ms, sizeof(ms), "%d", p->cfg.deadline_ms);
             const char *fields[] = {DB_LOG_NUM("connections"), n, DB_LOG_NUM("deadline_ms"), ms,
