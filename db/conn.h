@@ -64,11 +64,11 @@ void db_conn_statement_evicted(struct db_conn *c);
 #define DB_STMT_SEEN_FACTOR 4
 void db_conn_statement_churned(struct db_conn *c);
 /* Counts a relation of one resource (a topic's offset sequence, id its resource's id) opened on
- * c. A backend keeps the catalog entry of every relation it has opened (about 3.5 KB each) for
- * as long as it lives, and statements no longer tell one topic from another, so the statement
- * churn above never sees them: past DB_REL_RETIRE_FACTOR times the statement cache's capacity
- * distinct ones since c connected, c is closed when released, which bounds a backend's memory
- * however many topics there are. Distinct is counted through a bitmap of DB_REL_SEEN_BITS
+ * c. A backend keeps the catalog entry of every relation it has opened for as long as it lives,
+ * and statements no longer tell one topic from another, so the statement churn above never sees
+ * them: past DB_REL_RETIRE_FACTOR times the statement cache's capacity distinct ones since c
+ * connected, c is closed when released, which bounds a backend's memory however many topics
+ * there are. Distinct is counted through a bitmap of DB_REL_SEEN_BITS
  * (hash collisions undercount by a few per cent at the bound). The two bounds are one budget: a
  * statement churned counts as DB_REL_RETIRE_FACTOR / DB_STMT_RETIRE_FACTOR relations, so that a
  * connection meeting both new ledgers and new topics stays within what either alone may cost. */

@@ -66,8 +66,8 @@
  * table up to tens of thousands of rows (as a generic plan guesses a claim's LIMIT at a tenth of
  * the backlog), and a claim then costs in proportion to every job the table retains. For the same
  * reason CLAIM_FIT reads each payload by a lookup of its own (a subquery on job_bodies' primary
- * key): a join there became a sequential scan of job_bodies in the generic plan (42 ms instead of 2
- * for a claim of 100 from 200,000 pending).
+ * key): a join there became a sequential scan of job_bodies in the generic plan, whose cost grows
+ * with every job the table holds.
  *
  * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's),
  * $5 payload byte budget (NULL: none). A re-claim by the same owner of its own expired lease
@@ -202,7 +202,7 @@ static const struct db_stmt st_release = {
  * IS NOT DISTINCT FROM (queue_id is never NULL) so that it is no index condition: as
  * "queue_id = $1" beside "state = 'processing'" the planner chose jobs_listing's range of every
  * processing job of the queue, fresh statistics calling it small, and compared each with every
- * item (pinned batch-50: 35 -> 50 µs of PostgreSQL CPU a job). */
+ * item, a cost that grows with the queue's processing jobs times the batch. */
 static const struct db_stmt st_complete_batch = {
     "lease_complete_batch",
     "WITH items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
@@ -383,11 +383,11 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     return DB_OK;
 }
 
-/* Claims run on generic plans (planned once a connection, not at every claim, which cost about
- * a third of a claim's time): with auto, PostgreSQL keeps choosing a custom plan, as a generic
- * one guesses LIMIT $3 at a tenth of the backlog and so looks dearer. The generic plan is the
- * custom one (the claim index, then primary-key lookups, held to them by the "= ANY" above) at any
- * backlog (README, "Generic plans for the queue's hot statements"). */
+/* Claims run on generic plans (planned once a connection, not at every claim, where planning is
+ * a large share of a short statement's time): with auto, PostgreSQL keeps choosing a custom plan,
+ * as a generic one guesses LIMIT $3 at a tenth of the backlog and so looks dearer. The generic plan
+ * is the custom one (the claim index, then primary-key lookups, held to them by the "= ANY" above)
+ * at any backlog (README, "Generic plans for the queue's hot statements"). */
 static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
 {
     if (n == 1) {
