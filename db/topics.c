@@ -223,7 +223,7 @@ struct put_topic {
 static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct put_topic *a = arg;
-    char ttl[24], ret[24], sv[16], id[24];
+    char ttl[DB_INT_TEXT], ret[DB_INT_TEXT], sv[DB_INT_TEXT], id[DB_INT_TEXT];
     db_i64(ttl, sizeof(ttl), a->cfg->headless_ttl_seconds);
     db_i64(ret, sizeof(ret), a->cfg->retention_seconds);
     snprintf(sv, sizeof(sv), "%d", a->cfg->default_schema_version);
@@ -288,7 +288,7 @@ static enum db_status get_topic_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_topic_resolve(c, a->name, a->out, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], cap[16];
+    char id[DB_INT_TEXT], cap[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->out->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
@@ -323,7 +323,7 @@ struct list_topics {
 static enum db_status list_topics_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct list_topics *a = arg;
-    char limit[16], cap[16];
+    char limit[DB_INT_TEXT], cap[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {a->after, limit, cap};
@@ -335,7 +335,7 @@ static enum db_status list_topics_tx(struct db_conn *c, void *arg, struct db_err
 enum db_status db_topics_list(struct db_pool *pool, const char *after, int limit,
                               db_topic_each each, void *ctx, struct db_error *err)
 {
-    struct list_topics a = {after, limit, each, ctx, NULL};
+    struct list_topics a = {.after = after, .limit = limit, .each = each, .ctx = ctx};
     enum db_status st = db_tx_run(pool, DB_REPEATABLE_READ, list_topics_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_topic t;
@@ -401,7 +401,7 @@ static enum db_status producer_put_tx(struct db_conn *c, void *arg, struct db_er
     enum db_status st = db_topic_resolve(c, a->topic, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], sv[16];
+    char id[DB_INT_TEXT], sv[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     snprintf(sv, sizeof(sv), "%d", a->schema_version);
     const char *params[] = {id, a->name, sv};
@@ -474,7 +474,12 @@ enum db_status db_topics_produce(struct db_pool *pool, const char *topic, const 
                                  struct db_message_out *out, enum db_topic_verdict *verdict,
                                  struct db_error *err)
 {
-    struct produce a = {topic, producer, msgs, n, out, DB_TOPIC_NOT_FOUND};
+    struct produce a = {.topic = topic,
+                        .producer = producer,
+                        .msgs = msgs,
+                        .n = n,
+                        .out = out,
+                        .verdict = DB_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, produce_tx, &a, err);
     *verdict = a.verdict;
     return st == DB_ABORTED ? DB_OK : st;
@@ -623,7 +628,7 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
             return st;
     }
     a->p.verdict = DB_TOPIC_OK;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     return topic_gone(db_read_log(c, &st_log_read, &st_log_fill, id, a->after, a->limit, &a->p.rows,
                                   &a->usable, err),
@@ -662,7 +667,9 @@ enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64
                                   size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, NULL, after, limit, 0};
+    struct read_log a = {.p = {.topic = topic, .budget = budget, .verdict = DB_TOPIC_NOT_FOUND},
+                         .after = after,
+                         .limit = limit};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
     *verdict = a.p.verdict;
     return st;
@@ -674,7 +681,9 @@ enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *top
                                            int64_t *next, enum db_topic_verdict *verdict,
                                            struct db_error *err)
 {
-    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, consumer, 0, limit, 0};
+    struct read_log a = {.p = {.topic = topic, .budget = budget, .verdict = DB_TOPIC_NOT_FOUND},
+                         .consumer = consumer,
+                         .limit = limit};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
     *verdict = a.p.verdict;
     *after = a.after;
@@ -695,7 +704,7 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], limit[16];
+    char id[DB_INT_TEXT], limit[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     const char *params[] = {id, a->after, limit};
@@ -732,13 +741,13 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
 
 struct headless {
     PGresult *rows;
-    char limit[16]; /* topics at most */
+    char limit[DB_INT_TEXT]; /* topics at most */
 };
 
 static enum db_status headless_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless *a = arg;
-    char cap[16];
+    char cap[DB_INT_TEXT];
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {cap, a->limit};
     PQclear(a->rows);
@@ -754,7 +763,7 @@ struct headless_topic {
 static enum db_status headless_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless_topic *a = arg;
-    char id[24], cap[16];
+    char id[DB_INT_TEXT], cap[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
@@ -912,7 +921,7 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     if (a->before == 0) {
         const char *idp[] = {id};
@@ -923,7 +932,7 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
         PQclear(a->p.rows);
         a->p.rows = NULL;
     }
-    char before[24], limit[16], window[16];
+    char before[DB_INT_TEXT], limit[DB_INT_TEXT], window[DB_INT_TEXT];
     snprintf(before, sizeof(before), "%" PRId64, a->before);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(window, sizeof(window), "%d", DB_TOPIC_HISTORY_WINDOW);

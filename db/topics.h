@@ -20,12 +20,12 @@
 
 struct db_topic {
     int64_t id;
-    char name[129];
+    char name[DB_NAME_SIZE];
     int64_t headless_ttl_seconds;
     int64_t retention_seconds; /* 0: keep the whole log */
     int default_schema_version;
     int retention_ignores_consumers; /* compaction may pass consumers' committed offsets */
-    char created_at[40], updated_at[40];
+    char created_at[DB_TIME_TEXT], updated_at[DB_TIME_TEXT];
 };
 
 struct db_key {

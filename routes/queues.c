@@ -129,9 +129,9 @@ int64_t queue_job_params(struct svc_request *req, const char *name, const char *
 int queue_owner_member(json_t *b, const char **owner, char *why, size_t size)
 {
     *owner = json_string_value(json_object_get(b, "owner"));
-    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > 255 ||
+    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > DB_OWNER_MAX ||
         !svc_utf8_valid(*owner, strlen(*owner))) {
-        snprintf(why, size, "\"owner\" is a non-empty string of at most 255 bytes");
+        snprintf(why, size, "\"owner\" is a non-empty string of at most %d bytes", DB_OWNER_MAX);
         return 0;
     }
     return 1;
