@@ -74,7 +74,7 @@ struct janitor_ledger {
 static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_ledger *a = arg;
-    char id[24], batch[16], h[24];
+    char id[DB_INT_TEXT], batch[DB_INT_TEXT], h[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     snprintf(batch, sizeof(batch), "%d", a->batch);
     const char *hp[] = {a->retention, id};
@@ -106,8 +106,8 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
 struct ledger_list {
     const struct db_stmt *st;
     PGresult *rows;
-    char limit[16];  /* $1: ledgers at most */
-    char budget[16]; /* statement_timeout of st, ms; "" for the connection's own */
+    char limit[DB_INT_TEXT];  /* $1: ledgers at most */
+    char budget[DB_INT_TEXT]; /* statement_timeout of st, ms; "" for the connection's own */
 };
 
 static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -173,7 +173,7 @@ struct gauge_one {
 static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct gauge_one *a = arg;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     const char *params[] = {id};
     PQclear(a->row);
@@ -237,7 +237,7 @@ enum db_status db_ledger_pending(struct db_conn *c, int64_t ledger, int64_t *pen
 
 struct ledger_page {
     const char *after;
-    char limit[16];
+    char limit[DB_INT_TEXT];
     PGresult *rows;
     int64_t *pending; /* one per row */
 };

@@ -90,7 +90,7 @@ struct janitor_queue {
 static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_queue *a = arg;
-    char batch[16];
+    char batch[DB_INT_TEXT];
     snprintf(batch, sizeof(batch), "%d", a->batch);
     const char *params[] = {a->id, batch, a->retention};
     PGresult *r = NULL;
@@ -108,7 +108,7 @@ static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_e
 static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                      void *ctx, struct db_error *err)
 {
-    char limit[16];
+    char limit[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", batch);
     const char *params[] = {limit};
     enum db_status st = DB_OK;
@@ -175,10 +175,11 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
 /* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
-    int all;         /* rows are every queue's gauges (st_all_stats), not only the queue ids */
-    int cut;         /* st_all_stats ran out of the budget */
-    char limit[16];  /* $1: queues at most */
-    char budget[16]; /* statement_timeout of st_all_stats, ms; "" for the connection's own */
+    int all; /* rows are every queue's gauges (st_all_stats), not only the queue ids */
+    int cut; /* st_all_stats ran out of the budget */
+    char limit[DB_INT_TEXT];  /* $1: queues at most */
+    char budget[DB_INT_TEXT]; /* statement_timeout of st_all_stats, ms; "" for the connection's own
+                               */
 };
 
 static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error *err)

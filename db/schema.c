@@ -329,7 +329,7 @@ static void judge(const struct db_state *s, struct db_schema_report *rep, int *p
 static enum db_status run_in_tx(struct db_conn *c, const struct migration *m, int record_baseline,
                                 const char *applied_by, struct db_error *err)
 {
-    char num[16], serves[16], sum[65], base_sum[65];
+    char num[DB_INT_TEXT], serves[DB_INT_TEXT], sum[65], base_sum[65];
     snprintf(num, sizeof(num), "%d", m->number);
     snprintf(serves, sizeof(serves), "%d", m->serves_from);
     checksum(m->sql, sum);

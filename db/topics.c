@@ -830,7 +830,7 @@ struct janitor_topic {
 static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_topic *a = arg;
-    char ttl[24], batch[16], id[24];
+    char ttl[DB_INT_TEXT], batch[DB_INT_TEXT], id[DB_INT_TEXT];
     db_i64(ttl, sizeof(ttl), a->ttl);
     snprintf(batch, sizeof(batch), "%d", a->batch);
     db_i64(id, sizeof(id), a->id);
@@ -852,7 +852,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         PQclear(r);
         if (gone) /* deleted meanwhile */
             return DB_OK;
-        char ret[24];
+        char ret[DB_INT_TEXT];
         db_i64(ret, sizeof(ret), a->retention);
         const char *rparams[] = {ret, batch, ignores ? NULL : id, id};
         st = db_query(c, &st_retention, rparams, &r, err);
@@ -861,7 +861,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         a->compacted = strtoll(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
-    char ret[24];
+    char ret[DB_INT_TEXT];
     db_i64(ret, sizeof(ret), a->retention);
     const char *full = a->deleted >= a->batch || a->compacted >= a->batch ? "true" : "false";
     const char *dparams[] = {ttl, ret, full, id};

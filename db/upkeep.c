@@ -46,7 +46,7 @@ static void retry(struct db_pool *pool, const char *family, const char *id)
 static enum db_status upkeep_round(struct db_pool *pool, const struct db_upkeep *u, void *ctx,
                                    int *claimed, struct db_error *err)
 {
-    char limit[16], lease[16];
+    char limit[DB_INT_TEXT], lease[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
     snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
     const char *params[] = {limit, lease};
