@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "service/buf.h"
+#include "service/clock.h"
 #include "service/conn.h"
 #include "service/http_internal.h"
 #include "service/listen.h"
@@ -29,13 +30,6 @@
 /* Access lines are written by the batch while the server runs, at most this late (a kill -9
  * loses this much of them): a write(2) per line was a tenth of a /healthz request's CPU. */
 #define ACCESS_LOG_FLUSH_MS 5
-
-static double elapsed_s(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
-}
 
 /* ---- request ids ---- */
 
@@ -224,16 +218,9 @@ enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc
 
 /* ---- long-polls ---- */
 
-double svc_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
-}
-
 double svc_req_age(const struct svc_request *req)
 {
-    return elapsed_s(&req->start);
+    return svc_now() - req->start;
 }
 
 int svc_req_resumes(const struct svc_request *req)
@@ -528,13 +515,7 @@ static void *ticker_main(void *arg)
     struct svc_server *s = arg;
     pthread_mutex_lock(&s->wait_mu);
     while (!s->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = svc_clock_after_ms(CLOCK_REALTIME, 20);
         pthread_cond_timedwait(&s->wait_cv, &s->wait_mu, &ts);
         /* at most a quarter of the workers' worth of re-checks per 20 ms tick, so that a
          * thousand waiters cannot crowd the pool: under many waiters each re-checks less often */
@@ -587,18 +568,13 @@ static void request_release(struct svc_request *req)
     free(req);
 }
 
-static double seconds_of(const struct timespec *t)
-{
-    return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
-}
-
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     struct svc_server *s = cls;
     struct svc_request *req = request_alloc();
     if (req == NULL)
         return NULL;
-    clock_gettime(CLOCK_MONOTONIC, &req->start);
+    req->start = svc_now();
     req->server = s;
     req->conn = conn;
     req->match.route = -1;
@@ -610,7 +586,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     req->slot = info != NULL ? info->socket_context : NULL;
-    svc_conns_mark(s->conns, req->slot, 1, 1, seconds_of(&req->start));
+    svc_conns_mark(s->conns, req->slot, 1, 1, req->start);
     svc_buf_init(&req->body, (size_t)s->cfg->body_limit);
     atomic_fetch_add(&s->in_flight, 1);
     return req;
@@ -645,10 +621,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
         req->status = ci != NULL ? (int)ci->http_status : 0;
     }
-    struct timespec end;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    double secs =
-        (double)(end.tv_sec - req->start.tv_sec) + (double)(end.tv_nsec - req->start.tv_nsec) / 1e9;
+    double end = svc_now(), secs = end - req->start;
     int route = req->matched ? req->match.route : -1;
     svc_metrics_observe_http(route, req->status, secs);
     struct svc_access a = {
@@ -662,7 +635,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         .code = req->problem_code,
     };
     svc_log_access(&a);
-    svc_conns_mark(s->conns, req->slot, 0, 1, seconds_of(&end)); /* the next request, if any */
+    svc_conns_mark(s->conns, req->slot, 0, 1, end); /* the next request, if any */
     request_free(req);
     atomic_fetch_sub(&s->in_flight, 1);
 }
@@ -921,12 +894,9 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     pthread_mutex_unlock(&s->wait_mu);
     if (s->ticker_started)
         pthread_join(s->ticker, NULL);
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    while (atomic_load(&s->in_flight) > 0 && elapsed_s(&start) < timeout_s) {
-        struct timespec nap = {0, 10 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-    }
+    double start = svc_now();
+    while (atomic_load(&s->in_flight) > 0 && svc_now() - start < timeout_s)
+        svc_clock_sleep_ms(10);
     int cut = (int)atomic_load(&s->in_flight);
     MHD_stop_daemon(s->daemon);
     if (s->listen_fd != MHD_INVALID_SOCKET)

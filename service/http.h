@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "service/auth.h"
+#include "service/clock.h"
 #include "service/config.h"
 #include "service/problem.h"
 #include "service/router.h"
@@ -67,8 +68,6 @@ enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc
  *     if (svc_req_may_wait(req, deadline)) return svc_req_wait(req, channel, deadline, gen);
  *     reply with what there is
  */
-/* Monotonic seconds, the clock deadlines use. */
-double svc_now(void);
 /* Seconds since the request began. */
 double svc_req_age(const struct svc_request *req);
 /* How many times this request's long-poll was resumed (0 on its first run). */

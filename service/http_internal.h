@@ -88,8 +88,8 @@ struct svc_request {
     int checked; /* request_check ran (before the body) */
     int http11;  /* HTTP/1.1, which must carry Host */
     json_t *json;
-    struct timespec start;
-    int status; /* 0 until a response is queued */
+    double start; /* svc_now() at the first callback */
+    int status;   /* 0 until a response is queued */
     const char *problem_code;
     int resumes; /* times a long-poll was resumed */
     int in_worker;
