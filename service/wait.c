@@ -1,4 +1,4 @@
-/* Long-poll waiters (see wait.h): the list of suspended requests with
+/* Long-poll waiters (see wait.h): the steps of a long-poll, the list of suspended requests with
  * their deadline and re-check time, and their resumption (a wake of their channel, or the
  * ticker's pass) onto the front of the workers' queue. */
 #include "service/wait.h"
@@ -28,31 +28,27 @@ void svc_waiters_destroy(struct svc_waiters *w)
     pthread_mutex_destroy(&w->mu);
 }
 
-double svc_req_age(const struct svc_request *req)
-{
-    return svc_now() - req->start;
-}
-
-unsigned svc_wake_generation(const struct svc_request *req)
+struct svc_poll svc_poll_begin(const struct svc_request *req, double wait_s)
 {
     struct svc_waiters *w = &req->server->waiters;
+    struct svc_poll poll = {.deadline = req->start + wait_s};
     pthread_mutex_lock(&w->mu);
-    unsigned g = w->generation;
+    poll.generation = w->generation;
     pthread_mutex_unlock(&w->mu);
-    return g;
+    return poll;
 }
 
-int svc_req_may_wait(const struct svc_request *req, double deadline)
+int svc_poll_may_wait(const struct svc_request *req, const struct svc_poll *poll)
 {
     struct svc_waiters *w = &req->server->waiters;
     pthread_mutex_lock(&w->mu);
     int stopping = w->stopping;
     pthread_mutex_unlock(&w->mu);
-    return !stopping && svc_now() < deadline;
+    return !stopping && svc_now() < poll->deadline;
 }
 
-enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, double deadline,
-                              unsigned gen)
+enum svc_outcome svc_poll_wait(struct svc_request *req, const struct svc_poll *poll,
+                               const char *channel)
 {
     struct svc_server *s = req->server;
     struct svc_waiters *ws = &s->waiters;
@@ -64,7 +60,7 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
         return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
     }
     pthread_mutex_lock(&ws->mu);
-    if (ws->generation != gen || ws->stopping) {
+    if (ws->generation != poll->generation || ws->stopping) {
         /* something was written since the handler looked, or we are stopping: look again */
         pthread_mutex_unlock(&ws->mu);
         free(w);
@@ -73,7 +69,7 @@ enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, doub
     }
     w->req = req;
     w->channel = ch;
-    w->deadline = deadline;
+    w->deadline = poll->deadline;
     /* jittered, so that many waiters that began together do not all look again together */
     w->recheck = svc_now() + (double)s->cfg->poll_interval_ms / 1000.0 *
                                  (0.5 + (double)(ws->generation * 2654435761u % 1000) / 2000.0 +

@@ -1,32 +1,38 @@
 /* Long-poll waiters: a handler that found nothing to return suspends its connection on a wake
  * channel (no thread, no database connection held) until a wake of that channel, its deadline,
  * or its periodic re-check (which finds writes made by other processes); its handler then runs
- * again. The waiters and their counters; what announces a write is wake.h. */
+ * again. The long-poll steps, the waiters and their counters; what announces a write is wake.h. */
 #ifndef SVC_WAIT_H
 #define SVC_WAIT_H
 
-#include "service/clock.h"
 #include "service/router.h"
 
 struct svc_server;
 struct svc_request;
 
-/* A handler that found nothing to return may suspend its connection on a channel (a string such
- * as "topic:orders"); libmicrohttpd then calls the handler again. Typical use:
- *     unsigned gen = svc_wake_generation(req);
- *     ...query; nothing new...
- *     if (svc_req_may_wait(req, deadline)) return svc_req_wait(req, channel, deadline, gen);
+/* One run of a long-polling handler, which reads like the contract:
+ *     struct svc_poll poll = svc_poll_begin(req, wait_s);      before looking for data
+ *     ...look; nothing new...
+ *     if (svc_poll_may_wait(req, &poll))
+ *         return svc_poll_wait(req, &poll, channel);
  *     reply with what there is
- */
-/* Seconds since the request began. */
-double svc_req_age(const struct svc_request *req);
-/* A counter of wakes, read before looking for data so that a wake in between is not lost. */
-unsigned svc_wake_generation(const struct svc_request *req);
-/* True when waiting makes sense: before the deadline and not shutting down. */
-int svc_req_may_wait(const struct svc_request *req, double deadline);
-/* Suspends the request (or re-runs its handler at once when a wake came after gen). */
-enum svc_outcome svc_req_wait(struct svc_request *req, const char *channel, double deadline,
-                              unsigned gen);
+ * A wake, the deadline or the re-check runs the handler again from the top. */
+struct svc_poll {
+    unsigned generation; /* the wakes counted before the handler looked */
+    double deadline;     /* on the svc_now() clock: when the request began, plus its wait */
+};
+
+/* Starts a run: reads the wake generation before the handler looks for data (so that a wake in
+ * between is not lost) and sets the deadline wait_s after the request began (every run of one
+ * request has the same deadline). */
+struct svc_poll svc_poll_begin(const struct svc_request *req, double wait_s);
+/* 1 when waiting makes sense: before the deadline, and the server not stopping; else 0. */
+int svc_poll_may_wait(const struct svc_request *req, const struct svc_poll *poll);
+/* Suspends req on channel (copied) and returns SVC_SUSPENDED; when a wake came since
+ * svc_poll_begin, or the server is stopping, runs the handler again at once instead and returns
+ * what it returns. Out of memory: a 500 problem. */
+enum svc_outcome svc_poll_wait(struct svc_request *req, const struct svc_poll *poll,
+                               const char *channel);
 /* How many times this request's long-poll was resumed (0 on its first run). */
 int svc_req_resumes(const struct svc_request *req);
 
