@@ -96,7 +96,7 @@ int svc_gate_req_enter(struct svc_request *req, struct svc_gate *g, const char *
     struct svc_poll poll = svc_poll_begin(req, max_wait_s);
     if (svc_gate_try_enter(g, *slot, !svc_poll_may_wait(req, &poll), 1))
         return 1;
-    char channel[32];
+    char channel[SVC_CHANNEL_MAX];
     channel_of(*slot, channel, sizeof(channel));
     *out = svc_poll_wait(req, &poll, channel);
     return 0;
@@ -106,7 +106,7 @@ void svc_gate_req_exit(struct svc_request *req, struct svc_gate *g, unsigned slo
 {
     if (!svc_gate_exit(g, slot))
         return;
-    char channel[32];
+    char channel[SVC_CHANNEL_MAX];
     channel_of(slot, channel, sizeof(channel));
     svc_req_wake_n(req, channel, 1);
 }

@@ -19,6 +19,8 @@ json_t *route_merge_patch(const json_t *target, const json_t *patch);
  * null in place of stored data. */
 json_t *route_json_stored(const char *text, size_t len);
 
+/* The longest resource name, in characters (bytes: the alphabet is ASCII). */
+#define ROUTE_NAME_MAX 128
 /* Resource names: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$. Returns 1, or 0 with the broken rule in
  * why (a sentence for a problem's detail). */
 int route_name_ok(const char *name, char *why, size_t whysize);

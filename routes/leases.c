@@ -88,7 +88,7 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
     struct db_error err;
     enum db_status st = db_leases_claim(app->pool, queue, c.owner, (int)c.max_jobs, (int)c.lease,
                                         app->config->response_budget, claimed, &n, &v, &err);
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
     else if (n == 0 && svc_poll_may_wait(req, &poll))

@@ -106,6 +106,8 @@ static void count2(struct svc_counter_vec *v, const char *ledger, const char *la
         svc_counter_vec_add(v, labels, n);
 }
 
+_Static_assert(sizeof("ledger:") + ROUTE_NAME_MAX <= SVC_CHANNEL_MAX, "a ledger's channel fits");
+
 static const char *channel_of(const char *ledger, char *buf, size_t size)
 {
     snprintf(buf, size, "ledger:%s", ledger);
@@ -159,7 +161,7 @@ static enum svc_outcome reply_ingested(struct svc_request *req, const char *ledg
 {
     count2(m_applied, ledger, path, applied);
     count2(m_skipped, ledger, path, skipped);
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     if (v == DB_L_APPLIED)
         svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
     return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, body);
@@ -341,7 +343,7 @@ static int submission_call(struct svc_request *req, const struct submission *s, 
     r->v = DB_L_OK;
     if (s->p.tx.ninputs > 0)
         r->st = db_ledgers_check(app->pool, s->ledger, &s->p.tx, &r->status, &r->v, &r->err);
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     if (r->st == DB_OK && r->v == DB_L_DEPS_PENDING && svc_poll_may_wait(req, &poll)) {
         *out = svc_poll_wait(req, &poll, channel_of(s->ledger, channel, sizeof(channel)));
         return 1;

@@ -102,7 +102,7 @@ enum svc_outcome route_messages_read(struct svc_request *req)
     /* nothing new yet: wait (no thread, no connection held) until a produce or the deadline */
     if (page.items == 0 && next == after && svc_poll_may_wait(req, &poll)) {
         svc_jpage_free(&page);
-        char channel[160];
+        char channel[SVC_CHANNEL_MAX];
         return svc_poll_wait(req, &poll, route_topic_channel(topic, channel, sizeof(channel)));
     }
     return reply_page(req, &page, json_pack("{s:I}", "next", (json_int_t)next));

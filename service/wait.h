@@ -10,6 +10,10 @@
 struct svc_server;
 struct svc_request;
 
+/* Room for a wake channel's name with its NUL: "<family>:<resource name>" (a resource name has
+ * at most 128 characters: routes/json_util.h) or "gate:<slot>". */
+#define SVC_CHANNEL_MAX 160
+
 /* One run of a long-polling handler, which reads like the contract:
  *     struct svc_poll poll = svc_poll_begin(req, wait_s);      before looking for data
  *     ...look; nothing new...
