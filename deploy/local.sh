@@ -117,10 +117,11 @@ prepare_state_dir() {
     [ -f "$STATE/.gitignore" ] || printf '*\n' >"$STATE/.gitignore"
 }
 
-# The previous release, for the upgrade test (tests/integration/schema/test_upgrade_from_released.c):
-# its commit is named in db/schema/released/<version>/RELEASE; its tree comes from this clone's
-# history (git archive, no network, no worktree), and only its rowlock binary is built, once per
-# commit, into build-prev/. Prints the binary's path.
+# The previous release, for the upgrade test
+# (tests/integration/schema/test_upgrade_from_released.c): its commit is named in
+# db/schema/released/<version>/RELEASE; its tree comes from this clone's history (git archive,
+# no network, no worktree), and only its rowlock binary is built, once per commit, into
+# build-prev/. Prints the binary's path.
 build_prev() {
     local release commit dir
     release=$(find "$ROOT/db/schema/released" -mindepth 2 -maxdepth 2 -name RELEASE | sort -V | tail -n 1)
