@@ -13,17 +13,9 @@
 
 #include "harness.h"
 
-static PGconn *admin(void)
-{
-    const char *url = getenv("ROWLOCK_TEST_ADMIN_URL");
-    if (url == NULL || url[0] == '\0')
-        fail_msg("ROWLOCK_TEST_ADMIN_URL is not set: run the suite with deploy/local.sh test");
-    return th_pg(url);
-}
-
 void syncrep_set(const char *name)
 {
-    PGconn *c = admin();
+    PGconn *c = th_admin_pg();
     char sql[256];
     if (name[0] == '\0')
         snprintf(sql, sizeof(sql), "ALTER SYSTEM RESET synchronous_standby_names");
@@ -33,7 +25,7 @@ void syncrep_set(const char *name)
     PQclear(th_sql(c, "SELECT pg_reload_conf()"));
     PQfinish(c);
     for (int i = 0; i < 200; i++) { /* the reload is asynchronous: wait until it took */
-        PGconn *s = admin();
+        PGconn *s = th_admin_pg();
         PGresult *r = th_sql(s, "SHOW synchronous_standby_names");
         int seen = strcmp(PQgetvalue(r, 0, 0), name) == 0;
         PQclear(r);
@@ -47,7 +39,7 @@ void syncrep_set(const char *name)
 
 void syncrep_database_on(const char *db)
 {
-    PGconn *c = admin();
+    PGconn *c = th_admin_pg();
     char sql[256];
     snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET synchronous_commit = on", db);
     PQclear(th_sql(c, sql));
@@ -56,7 +48,7 @@ void syncrep_database_on(const char *db)
 
 int syncrep_waiting_backend(const char *db, int timeout_ms)
 {
-    PGconn *c = admin();
+    PGconn *c = th_admin_pg();
     char sql[256];
     snprintf(sql, sizeof(sql),
              "SELECT pid FROM pg_stat_activity WHERE datname = '%s' AND wait_event = 'SyncRep'",
@@ -75,7 +67,7 @@ int syncrep_waiting_backend(const char *db, int timeout_ms)
 
 void syncrep_terminate(int pid)
 {
-    PGconn *c = admin();
+    PGconn *c = th_admin_pg();
     char sql[96];
     snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%d)", pid);
     PQclear(th_sql(c, sql));

@@ -15,22 +15,17 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    return th_db_create("restart", dburl, sizeof(dburl));
+    return th_svc_db("restart");
 }
 
 static int teardown(void **state)
 {
     /* whatever happened, leave the server running for the tests after this one */
-    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' start >&2", ctl ? ctl : "false");
-    return system(cmd) == 0 ? 0 : -1;
+    return th_pgctl_leave_running();
 }
 
 static long status_of(int port, const char *path, char *code, size_t codesize, int *retry_after)
@@ -51,7 +46,7 @@ static void readyz_follows_the_database_down_and_up(void **state)
     struct th_service svc;
     const char *env[] = {"ROWLOCK_POOL_SIZE=4", "ROWLOCK_THREADS=2",
                          "ROWLOCK_DB_CONNECT_TIMEOUT_S=2", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     char code[64];
     int retry;
     /* warm every pooled connection so that all of them break on the restart */
@@ -94,7 +89,7 @@ static void startup_waits_for_the_database(void **state)
     th_pgctl("stop", 0);
     struct th_service svc;
     const char *env[] = {"ROWLOCK_DB_STARTUP_WAIT_S=60", NULL};
-    assert_int_equal(th_service_spawn(&svc, dburl, env), 0);
+    assert_int_equal(th_service_spawn(&svc, th_svc_dburl, env), 0);
     pthread_t t; /* watches the log of the service spawned, never of one being set up */
     pthread_create(&t, NULL, start_database_later, &svc);
     int rc = th_service_await(&svc);
@@ -112,7 +107,7 @@ static void startup_gives_up_after_the_wait(void **state)
     th_pgctl("stop", 0);
     struct th_service svc;
     const char *env[] = {"ROWLOCK_DB_STARTUP_WAIT_S=2", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), -1);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), -1);
     assert_int_equal(svc.exit_code, 1);
     assert_true(th_service_logged(&svc, "database did not become reachable"));
     th_pgctl("start", 0);

@@ -1,4 +1,4 @@
-/* The log stays JSON through a database restart (issue 18, defect 3): libpq writes the notices
+/* The log stays JSON through a database restart: libpq writes the notices
  * it receives (the server's "terminating connection ..." warnings among them) straight to
  * stderr unless a notice receiver is installed, which broke the one-JSON-object-per-line log.
  * The service's stderr is captured (the harness copies it to ours, which points at a file
@@ -20,9 +20,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
-static char dburl[1024];
 static char logpath[] = "/tmp/rowlock_log_json_XXXXXX";
 static int saved_stderr = -1;
 
@@ -66,23 +65,20 @@ static char *capture_end(void)
 
 static int setup(void **state)
 {
-    return th_db_create("logjson", dburl, sizeof(dburl));
+    return th_svc_db("logjson");
 }
 
 static int teardown(void **state)
 {
     free(capture_end());
-    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' start >&2", ctl ? ctl : "false");
-    return system(cmd) == 0 ? 0 : -1;
+    return th_pgctl_leave_running();
 }
 
 /* Waits up to 30 s for the server to accept connections again (after crash recovery). */
 static void await_server(void)
 {
     for (int i = 0; i < 300; i++) {
-        if (PQping(dburl) == PQPING_OK)
+        if (PQping(th_svc_dburl) == PQPING_OK)
             return;
         usleep(100000);
     }
@@ -91,7 +87,7 @@ static void await_server(void)
 
 static void crash_restart(void)
 {
-    PGconn *victim = th_pg(dburl);
+    PGconn *victim = th_pg(th_svc_dburl);
     PGresult *r = th_sql(victim, "SELECT pg_backend_pid()");
     pid_t pid = (pid_t)atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
@@ -116,7 +112,7 @@ static void log_is_json_through_restarts(void **state)
     capture_begin();
     struct th_service svc;
     const char *env[] = {"ROWLOCK_POOL_SIZE=8", "ROWLOCK_WORKERS=8", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     json_decref(th_call(svc.port, "PUT", "/queues/q", "{}", 201));
     warm(svc.port);
     crash_restart();

@@ -1,4 +1,4 @@
-/* One 503 code for two outcomes (issue 18, defect 4): a write whose connection is lost after
+/* One 503 code for two outcomes: a write whose connection is lost after
  * its COMMIT was sent may have committed, and must say so. A synchronous standby that never
  * acknowledges (db_syncrep.h) holds the enqueue's COMMIT; the test terminates that backend
  * (pg_terminate_backend), and PostgreSQL ends the session after the commit was written locally
@@ -20,31 +20,25 @@
 #include <cmocka.h>
 
 #include "db_syncrep.h"
-#include "harness.h"
+#include "harness_svc.h"
 
-static char dburl[1024];
-static struct th_service svc;
-static int running;
+#define DB TH_DB_PREFIX "outcome"
 
 static int setup(void **state)
 {
     syncrep_set(""); /* whatever an earlier run left */
-    if (th_db_create("outcome", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("outcome") != 0)
         return -1;
-    syncrep_database_on("rowlock_t_outcome");
+    syncrep_database_on(DB);
     /* a deadline far away: here the backend is killed, the deadline does not cut */
     const char *env[] = {"ROWLOCK_DB_DEADLINE_MS=30000", "ROWLOCK_POOL_SIZE=2", NULL};
-    if (th_service_start(&svc, dburl, env) != 0)
-        return -1;
-    running = 1;
-    return 0;
+    return th_svc_run(env);
 }
 
 static int teardown(void **state)
 {
     syncrep_set("");
-    if (running)
-        th_service_stop(&svc);
+    th_svc_teardown(state);
     return 0;
 }
 
@@ -60,7 +54,8 @@ static void *post_job(void *arg)
     struct th_response r;
     const char *const headers[] = {"Content-Type: application/json", NULL};
     w->status = -1;
-    if (th_http(svc.port, "POST", "/queues/q/jobs", headers, w->body, strlen(w->body), &r) == 0) {
+    if (th_http(th_svc.port, "POST", "/queues/q/jobs", headers, w->body, strlen(w->body), &r) ==
+        0) {
         w->status = r.status;
         snprintf(w->code, sizeof(w->code), "%s", th_problem_code(&r));
         th_response_free(&r);
@@ -70,12 +65,12 @@ static void *post_job(void *arg)
 
 static void connection_killed_after_commit_is_outcome_unknown(void **state)
 {
-    json_decref(th_call(svc.port, "PUT", "/queues/q", "{}", 201));
+    json_decref(th_call(th_svc.port, "PUT", "/queues/q", "{}", 201));
     syncrep_set("rowlock_no_such_standby");
     struct write w = {"{\"payload\": {\"n\": 1}, \"dedupe_key\": \"killed-1\"}", 0, ""};
     pthread_t t;
     pthread_create(&t, NULL, post_job, &w);
-    int pid = syncrep_waiting_backend("rowlock_t_outcome", 10000);
+    int pid = syncrep_waiting_backend(DB, 10000);
     if (pid != 0)
         syncrep_terminate(pid);
     else
@@ -88,19 +83,19 @@ static void connection_killed_after_commit_is_outcome_unknown(void **state)
     assert_int_equal(w.status, 503);
     assert_string_equal(w.code, "outcome_unknown");
     /* it had committed: the row is there, and a retry with the dedupe key is a duplicate */
-    assert_int_equal(syncrep_count(dburl, "SELECT count(*) FROM rowlock.jobs"), 1);
-    json_t *again = th_call(svc.port, "POST", "/queues/q/jobs", w.body, 200);
+    assert_int_equal(syncrep_count(th_svc_dburl, "SELECT count(*) FROM rowlock.jobs"), 1);
+    json_t *again = th_call(th_svc.port, "POST", "/queues/q/jobs", w.body, 200);
     assert_true(json_is_true(json_object_get(again, "duplicate")));
     json_decref(again);
 }
 
 static void idle_connection_killed_is_not_reported(void **state)
 {
-    json_decref(th_call(svc.port, "GET", "/queues/q", NULL, 200)); /* a pooled connection */
+    json_decref(th_call(th_svc.port, "GET", "/queues/q", NULL, 200)); /* a pooled connection */
     /* every pooled connection is idle now; kill them all behind the service's back */
-    PGconn *c = th_pg(getenv("ROWLOCK_TEST_ADMIN_URL"));
+    PGconn *c = th_admin_pg();
     PGresult *r = th_sql(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                            "WHERE datname = 'rowlock_t_outcome' AND pid <> pg_backend_pid()");
+                            "WHERE datname = '" DB "' AND pid <> pg_backend_pid()");
     long killed = atol(PQgetvalue(r, 0, 0));
     PQclear(r);
     PQfinish(c);

@@ -1,4 +1,4 @@
-/* Stale pooled connections after a database restart (issue 18, defect 1): 16 concurrent enqueues
+/* Stale pooled connections after a database restart: 16 concurrent enqueues
  * open 16 pooled connections; PostgreSQL is stopped and started again (ROWLOCK_TEST_PGCTL), and
  * 2 s after it answers again 16 more concurrent enqueues must all succeed: every pooled
  * connection the server closed is found closed before it is used (an idle connection's socket
@@ -17,28 +17,20 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define BURST 16
 
-static char dburl[1024];
-static struct th_service svc;
-static int running; /* svc has started and not been stopped */
-
 static int setup(void **state)
 {
-    return th_db_create("restartburst", dburl, sizeof(dburl));
+    return th_svc_db("restartburst");
 }
 
 static int teardown(void **state)
 {
-    if (running)
-        th_service_stop(&svc);
+    th_svc_teardown(state);
     /* whatever happened, leave the server running for the tests after this one */
-    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' start >&2", ctl ? ctl : "false");
-    return system(cmd) == 0 ? 0 : -1;
+    return th_pgctl_leave_running();
 }
 
 static void job_body(int i, char *buf, size_t size)
@@ -71,28 +63,26 @@ static int burst(int port, int *ok)
 static void burst_after_restart_gets_no_503(void **state)
 {
     const char *env[] = {"ROWLOCK_POOL_SIZE=16", "ROWLOCK_WORKERS=16", "ROWLOCK_THREADS=2", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
-    running = 1;
-    json_decref(th_call(svc.port, "PUT", "/queues/q", "{}", 201));
+    assert_int_equal(th_svc_run(env), 0);
+    json_decref(th_call(th_svc.port, "PUT", "/queues/q", "{}", 201));
     int ok = 0;
-    assert_int_equal(burst(svc.port, &ok), 0);
+    assert_int_equal(burst(th_svc.port, &ok), 0);
     assert_int_equal(ok, BURST);
-    double opened = th_metric(svc.port, "rowlock_db_pool_connected");
+    double opened = th_metric(th_svc.port, "rowlock_db_pool_connected");
     fprintf(stderr, "pooled connections open before the restart: %g\n", opened);
     assert_true(opened >= 4); /* enough warm connections for the restart to break */
 
     th_pgctl("stop", 0);
     th_pgctl("start", 0);
     sleep(2);
-    int unavailable = burst(svc.port, &ok);
+    int unavailable = burst(th_svc.port, &ok);
     fprintf(stderr, "after the restart: %d of %d answered 503, %d succeeded\n", unavailable, BURST,
             ok);
     assert_int_equal(unavailable, 0);
     assert_int_equal(ok, BURST);
     /* the pool found the closed connections before using them */
-    assert_true(th_metric(svc.port, "rowlock_db_pool_stale_total") >= 1);
-    running = 0;
-    assert_int_equal(th_service_stop(&svc), 0);
+    assert_true(th_metric(th_svc.port, "rowlock_db_pool_stale_total") >= 1);
+    assert_int_equal(th_service_stop(&th_svc), 0);
 }
 
 int main(void)

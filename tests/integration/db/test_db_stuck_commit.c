@@ -1,4 +1,4 @@
-/* Writes while commits hang (issue 18, defect 2): with a synchronous standby that never
+/* Writes while commits hang: with a synchronous standby that never
  * acknowledges (db_syncrep.h), a COMMIT waits without limit and statement_timeout does not
  * cover that wait. The service's deadline (ROWLOCK_DB_DEADLINE_MS, 2 s here) must answer the
  * write 503 within it, by closing the connection (never cancelling the COMMIT, which would make
@@ -22,29 +22,24 @@
 #include <cmocka.h>
 
 #include "db_syncrep.h"
-#include "harness.h"
+#include "harness_svc.h"
 
 #define DEADLINE_MS    2000
 #define RESCUE_AFTER_S 10.0
 
-static char dburl[1024];
-static struct th_service svc;
-static int running;
-
 static int setup(void **state)
 {
     syncrep_set(""); /* whatever an earlier run left */
-    if (th_db_create("stuckcommit", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("stuckcommit") != 0)
         return -1;
-    syncrep_database_on("rowlock_t_stuckcommit");
+    syncrep_database_on(TH_DB_PREFIX "stuckcommit");
     return 0;
 }
 
 static int teardown(void **state)
 {
     syncrep_set("");
-    if (running)
-        th_service_stop(&svc);
+    th_svc_teardown(state);
     return 0;
 }
 
@@ -78,7 +73,7 @@ static long get_status(const char *path, char *code, size_t size, double *second
 {
     struct th_response r;
     double t0 = th_now();
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     *seconds = th_now() - t0;
     snprintf(code, size, "%s", th_problem_code(&r));
     long s = r.status;
@@ -94,9 +89,8 @@ static void stuck_commit_answers_503_within_the_deadline(void **state)
     snprintf(deadline, sizeof(deadline), "ROWLOCK_DB_DEADLINE_MS=%d", DEADLINE_MS);
     const char *env[] = {"ROWLOCK_STATEMENT_TIMEOUT_MS=1000", deadline, "ROWLOCK_POOL_SIZE=4",
                          NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
-    running = 1;
-    json_decref(th_call(svc.port, "PUT", "/queues/q", "{}", 201));
+    assert_int_equal(th_svc_run(env), 0);
+    json_decref(th_call(th_svc.port, "PUT", "/queues/q", "{}", 201));
     char code[64];
     double secs;
     assert_int_equal(get_status("/readyz", code, sizeof(code), &secs), 200);
@@ -106,7 +100,7 @@ static void stuck_commit_answers_503_within_the_deadline(void **state)
     pthread_create(&t, NULL, rescuer, NULL);
     struct th_response r;
     double t0 = th_now();
-    assert_int_equal(th_http(svc.port, "POST", "/queues/q/jobs",
+    assert_int_equal(th_http(th_svc.port, "POST", "/queues/q/jobs",
                              (const char *const[]){"Content-Type: application/json", NULL}, job,
                              strlen(job), &r),
                      0);
@@ -118,7 +112,7 @@ static void stuck_commit_answers_503_within_the_deadline(void **state)
     snprintf(wcode, sizeof(wcode), "%s", th_problem_code(&r));
     th_response_free(&r);
     /* nothing acknowledged, and nothing visible while the commit waits for the standby */
-    long visible = syncrep_count(dburl, "SELECT count(*) FROM rowlock.jobs");
+    long visible = syncrep_count(th_svc_dburl, "SELECT count(*) FROM rowlock.jobs");
     long readyz = get_status("/readyz", code, sizeof(code), &secs);
     fprintf(stderr, "readyz while commits hang: %ld %s after %.2f s\n", readyz, code, secs);
 
@@ -145,13 +139,12 @@ static void stuck_commit_answers_503_within_the_deadline(void **state)
             usleep(100000);
     }
     assert_int_equal(s, 200);
-    json_t *again = th_call(svc.port, "POST", "/queues/q/jobs", job, 200);
+    json_t *again = th_call(th_svc.port, "POST", "/queues/q/jobs", job, 200);
     assert_true(json_is_true(json_object_get(again, "duplicate")));
     json_decref(again);
-    json_decref(th_call(svc.port, "POST", "/queues/q/jobs", "{\"payload\": {\"n\": 2}}", 201));
-    assert_true(th_metric(svc.port, "rowlock_db_deadline_cuts_total") >= 2);
-    running = 0;
-    assert_int_equal(th_service_stop(&svc), 0);
+    json_decref(th_call(th_svc.port, "POST", "/queues/q/jobs", "{\"payload\": {\"n\": 2}}", 201));
+    assert_true(th_metric(th_svc.port, "rowlock_db_deadline_cuts_total") >= 2);
+    assert_int_equal(th_service_stop(&th_svc), 0);
 }
 
 int main(void)

@@ -1,4 +1,4 @@
-/* A primary that fails (issue 11, part 3): a primary and its synchronous standby on this machine
+/* A primary that fails: a primary and its synchronous standby on this machine
  * ($ROWLOCK_TEST_PGPAIR, made by deploy/local.sh pgpair; the test fails without it), and one
  * rowlock pointed at both with a multi-host connection string (target_session_attrs=read-write)
  * and a 2 s deadline. Client threads write what can be repeated safely (jobs with dedupe keys,

@@ -1,4 +1,4 @@
-/* The per-connection prepared-statement cache (issue 17): a connection used for more distinct
+/* The per-connection prepared-statement cache: a connection used for more distinct
  * statements than ROWLOCK_DB_STATEMENT_CACHE (a ledger's statements are named by its id, so
  * thousands of ledgers are thousands of statements) holds at most that many on the server, as
  * pg_prepared_statements of its own session says; a resource's statement seen for the first time
@@ -23,19 +23,18 @@
 #include "db/schema.h"
 #include "db/topics.h"
 #include "db/tx.h"
-#include "harness.h"
+#include "harness_svc.h"
 
 #define CACHE 16
 
-static char dburl[1024];
 static struct db_pool *pool;
 
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("stmtcache", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("stmtcache") != 0)
         return -1;
-    struct db_pool_config pc = {.conninfo = dburl,
+    struct db_pool_config pc = {.conninfo = th_svc_dburl,
                                 .size = 1, /* every statement goes through one connection */
                                 .acquire_timeout_ms = 1000,
                                 .statement_timeout_ms = 5000,

@@ -18,19 +18,18 @@
 #include <cmocka.h>
 
 #include "db/tx.h"
-#include "harness.h"
+#include "harness_svc.h"
 
-static char dburl[1024];
 static struct db_pool *pool;
 static PGconn *other; /* the concurrent writer */
 
 static int setup(void **state)
 {
-    if (th_db_create("txretry", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("txretry") != 0)
         return -1;
-    other = th_pg(dburl);
+    other = th_svc_pg();
     PQclear(th_sql(other, "CREATE TABLE counter (id int PRIMARY KEY, v int NOT NULL)"));
-    struct db_pool_config pc = {.conninfo = dburl,
+    struct db_pool_config pc = {.conninfo = th_svc_dburl,
                                 .size = 2,
                                 .acquire_timeout_ms = 1000,
                                 .statement_timeout_ms = 5000,
@@ -42,8 +41,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     db_pool_destroy(pool);
-    PQfinish(other);
-    return 0;
+    return th_svc_teardown(state);
 }
 
 static void reset_counter(void)
@@ -255,7 +253,7 @@ static enum db_status sleep_tx(struct db_conn *c, void *arg, struct db_error *er
  * lifted runs to the end; the pool serves the next transaction on a fresh connection. */
 static void deadline_cuts_a_connection_lent_too_long(void **state)
 {
-    struct db_pool_config pc = {.conninfo = dburl,
+    struct db_pool_config pc = {.conninfo = th_svc_dburl,
                                 .size = 1,
                                 .acquire_timeout_ms = 1000,
                                 .statement_timeout_ms = 5000,

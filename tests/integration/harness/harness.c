@@ -35,6 +35,11 @@ static const char *admin_url(void)
     return u;
 }
 
+PGconn *th_admin_pg(void)
+{
+    return th_pg(admin_url());
+}
+
 PGconn *th_pg(const char *url)
 {
     PGconn *c = PQconnectdb(url);
@@ -75,17 +80,17 @@ void th_wait_lock_waiter(PGconn *observer, const char *what)
 int th_db_create(const char *name, char *url, size_t urlsize)
 {
     char sql[256];
-    PGconn *c = th_pg(admin_url());
+    PGconn *c = th_admin_pg();
     PQclear(th_sql(c, "SET client_min_messages = warning"));
-    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS rowlock_t_%s WITH (FORCE)", name);
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS " TH_DB_PREFIX "%s WITH (FORCE)", name);
     PQclear(th_sql(c, sql));
-    snprintf(sql, sizeof(sql), "CREATE DATABASE rowlock_t_%s", name);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE " TH_DB_PREFIX "%s", name);
     PQclear(th_sql(c, sql));
     /* same server and user as the admin URL, other database */
     PQconninfoOption *opts = PQconninfo(c);
     char *p = url;
     size_t left = urlsize;
-    int n = snprintf(p, left, "dbname=rowlock_t_%s", name);
+    int n = snprintf(p, left, "dbname=" TH_DB_PREFIX "%s", name);
     for (PQconninfoOption *o = opts; o && o->keyword && n > 0 && (size_t)n < left; o++) {
         if (o->val == NULL || o->val[0] == '\0' || strcmp(o->keyword, "dbname") == 0)
             continue;
@@ -664,12 +669,37 @@ void th_crowd_free(struct th_crowd *c)
     free(c->w);
 }
 
+/* Runs ctl (the $ROWLOCK_TEST_PGCTL executable) with action, its output to stderr or nowhere;
+ * system()'s result. */
+static int pgctl_run(const char *ctl, const char *action, int quiet)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "'%s' %s %s", ctl, action, quiet ? ">/dev/null 2>&1" : ">&2");
+    return system(cmd);
+}
+
 void th_pgctl(const char *action, int quiet)
 {
     const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
     if (ctl == NULL || ctl[0] == '\0')
         fail_msg("ROWLOCK_TEST_PGCTL is not set: run the suite with deploy/local.sh test");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "'%s' %s %s", ctl, action, quiet ? ">/dev/null 2>&1" : ">&2");
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(pgctl_run(ctl, action, quiet), 0);
+}
+
+int th_pgctl_leave_running(void)
+{
+    const char *ctl = getenv("ROWLOCK_TEST_PGCTL");
+    return pgctl_run(ctl ? ctl : "false", "start", 0) == 0 ? 0 : -1;
+}
+
+int th_run(const char *cmd, char *out, size_t outsize)
+{
+    out[0] = '\0';
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        return -1;
+    size_t n = fread(out, 1, outsize - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

@@ -10,8 +10,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Creates (dropping any old one) database rowlock_t_<name>; writes its URL to url. 0 or -1. */
+/* The name of every test database begins with this: TH_DB_PREFIX "<name>". */
+#define TH_DB_PREFIX "rowlock_t_"
+/* Creates (dropping any old one) database TH_DB_PREFIX<name>; writes its URL to url. 0 or -1. */
 int th_db_create(const char *name, char *url, size_t urlsize);
+/* A session on ROWLOCK_TEST_ADMIN_URL (a superuser on database postgres, for settings of the
+ * whole server and other sessions' backends), or fails the test; the caller PQfinishes it. */
+PGconn *th_admin_pg(void);
 /* Connects to a URL, or fails the test. */
 PGconn *th_pg(const char *url);
 /* Runs SQL that must succeed (fails the test otherwise); returns the result (PQclear it). */
@@ -139,6 +144,14 @@ double th_metric(int port, const char *series);
 /* Runs $ROWLOCK_TEST_PGCTL with action (stop, start, status) on the test cluster and asserts it
  * succeeded; its output goes to stderr, or nowhere when quiet (a test reading its own stderr). */
 void th_pgctl(const char *action, int quiet);
+/* For a group teardown, whatever the test did: runs $ROWLOCK_TEST_PGCTL start (a no-op on a
+ * running server), asserting nothing; 0 when it succeeded, else -1. */
+int th_pgctl_leave_running(void);
+
+/* Runs cmd through sh (redirections are the caller's: add 2>&1 for stderr too) and reads its
+ * standard output into out (NUL-terminated, at most outsize - 1 bytes). Returns its exit
+ * status, or -1 when it was killed by a signal or could not be run. */
+int th_run(const char *cmd, char *out, size_t outsize);
 
 /* One numeric input of a route for th_bounds_check. */
 struct th_bound {

@@ -1,5 +1,5 @@
-/* One service for a whole test program (harness_svc.h): the setup, teardown and calls the
- * programs of that shape wrote each for themselves. Nothing here knows a resource family. */
+/* The program's database and its service (harness_svc.h): the setup, teardown and calls every
+ * test program would otherwise write for itself. Nothing here knows a resource family. */
 #include "harness_svc.h"
 
 #include <setjmp.h>
@@ -12,11 +12,19 @@
 struct th_service th_svc;
 char th_svc_dburl[1024];
 
+int th_svc_db(const char *name)
+{
+    return th_db_create(name, th_svc_dburl, sizeof(th_svc_dburl));
+}
+
+int th_svc_run(const char *const *env)
+{
+    return th_service_start(&th_svc, th_svc_dburl, env);
+}
+
 int th_svc_start(const char *name, const char *const *env)
 {
-    if (th_db_create(name, th_svc_dburl, sizeof(th_svc_dburl)) != 0)
-        return -1;
-    return th_service_start(&th_svc, th_svc_dburl, env);
+    return th_svc_db(name) == 0 ? th_svc_run(env) : -1;
 }
 
 static PGconn *pg;
@@ -41,6 +49,8 @@ int th_svc_teardown(void **state)
     (void)state;
     PQfinish(pg);
     pg = NULL;
+    if (th_svc.pid <= 0)
+        return 0;
     return th_service_stop(&th_svc) == 0 ? 0 : -1;
 }
 

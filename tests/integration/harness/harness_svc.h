@@ -1,6 +1,8 @@
-/* The common shape of a test program: one rowlock service on a database of its own for the whole
- * cmocka group, and the calls a test makes on it. Programs that run several services, another
- * binary or a service per test keep their own (harness.h has the pieces). */
+/* The set-up every test program shares: its database (one of its own, th_svc_dburl) and, for
+ * most, one rowlock service on it (th_svc) for the whole cmocka group; and the calls a test makes
+ * on them. A program that starts its services itself (several, another binary, one per test
+ * with settings of its own) takes the database alone and starts them on th_svc_dburl with the
+ * pieces of harness.h. */
 #ifndef TESTS_HARNESS_SVC_H
 #define TESTS_HARNESS_SVC_H
 
@@ -12,11 +14,17 @@
 extern struct th_service th_svc;
 extern char th_svc_dburl[1024];
 
-/* For a group setup: creates database rowlock_t_<name> and starts th_svc on it with extra
- * environment entries (NULL-terminated, may be NULL). 0, or -1. */
+/* For a group setup: creates the program's database, TH_DB_PREFIX<name>, its URL in
+ * th_svc_dburl. 0, or -1. */
+int th_svc_db(const char *name);
+/* Starts th_svc on th_svc_dburl with extra environment entries (NULL-terminated, may be NULL),
+ * for a program that starts it per test with settings of its own. 0, or -1 (the process is
+ * gone; th_svc's log and exit_code say why). */
+int th_svc_run(const char *const *env);
+/* For a group setup: th_svc_db, then th_svc_run. 0, or -1. */
 int th_svc_start(const char *name, const char *const *env);
-/* A group teardown: closes th_svc_pg's session if one was opened, stops th_svc; 0 when it
- * stopped cleanly, else -1. */
+/* A group teardown: closes th_svc_pg's session if one was opened, stops th_svc if it is running;
+ * 0 when it stopped cleanly or was not running, else -1. */
 int th_svc_teardown(void **state);
 
 /* An SQL session on th_svc's database, opened on first use (fails the test when it cannot
