@@ -20,13 +20,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define ADMIN_TOKEN "cli-admin-token-0123456789"
 #define READ_TOKEN  "cli-read-token-0123456789"
 
-static struct th_service svc;
-static char dburl[1024];
 static char tokens_path[] = "/tmp/rowlock-cli-tokens-XXXXXX";
 static char token_file[] = "/tmp/rowlock-cli-token-XXXXXX";
 
@@ -42,16 +40,14 @@ static int setup(void **state)
     close(tf);
     snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens_path);
     const char *env[] = {env_tokens, NULL};
-    if (th_db_create("clibad", dburl, sizeof(dburl)) != 0)
-        return -1;
-    return th_service_start(&svc, dburl, env);
+    return th_svc_start("clibad", env);
 }
 
 static int teardown(void **state)
 {
     unlink(tokens_path);
     unlink(token_file);
-    return th_service_stop(&svc);
+    return th_svc_teardown(state);
 }
 
 /* Runs rowlock-cli with args through sh (env: a prefix of VAR=value words, stdin_text piped in
@@ -63,7 +59,7 @@ static int cli(const char *env, const char *stdin_text, const char *args, char *
     assert_true(efd >= 0);
     close(efd);
     snprintf(cmd, sizeof(cmd), "env ROWLOCK_URL=http://127.0.0.1:%d %s '%s' %s >/dev/null 2>%s",
-             svc.port, env ? env : "", ROWLOCK_CLI_BINARY, args, errpath);
+             th_svc.port, env ? env : "", ROWLOCK_CLI_BINARY, args, errpath);
     FILE *p = popen(cmd, "w");
     assert_non_null(p);
     if (stdin_text)
@@ -85,7 +81,7 @@ static void admin_put(const char *path)
     const char *hdrs[] = {"Authorization: Bearer " ADMIN_TOKEN, "Content-Type: application/json",
                           NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "PUT", path, hdrs, "{}", 2, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "PUT", path, hdrs, "{}", 2, &r), 0);
     assert_true(r.status == 200 || r.status == 201);
     th_response_free(&r);
 }
@@ -97,7 +93,7 @@ static size_t queue_jobs(const char *queue)
     char path[256];
     struct th_response r;
     snprintf(path, sizeof(path), "/queues/%s/jobs?limit=1000", queue);
-    assert_int_equal(th_http(svc.port, "GET", path, hdrs, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, hdrs, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     size_t n = json_array_size(json_object_get(r.json, "jobs"));
     th_response_free(&r);
@@ -237,7 +233,7 @@ static void malformed_line_stops_there(void **state)
     assert_non_null(strstr(err, "rowlock-cli: line 2: "));
     const char *hdrs[] = {"Authorization: Bearer " ADMIN_TOKEN, NULL};
     struct th_response r;
-    assert_int_equal(th_http(svc.port, "GET", "/topics/ndt/messages?after=0", hdrs, NULL, 0, &r),
+    assert_int_equal(th_http(th_svc.port, "GET", "/topics/ndt/messages?after=0", hdrs, NULL, 0, &r),
                      0);
     assert_int_equal(json_array_size(json_object_get(r.json, "messages")), 1);
     th_response_free(&r);
@@ -256,7 +252,7 @@ static void missing_command_hands_back(void **state)
     assert_int_equal(
         cli(env, NULL, "work mc --idle-exit 3 -- /nonexistent/command", err, sizeof(err)), 2);
     assert_non_null(strstr(err, "cannot run /nonexistent/command"));
-    assert_int_equal(th_http(svc.port, "GET", "/queues/mc/jobs", hdrs, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", "/queues/mc/jobs", hdrs, NULL, 0, &r), 0);
     json_t *job = json_array_get(json_object_get(r.json, "jobs"), 0);
     assert_string_equal(json_string_value(json_object_get(job, "state")), "pending");
     assert_int_equal(json_integer_value(json_object_get(job, "attempts")), 0);

@@ -17,21 +17,19 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define MESSAGES 500
 
-static struct th_service svc;
-static char dburl[1024];
 static char dir[256];
 static long long offsets[MESSAGES];
 
 static int setup(void **state)
 {
     snprintf(dir, sizeof(dir), "/tmp/rowlock-cli-tail-XXXXXX");
-    if (!mkdtemp(dir) || th_db_create("clitail", dburl, sizeof(dburl)) != 0)
+    if (!mkdtemp(dir))
         return -1;
-    return th_service_start(&svc, dburl, NULL);
+    return th_svc_start("clitail", NULL);
 }
 
 static int teardown(void **state)
@@ -40,7 +38,7 @@ static int teardown(void **state)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         return -1;
-    return th_service_stop(&svc);
+    return th_svc_teardown(state);
 }
 
 /* Starts `rowlock-cli tail TOPIC --consumer NAME --follow`, stdout to dir/<out>. */
@@ -50,7 +48,7 @@ static pid_t reader_start(const char *topic, const char *consumer, const char *o
     assert_true(pid >= 0);
     if (pid == 0) {
         char url[64], path[512], errpath[512];
-        snprintf(url, sizeof(url), "http://127.0.0.1:%d", svc.port);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d", th_svc.port);
         snprintf(path, sizeof(path), "%s/%s", dir, out);
         snprintf(errpath, sizeof(errpath), "%s/%s.err", dir, out);
         setenv("ROWLOCK_URL", url, 1);
@@ -76,7 +74,7 @@ static long long committed(const char *topic, const char *consumer)
     char path[256];
     struct th_response r;
     snprintf(path, sizeof(path), "/topics/%s/consumers/%s", topic, consumer);
-    assert_int_equal(th_http(svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     long long off = r.status == 200 ? json_integer_value(json_object_get(r.json, "offset")) : -1;
     assert_true(r.status == 200 || r.status == 404);
     th_response_free(&r);
@@ -90,7 +88,7 @@ static void produce_and_sample(const char *topic, const char *consumer, int i, l
     char path[128], body[128];
     snprintf(path, sizeof(path), "/topics/%s/messages", topic);
     snprintf(body, sizeof(body), "{\"key\": \"k%d\", \"value\": %d}", i % 17, i);
-    json_t *ans = th_call(svc.port, "POST", path, body, 201);
+    json_t *ans = th_call(th_svc.port, "POST", path, body, 201);
     offsets[i] = json_integer_value(json_object_get(ans, "offset"));
     json_decref(ans);
     long long now = committed(topic, consumer);
@@ -149,7 +147,7 @@ static void reader_killed_and_restarted(void **state)
 {
     static char seen[MESSAGES];
     long long last = -1;
-    json_decref(th_call(svc.port, "PUT", "/topics/t1", "{}", 201));
+    json_decref(th_call(th_svc.port, "PUT", "/topics/t1", "{}", 201));
     pid_t a = reader_start("t1", "g", "a.out"), b = 0;
     for (int i = 0; i < MESSAGES; i++) {
         if (i == MESSAGES * 2 / 5)
@@ -170,7 +168,7 @@ static void two_readers_share_a_consumer(void **state)
 {
     static char seen[MESSAGES];
     long long last = -1;
-    json_decref(th_call(svc.port, "PUT", "/topics/t2", "{}", 201));
+    json_decref(th_call(th_svc.port, "PUT", "/topics/t2", "{}", 201));
     pid_t c = reader_start("t2", "h", "c.out"), d = reader_start("t2", "h", "d.out");
     for (int i = 0; i < MESSAGES; i++)
         produce_and_sample("t2", "h", i, &last);
@@ -187,8 +185,8 @@ static void two_readers_share_a_consumer(void **state)
 static void produce_rerun_lands_once(void **state)
 {
     char path[512], cmd[1024];
-    json_decref(th_call(svc.port, "PUT", "/topics/t3", "{}", 201));
-    json_decref(th_call(svc.port, "PUT", "/topics/t3/producers/loader", "{}", 201));
+    json_decref(th_call(th_svc.port, "PUT", "/topics/t3", "{}", 201));
+    json_decref(th_call(th_svc.port, "PUT", "/topics/t3/producers/loader", "{}", 201));
     snprintf(path, sizeof(path), "%s/in.ndjson", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -200,12 +198,8 @@ static void produce_rerun_lands_once(void **state)
         snprintf(cmd, sizeof(cmd),
                  "ROWLOCK_URL=http://127.0.0.1:%d '%s' produce t3 --producer loader --batch 500 "
                  "< '%s'",
-                 svc.port, ROWLOCK_CLI_BINARY, path);
-        FILE *p = popen(cmd, "r");
-        assert_non_null(p);
-        size_t n = fread(out, 1, sizeof(out) - 1, p);
-        out[n] = '\0';
-        assert_int_equal(pclose(p), 0);
+                 th_svc.port, ROWLOCK_CLI_BINARY, path);
+        assert_int_equal(th_run(cmd, out, sizeof(out)), 0);
         json_t *counts = json_loads(out, 0, NULL);
         fprintf(stderr, "run %d: %s", run + 1, out);
         assert_int_equal(json_integer_value(json_object_get(counts, "produced")),
@@ -214,7 +208,7 @@ static void produce_rerun_lands_once(void **state)
                          run == 0 ? 0 : 1200);
         json_decref(counts);
     }
-    json_t *topic = th_get_json(svc.port, "/topics/t3");
+    json_t *topic = th_get_json(th_svc.port, "/topics/t3");
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(topic, "counts"), "messages")), 1200);
     json_decref(topic);

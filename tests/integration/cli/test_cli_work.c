@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define JOBS      1000
 #define LEASE_S   3
@@ -30,8 +30,6 @@
 #define FAIL_ALL  97
 #define FAIL_ONCE 31
 
-static struct th_service svc;
-static char dburl[1024];
 static char dir[256];
 static long long ids[JOBS];
 static pid_t running[4]; /* workers and commands a failed test may leave behind */
@@ -51,9 +49,9 @@ static const char script[] =
 static int setup(void **state)
 {
     snprintf(dir, sizeof(dir), "/tmp/rowlock-cli-work-XXXXXX");
-    if (!mkdtemp(dir) || th_db_create("cliwork", dburl, sizeof(dburl)) != 0)
+    if (!mkdtemp(dir))
         return -1;
-    return th_service_start(&svc, dburl, NULL);
+    return th_svc_start("cliwork", NULL);
 }
 
 static int teardown(void **state)
@@ -65,7 +63,7 @@ static int teardown(void **state)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         return -1;
-    return th_service_stop(&svc);
+    return th_svc_teardown(state);
 }
 
 /* Starts rowlock-cli work on queue with the given extra option; its stderr goes to dir/<log>. */
@@ -75,7 +73,7 @@ static pid_t worker_start_on(const char *queue, const char *log, const char *ext
     assert_true(pid >= 0);
     if (pid == 0) {
         char url[64], path[512], d[300];
-        snprintf(url, sizeof(url), "http://127.0.0.1:%d", svc.port);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d", th_svc.port);
         snprintf(path, sizeof(path), "%s/%s", dir, log);
         snprintf(d, sizeof(d), "D=%s", dir);
         setenv("ROWLOCK_URL", url, 1);
@@ -158,7 +156,7 @@ static pid_t hang_pid(void)
 
 static void enqueue_all(void)
 {
-    json_decref(th_call(svc.port, "PUT", "/queues/w",
+    json_decref(th_call(th_svc.port, "PUT", "/queues/w",
                         "{\"max_attempts\": 3, \"lease_seconds\": 3, \"backoff_base_seconds\": 0}",
                         201));
     json_t *jobs = json_array();
@@ -176,7 +174,7 @@ static void enqueue_all(void)
     }
     json_t *body = json_pack("{s:o}", "jobs", jobs);
     struct th_response r;
-    assert_int_equal(th_http_json(svc.port, "POST", "/queues/w/jobs", body, &r), 0);
+    assert_int_equal(th_http_json(th_svc.port, "POST", "/queues/w/jobs", body, &r), 0);
     assert_true(r.status == 200 || r.status == 201);
     json_t *out = json_object_get(r.json, "jobs");
     assert_int_equal(json_array_size(out), JOBS);
@@ -190,13 +188,13 @@ static json_t *job_get(long long id)
 {
     char path[128];
     snprintf(path, sizeof(path), "/queues/w/jobs/%lld", id);
-    return th_get_json(svc.port, path);
+    return th_get_json(th_svc.port, path);
 }
 
 /* Jobs in state processing (all owners). */
 static size_t processing_count(void)
 {
-    json_t *page = th_get_json(svc.port, "/queues/w/jobs?state=processing&limit=1000");
+    json_t *page = th_get_json(th_svc.port, "/queues/w/jobs?state=processing&limit=1000");
     size_t n = json_array_size(json_object_get(page, "jobs"));
     json_decref(page);
     return n;
@@ -278,7 +276,7 @@ static void work_sigterm_restart_cancel(void **state)
     pid_t hang2 = hang_pid();
     assert_true(hang2 > 0);
     snprintf(path, sizeof(path), "/queues/w/jobs/%lld", ids[HANG_I]);
-    json_decref(th_call(svc.port, "DELETE", path, NULL, 200));
+    json_decref(th_call(th_svc.port, "DELETE", path, NULL, 200));
     double cancelled = th_now();
     while (kill(hang2, 0) == 0 && th_now() - cancelled < 10)
         usleep(10000);
@@ -308,8 +306,8 @@ static void lease_runs_out_while_service_stopped(void **state)
     char path[512];
     snprintf(path, sizeof(path), "%s/hang.pid", dir);
     unlink(path);
-    json_decref(th_call(svc.port, "PUT", "/queues/s", "{\"lease_seconds\": 3}", 201));
-    json_t *job = th_call(svc.port, "POST", "/queues/s/jobs", "{\"payload\": \"hangp\"}", 201);
+    json_decref(th_call(th_svc.port, "PUT", "/queues/s", "{\"lease_seconds\": 3}", 201));
+    json_t *job = th_call(th_svc.port, "POST", "/queues/s/jobs", "{\"payload\": \"hangp\"}", 201);
     snprintf(path, sizeof(path), "/queues/s/jobs/%lld",
              (long long)json_integer_value(json_object_get(job, "id")));
     json_decref(job);
@@ -322,19 +320,19 @@ static void lease_runs_out_while_service_stopped(void **state)
     json_t *progress = NULL;
     for (int i = 0; i < 300 && !json_is_object(progress); i++) {
         usleep(10000);
-        job = th_get_json(svc.port, path);
+        job = th_get_json(th_svc.port, path);
         json_decref(progress);
         progress = json_incref(json_object_get(job, "progress"));
         json_decref(job);
     }
     assert_int_equal(json_integer_value(json_object_get(progress, "step")), 1);
     json_decref(progress);
-    th_service_signal(&svc, SIGSTOP);
+    th_service_signal(&th_svc, SIGSTOP);
     double stopped = th_now();
     while (kill(hang, 0) == 0 && th_now() - stopped < 15)
         usleep(10000);
     double gone = th_now() - stopped;
-    th_service_signal(&svc, SIGCONT);
+    th_service_signal(&th_svc, SIGCONT);
     fprintf(stderr, "command gone %.2f s after the service stopped answering\n", gone);
     /* the last extended lease ends at most LEASE_S after the stop: gone within a heartbeat
      * interval (lease/3) of that, a loaded machine included (it takes about 3.0 s) */

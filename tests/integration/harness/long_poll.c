@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "harness_svc.h"
+
 struct th_service lp_svc, lp_quiet;
 
 #define STR_(x) #x
@@ -17,16 +19,14 @@ struct th_service lp_svc, lp_quiet;
 
 int lp_start(const char *name, int waiters)
 {
-    char dburl[1024];
     const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4096", "ROWLOCK_PER_IP_CONNECTION_LIMIT=4096",
                          "ROWLOCK_POOL_SIZE=" STR(LP_POOL_SIZE), "ROWLOCK_MAX_WAIT_S=30", NULL};
     const char *quiet_env[] = {"ROWLOCK_POLL_INTERVAL_MS=60000", NULL};
-    if (th_raise_fd_limit(4 * (unsigned long)waiters) != 0 ||
-        th_db_create(name, dburl, sizeof(dburl)) != 0)
+    if (th_raise_fd_limit(4 * (unsigned long)waiters) != 0 || th_svc_db(name) != 0)
         return -1;
-    if (th_service_start(&lp_svc, dburl, env) != 0)
+    if (th_service_start(&lp_svc, th_svc_dburl, env) != 0)
         return -1;
-    return th_service_start(&lp_quiet, dburl, quiet_env);
+    return th_service_start(&lp_quiet, th_svc_dburl, quiet_env);
 }
 
 int lp_teardown(void **state)

@@ -12,8 +12,8 @@
 
 extern struct th_service lp_svc, lp_quiet;
 
-/* For a group setup: raises the open-file limit for waiters connections, creates database
- * rowlock_t_<name> and starts lp_svc and lp_quiet on it. 0, or -1. */
+/* For a group setup: raises the open-file limit for waiters connections, creates the program's
+ * database (th_svc_db) and starts lp_svc and lp_quiet on it. 0, or -1. */
 int lp_start(const char *name, int waiters);
 /* A group teardown: stops both; 0 when both stopped cleanly. */
 int lp_teardown(void **state);

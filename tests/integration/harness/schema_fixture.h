@@ -6,7 +6,7 @@
 #include <libpq-fe.h>
 #include <stddef.h>
 
-/* Creates database rowlock_t_<name> (see th_db_create) holding the released schema version 6
+/* Creates database TH_DB_PREFIX<name> (see th_db_create) holding the released schema version 6
  * exactly as the release before migrations left it: no rowlock.migrations. 0 or -1. */
 int tsf_create_released(const char *name, char *url, size_t urlsize);
 /* The integer in the first column of the first row of sql (cmocka-asserts it runs). */

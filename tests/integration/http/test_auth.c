@@ -11,9 +11,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
-static char dburl[1024];
 static char tokens_path[] = "/tmp/rowlock-test-tokens-XXXXXX";
 
 static int setup(void **state)
@@ -26,7 +25,7 @@ static int setup(void **state)
     if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
         return -1;
     close(fd);
-    return th_db_create("auth", dburl, sizeof(dburl));
+    return th_svc_db("auth");
 }
 
 static int teardown(void **state)
@@ -53,7 +52,7 @@ static void tokens_gate_routes_by_scope(void **state)
     char env_tokens[256];
     snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens_path);
     const char *env[] = {env_tokens, "ROWLOCK_OPEN_OPS=false", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     assert_false(th_service_logged(&svc, "RUNNING OPEN"));
     const char *code;
 
@@ -80,7 +79,7 @@ static void ops_routes_are_open_by_default(void **state)
     char env_tokens[256];
     snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens_path);
     const char *env[] = {env_tokens, NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     const char *code;
     assert_int_equal(get_status(svc.port, "/healthz", NULL, &code), 200);
     assert_int_equal(get_status(svc.port, "/metrics", NULL, &code), 200);
@@ -92,7 +91,7 @@ static void no_tokens_file_runs_open_and_says_so(void **state)
 {
     struct th_service svc;
     const char *env[] = {"ROWLOCK_OPEN_OPS=false", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     assert_true(th_service_logged(&svc, "\"level\":\"warn\",\"msg\":\"RUNNING OPEN"));
     const char *code;
     assert_int_equal(get_status(svc.port, "/metrics", NULL, &code), 200);
@@ -110,7 +109,7 @@ static void bad_tokens_file_stops_startup_with_exit_2(void **state)
     snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", path);
     const char *env[] = {env_tokens, NULL};
     struct th_service svc;
-    assert_int_equal(th_service_start(&svc, dburl, env), -1);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), -1);
     assert_int_equal(svc.exit_code, 2);
     assert_true(th_service_logged(&svc, "line 1: token shorter than 16 characters"));
     unlink(path);

@@ -1,4 +1,4 @@
-/* Connections a client cannot hold on to (issue 10, defect 4), against a running rowlock with
+/* Connections a client cannot hold on to, against a running rowlock with
  * small limits: over ROWLOCK_CONNECTION_LIMIT a new connection is closed at once instead of
  * waiting unanswered in the listen backlog, and /healthz answers as soon as a slot frees; a
  * request must arrive whole within ROWLOCK_REQUEST_TIMEOUT_S of its first line (forty clients
@@ -17,19 +17,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static char dburl[1024];
-static struct th_service svc; /* one per test, stopped by its teardown even when it fails */
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    return th_db_create("http_connections", dburl, sizeof(dburl));
-}
-
-static int stop_service(void **state)
-{
-    return svc.pid > 0 && th_service_stop(&svc) != 0 ? -1 : 0;
+    return th_svc_db("http_connections");
 }
 
 static void send_all(int fd, const char *s)
@@ -57,17 +49,17 @@ static const char healthz[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
 static void over_the_limit_is_closed_at_once(void **state)
 {
     const char *env[] = {"ROWLOCK_CONNECTION_LIMIT=4", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_svc_run(env), 0);
     int held[4];
     char buf[4096];
     for (int i = 0; i < 4; i++) {
         /* answered, and kept open (keep-alive): each holds a slot */
-        held[i] = th_tcp_connect(svc.port);
+        held[i] = th_tcp_connect(th_svc.port);
         send_all(held[i], healthz);
         assert_int_equal(wait_closed(held[i], 5000, buf, sizeof(buf)), 0);
         assert_non_null(strstr(buf, "HTTP/1.1 200"));
     }
-    int extra = th_tcp_connect(svc.port);
+    int extra = th_tcp_connect(th_svc.port);
     send(extra, healthz, strlen(healthz), MSG_NOSIGNAL);
     double start = th_now();
     int closed = wait_closed(extra, 3000, buf, sizeof(buf));
@@ -81,7 +73,7 @@ static void over_the_limit_is_closed_at_once(void **state)
     struct th_response r;
     long status = 0;
     for (double until = th_now() + 5; status != 200 && th_now() < until;) {
-        if (th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r) == 0)
+        if (th_http(th_svc.port, "GET", "/healthz", NULL, NULL, 0, &r) == 0)
             status = r.status;
         th_response_free(&r); /* filled on a transport error too */
         if (status != 200)
@@ -98,17 +90,17 @@ static void over_the_limit_is_closed_at_once(void **state)
 static void slow_requests_are_cut_at_the_deadline(void **state)
 {
     const char *env[] = {"ROWLOCK_REQUEST_TIMEOUT_S=3", "ROWLOCK_CONNECTION_TIMEOUT_S=5", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_svc_run(env), 0);
     int fds[SLOW_HEADERS + SLOW_LINES];
     double closed_at[SLOW_HEADERS + SLOW_LINES];
     const int n = SLOW_HEADERS + SLOW_LINES;
     for (int i = 0; i < n; i++) {
-        fds[i] = th_tcp_connect(svc.port);
+        fds[i] = th_tcp_connect(th_svc.port);
         closed_at[i] = 0;
         send_all(fds[i], i < SLOW_HEADERS ? "GET /healthz HTTP/1.1\r\nHost: x\r\n" : "G");
     }
     /* a well-behaved keep-alive client that idles between requests is not cut */
-    int idle = th_tcp_connect(svc.port);
+    int idle = th_tcp_connect(th_svc.port);
     double start = th_now();
     int open = n;
     char buf[4096];
@@ -145,9 +137,10 @@ static void slow_requests_are_cut_at_the_deadline(void **state)
 
 int main(void)
 {
+    /* each case starts th_svc with its limits; its teardown stops it even when it fails */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(over_the_limit_is_closed_at_once, stop_service),
-        cmocka_unit_test_teardown(slow_requests_are_cut_at_the_deadline, stop_service),
+        cmocka_unit_test_teardown(over_the_limit_is_closed_at_once, th_svc_teardown),
+        cmocka_unit_test_teardown(slow_requests_are_cut_at_the_deadline, th_svc_teardown),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

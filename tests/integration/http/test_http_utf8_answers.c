@@ -1,5 +1,5 @@
 /* Every request gets a whole problem+json answer of well-formed UTF-8, whatever bytes it held,
- * and its access-log line is JSON: the reproductions of issue 10, defect 1. Before, a detail
+ * and its access-log line is JSON. Before, a detail
  * cut inside a character or holding raw request bytes made the encoding fail, and the
  * connection was dropped with no answer (access log status 0). Raw sockets send what libcurl
  * would not: a target with \xff, a method G\xffT, 600 raw é. */

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -65,13 +64,10 @@ static void metrics_pass_promtool(void **state)
     th_response_free(&r);
     char cmd[1024];
     snprintf(cmd, sizeof(cmd), "'%s' check metrics < '%s' 2>&1", promtool, path);
-    FILE *p = popen(cmd, "r");
     char out[8192];
-    size_t n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
+    int status = th_run(cmd, out, sizeof(out));
     unlink(path);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n > 0)
+    if (status != 0 || out[0] != '\0')
         fail_msg("promtool check metrics failed:\n%s", out);
 }
 

@@ -1,7 +1,7 @@
 /* Every numeric input of every ledger route, nested ones included, gets the boundary values of
  * th_bounds_check (0, -1, the documented maximum, one more, 2^63, 1e400, 1.5, "1", true, null):
  * each answer is a 2xx or a 4xx problem (a 400 with the route's code), never a 5xx, and the
- * ledger still answers GET afterwards (issue 10). The maxima are those of the OpenAPI document:
+ * ledger still answers GET afterwards. The maxima are those of the OpenAPI document:
  * 2^53 - 1 for sequences, versions and offsets. Since th_bounds_check takes any 2xx, the values
  * just above each maximum and 2^63 - 1 are then sent again, and must be refused with the code. */
 #include <setjmp.h>

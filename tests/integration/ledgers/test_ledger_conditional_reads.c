@@ -1,4 +1,4 @@
-/* Conditional reads of ledger objects and displays (issue 10, defect 7): each answer carries a
+/* Conditional reads of ledger objects and displays: each answer carries a
  * strong ETag, its version, and a GET whose If-None-Match names the current one (alone, weak,
  * in a list, or "*") answers 304 without a body, still carrying the ETag. Another tag, an
  * outdated one after a newer version, or a malformed field answers 200 with the item. */

@@ -1,4 +1,4 @@
-/* A page of a ledger's event log stops at the response budget (issue 10, defect 3): with
+/* A page of a ledger's event log stops at the response budget: with
  * ROWLOCK_RESPONSE_BUDGET=2048 and events of 50 to 900 bytes of data (one of 5000), paging
  * through GET /ledgers/L/events serves every event exactly once and in order, every page of
  * more than one event carries at most 2048 bytes of data and could not have taken the next one,

@@ -1,5 +1,5 @@
-/* One broken ledger never switches off metrics or janitor work for the others (issue 10, defect
- * 2). Ledger "broken" (created first, so the janitor meets it first) gets a checkpoint at
+/* One broken ledger never switches off metrics or janitor work for the others.
+ * Ledger "broken" (created first, so the janitor meets it first) gets a checkpoint at
  * 2^63 - 1 written in SQL, as the API refuses it now: its watermark (sequence + 1) fails in
  * PostgreSQL with 22003. Ledger "healthy" holds a tombstone carried by a checkpoint older than
  * its one-second retention. Then: healthy's gauges are still in /metrics with

@@ -1,5 +1,5 @@
-/* Every integer a ledger accepts has a range that no arithmetic on it can overflow (issue 10,
- * defect 2): a checkpoint at sequence 2^63 - 1 used to be recorded (201), after which the
+/* Every integer a ledger accepts has a range that no arithmetic on it can overflow:
+ * a checkpoint at sequence 2^63 - 1 used to be recorded (201), after which the
  * ledger's watermark (sequence + 1) failed, GET /ledgers/L answered 500 for good. Now sequences,
  * versions and event offsets stop at 2^53 - 1: above it 400 with the route's code and nothing
  * written; at it the request applies and the ledger still answers, with the value intact. */

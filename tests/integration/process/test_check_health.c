@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -30,12 +29,7 @@ static int check(const char *url, const char *extra, char *out, size_t outsize)
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), "'%s' --check-health '%s' %s 2>&1", ROWLOCK_BINARY, url,
              extra ? extra : "");
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, outsize - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return th_run(cmd, out, outsize);
 }
 
 /* A listening socket on 127.0.0.1 on a free port (written to *port). */

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -18,11 +17,7 @@ static int run(const char *env, const char *args, char *out, size_t outsize)
 {
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), "env %s '%s' %s 2>&1", env ? env : "", ROWLOCK_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    size_t n = fread(out, 1, outsize - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return th_run(cmd, out, outsize);
 }
 
 static void help_lists_every_setting(void **state)

@@ -10,20 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    return th_db_create("listen", dburl, sizeof(dburl));
+    return th_svc_db("listen");
 }
 
 /* GET /healthz over IPv6 loopback; returns the status line's code. */
@@ -45,7 +42,7 @@ static void dual_stack_and_address_in_use(void **state)
 {
     const char *env[] = {"ROWLOCK_LISTEN_ADDRESS=::", NULL};
     struct th_service svc, second;
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     assert_true(th_service_logged(&svc, "\"address\":\"::\""));
     struct th_response r;
     assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0); /* IPv4 */
@@ -56,7 +53,7 @@ static void dual_stack_and_address_in_use(void **state)
     char port[64], needle[128];
     snprintf(port, sizeof(port), "ROWLOCK_PORT=%d", svc.port);
     const char *env2[] = {"ROWLOCK_LISTEN_ADDRESS=0.0.0.0", port, NULL};
-    assert_int_equal(th_service_start(&second, dburl, env2), -1);
+    assert_int_equal(th_service_start(&second, th_svc_dburl, env2), -1);
     snprintf(needle, sizeof(needle),
              "\"msg\":\"cannot listen\",\"address\":\"0.0.0.0\",\"port\":%d", svc.port);
     assert_true(th_service_logged(&second, needle));
@@ -76,13 +73,9 @@ static void bad_listen_address_exits_2_before_the_database(void **state)
         "'%s' --listen-address=localhost 2>&1",
         ROWLOCK_BINARY);
     double start = th_now();
-    FILE *p = popen(cmd, "r");
-    size_t n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
+    int status = th_run(cmd, out, sizeof(out));
     assert_true(th_now() - start < 5);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_int_equal(status, 2);
     assert_non_null(strstr(out, "invalid listen-address \"localhost\""));
     assert_null(strstr(out, "database"));
 }
@@ -92,14 +85,14 @@ static void doubtful_settings_are_warned(void **state)
     const char *env[] = {"ROWLOCK_PROT=9090", "ROWLOCK_TEST_ANYTHING=1", "ROWLOCK_POOL_SIZE=2",
                          "ROWLOCK_WORKERS=4", NULL};
     struct th_service svc;
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     assert_true(th_service_logged(
         &svc, "\"level\":\"warn\",\"msg\":\"ROWLOCK_PROT is set but no setting reads it"));
     assert_false(th_service_logged(&svc, "ROWLOCK_TEST_ANYTHING"));
     assert_true(th_service_logged(&svc, "ROWLOCK_POOL_SIZE=2 is below ROWLOCK_WORKERS=4"));
     assert_int_equal(th_service_stop(&svc), 0);
     const char *fine[] = {"ROWLOCK_POOL_SIZE=4", "ROWLOCK_WORKERS=4", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, fine), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, fine), 0);
     assert_false(th_service_logged(&svc, "is below ROWLOCK_WORKERS"));
     assert_false(th_service_logged(&svc, "no setting reads it"));
     assert_int_equal(th_service_stop(&svc), 0);

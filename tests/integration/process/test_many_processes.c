@@ -34,7 +34,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 #include "many_processes.h"
 #include "queue_verdict.h"
 #include "worker_slots.h"
@@ -63,7 +63,6 @@
 
 static struct th_service procs[NPROC];
 static pid_t haproxy_pid;
-static char dburl[1024];
 static const char *binary;
 
 static atomic_int stop_workers;
@@ -80,7 +79,7 @@ static int start_proc(int i, int port)
     char setting[32];
     snprintf(setting, sizeof(setting), "ROWLOCK_PORT=%d", port);
     const char *env[] = {setting, "ROWLOCK_JANITOR_INTERVAL_MS=200", NULL};
-    return th_service_start_binary(&procs[i], binary, dburl, env);
+    return th_service_start_binary(&procs[i], binary, th_svc_dburl, env);
 }
 
 static int teardown(void **state);
@@ -92,7 +91,7 @@ static int setup(void **state)
     binary = getenv("ROWLOCK_TEST_MANY_BINARY");
     if (binary == NULL || binary[0] == '\0')
         binary = ROWLOCK_BINARY;
-    int ok = th_db_create("many_processes", dburl, sizeof(dburl)) == 0;
+    int ok = th_svc_db("many_processes") == 0;
     for (int i = 0; ok && i < NPROC; i++) {
         ok = start_proc(i, 0) == 0;
         mp_ports[i + 1] = procs[i].port;
@@ -724,7 +723,7 @@ static void many_processes_behind_haproxy_lose_nothing_across_a_kill(void **stat
     create_resources();
     run_all();
     print_run();
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     const struct qv_rules rules = {
         .queue = "q", .max_attempts = ATTEMPTS, .acked = &q.acked, .lost = &q.lost};
     struct qv_verdict v = qv_check_queue(c, &rules);

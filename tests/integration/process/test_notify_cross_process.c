@@ -28,13 +28,12 @@
 #include <cmocka.h>
 #include <libpq-fe.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define PROMPT_S 0.2 /* the answer a wake gives, far below the 5 s re-check */
 
 static struct th_service a, b, off_a, off_b, batched_c;
 static struct th_service deg; /* the degraded one: stopped by teardown too when its case fails */
-static char dburl[1024];
 
 static int setup(void **state)
 {
@@ -44,15 +43,17 @@ static int setup(void **state)
     const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", setting, "ROWLOCK_NOTIFY_INLINE=true",
                          NULL};
     const char *off[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY=false", NULL};
-    if (th_db_create("notify", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("notify") != 0)
         return -1;
-    if (th_service_start(&a, dburl, env) != 0 || th_service_start(&b, dburl, env) != 0)
+    if (th_service_start(&a, th_svc_dburl, env) != 0 ||
+        th_service_start(&b, th_svc_dburl, env) != 0)
         return -1;
-    if (th_service_start(&off_a, dburl, off) != 0 || th_service_start(&off_b, dburl, off) != 0)
+    if (th_service_start(&off_a, th_svc_dburl, off) != 0 ||
+        th_service_start(&off_b, th_svc_dburl, off) != 0)
         return -1;
     const char *batched[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", setting,
                              "ROWLOCK_NOTIFY_INLINE=false", NULL};
-    if (th_service_start(&batched_c, dburl, batched) != 0)
+    if (th_service_start(&batched_c, th_svc_dburl, batched) != 0)
         return -1;
     return 0;
 }
@@ -185,7 +186,7 @@ static void a_burst_of_enqueues_is_announced_in_batches(void **state)
     snprintf(spell, sizeof(spell), "ROWLOCK_NOTIFY_COALESCE_MS=%d", BURST_SPELL_MS);
     const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY_INLINE=true", spell,
                          NULL};
-    assert_int_equal(th_service_start(&burst, dburl, env), 0);
+    assert_int_equal(th_service_start(&burst, th_svc_dburl, env), 0);
     assert_true(await_metric(burst.port, "rowlock_notify_listener_up", 1, 5) == 1);
     json_decref(th_call(burst.port, "PUT", "/queues/burst", "{}", 201));
     usleep(BURST_SPELL_MS * 1200); /* the PUT's spell over */
@@ -222,8 +223,8 @@ static void many_names_travel_packed_in_few_notifies(void **state)
     struct th_service packer;
     const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=5000", "ROWLOCK_NOTIFY_COALESCE_MS=1000",
                          "ROWLOCK_NOTIFY_INLINE=false", NULL};
-    assert_int_equal(th_service_start(&packer, dburl, env), 0);
-    PGconn *watch = PQconnectdb(dburl);
+    assert_int_equal(th_service_start(&packer, th_svc_dburl, env), 0);
+    PGconn *watch = PQconnectdb(th_svc_dburl);
     assert_int_equal(PQstatus(watch), CONNECTION_OK);
     PGresult *r = PQexec(watch, "LISTEN rowlock_wake");
     assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
@@ -372,7 +373,7 @@ static void without_notify_the_claim_waits_for_the_recheck(void **state)
  * process reconnects with backoff and the next write wakes across processes again. */
 static void a_terminated_listener_reconnects_and_wakes_again(void **state)
 {
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     PQclear(th_sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                       "WHERE application_name = 'rowlock-listener' "
                       "AND datname = current_database()"));
@@ -390,7 +391,7 @@ static void an_unreachable_listener_degrades_but_never_strands(void **state)
 {
     const char *env[] = {"ROWLOCK_POLL_INTERVAL_MS=300",
                          "ROWLOCK_NOTIFY_DATABASE_URL=postgresql://127.0.0.1:1/none", NULL};
-    assert_int_equal(th_service_start(&deg, dburl, env), 0);
+    assert_int_equal(th_service_start(&deg, th_svc_dburl, env), 0);
     assert_true(await_metric(deg.port, "rowlock_notify_failures_total", 1, 10) >= 1);
     assert_true(th_metric(deg.port, "rowlock_notify_listener_up") == 0);
     assert_true(th_metric(deg.port, "rowlock_notify_enabled") == 1);

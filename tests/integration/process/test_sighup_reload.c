@@ -14,12 +14,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define OLD_TOKEN "old-admin-token-0123456789"
 #define NEW_TOKEN "new-admin-token-0123456789"
 
-static char dburl[1024];
 static char tokens[] = "/tmp/rowlock-test-reload-tokens-XXXXXX";
 static char level[] = "/tmp/rowlock-test-reload-level-XXXXXX";
 
@@ -38,7 +37,7 @@ static int setup(void **state)
         return -1;
     close(a);
     close(b);
-    return th_db_create("sighup", dburl, sizeof(dburl));
+    return th_svc_db("sighup");
 }
 
 static int teardown(void **state)
@@ -89,7 +88,7 @@ static void reload_swaps_tokens_and_keeps_them_when_broken(void **state)
     snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens);
     const char *env[] = {env_tokens, NULL};
     struct th_service svc;
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
     int fd = th_tcp_connect(svc.port);
     assert_int_equal(kept_alive(fd, OLD_TOKEN), 200);
     assert_int_equal(status_with(svc.port, NEW_TOKEN), 401);
@@ -133,7 +132,8 @@ static void reload_applies_the_log_level_file(void **state)
     snprintf(env_level, sizeof(env_level), "ROWLOCK_LOG_LEVEL_FILE=%s", level);
     const char *env[] = {env_level, "ROWLOCK_LOG_LEVEL=error", NULL};
     struct th_service svc;
-    assert_int_equal(th_service_start(&svc, dburl, env), 0); /* "listening" is info: the file won */
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env),
+                     0); /* "listening" is info: the file won */
     assert_true(access_logged(&svc, "before-reload"));
     put(level, "warn\n");
     hup_and_await(&svc, "\"msg\":\"log level set\",\"level\":\"warn\"");

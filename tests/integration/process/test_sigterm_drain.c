@@ -13,13 +13,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    return th_db_create("drain", dburl, sizeof(dburl));
+    return th_svc_db("drain");
 }
 
 static void *in_flight_readyz(void *arg)
@@ -34,8 +32,8 @@ static void sigterm_completes_in_flight_requests(void **state)
 {
     struct th_service svc;
     const char *env[] = {"ROWLOCK_DRAIN_TIMEOUT_S=30", "ROWLOCK_STATEMENT_TIMEOUT_MS=30000", NULL};
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
-    PGconn *locker = th_pg(dburl);
+    assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
+    PGconn *locker = th_pg(th_svc_dburl);
     PQclear(th_sql(locker, "BEGIN"));
     PQclear(th_sql(locker, "LOCK TABLE rowlock.schema_version IN ACCESS EXCLUSIVE MODE"));
 
@@ -44,7 +42,7 @@ static void sigterm_completes_in_flight_requests(void **state)
     pthread_t t;
     pthread_create(&t, NULL, in_flight_readyz, args);
     /* the request is in flight once its backend waits for our lock */
-    PGconn *watch = th_pg(dburl);
+    PGconn *watch = th_pg(th_svc_dburl);
     int waiting = 0;
     for (int i = 0; i < 500 && !waiting; i++) {
         PGresult *r = th_sql(watch, "SELECT count(*) FROM pg_stat_activity "

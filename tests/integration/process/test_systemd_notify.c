@@ -17,13 +17,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static char dburl[1024];
+#include "harness_svc.h"
 
 static int setup(void **state)
 {
-    return th_db_create("notify", dburl, sizeof(dburl));
+    return th_svc_db("systemd_notify");
 }
 
 /* Binds a datagram socket at name ("/path" or "@abstract"). */
@@ -77,7 +75,7 @@ static void lifecycle(const char *name)
     snprintf(env_socket, sizeof(env_socket), "NOTIFY_SOCKET=%s", name);
     const char *env[] = {env_socket, "WATCHDOG_USEC=300000", NULL};
     struct th_service svc;
-    assert_int_equal(th_service_spawn(&svc, dburl, env), 0);
+    assert_int_equal(th_service_spawn(&svc, th_svc_dburl, env), 0);
     char buf[512];
     /* READY=1 once the schema is checked and the socket listens; only pings before it */
     double end = th_now() + 30;

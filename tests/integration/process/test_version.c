@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -32,11 +31,7 @@ static void version_flag_prints_build(void **state)
     snprintf(cmd, sizeof(cmd),
              "env ROWLOCK_DATABASE_URL=postgresql://nobody@0.0.0.0:1/x '%s' --version",
              ROWLOCK_BINARY);
-    FILE *p = popen(cmd, "r");
-    size_t n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(th_run(cmd, out, sizeof(out)), 0);
     char tail[8];
     assert_int_equal(sscanf(out, "rowlock %63s (commit %63[^,], schema version %d%7s", version,
                             commit, &schema, tail),

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 #include "queue_conformance.h"
 #ifdef CONFORMANCE_PREVIOUS_RELEASE
 #include "schema_fixture.h"
@@ -229,7 +229,7 @@ static enum qc_outcome h_get_job(void *ctx, const char *queue, int64_t job_id, s
  * db/schema/released/) serves it. Migration 12 is a contract step (serves_from 12): the
  * previous release refuses a database past it (test_upgrade_from_released). 0, or -1 after
  * saying why. */
-static int start_service(struct th_service *svc, char *dburl, size_t size)
+static int start_service(void)
 {
     const char *prev = getenv("ROWLOCK_TEST_PREV_BINARY");
     if (prev == NULL || prev[0] == '\0') {
@@ -237,40 +237,36 @@ static int start_service(struct th_service *svc, char *dburl, size_t size)
                         "deploy/local.sh test builds it into build-prev/\n");
         return -1;
     }
-    if (tsf_create_released("qconf_prev", dburl, size) != 0) {
+    if (tsf_create_released("qconf_prev", th_svc_dburl, sizeof(th_svc_dburl)) != 0) {
         fprintf(stderr, "cannot create the database of the released schema\n");
         return -1;
     }
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     tsf_migrate_to_11(c);
     PQfinish(c);
-    return th_service_start_binary(svc, prev, dburl, NULL);
+    return th_service_start_binary(&th_svc, prev, th_svc_dburl, NULL);
 }
 #else
-static int start_service(struct th_service *svc, char *dburl, size_t size)
+static int start_service(void)
 {
-    if (th_db_create("qconf_http", dburl, size) != 0)
-        return -1;
-    return th_service_start(svc, dburl, NULL);
+    return th_svc_start("qconf_http", NULL);
 }
 #endif
 
 int main(void)
 {
-    char dburl[1024];
-    struct th_service svc;
     curl_global_init(CURL_GLOBAL_ALL); /* before the concurrent case's threads */
-    if (start_service(&svc, dburl, sizeof(dburl)) != 0) {
+    if (start_service() != 0) {
         fprintf(stderr, "cannot start rowlock\n");
         return 1;
     }
-    struct http_ctx ctx = {svc.port};
+    struct http_ctx ctx = {th_svc.port};
     const struct qc_impl impl = {
         "rest_http", &ctx,   h_create_queue, h_enqueue, h_claim,   h_heartbeat,
         h_complete,  h_fail, h_handback,     h_release, h_get_job,
     };
     int failed = qc_run("queue_conformance_rest_http", &impl);
-    int rc = th_service_stop(&svc);
+    int rc = th_service_stop(&th_svc);
     if (rc != 0)
         fprintf(stderr, "rowlock exited with %d\n", rc);
     curl_global_cleanup();

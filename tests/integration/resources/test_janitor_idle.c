@@ -1,4 +1,4 @@
-/* The janitor's work follows what is due, not the number of resources (issue 17). With 120
+/* The janitor's work follows what is due, not the number of resources. With 120
  * topics, 20 ledgers and 60 queues that have nothing due (their headless TTL, tombstone
  * retention and job retention an hour or more away, no lease running), an idle process whose
  * janitor runs every 100 ms works on none of them: its visit counters
@@ -20,14 +20,13 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define TOPICS  120
 #define LEDGERS 20
 #define QUEUES  60
 
 static struct th_service a, b;
-static char dburl[1024];
 
 static double metric0(int port, const char *series)
 {
@@ -160,11 +159,11 @@ static int setup(void **state)
 {
     (void)state;
     static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
-    if (th_db_create("janitor_idle", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("janitor_idle") != 0)
         return -1;
-    if (th_service_start(&a, dburl, env) != 0)
+    if (th_service_start(&a, th_svc_dburl, env) != 0)
         return -1;
-    if (th_service_start(&b, dburl, env) != 0) {
+    if (th_service_start(&b, th_svc_dburl, env) != 0) {
         th_service_stop(&a);
         return -1;
     }

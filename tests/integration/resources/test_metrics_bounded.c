@@ -1,4 +1,4 @@
-/* /metrics stays bounded however many topics, queues and ledgers there are (issue 17): with
+/* /metrics stays bounded however many topics, queues and ledgers there are: with
  * ROWLOCK_METRICS_MAX_RESOURCES=5, 8 topics, 7 queues and 7 ledgers give per-resource gauges for
  * the first 5 of each by name, never more, while the totals (rowlock_topics, rowlock_queues,
  * rowlock_ledgers), how many were left out (rowlock_{topic,queue,ledger}_metrics_omitted) and the
@@ -162,8 +162,8 @@ static void checkpoint_two(void)
                             "{\"sequence\":2,\"transactions\":[]}", 201));
 }
 
-/* The ledgers' gauges are a query on each ledger's own tables (issue 17: 65 ms for 100 ledgers on
- * a backend that has not opened them lately): the same as the queues'. */
+/* The ledgers' gauges are a query on each ledger's own tables, slow on a
+ * backend that has not opened them lately: the same as the queues'. */
 static void slow_ledger_gauges_come_from_the_janitor(void **state)
 {
     (void)state;

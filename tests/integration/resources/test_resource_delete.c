@@ -1,4 +1,4 @@
-/* DELETE of a topic, a ledger and a queue frees what it held (issue 17): after it, the rowlock
+/* DELETE of a topic, a ledger and a queue frees what it held: after it, the rowlock
  * schema holds exactly the relations it held before the resource was created (its generated
  * tables, indexes and sequences are dropped), a queue's jobs, bodies and attempt history are
  * gone, its janitor row is gone, its name answers 404 and can be created again, empty. A second

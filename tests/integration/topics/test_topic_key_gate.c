@@ -20,17 +20,15 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define THREADS 16
 #define PATCHES 25
 
-static char dburl[1024];
-
 static int setup(void **state)
 {
     (void)state;
-    return th_db_create("key_gate", dburl, sizeof(dburl));
+    return th_svc_db("key_gate");
 }
 
 struct sampler {
@@ -42,7 +40,7 @@ struct sampler {
 static void *sample(void *arg)
 {
     struct sampler *s = arg;
-    PGconn *c = th_pg(dburl);
+    PGconn *c = th_pg(th_svc_dburl);
     while (!atomic_load(&s->stop)) {
         /* waits on another transaction's row lock; not the relation-extension locks that
          * concurrent inserts into the log take now and then */
@@ -112,7 +110,7 @@ static void start_on_topic(struct th_service *svc, const char *writers, const ch
     snprintf(threads, sizeof(threads), "ROWLOCK_WORKERS=%s", workers);
     const char *env[] = {threads, "ROWLOCK_POOL_SIZE=32", "ROWLOCK_STATEMENT_TIMEOUT_MS=60000",
                          gate, NULL};
-    assert_int_equal(th_service_start(svc, dburl, env), 0);
+    assert_int_equal(th_service_start(svc, th_svc_dburl, env), 0);
     snprintf(path, sizeof(path), "/topics/%s", topic);
     const char *json[] = {"Content-Type: application/json", NULL};
     struct th_response r;
@@ -220,7 +218,7 @@ static void queued_writes_hold_no_handler_thread(void **state)
     assert_int_equal(r.status, 200);
     th_response_free(&r);
 
-    PGconn *holder = th_pg(dburl);
+    PGconn *holder = th_pg(th_svc_dburl);
     PQclear(th_sql(holder, "BEGIN"));
     PQclear(th_sql(holder, "SELECT 1 FROM rowlock.topic_heads h JOIN rowlock.topics t "
                            "ON t.id = h.topic_id WHERE t.name = 'few_workers' AND h.key = 'hot' "

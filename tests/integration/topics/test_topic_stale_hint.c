@@ -13,27 +13,26 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
-static char dburl[1024];
 static struct th_service a, b;
 static PGconn *sql;
 
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_create("stale_hint", dburl, sizeof(dburl)) != 0)
+    if (th_svc_db("stale_hint") != 0)
         return -1;
-    if (th_service_start(&a, dburl, NULL) != 0 || th_service_start(&b, dburl, NULL) != 0)
+    if (th_service_start(&a, th_svc_dburl, NULL) != 0 ||
+        th_service_start(&b, th_svc_dburl, NULL) != 0)
         return -1;
-    sql = th_pg(dburl);
+    sql = th_svc_pg();
     return 0;
 }
 
 static int teardown(void **state)
 {
-    (void)state;
-    PQfinish(sql);
+    th_svc_teardown(state); /* sql's session */
     th_service_stop(&a);
     th_service_stop(&b);
     return 0;
