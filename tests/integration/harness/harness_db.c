@@ -4,19 +4,18 @@
 #include <stdio.h>
 
 #include "db/schema.h"
-#include "harness.h"
+#include "harness_svc.h"
 
-int th_db_open(const char *name, char *url, size_t size, int pool_size, struct db_pool **pool,
-               PGconn **sql)
+int th_db_open(const char *name, int pool_size, struct db_pool **pool, PGconn **sql)
 {
     *pool = NULL;
     if (sql != NULL)
         *sql = NULL;
-    if (th_db_create(name, url, size) != 0) {
+    if (th_svc_db(name) != 0) {
         fprintf(stderr, "cannot create the test database %s\n", name);
         return -1;
     }
-    struct db_pool_config pc = {.conninfo = url,
+    struct db_pool_config pc = {.conninfo = th_svc_dburl,
                                 .size = pool_size,
                                 .acquire_timeout_ms = 5000,
                                 .statement_timeout_ms = 20000,
@@ -30,7 +29,7 @@ int th_db_open(const char *name, char *url, size_t size, int pool_size, struct d
         fprintf(stderr, "cannot apply the schema: %s\n", *pool ? err.message : "no pool");
         return -1;
     }
-    if (sql != NULL && (*sql = th_pg(url)) == NULL)
+    if (sql != NULL && (*sql = th_pg(th_svc_dburl)) == NULL)
         return -1;
     return 0;
 }

@@ -19,6 +19,7 @@
 #include "db/ledgers.h"
 #include "harness.h"
 #include "harness_db.h"
+#include "harness_svc.h"
 
 #define BUDGET 2048
 #define NTX    40
@@ -27,7 +28,6 @@
 static struct th_service svc;
 static struct db_pool *pool;
 static PGconn *pg;
-static char dburl[1024];
 
 struct expected {
     char digest[16];
@@ -71,8 +71,8 @@ static void post_transaction(int i)
 static int setup(void **state)
 {
     static const char *const env[] = {"ROWLOCK_RESPONSE_BUDGET=2048", NULL};
-    if (th_db_open("ledger_events_budget", dburl, sizeof(dburl), 2, &pool, &pg) != 0 ||
-        th_service_start(&svc, dburl, env) != 0)
+    if (th_db_open("ledger_events_budget", 2, &pool, &pg) != 0 ||
+        th_service_start(&svc, th_svc_dburl, env) != 0)
         return -1;
     json_decref(th_call(svc.port, "PUT", "/ledgers/b", "{}", 201));
     for (int i = 0; i < NTX; i++)

@@ -28,17 +28,17 @@
 #include "db/queues.h"
 #include "harness.h"
 #include "harness_db.h"
+#include "harness_svc.h"
 
-static char dburl[1024];
 static struct db_pool *pools[2];
 static PGconn *sql;
 
 static int setup(void **state)
 {
     (void)state;
-    if (th_db_open("qcombined", dburl, sizeof(dburl), 8, &pools[0], &sql) != 0)
+    if (th_db_open("qcombined", 8, &pools[0], &sql) != 0)
         return -1;
-    struct db_pool_config pc = {.conninfo = dburl,
+    struct db_pool_config pc = {.conninfo = th_svc_dburl,
                                 .size = 8,
                                 .acquire_timeout_ms = 5000,
                                 .statement_timeout_ms = 20000,

@@ -183,10 +183,9 @@ static enum qc_outcome c_get_job(void *ctx, const char *queue, int64_t job_id, s
 
 int main(void)
 {
-    char dburl[1024];
     struct db_pool *pool = NULL;
     int failed = 1;
-    if (th_db_open("qconf_c", dburl, sizeof(dburl), POOL_SIZE, &pool, NULL) == 0) {
+    if (th_db_open("qconf_c", POOL_SIZE, &pool, NULL) == 0) {
         const struct qc_impl impl = {
             "c_api",    pool,   c_create_queue, c_enqueue, c_claim,   c_heartbeat,
             c_complete, c_fail, c_handback,     c_release, c_get_job,

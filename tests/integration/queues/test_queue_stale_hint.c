@@ -19,14 +19,13 @@
 #include "harness.h"
 #include "harness_db.h"
 
-static char dburl[1024];
 static struct db_pool *pool;
 static PGconn *sql;
 
 static int setup(void **state)
 {
     (void)state;
-    return th_db_open("qhint", dburl, sizeof(dburl), 2, &pool, &sql);
+    return th_db_open("qhint", 2, &pool, &sql);
 }
 
 static int teardown(void **state)
