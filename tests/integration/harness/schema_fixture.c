@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -138,4 +139,17 @@ void tsf_migrate_to_11(PGconn *c)
         record(c, until_11[i].number, until_11[i].name, until_11[i].sql);
         PQclear(th_sql(c, "COMMIT"));
     }
+}
+
+const char *tsf_prev_binary(void)
+{
+    const char *p = getenv("ROWLOCK_TEST_PREV_BINARY");
+    if (p != NULL && p[0] != '\0' && access(p, X_OK) == 0)
+        return p;
+    fprintf(stderr,
+            "ROWLOCK_TEST_PREV_BINARY is not set to the previous release's binary (\"%s\"): "
+            "deploy/local.sh test builds it into build-prev/ from the commit in "
+            "db/schema/released/6/RELEASE\n",
+            p ? p : "");
+    return NULL;
 }

@@ -18,5 +18,9 @@ void tsf_assert_all_recorded(PGconn *c);
  * as a build of schema version 11 left it (each in its own transaction, serves_from 6): a
  * database the last release before migration 12 served. */
 void tsf_migrate_to_11(PGconn *c);
+/* The previous release's rowlock ($ROWLOCK_TEST_PREV_BINARY, built by deploy/local.sh test into
+ * build-prev/ from the commit in db/schema/released/6/RELEASE), or NULL after saying on stderr
+ * that it is not set to an executable. */
+const char *tsf_prev_binary(void);
 
 #endif

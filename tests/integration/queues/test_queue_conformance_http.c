@@ -231,12 +231,9 @@ static enum qc_outcome h_get_job(void *ctx, const char *queue, int64_t job_id, s
  * saying why. */
 static int start_service(void)
 {
-    const char *prev = getenv("ROWLOCK_TEST_PREV_BINARY");
-    if (prev == NULL || prev[0] == '\0') {
-        fprintf(stderr, "ROWLOCK_TEST_PREV_BINARY is not set to the previous release's binary: "
-                        "deploy/local.sh test builds it into build-prev/\n");
+    const char *prev = tsf_prev_binary();
+    if (prev == NULL)
         return -1;
-    }
     if (tsf_create_released("qconf_prev", th_svc_dburl, sizeof(th_svc_dburl)) != 0) {
         fprintf(stderr, "cannot create the database of the released schema\n");
         return -1;

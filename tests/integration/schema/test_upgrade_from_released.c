@@ -45,12 +45,9 @@ struct filled {
 
 static const char *prev_binary(void)
 {
-    const char *p = getenv("ROWLOCK_TEST_PREV_BINARY");
-    if (p == NULL || p[0] == '\0' || access(p, X_OK) != 0)
-        fail_msg("ROWLOCK_TEST_PREV_BINARY is not set to the previous release's binary (\"%s\"): "
-                 "deploy/local.sh test builds it into build-prev/ from the commit in "
-                 "db/schema/released/6/RELEASE; the upgrade test cannot run without it",
-                 p ? p : "");
+    const char *p = tsf_prev_binary();
+    if (p == NULL)
+        fail_msg("the upgrade test cannot run without the previous release's binary");
     return p;
 }
 
