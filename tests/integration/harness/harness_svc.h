@@ -14,8 +14,8 @@
 extern struct th_service th_svc;
 extern char th_svc_dburl[1024];
 
-/* For a group setup: creates the program's database, TH_DB_PREFIX<name>, its URL in
- * th_svc_dburl. 0, or -1. */
+/* For a group setup (or a test that wants a fresh one): creates the program's database,
+ * TH_DB_PREFIX<name>, its URL in th_svc_dburl. 0, or -1. */
 int th_svc_db(const char *name);
 /* Starts th_svc on th_svc_dburl with extra environment entries (NULL-terminated, may be NULL),
  * for a program that starts it per test with settings of its own. 0, or -1 (the process is
@@ -23,8 +23,8 @@ int th_svc_db(const char *name);
 int th_svc_run(const char *const *env);
 /* For a group setup: th_svc_db, then th_svc_run. 0, or -1. */
 int th_svc_start(const char *name, const char *const *env);
-/* A group teardown: closes th_svc_pg's session if one was opened, stops th_svc if it is running;
- * 0 when it stopped cleanly or was not running, else -1. */
+/* A group's (or a test's) teardown: closes th_svc_pg's session if one was opened, stops th_svc if
+ * it is running; 0 when it stopped cleanly or was not running, else -1. */
 int th_svc_teardown(void **state);
 
 /* An SQL session on th_svc's database, opened on first use (fails the test when it cannot

@@ -23,14 +23,13 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "harness_svc.h"
 
 #define ROUNDS  100
 #define WRITERS 8
 
 static const char *const merge_patch[] = {"Content-Type: application/merge-patch+json", NULL};
 static const char *const json_body[] = {"Content-Type: application/json", NULL};
-static struct th_service svc; /* of the running case; stopped by its teardown */
 
 struct writer {
     int port;
@@ -157,19 +156,18 @@ static void *patch_alone(void *arg)
  * rounds that lost an update. */
 static int run_rounds(const char *binary, const char *db, const char *writers, int strict)
 {
-    static char dburl[1024];
     char gate[64];
     snprintf(gate, sizeof(gate), "ROWLOCK_KEY_WRITERS=%s", writers);
     const char *env[] = {"ROWLOCK_THREADS=16", "ROWLOCK_POOL_SIZE=16",
                          "ROWLOCK_STATEMENT_TIMEOUT_MS=20000", gate, NULL};
-    assert_int_equal(th_db_create(db, dburl, sizeof(dburl)), 0);
-    assert_int_equal(th_service_start_binary(&svc, binary, dburl, env), 0);
-    create_topic(svc.port, "t");
+    assert_int_equal(th_svc_db(db), 0);
+    assert_int_equal(th_service_start_binary(&th_svc, binary, th_svc_dburl, env), 0);
+    create_topic(th_svc.port, "t");
     int64_t cursor = 0;
     int lossy = 0;
     double t0 = th_now();
     for (int round = 0; round < ROUNDS; round++) {
-        int present = run_round(svc.port, "t", round, &cursor, strict);
+        int present = run_round(th_svc.port, "t", round, &cursor, strict);
         if (present < WRITERS)
             lossy++;
         if (strict)
@@ -237,12 +235,10 @@ static void move_head_while_a_patch_waits(const char *dburl, struct writer *w)
  * commits; the PATCH must then apply to the head the holder committed. */
 static void patch_waiting_on_the_row_lock_patches_the_holders_head(void **state)
 {
-    static char dburl[1024];
     const char *env[] = {"ROWLOCK_STATEMENT_TIMEOUT_MS=20000", NULL};
-    assert_int_equal(th_db_create("first_updates_waiter", dburl, sizeof(dburl)), 0);
-    assert_int_equal(th_service_start(&svc, dburl, env), 0);
-    create_topic(svc.port, "w");
-    struct writer w = {.port = svc.port, .path = "/topics/w/keys/k/head"};
+    assert_int_equal(th_svc_start("first_updates_waiter", env), 0);
+    create_topic(th_svc.port, "w");
+    struct writer w = {.port = th_svc.port, .path = "/topics/w/keys/k/head"};
     snprintf(w.body, sizeof(w.body), "{\"a\": 1}");
     patch_alone(&w);
     assert_int_equal(w.rc, 0);
@@ -250,7 +246,7 @@ static void patch_waiting_on_the_row_lock_patches_the_holders_head(void **state)
     th_response_free(&w.r);
 
     snprintf(w.body, sizeof(w.body), "{\"b\": 2}");
-    move_head_while_a_patch_waits(dburl, &w);
+    move_head_while_a_patch_waits(th_svc_dburl, &w);
     assert_int_equal(w.rc, 0);
     json_t *want = json_pack("{s:i, s:i, s:i}", "a", 1, "b", 2, "c", 3);
     if (w.r.status != 200 || !json_equal(json_object_get(w.r.json, "value"), want))
@@ -259,29 +255,22 @@ static void patch_waiting_on_the_row_lock_patches_the_holders_head(void **state)
     assert_true(json_equal(json_object_get(w.r.json, "value"), want));
     th_response_free(&w.r);
     struct th_response g;
-    assert_int_equal(th_http(svc.port, "GET", w.path, NULL, NULL, 0, &g), 0);
+    assert_int_equal(th_http(th_svc.port, "GET", w.path, NULL, NULL, 0, &g), 0);
     assert_int_equal(g.status, 200);
     assert_true(json_equal(json_object_get(g.json, "value"), want));
     th_response_free(&g);
     json_decref(want);
 }
 
-static int stop_service(void **state)
-{
-    if (svc.pid <= 0)
-        return 0;
-    return th_service_stop(&svc) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(concurrent_first_patches_of_a_new_key_all_apply, stop_service),
+        cmocka_unit_test_teardown(concurrent_first_patches_of_a_new_key_all_apply, th_svc_teardown),
         cmocka_unit_test_teardown(concurrent_first_patches_compose_behind_the_key_gate,
-                                  stop_service),
-        cmocka_unit_test_teardown(unlocked_build_loses_first_updates, stop_service),
+                                  th_svc_teardown),
+        cmocka_unit_test_teardown(unlocked_build_loses_first_updates, th_svc_teardown),
         cmocka_unit_test_teardown(patch_waiting_on_the_row_lock_patches_the_holders_head,
-                                  stop_service),
+                                  th_svc_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
