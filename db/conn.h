@@ -1,6 +1,6 @@
-/* struct db_conn, the connection slot pool.c lends, query.c runs statements on and tx.c runs
- * transactions on, with what those files call on it. Not for workflows: they see struct db_conn
- * only as an opaque handle. */
+/* struct db_conn, the connection slot pool.c lends, query.c runs statements on, tx.c runs
+ * transactions on and watchdog.c cuts, with what those files call on it. Not for workflows:
+ * they see struct db_conn only as an opaque handle. */
 #ifndef DB_CONN_H
 #define DB_CONN_H
 
@@ -64,18 +64,18 @@ void db_conn_statement_evicted(struct db_conn *c);
 #define DB_STMT_SEEN_FACTOR 4
 void db_conn_statement_churned(struct db_conn *c);
 /* Counts a relation of one resource (a topic's offset sequence, id its resource's id) opened on
- * c. A backend keeps the catalog entry of every relation it has opened (about 3.5 KB each) for
- * as long as it lives, and statements no longer tell one topic from another, so the statement
- * churn above never sees them: past DB_REL_RETIRE_FACTOR times the statement cache's capacity
- * distinct ones since c connected, c is closed when released, which bounds a backend's memory
- * however many topics there are. Distinct is counted through a bitmap of DB_REL_SEEN_BITS
+ * c. A backend keeps the catalog entry of every relation it has opened for as long as it lives,
+ * and statements no longer tell one topic from another, so the statement churn above never sees
+ * them: past DB_REL_RETIRE_FACTOR times the statement cache's capacity distinct ones since c
+ * connected, c is closed when released, which bounds a backend's memory however many topics
+ * there are. Distinct is counted through a bitmap of DB_REL_SEEN_BITS
  * (hash collisions undercount by a few per cent at the bound). The two bounds are one budget: a
  * statement churned counts as DB_REL_RETIRE_FACTOR / DB_STMT_RETIRE_FACTOR relations, so that a
  * connection meeting both new ledgers and new topics stays within what either alone may cost. */
 void db_conn_relation_opened(struct db_conn *c, int64_t id);
-/* pool.c: classifies a failed result or connection into a status, filling err. */
+/* sqlstate.c: classifies a failed result or connection into a status, filling err. */
 enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err);
-/* pool.c: true when res (NULL-safe) is a successful command or rows. */
+/* sqlstate.c: true when res (NULL-safe) is a successful command or rows. */
 int db_result_ok(const PGresult *res);
 /* query.c: COMMIT on its own round trip, for tx.c when the workflow's last statement did not
  * carry it. A COMMIT that could not be sent committed nothing; one sent whose answer never came

@@ -90,8 +90,18 @@ int db_arrays_build(struct db_arrays *a, const void *items, size_t n, size_t nco
 
 const char *db_status_name(enum db_status s)
 {
-    static const char *const names[] = {"ok",      "aborted",     "retry",
-                                        "redo",    "unavailable", "pool_timeout",
-                                        "timeout", "error",       "outcome_unknown"};
+    static const char *const names[] = {
+        [DB_OK] = "ok",
+        [DB_ABORTED] = "aborted",
+        [DB_ERR_CONFLICT] = "conflict",
+        [DB_ERR_REDO] = "redo",
+        [DB_ERR_UNAVAILABLE] = "unavailable",
+        [DB_ERR_POOL_TIMEOUT] = "pool_timeout",
+        [DB_ERR_TIMEOUT] = "timeout",
+        [DB_ERR_HARD] = "error",
+        [DB_ERR_OUTCOME_UNKNOWN] = "outcome_unknown",
+        [DB_ERR_BUSY] = "busy",
+    };
+    _Static_assert(sizeof(names) / sizeof(names[0]) == DB_ERR_BUSY + 1, "a name per status");
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }

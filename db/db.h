@@ -7,12 +7,16 @@
 #include <stddef.h>
 
 enum db_status {
-    DB_OK = 0,    /* done (for db_tx_run: committed) */
-    DB_ABORTED,   /* the workflow chose to roll back; its verdict is in its own result */
-    DB_ERR_RETRY, /* serialization failure or deadlock (40001, 40P01): run again */
-    /* the workflow found what it ran on changed under it (a stale id hint, a resource deleted
-     * while it was written, an offset a reader recorded as a hole): run again (db_tx_run does,
-     * without waiting); not a conflict the database reported */
+    DB_OK = 0,  /* done (for db_tx_run: committed) */
+    DB_ABORTED, /* the workflow chose to roll back; its verdict is in its own result */
+    /* inside db/ only: a serialization failure or deadlock (40001, 40P01) in the transaction's
+     * statements: run it again. db_tx_run does (after a short backoff) and never returns it:
+     * when the last attempt conflicts too it answers DB_ERR_BUSY */
+    DB_ERR_CONFLICT,
+    /* inside db/ only: the workflow found what it ran on changed under it (a stale id hint, a
+     * resource deleted while it was written, an offset a reader recorded as a hole): run it
+     * again. db_tx_run does (without waiting) and never returns it: when the last attempt
+     * answers it too it answers DB_ERR_BUSY. Not a conflict the database reported */
     DB_ERR_REDO,
     DB_ERR_UNAVAILABLE,  /* the database cannot be reached, or the connection broke */
     DB_ERR_POOL_TIMEOUT, /* no pooled connection came free within the acquire timeout */
@@ -20,12 +24,25 @@ enum db_status {
     DB_ERR_HARD,         /* anything else; SQLSTATE and message in struct db_error */
     /* the connection was lost after COMMIT was sent (or the deadline cut it while COMMIT was
      * on its way): the transaction may or may not have committed. Never retried. */
-    DB_ERR_OUTCOME_UNKNOWN
+    DB_ERR_OUTCOME_UNKNOWN,
+    /* from db_tx_run only: every one of its DB_TX_MAX_ATTEMPTS attempts conflicted
+     * (DB_ERR_CONFLICT) or had to run again (DB_ERR_REDO), and the last left nothing
+     * committed; err holds the last attempt's error. A client may send the request again */
+    DB_ERR_BUSY
 };
 
+/* Sizes of the text db/ writes into a caller's buffer or struct, its NUL included: both sides
+ * use these names, never the number. */
+#define DB_SQLSTATE_SIZE 6   /* a SQLSTATE: five characters */
+#define DB_MESSAGE_SIZE  512 /* struct db_error's message (a longer one is cut) */
+#define DB_NAME_MAX      128 /* bytes of a topic's, queue's, ledger's, producer's or consumer's name */
+#define DB_NAME_SIZE     (DB_NAME_MAX + 1)
+#define DB_TIME_TEXT     40 /* a timestamp as the API writes it (DB_TS, db/sql.h) */
+#define DB_INT_TEXT      24 /* an integer of up to 64 bits in decimal, with its sign */
+
 struct db_error {
-    char sqlstate[6];
-    char message[512];
+    char sqlstate[DB_SQLSTATE_SIZE];
+    char message[DB_MESSAGE_SIZE];
 };
 
 /* A named prepared statement. Defined once, static, next to the workflow that uses it; prepared

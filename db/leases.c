@@ -66,8 +66,8 @@
  * table up to tens of thousands of rows (as a generic plan guesses a claim's LIMIT at a tenth of
  * the backlog), and a claim then costs in proportion to every job the table retains. For the same
  * reason CLAIM_FIT reads each payload by a lookup of its own (a subquery on job_bodies' primary
- * key): a join there became a sequential scan of job_bodies in the generic plan (42 ms instead of 2
- * for a claim of 100 from 200,000 pending).
+ * key): a join there became a sequential scan of job_bodies in the generic plan, whose cost grows
+ * with every job the table holds.
  *
  * Claim: one statement. $1 queue id, $2 owner, $3 max jobs, $4 lease seconds (NULL: queue's),
  * $5 payload byte budget (NULL: none). A re-claim by the same owner of its own expired lease
@@ -202,7 +202,7 @@ static const struct db_stmt st_release = {
  * IS NOT DISTINCT FROM (queue_id is never NULL) so that it is no index condition: as
  * "queue_id = $1" beside "state = 'processing'" the planner chose jobs_listing's range of every
  * processing job of the queue, fresh statistics calling it small, and compared each with every
- * item (pinned batch-50: 35 -> 50 µs of PostgreSQL CPU a job). */
+ * item, a cost that grows with the queue's processing jobs times the batch. */
 static const struct db_stmt st_complete_batch = {
     "lease_complete_batch",
     "WITH items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
@@ -304,7 +304,7 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     struct db_queue q;
     int found;
     claim_reset(a);
-    char max[16], lease[16], budget[24];
+    char max[DB_INT_TEXT], lease[DB_INT_TEXT], budget[DB_INT_TEXT];
     snprintf(max, sizeof(max), "%d", a->max_jobs);
     snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
     snprintf(budget, sizeof(budget), "%lld", a->budget);
@@ -364,7 +364,7 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
     if (st != DB_OK)
         return st;
-    char sum[24];
+    char sum[DB_INT_TEXT];
     snprintf(sum, sizeof(sum), "%ld", total);
     const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum, arr.arr[3]};
     PGresult *r = NULL;
@@ -383,11 +383,11 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     return DB_OK;
 }
 
-/* Claims run on generic plans (planned once a connection, not at every claim, which cost about
- * a third of a claim's time): with auto, PostgreSQL keeps choosing a custom plan, as a generic
- * one guesses LIMIT $3 at a tenth of the backlog and so looks dearer. The generic plan is the
- * custom one (the claim index, then primary-key lookups, held to them by the "= ANY" above) at any
- * backlog (README, "Generic plans for the queue's hot statements"). */
+/* Claims run on generic plans (planned once a connection, not at every claim, where planning is
+ * a large share of a short statement's time): with auto, PostgreSQL keeps choosing a custom plan,
+ * as a generic one guesses LIMIT $3 at a tenth of the backlog and so looks dearer. The generic plan
+ * is the custom one (the claim index, then primary-key lookups, held to them by the "= ANY" above)
+ * at any backlog (docs/architecture.md, "The queue's rows", generic plans). */
 static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
 {
     if (n == 1) {
@@ -429,8 +429,13 @@ enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const ch
                                struct db_claimed *out, size_t *n, enum db_queue_verdict *verdict,
                                struct db_error *err)
 {
-    struct claim a = {queue, owner, max_jobs, lease_seconds, budget, out, 0, DB_Q_QUEUE_NOT_FOUND,
-                      0,     DB_OK, {"", ""}};
+    struct claim a = {.queue = queue,
+                      .owner = owner,
+                      .max_jobs = max_jobs,
+                      .lease_seconds = lease_seconds,
+                      .budget = budget,
+                      .out = out,
+                      .verdict = DB_Q_QUEUE_NOT_FOUND};
     struct db_combine_req req = {.queue = queue, .weight = (size_t)max_jobs, .arg = &a};
     db_combine(&claims, pool, &req, claim_run);
     if (a.st == DB_OK && a.copy_failed)
@@ -444,21 +449,24 @@ enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const ch
 }
 
 /* Runs a fenced statement ($1 job, $2 queue, $3 owner, $4 fence, then extra) and classifies
- * the outcome. info (may be NULL, 40 bytes) gets the statement's last column. */
+ * the outcome. info (may be NULL, DB_TIME_TEXT bytes) gets the statement's last column. */
 static enum db_status fenced(struct db_pool *pool, const char *queue, const struct db_stmt *stmt,
                              const struct db_lease *l, const char *x1, const char *x2, char *info,
                              enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char fence[24];
+    char fence[DB_INT_TEXT];
     db_i64(fence, sizeof(fence), l->fence);
-    struct job_op a = {
-        queue, stmt, l->job_id, {l->owner, fence, x1, x2}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct job_op a = {.queue = queue,
+                       .stmt = stmt,
+                       .id = l->job_id,
+                       .extra = {l->owner, fence, x1, x2},
+                       .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK) {
         *verdict = lease_verdict(a.rows, 0, 0, l->owner, l->fence);
         if (info != NULL)
-            db_copy(info, 40, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
+            db_copy(info, DB_TIME_TEXT, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
     }
     PQclear(a.rows);
     return st;
@@ -469,7 +477,7 @@ enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
                                    const char *progress, char *expires_at,
                                    enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char lease[16];
+    char lease[DB_INT_TEXT];
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
     return fenced(pool, queue, &st_heartbeat, l, lease_seconds > 0 ? lease : NULL, progress,
                   expires_at, verdict, err);
@@ -486,11 +494,11 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
                               const char *error, int retry, char *new_state,
                               enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char state[40];
+    char state[DB_TIME_TEXT];
     enum db_status st = fenced(pool, queue, &st_fail, l, error ? error : "null",
                                retry ? "true" : "false", state, verdict, err);
     if (new_state != NULL)
-        db_copy(new_state, 16, state);
+        db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
 }
 
@@ -504,10 +512,10 @@ enum db_status db_leases_release(struct db_pool *pool, const char *queue, const 
                                  char *new_state, enum db_queue_verdict *verdict,
                                  struct db_error *err)
 {
-    char state[40];
+    char state[DB_TIME_TEXT];
     enum db_status st = fenced(pool, queue, &st_release, l, NULL, NULL, state, verdict, err);
     if (new_state != NULL)
-        db_copy(new_state, 16, state);
+        db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
 }
 
@@ -620,8 +628,10 @@ static void settle_run(struct db_pool *pool, struct db_combine_req **batch, size
         memcpy(all + off, a->items, a->n * sizeof(*all));
         off += a->n;
     }
-    struct settle joint = {
-        ((struct settle *)batch[0]->arg)->queue, all, total, DB_Q_QUEUE_NOT_FOUND, DB_OK, {"", ""}};
+    struct settle joint = {.queue = ((struct settle *)batch[0]->arg)->queue,
+                           .items = all,
+                           .n = total,
+                           .verdict = DB_Q_QUEUE_NOT_FOUND};
     settle_alone(pool, &joint);
     off = 0;
     for (size_t i = 0; i < n; i++) {
@@ -645,7 +655,7 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
                                         struct db_settlement *items, size_t n,
                                         enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct settle a = {queue, items, n, DB_Q_QUEUE_NOT_FOUND, DB_OK, {"", ""}};
+    struct settle a = {.queue = queue, .items = items, .n = n, .verdict = DB_Q_QUEUE_NOT_FOUND};
     struct db_combine_req req = {.queue = queue, .weight = n, .arg = &a};
     db_combine(&settlements, pool, &req, settle_run);
     *verdict = a.verdict;

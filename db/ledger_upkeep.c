@@ -12,27 +12,21 @@
 #include "db/tx.h"
 #include "db/upkeep.h"
 
-/* Claims up to $1 ledgers whose upkeep is due for $2 seconds (as st_topics_due, db/topics.c). */
+/* The family's name in rowlock.upkeep. */
+#define FAMILY "ledgers"
+
+/* The claim of due ledgers (db/upkeep.h): id, name, tombstone retention. */
 static const struct db_stmt st_ledgers_due = {
-    "ledgers_due",
-    "UPDATE rowlock.ledger_upkeep u SET due_at = now() + make_interval(secs => $2::float8) "
-    "FROM rowlock.ledgers l WHERE l.id = u.ledger_id AND u.ledger_id IN ("
-    "  SELECT ledger_id FROM rowlock.ledger_upkeep WHERE due_at <= now() ORDER BY due_at "
-    "  LIMIT $1 FOR UPDATE SKIP LOCKED) "
-    "RETURNING l.id, l.name, l.tombstone_retention_seconds",
-    2};
+    "ledgers_due", DB_UPKEEP_CLAIM_SQL(FAMILY, "ledgers", "r.tombstone_retention_seconds"), 2};
 /* When ledger $1's upkeep is next due: at once ($2, a batch was full), else after its tombstone
  * retention $3 (at most an hour): a checkpoint applied from now on carries tombstones that may go
  * once it is older than that, which this bounds how late. */
 static const struct db_stmt st_ledger_next_due = {
     "ledger_next_due",
-    "UPDATE rowlock.ledger_upkeep SET " DB_UPKEEP_NEXT_DUE(
-        "CASE WHEN $2::boolean THEN now() ELSE now() + "
-        "make_interval(secs => least($3::integer, 3600)) END") " WHERE ledger_id = $1",
+    DB_UPKEEP_SET_NEXT_SQL(FAMILY, "$1::bigint",
+                           "CASE WHEN $2::boolean THEN now() ELSE now() + "
+                           "make_interval(secs => least($3::integer, 3600)) END"),
     3};
-static const struct db_stmt st_ledger_retry = {
-    "ledger_upkeep_retry", "UPDATE rowlock.ledger_upkeep SET due_at = now() WHERE ledger_id = $1",
-    1};
 static const struct db_stmt st_ledger_ids = {
     "ledger_ids",
     "SELECT id, name, tombstone_retention_seconds FROM rowlock.ledgers ORDER BY name LIMIT $1", 1};
@@ -80,7 +74,7 @@ struct janitor_ledger {
 static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_ledger *a = arg;
-    char id[24], batch[16], h[24];
+    char id[DB_INT_TEXT], batch[DB_INT_TEXT], h[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     snprintf(batch, sizeof(batch), "%d", a->batch);
     const char *hp[] = {a->retention, id};
@@ -112,8 +106,8 @@ static enum db_status janitor_ledger_tx(struct db_conn *c, void *arg, struct db_
 struct ledger_list {
     const struct db_stmt *st;
     PGresult *rows;
-    char limit[16];  /* $1: ledgers at most */
-    char budget[16]; /* statement_timeout of st, ms; "" for the connection's own */
+    char limit[DB_INT_TEXT];  /* $1: ledgers at most */
+    char budget[DB_INT_TEXT]; /* statement_timeout of st, ms; "" for the connection's own */
 };
 
 static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -139,49 +133,36 @@ static enum db_status run_one(struct db_pool *pool, db_workflow_fn fn, void *arg
     return st;
 }
 
-static enum db_status due_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    struct ledger_list *a = arg;
-    PQclear(a->rows);
-    a->rows = NULL;
-    char limit[16], lease[16];
-    snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
-    snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
-    const char *params[] = {limit, lease};
-    return db_query(c, a->st, params, &a->rows, err);
-}
+/* What a janitor pass reports to, and how much a visit does at most. */
+struct ledgers_pass {
+    int batch;
+    db_ledger_janitor_each each;
+    void *ctx;
+};
 
-/* One claim of due ledgers and their upkeep; *claimed how many. */
-static enum db_status janitor_round(struct db_pool *pool, int batch, db_ledger_janitor_each each,
-                                    void *ctx, int *claimed, struct db_error *err)
+/* The upkeep of the ledger of row i of st_ledgers_due's rows: its failure (its data, a timeout)
+ * is its own, the others are still cleaned. */
+static enum db_status ledger_visit(struct db_pool *pool, const PGresult *rows, int i, void *arg)
 {
-    struct ledger_list ids = {&st_ledgers_due, NULL, {0}, {0}};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, due_tx, &ids, err);
-    *claimed = st == DB_OK ? PQntuples(ids.rows) : 0;
-    /* one ledger's failure (its data, a timeout) is its own: the others are still cleaned */
-    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
-        struct janitor_ledger a = {strtoll(PQgetvalue(ids.rows, i, 0), NULL, 10),
-                                   PQgetvalue(ids.rows, i, 2), batch, 0, 0};
-        struct db_error one_err;
-        enum db_status one = run_one(pool, janitor_ledger_tx, &a, &one_err);
-        if (one != DB_OK) /* due again at once: the next pass tries it again */
-            db_upkeep_retry(pool, &st_ledger_retry, PQgetvalue(ids.rows, i, 0));
-        if (each != NULL)
-            each(PQgetvalue(ids.rows, i, 1), a.horizon, a.purged, one == DB_OK ? NULL : &one_err,
-                 ctx);
-    }
-    PQclear(ids.rows);
+    struct ledgers_pass *p = arg;
+    struct janitor_ledger a = {.id = strtoll(PQgetvalue(rows, i, 0), NULL, 10),
+                               .retention = PQgetvalue(rows, i, 2),
+                               .batch = p->batch};
+    struct db_error err;
+    enum db_status st = run_one(pool, janitor_ledger_tx, &a, &err);
+    if (p->each != NULL)
+        p->each(PQgetvalue(rows, i, 1), a.horizon, a.purged, st == DB_OK ? NULL : &err, p->ctx);
     return st;
 }
+
+const struct db_upkeep db_ledgers_upkeep = {
+    .family = FAMILY, .claim = &st_ledgers_due, .visit = ledger_visit};
 
 enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                   void *ctx, struct db_error *err)
 {
-    enum db_status st = DB_OK;
-    int claimed = DB_UPKEEP_CLAIM;
-    for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
-        st = janitor_round(pool, batch, each, ctx, &claimed, err);
-    return st;
+    struct ledgers_pass p = {.batch = batch, .each = each, .ctx = ctx};
+    return db_upkeep_run(pool, &db_ledgers_upkeep, &p, err);
 }
 
 struct gauge_one {
@@ -192,7 +173,7 @@ struct gauge_one {
 static enum db_status gauge_one_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct gauge_one *a = arg;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     const char *params[] = {id};
     PQclear(a->row);
@@ -256,7 +237,7 @@ enum db_status db_ledger_pending(struct db_conn *c, int64_t ledger, int64_t *pen
 
 struct ledger_page {
     const char *after;
-    char limit[16];
+    char limit[DB_INT_TEXT];
     PGresult *rows;
     int64_t *pending; /* one per row */
 };

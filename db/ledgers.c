@@ -412,7 +412,7 @@ struct put_ledger {
 static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct put_ledger *a = arg;
-    char ret[24];
+    char ret[DB_INT_TEXT];
     db_i64(ret, sizeof(ret), a->retention);
     const char *params[] = {a->name, ret};
     PGresult *r = NULL;
@@ -420,7 +420,7 @@ static enum db_status put_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK)
         return st;
     int created = PQntuples(r) == 1;
-    char id[24] = "";
+    char id[DB_INT_TEXT] = "";
     if (created)
         db_copy(id, sizeof(id), PQgetvalue(r, 0, 0));
     PQclear(r);
@@ -462,7 +462,7 @@ static enum db_status get_ledger_tx(struct db_conn *c, void *arg, struct db_erro
     enum db_status st = resolve(c, a->name, a->out, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->out->id);
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -659,7 +659,11 @@ enum db_status db_ledgers_apply(struct db_pool *pool, const char *name,
                                 struct db_ledger_status *status, enum db_ledger_verdict *verdict,
                                 struct db_error *err)
 {
-    struct apply a = {name, tx, lock_timeout_ms, status, DB_L_NOT_FOUND};
+    struct apply a = {.name = name,
+                      .tx = tx,
+                      .lock_timeout_ms = lock_timeout_ms,
+                      .status = status,
+                      .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, apply_tx, &a, err);
     *verdict = a.verdict;
     return st;
@@ -683,7 +687,7 @@ static enum db_status checkpoint_tx(struct db_conn *c, void *arg, struct db_erro
     enum db_status st = resolve(c, a->name, &l, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char seq[24], count[24];
+    char seq[DB_INT_TEXT], count[DB_INT_TEXT];
     db_i64(seq, sizeof(seq), a->sequence);
     snprintf(count, sizeof(count), "%zu", a->n);
     const char *sp[] = {seq, count};
@@ -737,7 +741,8 @@ enum db_status db_ledgers_checkpoint(struct db_pool *pool, const char *name, int
                                      size_t *skipped, enum db_ledger_verdict *verdict,
                                      struct db_error *err)
 {
-    struct checkpoint a = {name, sequence, txs, n, 0, 0, DB_L_NOT_FOUND};
+    struct checkpoint a = {
+        .name = name, .sequence = sequence, .txs = txs, .n = n, .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, checkpoint_tx, &a, err);
     *verdict = a.verdict;
     *applied = a.verdict == DB_L_APPLIED ? a.applied : 0;
@@ -773,7 +778,11 @@ enum db_status db_ledgers_tx_get(struct db_pool *pool, const char *name, const c
                                  struct db_ledger_status *out, enum db_ledger_verdict *verdict,
                                  struct db_error *err)
 {
-    struct lookup a = {name, digest, "status_read", sql_status_read, NULL, DB_L_NOT_FOUND};
+    struct lookup a = {.name = name,
+                       .key = digest,
+                       .tag = "status_read",
+                       .sql = sql_status_read,
+                       .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, lookup_tx, &a, err);
     memset(out, 0, sizeof(*out));
     *verdict = a.verdict;
@@ -824,7 +833,11 @@ enum db_status db_ledgers_object_get(struct db_pool *pool, const char *name, con
                                      struct db_ledger_item *out, enum db_ledger_verdict *verdict,
                                      struct db_error *err)
 {
-    struct lookup a = {name, id, "object_get", sql_object_get, NULL, DB_L_NOT_FOUND};
+    struct lookup a = {.name = name,
+                       .key = id,
+                       .tag = "object_get",
+                       .sql = sql_object_get,
+                       .verdict = DB_L_NOT_FOUND};
     return item_get(pool, &a, out, DB_L_OBJECT_NOT_FOUND, verdict, err);
 }
 
@@ -832,7 +845,11 @@ enum db_status db_ledgers_display_get(struct db_pool *pool, const char *name, co
                                       struct db_ledger_item *out, enum db_ledger_verdict *verdict,
                                       struct db_error *err)
 {
-    struct lookup a = {name, type, "display_get", sql_display_get, NULL, DB_L_NOT_FOUND};
+    struct lookup a = {.name = name,
+                       .key = type,
+                       .tag = "display_get",
+                       .sql = sql_display_get,
+                       .verdict = DB_L_NOT_FOUND};
     return item_get(pool, &a, out, DB_L_DISPLAY_NOT_FOUND, verdict, err);
 }
 
@@ -856,7 +873,7 @@ static enum db_status events_tx(struct db_conn *c, void *arg, struct db_error *e
     a->usable = 0;
     a->verdict = DB_L_NOT_FOUND;
     /* the ledger and the page budget (for sql_events_read) in one round trip */
-    char budget[24];
+    char budget[DB_INT_TEXT];
     db_i64(budget, sizeof(budget), a->budget);
     const char *np[] = {a->name}, *bp[] = {budget};
     PGresult *r = NULL;
@@ -879,7 +896,8 @@ enum db_status db_ledgers_events(struct db_pool *pool, const char *name, int64_t
                                  int64_t *next, enum db_ledger_verdict *verdict,
                                  struct db_error *err)
 {
-    struct events a = {name, after, limit, budget, NULL, 0, DB_L_NOT_FOUND};
+    struct events a = {
+        .name = name, .after = after, .limit = limit, .budget = budget, .verdict = DB_L_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, events_tx, &a, err);
     *verdict = a.verdict;
     *next = after;

@@ -22,10 +22,10 @@
 
 struct db_ledger {
     int64_t id;
-    char name[129];
+    char name[DB_NAME_SIZE];
     int64_t tombstone_retention_seconds;
     int64_t horizon; /* checkpoints at or below it are refused; their tombstones may be purged */
-    char created_at[40];
+    char created_at[DB_TIME_TEXT];
 };
 
 struct db_ledger_counts {
@@ -87,7 +87,7 @@ struct db_ledger_status {
     int executed;
     char path[16];      /* "optimistic" or "checkpoint" */
     int64_t checkpoint; /* the checkpoint that carried it, 0 while unknown */
-    char executed_at[40];
+    char executed_at[DB_TIME_TEXT];
 };
 
 enum db_status db_ledgers_put(struct db_pool *pool, const char *name, int64_t retention_seconds,
@@ -139,7 +139,7 @@ struct db_ledger_item {
     int64_t version;
     int deleted;
     char *type, *data;
-    char updated_at[40];
+    char updated_at[DB_TIME_TEXT];
 };
 void db_ledger_item_clear(struct db_ledger_item *it);
 enum db_status db_ledgers_object_get(struct db_pool *pool, const char *name, const char *id,
@@ -174,6 +174,10 @@ typedef void (*db_ledger_janitor_each)(const char *ledger, int64_t horizon, int6
                                        const struct db_error *failed, void *ctx);
 enum db_status db_ledgers_janitor(struct db_pool *pool, int batch, db_ledger_janitor_each each,
                                   void *ctx, struct db_error *err);
+/* The ledgers' upkeep (db/upkeep.h), which db_ledgers_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_ledgers_upkeep;
 
 /* Gauges for metrics: watermark and tombstones of the first limit ledgers by name, in one round
  * trip; when that fails on a ledger's data, each ledger on its own, so that one failing ledger

@@ -124,8 +124,8 @@ static int lst_connect(struct db_listener *l, int quiet)
          * commit alone, and a stalled standby does not stall the wake-ups (latency.sh) */
         r = PQexec(l->pg, "SET synchronous_commit = off; LISTEN " DB_LISTENER_CHANNEL);
         if (r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK) {
-            /* prepared once a connection: a batch is then bound and run, not parsed and planned
-             * (the notification reaches the other processes about 0.1 ms sooner, latency.sh) */
+            /* prepared once a connection: a batch is then bound and run, not parsed and planned,
+             * which takes that time off every notification's way to the other processes */
             PQclear(r);
             r = PQprepare(l->pg, NOTIFY_STMT,
                           "SELECT pg_notify('" DB_LISTENER_CHANNEL "', c) "

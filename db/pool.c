@@ -1,114 +1,23 @@
-/* Connection pool (see pool.h): a mutex-protected stack of free slots and a condition variable
- * on CLOCK_MONOTONIC for bounded waits. Connecting happens outside the mutex. Also the idle
- * check at acquire, the flush generation, the deadline watchdog thread, and the notice receiver
- * that sends libpq's notices to the log function instead of stderr. */
+/* The connection pool's slots (see pool.h): a mutex-protected stack of free slots and a condition
+ * variable on CLOCK_MONOTONIC for bounded waits, connecting outside the mutex, the idle check at
+ * acquire, and the flush generation. Classifying failures is sqlstate.c's, log lines and libpq's
+ * notices notice.c's, and the deadline thread watchdog.c's. */
 #include "db/pool.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "db/conn.h"
-
-struct db_pool {
-    struct db_pool_config cfg;
-    char *conninfo;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct db_conn *conns;
-    int *free_stack;
-    int nfree;
-    struct db_pool_stats stats;
-    atomic_int connected;
-    atomic_uint generation;  /* bumped by a flush; older idle connections are closed */
-    atomic_int unreachable;  /* the last connect attempt failed (logged once until one succeeds) */
-    atomic_ullong evictions; /* prepared statements DEALLOCATEd to make room (db/stmt_cache.h) */
-    /* the watchdog */
-    pthread_t watchdog;
-    int watching, stopping;
-    pthread_cond_t stop_cv;
-};
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Writes one line through log, or to stderr without one. fields: key, value pairs ended by a
- * NULL key (at most DB_LOG_FIELDS pairs). */
-static void log_to(db_log_fn log, void *ctx, enum db_log_level level, const char *msg,
-                   const char *const *fields)
-{
-    if (log != NULL) {
-        log(ctx, level, msg, fields);
-        return;
-    }
-    if (level == DB_LOG_DEBUG)
-        return;
-    char line[1024];
-    int n = snprintf(line, sizeof(line), "rowlock db: %s", msg);
-    for (int i = 0; fields[i] != NULL && n > 0 && (size_t)n < sizeof(line); i += 2)
-        n += snprintf(line + n, sizeof(line) - (size_t)n, " %s=%s",
-                      fields[i] + (fields[i][0] == '#'), fields[i + 1]);
-    fprintf(stderr, "%s\n", line);
-}
-
-static void pool_log(struct db_pool *p, enum db_log_level level, const char *msg,
-                     const char *const *fields)
-{
-    log_to(p->cfg.log, p->cfg.log_ctx, level, msg, fields);
-}
-
-/* A message from libpq or the server, one line, without its trailing newline. */
-static void trim_copy(char *out, size_t size, const char *msg)
-{
-    snprintf(out, size, "%s", msg ? msg : "");
-    size_t n = strlen(out);
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
-        out[--n] = '\0';
-    for (char *q = out; *q; q++)
-        if (*q == '\n' || *q == '\t')
-            *q = ' ';
-}
-
-/* libpq's notice receiver: server notices and warnings (and errors that arrive on an idle
- * connection, such as "terminating connection") become log lines. */
-void db_log_notice(db_log_fn log, void *ctx, const PGresult *res)
-{
-    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
-    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-    const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
-    char text[512];
-    trim_copy(text, sizeof(text), primary ? primary : PQresultErrorMessage(res));
-    enum db_log_level level = DB_LOG_WARN;
-    if (sev != NULL && (strcmp(sev, "NOTICE") == 0 || strcmp(sev, "INFO") == 0 ||
-                        strcmp(sev, "DEBUG") == 0 || strcmp(sev, "LOG") == 0))
-        level = DB_LOG_DEBUG;
-    const char *fields[] = {"severity", sev ? sev : "", "sqlstate",      state ? state : "",
-                            "detail",   text,           "server_detail", detail ? detail : "",
-                            NULL};
-    if (detail == NULL)
-        fields[6] = NULL;
-    log_to(log, ctx, level, "database notice", fields);
-}
+#include "db/pool_internal.h"
 
 static void pool_notice(void *arg, const PGresult *res)
 {
     struct db_pool *p = arg;
     db_log_notice(p->cfg.log, p->cfg.log_ctx, res);
 }
-
-static void *watchdog_main(void *arg);
 
 struct db_pool *db_pool_create(const struct db_pool_config *cfg)
 {
@@ -147,12 +56,7 @@ struct db_pool *db_pool_create(const struct db_pool_config *cfg)
         return NULL;
     }
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_cond_init(&p->stop_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    db_pool_cond_init(&p->cv);
     for (int i = 0; i < cfg->size; i++) {
         p->conns[i].pool = p;
         p->conns[i].watch_fd = -1;
@@ -160,7 +64,7 @@ struct db_pool *db_pool_create(const struct db_pool_config *cfg)
     }
     p->stats.size = cfg->size;
     if (cfg->deadline_ms > 0)
-        p->watching = pthread_create(&p->watchdog, NULL, watchdog_main, p) == 0;
+        db_watchdog_start(p);
     return p;
 }
 
@@ -193,20 +97,13 @@ void db_pool_destroy(struct db_pool *p)
 {
     if (p == NULL)
         return;
-    if (p->watching) {
-        pthread_mutex_lock(&p->mu);
-        p->stopping = 1;
-        pthread_cond_signal(&p->stop_cv);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->watchdog, NULL);
-    }
+    db_watchdog_stop(p);
     for (int i = 0; i < p->cfg.size; i++) {
         db_conn_close(&p->conns[i]);
         db_stmt_cache_free(p->conns[i].stmts);
         db_stmt_cache_free(p->conns[i].seen);
         free(p->conns[i].inl);
     }
-    pthread_cond_destroy(&p->stop_cv);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p->free_stack);
@@ -222,10 +119,10 @@ static void log_connected(struct db_pool *p, struct db_conn *c)
     const char *fields[] = {"host", PQhost(c->pg), DB_LOG_NUM("port"), PQport(c->pg), NULL};
     int was_unreachable = atomic_exchange(&p->unreachable, 0);
     if (was_unreachable)
-        pool_log(p, DB_LOG_INFO, "database reachable again", fields);
+        db_pool_log(p, DB_LOG_INFO, "database reachable again", fields);
     else
-        pool_log(p, c->connected_before ? DB_LOG_INFO : DB_LOG_DEBUG,
-                 c->connected_before ? "database reconnected" : "database connected", fields);
+        db_pool_log(p, c->connected_before ? DB_LOG_INFO : DB_LOG_DEBUG,
+                    c->connected_before ? "database reconnected" : "database connected", fields);
     c->connected_before = 1;
 }
 
@@ -269,52 +166,17 @@ static enum db_status refuse_read_only(struct db_pool *p, struct db_conn *c, str
     pthread_mutex_unlock(&p->mu);
     if (!atomic_exchange(&p->unreachable, 1)) {
         const char *fields[] = {"detail", err->message, "setting", why, NULL};
-        pool_log(p, DB_LOG_WARN, "database server is read-only", fields);
+        db_pool_log(p, DB_LOG_WARN, "database server is read-only", fields);
     }
     return DB_ERR_UNAVAILABLE;
-}
-
-enum db_status db_classify(struct db_conn *c, const PGresult *res, struct db_error *err)
-{
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *msg = res ? PQresultErrorMessage(res) : "";
-    if (msg == NULL || msg[0] == '\0')
-        msg = PQerrorMessage(c->pg);
-    if (db_conn_was_cut(c)) {
-        db_error_set(err, "08006",
-                     "no answer from the database within the deadline of %d ms: the connection "
-                     "was closed",
-                     db_pool_deadline_ms(c->pool));
-        c->broken = 1;
-        return DB_ERR_UNAVAILABLE;
-    }
-    db_error_set(err, state ? state : "", "%s", msg);
-    /* 25006: a server that became read-only (a demoted primary): reconnect, so that a
-     * multi-host connection string finds the new primary */
-    if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
-        strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0 ||
-        strcmp(state, "25006") == 0) {
-        c->broken = 1;
-        return DB_ERR_UNAVAILABLE;
-    }
-    if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0)
-        return DB_ERR_RETRY;
-    if (strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0)
-        return DB_ERR_TIMEOUT;
-    return DB_ERR_HARD;
-}
-
-int db_result_ok(const PGresult *res)
-{
-    ExecStatusType t = res != NULL ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-    return t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK;
 }
 
 /* Opens c's connection and sets its session parameters. Our TCP settings come before the
  * connection string, so that it may override them (later entries win). */
 static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct db_error *err)
 {
-    char timeout[16], idle[16], interval[16], count[16], user_timeout[16];
+    char timeout[DB_INT_TEXT], idle[DB_INT_TEXT], interval[DB_INT_TEXT], count[DB_INT_TEXT],
+        user_timeout[DB_INT_TEXT];
     snprintf(timeout, sizeof(timeout), "%d", p->cfg.connect_timeout_s);
     snprintf(idle, sizeof(idle), "%d", DB_KEEPALIVES_IDLE_S);
     snprintf(interval, sizeof(interval), "%d", DB_KEEPALIVES_INTERVAL_S);
@@ -338,7 +200,7 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
         db_error_set(err, "08006", "%s", msg);
         if (!atomic_exchange(&p->unreachable, 1)) {
             const char *fields[] = {"detail", err->message, NULL};
-            pool_log(p, DB_LOG_WARN, "database connection failed", fields);
+            db_pool_log(p, DB_LOG_WARN, "database connection failed", fields);
         }
         db_conn_close(c);
         return DB_ERR_UNAVAILABLE;
@@ -349,8 +211,8 @@ static enum db_status pool_connect(struct db_pool *p, struct db_conn *c, struct 
     c->watch_fd = dup(PQsocket(c->pg));
     pthread_mutex_unlock(&p->mu);
     /* no JIT: rowlock's statements are short, and the ones that read many rows (the queue gauges'
-     * count over 300,000 jobs: 54-91 ms compiling for a 35 ms scan) gain nothing it could not
-     * lose again at every execution */
+     * count over every job) spend longer compiling than the scan it would speed up, and would
+     * compile again at every execution */
     char set[128];
     snprintf(
         set, sizeof(set),
@@ -397,22 +259,11 @@ static int idle_conn_stale(struct db_pool *p, struct db_conn *c)
     return 1;
 }
 
-static void deadline_after_ms(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 /* Takes a free slot, waiting up to the acquire timeout. NULL after a timeout (err set). */
 static struct db_conn *take_slot(struct db_pool *p, struct db_error *err)
 {
     struct timespec deadline;
-    deadline_after_ms(&deadline, p->cfg.acquire_timeout_ms);
+    db_pool_after_ms(&deadline, p->cfg.acquire_timeout_ms);
     pthread_mutex_lock(&p->mu);
     p->stats.acquires++;
     if (p->nfree == 0)
@@ -428,7 +279,7 @@ static struct db_conn *take_slot(struct db_pool *p, struct db_error *err)
     }
     struct db_conn *c = &p->conns[p->free_stack[--p->nfree]];
     p->stats.in_use++;
-    c->busy_since_ms = now_ms();
+    c->busy_since_ms = db_pool_now_ms();
     pthread_mutex_unlock(&p->mu);
     return c;
 }
@@ -497,13 +348,13 @@ void db_pool_flush(struct db_conn *c, const char *why)
     unsigned gen = c->generation;
     if (!atomic_compare_exchange_strong(&p->generation, &gen, gen + 1))
         return; /* already flushed since c connected */
-    char idle[16];
+    char idle[DB_INT_TEXT];
     pthread_mutex_lock(&p->mu);
     p->stats.flushes++;
     snprintf(idle, sizeof(idle), "%d", p->nfree);
     pthread_mutex_unlock(&p->mu);
     const char *fields[] = {"reason", why, DB_LOG_NUM("idle_connections"), idle, NULL};
-    pool_log(p, DB_LOG_WARN, "database connection pool flushed", fields);
+    db_pool_log(p, DB_LOG_WARN, "database connection pool flushed", fields);
 }
 
 void db_conn_lift_deadline(struct db_conn *c)
@@ -552,57 +403,6 @@ void db_conn_relation_opened(struct db_conn *c, int64_t id)
 int db_conn_statements(struct db_conn *c)
 {
     return db_stmt_cache_count(c->stmts);
-}
-
-/* Shuts down the socket of every connection lent for longer than the deadline, under the pool's
- * mutex (so the connection cannot be released and closed meanwhile). The blocked libpq call then
- * reads end-of-file and fails; nothing is cancelled on the server. Returns how many it cut. */
-static int watchdog_pass(struct db_pool *p)
-{
-    long long now = now_ms();
-    int cut = 0;
-    for (int i = 0; i < p->cfg.size; i++) {
-        struct db_conn *c = &p->conns[i];
-        if (c->busy_since_ms == 0 || now - c->busy_since_ms < p->cfg.deadline_ms ||
-            c->watch_fd < 0 || atomic_load(&c->cut))
-            continue;
-        /* marked first: the worker woken by the shutdown must see a deadline cut, not a server
-         * that went away (which would flush the pool and run the attempt again) */
-        atomic_store(&c->cut, 1);
-        shutdown(c->watch_fd, SHUT_RDWR);
-        p->stats.deadlines++;
-        cut++;
-    }
-    return cut;
-}
-
-static void *watchdog_main(void *arg)
-{
-    struct db_pool *p = arg;
-    int tick = p->cfg.deadline_ms / 20;
-    tick = tick < 5 ? 5 : tick > 100 ? 100 : tick;
-    pthread_mutex_lock(&p->mu);
-    while (!p->stopping) {
-        struct timespec next;
-        deadline_after_ms(&next, tick);
-        pthread_cond_timedwait(&p->stop_cv, &p->mu, &next);
-        int cut = p->stopping ? 0 : watchdog_pass(p);
-        if (cut > 0) {
-            pthread_mutex_unlock(&p->mu);
-            char n[16], ms[16];
-            snprintf(n, sizeof(n), "%d", cut);
-            snprintf(ms, sizeof(ms), "%d", p->cfg.deadline_ms);
-            const char *fields[] = {DB_LOG_NUM("connections"), n, DB_LOG_NUM("deadline_ms"), ms,
-                                    NULL};
-            pool_log(p, DB_LOG_WARN,
-                     "database deadline passed: connection closed (the server may still be "
-                     "waiting, for example for a synchronous standby)",
-                     fields);
-            pthread_mutex_lock(&p->mu);
-        }
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
 }
 
 int db_pool_has_backend(struct db_pool *p, int pid)

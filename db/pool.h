@@ -3,30 +3,16 @@
  * every connection. A connection to a server that takes no writes (a standby, a demoted or
  * read-only primary) is closed, never lent; target_session_attrs defaults to read-write, so a
  * connection string naming several hosts reaches the writable one. An idle connection is
- * checked before it is lent; a connection lent for
- * longer than the deadline has its socket shut down by a watchdog thread. Transactions belong to
- * tx.c; what is logged goes through the caller's log function (db/ writes no output). */
+ * checked before it is lent; a connection lent for longer than the deadline has its socket shut
+ * down by a watchdog thread (watchdog.c). Transactions belong to tx.c; what is logged goes
+ * through the caller's log function (notice.h). */
 #ifndef DB_POOL_H
 #define DB_POOL_H
 
 #include <stdint.h>
 
 #include "db/db.h"
-
-enum db_log_level { DB_LOG_DEBUG, DB_LOG_INFO, DB_LOG_WARN, DB_LOG_ERROR };
-
-/* Receives the pool's log lines: msg and up to DB_LOG_FIELDS key/value pairs in fields (keys at
- * even indexes, ended by a NULL key). Called from any thread; everything is borrowed. */
-#define DB_LOG_FIELDS 4
-/* The key of a field whose value is a number ("#" + key, the logger's convention for writing it
- * as a JSON number). */
-#define DB_LOG_NUM(key) "#" key
-typedef void (*db_log_fn)(void *ctx, enum db_log_level level, const char *msg,
-                          const char *const *fields);
-
-/* Logs a notice or error libpq received (a PGresult of a notice receiver) through log (or
- * stderr without one): a "database notice" line with its severity, SQLSTATE and message. */
-void db_log_notice(db_log_fn log, void *ctx, const PGresult *res);
+#include "db/notice.h"
 
 struct db_pool_config {
     const char *conninfo; /* libpq URI or key=value string */

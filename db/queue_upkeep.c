@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/resource_tables.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
@@ -52,28 +51,24 @@ static const struct db_stmt st_purge = {
     "history AS (DELETE FROM rowlock.job_attempts a USING gone WHERE a.job_id = gone.id) "
     "SELECT count(*) FROM gone",
     3};
-/* Claims up to $1 queues whose purge is due, for $2 seconds (as st_topics_due, db/topics.c). */
+/* The family's name in rowlock.upkeep. */
+#define FAMILY "queues"
+
+/* The claim of queues whose purge is due (db/upkeep.h): id, name, retention. */
 static const struct db_stmt st_queues_due = {
-    "queues_due",
-    "UPDATE rowlock.queue_upkeep u SET due_at = now() + make_interval(secs => $2::float8) "
-    "FROM rowlock.queues q WHERE q.id = u.queue_id AND u.queue_id IN ("
-    "  SELECT queue_id FROM rowlock.queue_upkeep WHERE due_at <= now() ORDER BY due_at "
-    "  LIMIT $1 FOR UPDATE SKIP LOCKED) "
-    "RETURNING q.id, q.name, q.retention_seconds",
-    2};
+    "queues_due", DB_UPKEEP_CLAIM_SQL(FAMILY, "queues", "r.retention_seconds"), 2};
 /* When queue $1's purge is next due: at once ($2, a batch was full), else when its oldest
  * finished job passes the retention $3, at most an hour on (a job finishing from now on passes
  * it no sooner than the retention from now). */
 static const struct db_stmt st_queue_next_due = {
     "queue_next_due",
-    "UPDATE rowlock.queue_upkeep SET " DB_UPKEEP_NEXT_DUE(
+    DB_UPKEEP_SET_NEXT_SQL(
+        FAMILY, "$1::bigint",
         "CASE WHEN $2::boolean THEN now() ELSE least("
         "  now() + make_interval(secs => least($3::integer, 3600)), (SELECT min(finished_at) FROM "
         "  rowlock.jobs WHERE queue_id = $1 AND finished_at IS NOT NULL) + "
-        "  make_interval(secs => $3::integer)) END") " WHERE queue_id = $1",
+        "  make_interval(secs => $3::integer)) END"),
     3};
-static const struct db_stmt st_queue_upkeep_retry = {
-    "queue_upkeep_retry", "UPDATE rowlock.queue_upkeep SET due_at = now() WHERE queue_id = $1", 1};
 /* What slows every Postgres queue: dead tuples in its tables, and the oldest transaction that
  * holds back vacuum (its snapshot keeps dead tuples alive). */
 static const struct db_stmt st_vacuum_health = {
@@ -95,7 +90,7 @@ struct janitor_queue {
 static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_queue *a = arg;
-    char batch[16];
+    char batch[DB_INT_TEXT];
     snprintf(batch, sizeof(batch), "%d", a->batch);
     const char *params[] = {a->id, batch, a->retention};
     PGresult *r = NULL;
@@ -113,7 +108,7 @@ static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_e
 static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                      void *ctx, struct db_error *err)
 {
-    char limit[16];
+    char limit[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", batch);
     const char *params[] = {limit};
     enum db_status st = DB_OK;
@@ -125,7 +120,7 @@ static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_j
         for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
             int64_t expired = strtoll(PQgetvalue(a.rows, i, 1), NULL, 10);
             n += expired;
-            struct db_queue_upkeep u = {PQgetvalue(a.rows, i, 0), expired, 0, 0, NULL};
+            struct db_queue_upkeep u = {.queue = PQgetvalue(a.rows, i, 0), .expired = expired};
             if (each != NULL)
                 each(&u, ctx);
         }
@@ -134,42 +129,42 @@ static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_j
     return st;
 }
 
-/* One claim of due queues and their purges; *claimed how many. */
-static enum db_status janitor_round(struct db_pool *pool, int batch, db_queue_janitor_each each,
-                                    void *ctx, int *claimed, struct db_error *err)
+/* What a janitor pass reports to, and how much a purge does at most. */
+struct queues_pass {
+    int batch;
+    db_queue_janitor_each each;
+    void *ctx;
+};
+
+/* The purge of the queue of row i of st_queues_due's rows: a queue that fails is reported (and
+ * due again at once); the others are still purged. */
+static enum db_status queue_visit(struct db_pool *pool, const PGresult *rows, int i, void *arg)
 {
-    char limit[16], lease[16];
-    snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
-    snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
-    const char *params[] = {limit, lease};
-    struct db_queue_rows ids = {&st_queues_due, params, NULL};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, db_queue_rows_tx, &ids, err);
-    *claimed = st == DB_OK ? PQntuples(ids.rows) : 0;
-    for (int i = 0; st == DB_OK && i < PQntuples(ids.rows); i++) {
-        struct janitor_queue a = {PQgetvalue(ids.rows, i, 0), PQgetvalue(ids.rows, i, 2), batch, 0};
-        struct db_error one = {"", ""};
-        /* a queue that fails is reported and due again at once; the others are still purged */
-        int failed = db_tx_run(pool, DB_READ_COMMITTED, janitor_queue_tx, &a, &one) != DB_OK;
-        if (failed)
-            db_upkeep_retry(pool, &st_queue_upkeep_retry, PQgetvalue(ids.rows, i, 0));
-        struct db_queue_upkeep u = {PQgetvalue(ids.rows, i, 1), 0, failed ? 0 : a.purged, 1,
-                                    failed ? &one : NULL};
-        if (each != NULL)
-            each(&u, ctx);
-    }
-    PQclear(ids.rows);
+    struct queues_pass *p = arg;
+    struct janitor_queue a = {
+        .id = PQgetvalue(rows, i, 0), .retention = PQgetvalue(rows, i, 2), .batch = p->batch};
+    struct db_error err = {"", ""};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, janitor_queue_tx, &a, &err);
+    struct db_queue_upkeep u = {.queue = PQgetvalue(rows, i, 1),
+                                .purged = st == DB_OK ? a.purged : 0,
+                                .visited = 1,
+                                .failed = st == DB_OK ? NULL : &err};
+    if (p->each != NULL)
+        p->each(&u, p->ctx);
     return st;
 }
+
+const struct db_upkeep db_queues_upkeep = {
+    .family = FAMILY, .claim = &st_queues_due, .visit = queue_visit};
 
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err)
 {
     /* the sweep failing (a timeout, say) does not hold back the purges, nor the reverse */
     struct db_error purge_err;
-    enum db_status st = janitor_expire(pool, batch, each, ctx, err), purge = DB_OK;
-    int claimed = DB_UPKEEP_CLAIM;
-    for (int round = 0; purge == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
-        purge = janitor_round(pool, batch, each, ctx, &claimed, &purge_err);
+    struct queues_pass p = {.batch = batch, .each = each, .ctx = ctx};
+    enum db_status st = janitor_expire(pool, batch, each, ctx, err);
+    enum db_status purge = db_upkeep_run(pool, &db_queues_upkeep, &p, &purge_err);
     if (st == DB_OK && purge != DB_OK) {
         *err = purge_err;
         st = purge;
@@ -180,10 +175,11 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
 /* The list of queues and the vacuum health, in one transaction. */
 struct all_stats {
     PGresult *rows, *health;
-    int all;         /* rows are every queue's gauges (st_all_stats), not only the queue ids */
-    int cut;         /* st_all_stats ran out of the budget */
-    char limit[16];  /* $1: queues at most */
-    char budget[16]; /* statement_timeout of st_all_stats, ms; "" for the connection's own */
+    int all; /* rows are every queue's gauges (st_all_stats), not only the queue ids */
+    int cut; /* st_all_stats ran out of the budget */
+    char limit[DB_INT_TEXT];  /* $1: queues at most */
+    char budget[DB_INT_TEXT]; /* statement_timeout of st_all_stats, ms; "" for the connection's own
+                               */
 };
 
 static enum db_status all_stats_tx(struct db_conn *c, void *arg, struct db_error *err)

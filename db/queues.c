@@ -223,7 +223,7 @@ enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struc
                                 const char **params, int qid_param, int commit, struct db_queue *q,
                                 int *found, PGresult **out, struct db_error *err)
 {
-    char qid[24];
+    char qid[DB_INT_TEXT];
     *found = 0;
     *out = NULL;
     int64_t hint = db_hint_get(&queue_hints, name);
@@ -288,7 +288,7 @@ struct put_queue {
 static enum db_status put_queue_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct put_queue *a = arg;
-    char ma[16], ls[16], bb[32], bm[32], rs[16];
+    char ma[DB_INT_TEXT], ls[DB_INT_TEXT], bb[32], bm[32], rs[DB_INT_TEXT];
     snprintf(ma, sizeof(ma), "%d", a->cfg->max_attempts);
     snprintf(ls, sizeof(ls), "%d", a->cfg->lease_seconds);
     snprintf(bb, sizeof(bb), "%.6f", a->cfg->backoff_base_seconds);
@@ -330,7 +330,7 @@ static enum db_status get_queue_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_queue_resolve_in(c, a->name, a->out, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->out->id);
     const char *params[] = {id};
     PGresult *r = NULL;
@@ -402,7 +402,7 @@ static enum db_status delete_queue_tx(struct db_conn *c, void *arg, struct db_er
     struct delete_queue *a = arg;
     const char *params[] = {a->name};
     PGresult *r = NULL;
-    char id[24];
+    char id[DB_INT_TEXT];
     int64_t busy = 0;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     a->processing = 0;
@@ -450,7 +450,7 @@ enum db_status db_queue_rows_tx(struct db_conn *c, void *arg, struct db_error *e
 enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit,
                               db_queue_each each, void *ctx, struct db_error *err)
 {
-    char lim[16];
+    char lim[DB_INT_TEXT];
     snprintf(lim, sizeof(lim), "%d", limit);
     const char *params[] = {after, lim};
     struct db_queue_rows a = {&st_queue_list, params, NULL};
@@ -506,7 +506,7 @@ struct enqueue {
 static enum db_status dedupe_id(struct db_conn *c, int64_t queue, const char *key, int64_t *id,
                                 struct db_error *err)
 {
-    char qid[24];
+    char qid[DB_INT_TEXT];
     snprintf(qid, sizeof(qid), "%" PRId64, queue);
     const char *params[] = {qid, key};
     PGresult *r = NULL;
@@ -568,7 +568,12 @@ enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                                       struct db_job_ref *out, const char *notify, int *notified,
                                       enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct enqueue a = {queue, jobs, n, out, notify, 0, DB_Q_QUEUE_NOT_FOUND};
+    struct enqueue a = {.queue = queue,
+                        .jobs = jobs,
+                        .n = n,
+                        .out = out,
+                        .notify = notify,
+                        .verdict = DB_Q_QUEUE_NOT_FOUND};
     /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
      * enqueue for the same plan */
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);
@@ -628,7 +633,7 @@ static enum db_status get_job_tx(struct db_conn *c, void *arg, struct db_error *
     enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], qid[24];
+    char id[DB_INT_TEXT], qid[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     db_i64(qid, sizeof(qid), q.id);
     const char *params[] = {id, qid};
@@ -693,7 +698,7 @@ static enum db_status list_jobs_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char qid[24], after[24], lim[16], budget[24];
+    char qid[DB_INT_TEXT], after[DB_INT_TEXT], lim[DB_INT_TEXT], budget[DB_INT_TEXT];
     db_i64(qid, sizeof(qid), q.id);
     db_i64(after, sizeof(after), a->after);
     snprintf(lim, sizeof(lim), "%d", a->limit);
@@ -707,7 +712,12 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
                             int64_t after, int limit, long long budget, db_job_each each, void *ctx,
                             int *more, enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct list_jobs a = {queue, state, after, limit, budget, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct list_jobs a = {.queue = queue,
+                          .state = state,
+                          .after = after,
+                          .limit = limit,
+                          .budget = budget,
+                          .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_jobs_tx, &a, err);
     *verdict = a.verdict;
     *more = 0;
@@ -730,7 +740,7 @@ static enum db_status job_op_tx(struct db_conn *c, void *arg, struct db_error *e
     PQclear(a->rows);
     a->rows = NULL;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     const char *params[] = {id, NULL, a->extra[0], a->extra[1], a->extra[2], a->extra[3]};
     enum db_status st =
@@ -749,7 +759,8 @@ enum db_status db_job_op_run(struct db_pool *pool, struct job_op *a, struct db_e
 enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id,
                              enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct job_op a = {queue, &st_job_retry, id, {NULL}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct job_op a = {
+        .queue = queue, .stmt = &st_job_retry, .id = id, .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK && PQntuples(a.rows) == 0) {
@@ -767,7 +778,8 @@ enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id
 enum db_status db_jobs_cancel(struct db_pool *pool, const char *queue, int64_t id,
                               enum db_queue_verdict *verdict, struct db_error *err)
 {
-    struct job_op a = {queue, &st_job_cancel, id, {NULL}, NULL, DB_Q_QUEUE_NOT_FOUND};
+    struct job_op a = {
+        .queue = queue, .stmt = &st_job_cancel, .id = id, .verdict = DB_Q_QUEUE_NOT_FOUND};
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK)

@@ -12,6 +12,11 @@
 #include "db/pool.h"
 
 #define DB_QUEUE_BATCH_MAX 1000 /* jobs per enqueue, leases per claim or settlement */
+/* A job's state or an attempt's outcome as text ("processing", "lease_expired"), NUL included. */
+#define DB_JOB_STATE_TEXT 16
+/* Bytes of a worker's owner name at most, and the size that holds one. */
+#define DB_OWNER_MAX  255
+#define DB_OWNER_SIZE (DB_OWNER_MAX + 1)
 
 struct db_queue_config {
     int max_attempts;
@@ -23,9 +28,9 @@ struct db_queue_config {
 
 struct db_queue {
     int64_t id;
-    char name[129];
+    char name[DB_NAME_SIZE];
     struct db_queue_config cfg;
-    char created_at[40], updated_at[40];
+    char created_at[DB_TIME_TEXT], updated_at[DB_TIME_TEXT];
 };
 
 struct db_queue_stats {
@@ -99,19 +104,20 @@ enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
 struct db_attempt {
     int64_t fence;
     int attempt;
-    char owner[256];
-    char claimed_at[40], ended_at[40]; /* ended_at "" while running */
-    char outcome[16];                  /* "" while running */
+    char owner[DB_OWNER_SIZE];
+    char claimed_at[DB_TIME_TEXT], ended_at[DB_TIME_TEXT]; /* ended_at "" while running */
+    char outcome[DB_JOB_STATE_TEXT];                       /* "" while running */
 };
 
 /* A job as read. Text members are owned by the struct: free with db_job_clear. */
 struct db_job {
     int64_t id;
-    char state[16];
+    char state[DB_JOB_STATE_TEXT];
     int priority, attempts, max_attempts;
     int64_t fence;
     char *owner; /* NULL when not processing */
-    char lease_expires_at[40], run_at[40], created_at[40], updated_at[40], finished_at[40];
+    char lease_expires_at[DB_TIME_TEXT], run_at[DB_TIME_TEXT], created_at[DB_TIME_TEXT],
+        updated_at[DB_TIME_TEXT], finished_at[DB_TIME_TEXT];
     char *dedupe_key;
     char *payload, *progress, *result, *last_error; /* JSON text or NULL */
     struct db_attempt *history;
@@ -143,7 +149,7 @@ struct db_claimed {
     int64_t id, fence;
     int attempt, priority;
     int reclaimed; /* taken over from an expired lease */
-    char lease_expires_at[40];
+    char lease_expires_at[DB_TIME_TEXT];
     char *payload; /* JSON text, owned: db_claimed_clear */
 };
 void db_claimed_clear(struct db_claimed *c, size_t n);
@@ -177,7 +183,7 @@ struct db_lease {
 };
 
 /* Heartbeat: extends the lease by lease_seconds (0: the queue's) and stores progress (JSON text
- * or NULL to keep it). expires_at (40 bytes) gets the new expiry. */
+ * or NULL to keep it). expires_at (DB_TIME_TEXT bytes) gets the new expiry. */
 enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
                                    const struct db_lease *l, int lease_seconds,
                                    const char *progress, char *expires_at,
@@ -186,7 +192,7 @@ enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const
                                   const char *result, enum db_queue_verdict *verdict,
                                   struct db_error *err);
 /* Fail: back to pending after the backoff when retry is set and attempts are left, else
- * failed. new_state (16 bytes) says which. */
+ * failed. new_state (DB_JOB_STATE_TEXT bytes) says which. */
 enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,
                               const char *error, int retry, char *new_state,
                               enum db_queue_verdict *verdict, struct db_error *err);
@@ -210,7 +216,7 @@ enum db_status db_leases_complete_batch(struct db_pool *pool, const char *queue,
 
 /* Janitor pass: expired leases without attempts left become failed (history: lease_expired),
  * found across all queues by one statement (repeated while a batch of batch rows comes back
- * full); then the queues whose purge is due (rowlock.queue_upkeep) are claimed, FOR UPDATE SKIP
+ * full); then the queues whose purge is due (rowlock.upkeep) are claimed, FOR UPDATE SKIP
  * LOCKED so that processes share them, and their finished jobs past retention purged, at most
  * batch each, each queue in its own transaction and due again when it is next needed. A queue
  * whose purge fails is reported (failed set, with its error), due again at once, and the pass
@@ -225,6 +231,10 @@ struct db_queue_upkeep {
 typedef void (*db_queue_janitor_each)(const struct db_queue_upkeep *u, void *ctx);
 enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janitor_each each,
                                  void *ctx, struct db_error *err);
+/* The queues' upkeep (db/upkeep.h), the purges db_queues_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_queues_upkeep;
 
 /* For metrics: per queue counts of the first limit queues by name (ROWLOCK_METRICS_MAX_RESOURCES;
  * how many there are in all is db_resources_summary's), and the two things that slow every

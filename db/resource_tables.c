@@ -55,7 +55,8 @@ enum db_status db_gen_query(struct db_conn *c, const struct db_gen *g, const cha
                             const char *sql, int nparams, const char *const *params, PGresult **out,
                             struct db_error *err)
 {
-    struct db_gen_call call = {tag, sql, nparams, params, out};
+    struct db_gen_call call = {
+        .tag = tag, .sql = sql, .nparams = nparams, .params = params, .out = out};
     return db_gen_pipeline(c, g, &call, 1, err);
 }
 
@@ -84,25 +85,6 @@ enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
     for (size_t i = 0; i < n; i++)
         db_gen_call_make(c, g, &calls[i], &slots[i], &q[i]);
     return db_query_pipeline(c, q, n, err);
-}
-
-struct upkeep_retry {
-    const struct db_stmt *st;
-    const char *id;
-};
-
-static enum db_status upkeep_retry_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    const struct upkeep_retry *a = arg;
-    const char *params[] = {a->id};
-    return db_query(c, a->st, params, NULL, err);
-}
-
-void db_upkeep_retry(struct db_pool *pool, const struct db_stmt *st, const char *id)
-{
-    struct upkeep_retry a = {st, id};
-    struct db_error err;
-    db_tx_run(pool, DB_READ_COMMITTED, upkeep_retry_tx, &a, &err);
 }
 
 int db_gen_missing(const struct db_error *err)
@@ -150,7 +132,7 @@ static enum db_status log_run(const struct log_src *s, int fill, const char *a, 
 static enum db_status fill_holes(const struct log_src *s, int64_t from, int64_t to, int *filled,
                                  struct db_error *err)
 {
-    char a[24], b[24];
+    char a[DB_INT_TEXT], b[DB_INT_TEXT];
     snprintf(a, sizeof(a), "%" PRId64, from);
     snprintf(b, sizeof(b), "%" PRId64, to);
     *filled = 0;
@@ -171,7 +153,7 @@ static enum db_status fill_holes(const struct log_src *s, int64_t from, int64_t 
 static enum db_status read_log(const struct log_src *s, int64_t after, int limit, PGresult **rows,
                                int *usable, struct db_error *err)
 {
-    char a[24], l[16];
+    char a[DB_INT_TEXT], l[DB_INT_TEXT];
     snprintf(a, sizeof(a), "%" PRId64, after);
     snprintf(l, sizeof(l), "%d", limit);
     *usable = 0;
@@ -199,7 +181,7 @@ enum db_status db_gen_read_log(struct db_conn *c, const struct db_gen *g, const 
                                const char *fill_sql, int64_t after, int limit, PGresult **rows,
                                int *usable, struct db_error *err)
 {
-    struct log_src s = {c, g, read_sql, fill_sql, NULL, NULL, NULL};
+    struct log_src s = {.c = c, .g = g, .read_sql = read_sql, .fill_sql = fill_sql};
     return read_log(&s, after, limit, rows, usable, err);
 }
 
@@ -207,6 +189,6 @@ enum db_status db_read_log(struct db_conn *c, const struct db_stmt *read,
                            const struct db_stmt *fill, const char *id, int64_t after, int limit,
                            PGresult **rows, int *usable, struct db_error *err)
 {
-    struct log_src s = {c, NULL, NULL, NULL, read, fill, id};
+    struct log_src s = {.c = c, .read = read, .fill = fill, .id = id};
     return read_log(&s, after, limit, rows, usable, err);
 }

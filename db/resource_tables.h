@@ -58,28 +58,6 @@ void db_gen_call_make(struct db_conn *c, const struct db_gen *g, const struct db
 enum db_status db_gen_pipeline(struct db_conn *c, const struct db_gen *g,
                                const struct db_gen_call *calls, size_t n, struct db_error *err);
 
-/* The janitor's claim of resources whose upkeep is due (rowlock.topic_upkeep, ledger_upkeep):
- * at most DB_UPKEEP_CLAIM a round, their due time moved DB_UPKEEP_LEASE_S seconds on while this
- * process works on them. */
-#define DB_UPKEEP_CLAIM   1000
-#define DB_UPKEEP_LEASE_S 60
-#define DB_UPKEEP_TEXT(x) #x
-#define DB_UPKEEP_SQL(x)  DB_UPKEEP_TEXT(x) /* DB_UPKEEP_LEASE_S as SQL text */
-/* The SET of a visit's next due time (next: its SQL expression). A write that made the
- * resource due again while the visit ran (a new TTL or retention: its trigger set due_at to
- * now(), before half the lease the claim set, DB_UPKEEP_LEASE_S on) keeps its earlier time, which
- * the visit, working from the settings it claimed with, must not push back (up to an hour). */
-/* clang-format off */
-#define DB_UPKEEP_NEXT_DUE(next) \
-    "due_at = CASE WHEN due_at < now() + make_interval(secs => " \
-    DB_UPKEEP_SQL(DB_UPKEEP_LEASE_S) " / 2) " \
-    "THEN due_at ELSE (" next ") END"
-/* clang-format on */
-
-/* Runs st ($1 the resource's id) in a transaction of its own, its outcome ignored: a failed
- * upkeep made due again (when that fails too, the claim's lease runs out instead). */
-void db_upkeep_retry(struct db_pool *pool, const struct db_stmt *st, const char *id);
-
 /* True when err says a table is missing (its resource was deleted meanwhile). */
 int db_gen_missing(const struct db_error *err);
 

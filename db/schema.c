@@ -14,12 +14,6 @@
 #include "db/tx.h"
 
 extern const char db_schema_sql[];
-extern const char db_migration_007[];
-extern const char db_migration_008[];
-extern const char db_migration_009[];
-extern const char db_migration_010[];
-extern const char db_migration_011[];
-extern const char db_migration_012[];
 
 struct migration {
     int number;
@@ -29,40 +23,45 @@ struct migration {
     const char *sql;
 };
 
-/* THE MIGRATION LIST. Every schema change from now on is a new file
- * db/schema/migrations/NNN_name.sql (NNN = the next number) and a new row here; DB_SCHEMA_VERSION
- * becomes its number. A file once released is never edited: its checksum is recorded where it
- * was applied, and a changed one makes startup refuse.
+/* THE MIGRATIONS. Every schema change is a new file db/schema/migrations/NNN_name.sql (NNN = the
+ * next number); the build compiles it in and lists it (db_migration_files), and
+ * DB_SCHEMA_VERSION becomes its number. A file once applied is never edited: its checksum is
+ * recorded where it was applied, and a changed one makes startup refuse (but see reworded[]).
  *
  * The expand/contract rule, so that the previous release keeps running on a migrated database
  * during a rolling upgrade: a migration may only ADD what the previous release ignores (a table,
  * a nullable column or one with a default, an index, a constraint every row the previous release
  * writes satisfies); its serves_from stays that of the migration before it. A REMOVAL (dropping or
  * renaming a column or table, a constraint the previous release would break) comes one release
- * later, when no build that uses the old shape runs any more; its serves_from is then raised to
- * the first schema version that no longer uses it, and older builds refuse to start on it.
- * rowlock.schema_version holds serves_from (builds from before migration 7 compare it with 6). */
-static const struct migration migrations[] = {
-    {6, "baseline", 6, db_schema_sql},      /* the first release: db/schema/0*.sql */
-    {7, "migrations", 6, db_migration_007}, /* expand: rowlock.migrations */
-    /* expand: rowlock.topic_consumers, topics.retention_ignores_consumers */
-    {8, "topic_consumers", 6, db_migration_008},
-    /* expand: rowlock.jobs fillfactor 50 (a storage parameter) */
-    {9, "jobs_fillfactor", 6, db_migration_009},
-    /* expand: rowlock.topic_upkeep, rowlock.ledger_upkeep and their triggers */
-    {10, "resource_upkeep", 6, db_migration_010},
-    /* expand: rowlock.queue_upkeep and its triggers, the index jobs_lease_final */
-    {11, "queue_upkeep", 6, db_migration_011},
-    /* CONTRACT: topics' logs and heads move to the shared rowlock.topic_messages and
-     * rowlock.topic_heads, their generated tables dropped (the previous release reads them) */
-    {12, "topic_shared_tables", 12, db_migration_012},
+ * later, when no build that uses the old shape runs any more: it is listed in contracts[] with
+ * the first schema version that no longer uses what it removes, and older builds refuse to start
+ * on it. rowlock.schema_version holds serves_from (builds from before migration 7 compare it with
+ * 6). */
+static const struct {
+    int number, serves_from;
+} contracts[] = {
+    /* topics' logs and heads moved to the shared rowlock.topic_messages and topic_heads, their
+     * generated tables dropped (the release before migrations reads them) */
+    {12, 12},
 };
-#define NMIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
-_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == DB_MIGRATION_FILES + 1,
-               "every file of db/schema/migrations needs its row in migrations[]");
-_Static_assert(DB_SCHEMA_BASELINE + DB_MIGRATION_FILES == DB_SCHEMA_VERSION,
-               "DB_SCHEMA_VERSION must be the number of the last migration");
+/* Migrations whose comments were reworded after databases had recorded them: the checksum of
+ * the text as first applied, accepted as long as the statements are unchanged (the checksum of
+ * the text without its comment lines, statements_checksum, is still `statements`). */
+static const struct {
+    int number;
+    const char *applied, *statements;
+} reworded[] = {
+    /* 9 to 12: comments that named a work item or quoted a measurement */
+    {9, "a72852b93d58f4b0bdcde883a81a67cf5b44cd2719b6be398af57527659ac1c7",
+     "d139ce58035b56c3f193fe7ec9ce55e078a9460438d6f1fb7bc34913aad8882b"},
+    {10, "b227e061c6daad105bd26bbcedae0aa63d6153378801641910bc77f8dee6d9e7",
+     "47a741eb75f0d4ad5698a2d23f9a4da4b6ef33e097f4cc84367238a561299e18"},
+    {11, "4994b0c093cca1c474a4ce2c777e6076473028c8bbeef3d9ae94edaf2c5ff7b9",
+     "d286375a868c2657e6d5b9c3ce11bd0a71d444165dbaa6aa89394c56b0e46445"},
+    {12, "0c03b4ddbdf90f4ce350c2a52a0cb6363081d81373b2d8bfbdb5e406ad912d5d",
+     "cf8a12da0486bae8218804936d374376545f7e28003961cb87106f6d785ab884"},
+};
 
 /* Rows of rowlock.migrations read at most; more is a database this build cannot judge. */
 #define MAX_ROWS 1024
@@ -136,10 +135,65 @@ static void checksum(const char *sql, char out[65])
         snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
-static const struct migration *find_migration(int number)
+/* The checksum of sql without its comment lines (those whose first non-blank text is "--"). */
+static void statements_checksum(const char *sql, char out[65])
 {
-    int i = number - DB_SCHEMA_BASELINE;
-    return i >= 0 && i < NMIGRATIONS ? &migrations[i] : NULL;
+    size_t n = strlen(sql), len = 0;
+    char *text = malloc(n + 1);
+    out[0] = '\0';
+    if (text == NULL)
+        return;
+    for (const char *line = sql; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t linelen = end ? (size_t)(end - line) + 1 : strlen(line);
+        const char *p = line;
+        while (p < line + linelen && (*p == ' ' || *p == '\t'))
+            p++;
+        if (!(p[0] == '-' && p[1] == '-')) {
+            memcpy(text + len, line, linelen);
+            len += linelen;
+        }
+        line += linelen;
+    }
+    text[len] = '\0';
+    checksum(text, out);
+    free(text);
+}
+
+/* Does the checksum a database recorded for migration m hold for this build's file? *sum is the
+ * file's checksum. Either it is that checksum, or m's comments were reworded since (reworded[])
+ * and its statements are the same. */
+static int checksum_accepted(const struct migration *m, const char *recorded, char sum[65])
+{
+    checksum(m->sql, sum);
+    if (strcmp(sum, recorded) == 0)
+        return 1;
+    for (size_t k = 0; k < sizeof(reworded) / sizeof(reworded[0]); k++) {
+        if (reworded[k].number != m->number || strcmp(reworded[k].applied, recorded) != 0)
+            continue;
+        char st[65];
+        statements_checksum(m->sql, st);
+        return strcmp(st, reworded[k].statements) == 0;
+    }
+    return 0;
+}
+
+/* Migration number of this build in *m: 1, or 0 when this build has no such migration. */
+static int find_migration(int number, struct migration *m)
+{
+    if (number == DB_SCHEMA_BASELINE) {
+        *m = (struct migration){DB_SCHEMA_BASELINE, "baseline", DB_SCHEMA_BASELINE, db_schema_sql};
+        return 1;
+    }
+    if (number <= DB_SCHEMA_BASELINE || number > DB_SCHEMA_VERSION)
+        return 0;
+    const struct db_migration_file *f = &db_migration_files[number - DB_SCHEMA_BASELINE - 1];
+    int serves = DB_SCHEMA_BASELINE;
+    for (size_t k = 0; k < sizeof(contracts) / sizeof(contracts[0]); k++)
+        if (contracts[k].number <= number && contracts[k].serves_from > serves)
+            serves = contracts[k].serves_from;
+    *m = (struct migration){f->number, f->name, serves, f->sql};
+    return 1;
 }
 
 /* Reads rowlock.migrations into s. */
@@ -216,8 +270,8 @@ static int judge_rows(const struct db_state *s, struct db_schema_report *rep)
         const struct applied *a = &s->rows[i];
         if (a->number > DB_SCHEMA_VERSION)
             break; /* newer than this build: judged by serves_from */
-        const struct migration *m = find_migration(a->number);
-        if (m == NULL || a->number != expect) {
+        struct migration m;
+        if (!find_migration(a->number, &m) || a->number != expect) {
             REFUSE(rep, DB_SCHEMA_INCOMPATIBLE,
                    "the database records migration %d (%s) but not migration %d: a migration was "
                    "skipped or the table was edited; restore the database from a backup",
@@ -225,13 +279,12 @@ static int judge_rows(const struct db_state *s, struct db_schema_report *rep)
             return 0;
         }
         char sum[65];
-        checksum(m->sql, sum);
-        if (strcmp(sum, a->checksum) != 0) {
+        if (!checksum_accepted(&m, a->checksum, sum)) {
             REFUSE(rep, DB_SCHEMA_CHANGED,
                    "migration %d (%s) was applied with checksum %.16s but this build's migration "
                    "%d (%s) has checksum %.16s: an applied migration must never change; build "
                    "the released file again and put the change in a new migration",
-                   a->number, a->name, a->checksum, m->number, m->name, sum);
+                   a->number, a->name, a->checksum, m.number, m.name, sum);
             return 0;
         }
         expect++;
@@ -276,11 +329,11 @@ static void judge(const struct db_state *s, struct db_schema_report *rep, int *p
 static enum db_status run_in_tx(struct db_conn *c, const struct migration *m, int record_baseline,
                                 const char *applied_by, struct db_error *err)
 {
-    char num[16], serves[16], sum[65], base_sum[65];
+    char num[DB_INT_TEXT], serves[DB_INT_TEXT], sum[65], base_sum[65];
     snprintf(num, sizeof(num), "%d", m->number);
     snprintf(serves, sizeof(serves), "%d", m->serves_from);
     checksum(m->sql, sum);
-    checksum(migrations[0].sql, base_sum);
+    checksum(db_schema_sql, base_sum);
     enum db_status st = db_exec(c, "BEGIN; SET LOCAL statement_timeout = 0", err);
     if (st == DB_OK)
         st = db_exec(c, m->sql, err);
@@ -289,7 +342,7 @@ static enum db_status run_in_tx(struct db_conn *c, const struct migration *m, in
         st = db_query(c, &stmt_legacy_record, p, NULL, err);
     }
     if (st == DB_OK && record_baseline) {
-        const char *p[] = {"6", migrations[0].name, base_sum, applied_by, "6"};
+        const char *p[] = {"6", "baseline", base_sum, applied_by, "6"};
         st = db_query(c, &stmt_record, p, NULL, err);
     }
     if (st == DB_OK && m->number > DB_SCHEMA_BASELINE) {
@@ -313,10 +366,11 @@ static enum db_status apply_pending(struct db_conn *c, struct db_state *s, int f
 {
     int had_table = s->kind == KIND_MIGRATED;
     for (int n = first; n <= DB_SCHEMA_VERSION; n++) {
-        const struct migration *m = find_migration(n);
+        struct migration m;
+        find_migration(n, &m);
         /* the migration that creates rowlock.migrations records the baseline before it */
         int record_baseline = !had_table && n == DB_SCHEMA_BASELINE + 1;
-        enum db_status st = run_in_tx(c, m, record_baseline, applied_by, err);
+        enum db_status st = run_in_tx(c, &m, record_baseline, applied_by, err);
         if (st != DB_OK)
             return st;
         if (record_baseline && first > DB_SCHEMA_BASELINE)

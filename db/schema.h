@@ -9,8 +9,18 @@
 
 /* The first released schema: the baseline files, recorded as migration 6 ("baseline"). */
 #define DB_SCHEMA_BASELINE 6
-/* The number of the last migration this build knows (see the list in db/schema.c). */
-#define DB_SCHEMA_VERSION 12
+/* The number of the last migration this build knows: one per file of db/schema/migrations/,
+ * numbered from 7 without a gap (the build counts them into DB_MIGRATION_FILES). */
+#define DB_SCHEMA_VERSION (DB_SCHEMA_BASELINE + DB_MIGRATION_FILES)
+
+/* One file db/schema/migrations/NNN_name.sql, compiled in (the build generates the list). */
+struct db_migration_file {
+    int number;
+    const char *name; /* the file's name after NNN_, recorded with the migration */
+    const char *sql;
+};
+/* Every migration file in number order: db_migration_files[i] is migration 7 + i. */
+extern const struct db_migration_file db_migration_files[DB_MIGRATION_FILES];
 
 enum db_migrate_mode {
     DB_MIGRATE_AUTO, /* apply pending migrations (one process at a time), then check */

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A timestamp column as the API shows it: UTC, microseconds, "Z". */
+/* A timestamp column as the API shows it: UTC, microseconds, "Z" (DB_TIME_TEXT bytes hold it). */
 #define DB_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
-/* Writes v in decimal into buf, a statement's text parameter. */
+/* Writes v in decimal into buf (DB_INT_TEXT bytes hold any), a statement's text parameter. */
 static inline void db_i64(char *buf, size_t size, int64_t v)
 {
     snprintf(buf, size, "%" PRId64, v);

@@ -103,7 +103,7 @@ static enum db_status topic_gone(enum db_status st, const struct db_error *err,
 
 /* Resolves topic into its id as decimal text; the verdict says TOPIC_NOT_FOUND when there is
  * none (id ""). */
-static enum db_status resolve(struct db_conn *c, const char *topic, char id[24],
+static enum db_status resolve(struct db_conn *c, const char *topic, char id[DB_INT_TEXT],
                               enum db_consumer_verdict *verdict, struct db_error *err)
 {
     struct db_topic t;
@@ -112,7 +112,7 @@ static enum db_status resolve(struct db_conn *c, const char *topic, char id[24],
     *verdict = DB_CONSUMER_TOPIC_NOT_FOUND;
     enum db_status st = db_topic_resolve(c, topic, &t, &found, err);
     if (st == DB_OK && found) {
-        db_i64(id, 24, t.id);
+        db_i64(id, DB_INT_TEXT, t.id);
         *verdict = DB_CONSUMER_NOT_FOUND;
     }
     return st;
@@ -139,7 +139,7 @@ static enum db_status read_consumer(struct db_conn *c, const char *id, const cha
 static enum db_status readable_end(struct db_conn *c, const char *id, int64_t from, int64_t *end,
                                    enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    char f[24];
+    char f[DB_INT_TEXT];
     db_i64(f, sizeof(f), from);
     const char *params[] = {id, f};
     PGresult *r = NULL;
@@ -179,7 +179,7 @@ static enum db_status create_consumer(struct db_conn *c, struct consumer_call *a
         a->out->readable_end = end;
         return DB_ABORTED;
     }
-    char off[24];
+    char off[DB_INT_TEXT];
     db_i64(off, sizeof(off), offset);
     const char *params[] = {id, a->name, off};
     PGresult *r = NULL;
@@ -198,7 +198,7 @@ static enum db_status create_consumer(struct db_conn *c, struct consumer_call *a
 static enum db_status put_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;
-    char id[24];
+    char id[DB_INT_TEXT];
     enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
     if (st != DB_OK || id[0] == '\0')
         return st;
@@ -234,7 +234,12 @@ enum db_status db_consumers_put(struct db_pool *pool, const char *topic, const c
                                 struct db_consumer *out, enum db_consumer_verdict *verdict,
                                 struct db_error *err)
 {
-    struct consumer_call a = {topic, name, start, offset, NULL, out, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {.topic = topic,
+                              .name = name,
+                              .start = start,
+                              .offset = offset,
+                              .out = out,
+                              .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     memset(out, 0, sizeof(*out));
     return run(pool, put_tx, &a, verdict, err);
 }
@@ -242,7 +247,7 @@ enum db_status db_consumers_put(struct db_pool *pool, const char *topic, const c
 static enum db_status get_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;
-    char id[24];
+    char id[DB_INT_TEXT];
     enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
     if (st != DB_OK || id[0] == '\0')
         return st;
@@ -253,7 +258,8 @@ enum db_status db_consumers_get(struct db_pool *pool, const char *topic, const c
                                 struct db_consumer *out, enum db_consumer_verdict *verdict,
                                 struct db_error *err)
 {
-    struct consumer_call a = {topic, name, 0, 0, NULL, out, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {
+        .topic = topic, .name = name, .out = out, .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     memset(out, 0, sizeof(*out));
     return run(pool, get_tx, &a, verdict, err);
 }
@@ -261,7 +267,7 @@ enum db_status db_consumers_get(struct db_pool *pool, const char *topic, const c
 static enum db_status delete_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct consumer_call *a = arg;
-    char id[24];
+    char id[DB_INT_TEXT];
     enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
     if (st != DB_OK || id[0] == '\0')
         return st;
@@ -278,7 +284,7 @@ static enum db_status delete_tx(struct db_conn *c, void *arg, struct db_error *e
 enum db_status db_consumers_delete(struct db_pool *pool, const char *topic, const char *name,
                                    enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    struct consumer_call a = {topic, name, 0, 0, NULL, NULL, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {.topic = topic, .name = name, .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     return run(pool, delete_tx, &a, verdict, err);
 }
 
@@ -290,7 +296,7 @@ static enum db_status commit_tx(struct db_conn *c, void *arg, struct db_error *e
     struct consumer_call *a = arg;
     const struct db_consumer_commit *k = a->commit;
     int64_t end = 0;
-    char id[24], off[24];
+    char id[DB_INT_TEXT], off[DB_INT_TEXT];
     enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
     if (st != DB_OK || id[0] == '\0')
         return st;
@@ -330,7 +336,11 @@ enum db_status db_consumers_commit(struct db_pool *pool, const char *topic, cons
                                    const struct db_consumer_commit *commit, struct db_consumer *out,
                                    enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    struct consumer_call a = {topic, name, 0, 0, commit, out, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct consumer_call a = {.topic = topic,
+                              .name = name,
+                              .commit = commit,
+                              .out = out,
+                              .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     memset(out, 0, sizeof(*out));
     return run(pool, commit_tx, &a, verdict, err);
 }
@@ -345,7 +355,7 @@ struct list_call {
 static enum db_status list_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct list_call *a = arg;
-    char id[24], limit[16];
+    char id[DB_INT_TEXT], limit[DB_INT_TEXT];
     PQclear(a->rows);
     a->rows = NULL;
     enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
@@ -361,7 +371,8 @@ enum db_status db_consumers_list(struct db_pool *pool, const char *topic, const 
                                  int limit, db_consumer_each each, void *ctx,
                                  enum db_consumer_verdict *verdict, struct db_error *err)
 {
-    struct list_call a = {topic, after, limit, NULL, DB_CONSUMER_TOPIC_NOT_FOUND};
+    struct list_call a = {
+        .topic = topic, .after = after, .limit = limit, .verdict = DB_CONSUMER_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, list_tx, &a, err);
     *verdict = a.verdict;
     for (int i = 0; st == DB_OK && a.verdict == DB_CONSUMER_OK && i < PQntuples(a.rows); i++) {
@@ -376,7 +387,7 @@ enum db_status db_consumers_list(struct db_pool *pool, const char *topic, const 
 enum db_status db_consumer_offset(struct db_conn *c, int64_t topic_id, const char *name,
                                   int64_t *offset, int *found, struct db_error *err)
 {
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), topic_id);
     const char *params[] = {id, name};
     PGresult *r = NULL;

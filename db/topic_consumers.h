@@ -14,9 +14,9 @@
  * readable end (holes left by compaction or rollbacks count too), lag_seconds is the age of the
  * first message after its offset (0 when caught up). */
 struct db_consumer {
-    char name[129];
+    char name[DB_NAME_SIZE];
     int64_t offset;
-    char created_at[40], committed_at[40];
+    char created_at[DB_TIME_TEXT], committed_at[DB_TIME_TEXT];
     int64_t readable_end, lag_messages;
     double lag_seconds;
 };

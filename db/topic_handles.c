@@ -189,7 +189,7 @@ enum db_status db_topic_resolve(struct db_conn *c, const char *name, struct db_t
 enum db_status db_topic_resolve_paged(struct db_conn *c, const char *name, size_t budget,
                                       struct db_topic *out, int *found, struct db_error *err)
 {
-    char b[24];
+    char b[DB_INT_TEXT];
     snprintf(b, sizeof(b), "%zu", budget);
     const char *bparams[] = {b}, *params[] = {name};
     PGresult *r = NULL;
@@ -218,7 +218,7 @@ enum db_status db_topic_producer(struct db_conn *c, const struct db_topic *t, co
     *found = 1;
     if (name == NULL)
         return DB_OK;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t->id);
     const char *params[] = {id, name};
     PGresult *r = NULL;
@@ -255,7 +255,7 @@ enum db_status db_key_read_head(struct db_conn *c, const struct db_key *k, struc
                                 struct db_error *err)
 {
     PGresult *r = NULL;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), k->topic->id);
     const char *params[] = {id, k->key};
     enum db_status st = db_query(c, &st_head_read, params, &r, err);
@@ -329,7 +329,7 @@ static enum db_status lock_outcome(struct db_conn *c, const char *const *params,
 enum db_status db_key_lock_head(struct db_conn *c, const struct db_key *k, struct db_head *out,
                                 struct db_error *err)
 {
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), k->topic->id);
     const char *params[] = {id, k->key};
     memset(out, 0, sizeof(*out));
@@ -377,7 +377,7 @@ enum db_status db_producer_produce(struct db_conn *c, const struct db_producer *
     a_seqs = db_text_array(seqs, n);
     if (a_keys == NULL || a_vals == NULL || a_ranks == NULL || a_seqs == NULL)
         goto oom;
-    char sv[16], id[24], seq[64];
+    char sv[DB_INT_TEXT], id[DB_INT_TEXT], seq[64];
     snprintf(sv, sizeof(sv), "%d", p->schema_version);
     db_i64(id, sizeof(id), p->topic->id);
     db_topic_sequence(p->topic->id, seq, sizeof(seq));
@@ -443,7 +443,7 @@ enum db_status db_topic_lock_hinted(struct db_conn *c, struct db_head_write *w, 
                                     struct db_topic *t, struct db_producer *p, int *locked,
                                     struct db_error *err)
 {
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), hint);
     const char *name_param[] = {w->topic}, *producer_params[] = {id, w->producer};
     const char *key_params[] = {id, w->key};

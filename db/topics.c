@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/resource_tables.h" /* db_read_log, the janitor claim */
+#include "db/resource_tables.h" /* db_read_log */
 #include "db/topic_consumers.h"
 #include "db/tx.h"
+#include "db/upkeep.h"
+
+/* The family's name in rowlock.upkeep. */
+#define FAMILY "topics"
 
 /* ---- statements on the catalogue ---- */
 
@@ -151,13 +155,14 @@ static const struct db_stmt st_janitor = {
  * on may be compacted once it is older than the retention, which this bounds how late. */
 static const struct db_stmt st_next_due = {
     "topic_next_due",
-    "UPDATE rowlock.topic_upkeep SET " DB_UPKEEP_NEXT_DUE(
+    DB_UPKEEP_SET_NEXT_SQL(
+        FAMILY, "$4::bigint",
         "CASE WHEN $3::boolean THEN now() ELSE least("
         "  coalesce((SELECT min(updated_at) FROM rowlock.topic_heads "
         "    WHERE topic_id = $4::bigint AND head_id IS NULL), now()) "
         "    + make_interval(secs => $1::float8), "
         "  CASE WHEN $2::integer > 0 THEN now() + make_interval(secs => least($2::integer, 3600)) "
-        "  END) END") " WHERE topic_id = $4::bigint",
+        "  END) END"),
     4};
 /* Retention: topic $4's superseded messages older than the retention $1 lose their payload and
  * become holes (readers skip them; offsets stay dense), $2 at most. The current head of a key is
@@ -182,20 +187,12 @@ static const struct db_stmt st_retention_lock = {
     "topic_retention_lock",
     "SELECT retention_ignores_consumers FROM rowlock.topics WHERE id = $1 FOR SHARE", 1};
 
-/* Claims up to $1 topics whose upkeep is due, moving their due time $2 seconds on (so that other
- * processes skip them, and a process that dies in the middle leaves them due again then). */
+/* The claim of due topics (db/upkeep.h): id, name, TTL, retention (0: none). */
 static const struct db_stmt st_topics_due = {
     "topics_due",
-    "UPDATE rowlock.topic_upkeep u SET due_at = now() + make_interval(secs => $2::float8) "
-    "FROM rowlock.topics t WHERE t.id = u.topic_id AND u.topic_id IN ("
-    "  SELECT topic_id FROM rowlock.topic_upkeep WHERE due_at <= now() ORDER BY due_at "
-    "  LIMIT $1 FOR UPDATE SKIP LOCKED) "
-    "RETURNING t.id, t.name, t.headless_ttl_seconds, coalesce(t.retention_seconds, 0)",
+    DB_UPKEEP_CLAIM_SQL(FAMILY, "topics",
+                        "r.headless_ttl_seconds, coalesce(r.retention_seconds, 0)"),
     2};
-
-/* A topic whose upkeep failed is due again at once (the next pass tries it again). */
-static const struct db_stmt st_topic_retry = {
-    "topic_upkeep_retry", "UPDATE rowlock.topic_upkeep SET due_at = now() WHERE topic_id = $1", 1};
 
 static int is_missing_table(const struct db_error *err)
 {
@@ -226,7 +223,7 @@ struct put_topic {
 static enum db_status put_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct put_topic *a = arg;
-    char ttl[24], ret[24], sv[16], id[24];
+    char ttl[DB_INT_TEXT], ret[DB_INT_TEXT], sv[DB_INT_TEXT], id[DB_INT_TEXT];
     db_i64(ttl, sizeof(ttl), a->cfg->headless_ttl_seconds);
     db_i64(ret, sizeof(ret), a->cfg->retention_seconds);
     snprintf(sv, sizeof(sv), "%d", a->cfg->default_schema_version);
@@ -291,7 +288,7 @@ static enum db_status get_topic_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = db_topic_resolve(c, a->name, a->out, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], cap[16];
+    char id[DB_INT_TEXT], cap[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->out->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
@@ -326,7 +323,7 @@ struct list_topics {
 static enum db_status list_topics_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct list_topics *a = arg;
-    char limit[16], cap[16];
+    char limit[DB_INT_TEXT], cap[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {a->after, limit, cap};
@@ -338,7 +335,7 @@ static enum db_status list_topics_tx(struct db_conn *c, void *arg, struct db_err
 enum db_status db_topics_list(struct db_pool *pool, const char *after, int limit,
                               db_topic_each each, void *ctx, struct db_error *err)
 {
-    struct list_topics a = {after, limit, each, ctx, NULL};
+    struct list_topics a = {.after = after, .limit = limit, .each = each, .ctx = ctx};
     enum db_status st = db_tx_run(pool, DB_REPEATABLE_READ, list_topics_tx, &a, err);
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_topic t;
@@ -404,7 +401,7 @@ static enum db_status producer_put_tx(struct db_conn *c, void *arg, struct db_er
     enum db_status st = db_topic_resolve(c, a->topic, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], sv[16];
+    char id[DB_INT_TEXT], sv[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     snprintf(sv, sizeof(sv), "%d", a->schema_version);
     const char *params[] = {id, a->name, sv};
@@ -477,7 +474,12 @@ enum db_status db_topics_produce(struct db_pool *pool, const char *topic, const 
                                  struct db_message_out *out, enum db_topic_verdict *verdict,
                                  struct db_error *err)
 {
-    struct produce a = {topic, producer, msgs, n, out, DB_TOPIC_NOT_FOUND};
+    struct produce a = {.topic = topic,
+                        .producer = producer,
+                        .msgs = msgs,
+                        .n = n,
+                        .out = out,
+                        .verdict = DB_TOPIC_NOT_FOUND};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, produce_tx, &a, err);
     *verdict = a.verdict;
     return st == DB_ABORTED ? DB_OK : st;
@@ -626,7 +628,7 @@ static enum db_status read_log_tx(struct db_conn *c, void *arg, struct db_error 
             return st;
     }
     a->p.verdict = DB_TOPIC_OK;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     return topic_gone(db_read_log(c, &st_log_read, &st_log_fill, id, a->after, a->limit, &a->p.rows,
                                   &a->usable, err),
@@ -665,7 +667,9 @@ enum db_status db_topics_read_log(struct db_pool *pool, const char *topic, int64
                                   size_t budget, db_log_each each, void *ctx, int64_t *next,
                                   enum db_topic_verdict *verdict, struct db_error *err)
 {
-    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, NULL, after, limit, 0};
+    struct read_log a = {.p = {.topic = topic, .budget = budget, .verdict = DB_TOPIC_NOT_FOUND},
+                         .after = after,
+                         .limit = limit};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
     *verdict = a.p.verdict;
     return st;
@@ -677,7 +681,9 @@ enum db_status db_topics_read_consumer_log(struct db_pool *pool, const char *top
                                            int64_t *next, enum db_topic_verdict *verdict,
                                            struct db_error *err)
 {
-    struct read_log a = {{topic, budget, NULL, DB_TOPIC_NOT_FOUND}, consumer, 0, limit, 0};
+    struct read_log a = {.p = {.topic = topic, .budget = budget, .verdict = DB_TOPIC_NOT_FOUND},
+                         .consumer = consumer,
+                         .limit = limit};
     enum db_status st = read_log(pool, &a, each, ctx, next, err);
     *verdict = a.p.verdict;
     *after = a.after;
@@ -698,7 +704,7 @@ static enum db_status list_keys_tx(struct db_conn *c, void *arg, struct db_error
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24], limit[16];
+    char id[DB_INT_TEXT], limit[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     const char *params[] = {id, a->after, limit};
@@ -735,13 +741,13 @@ enum db_status db_topics_list_keys(struct db_pool *pool, const char *topic, cons
 
 struct headless {
     PGresult *rows;
-    char limit[16]; /* topics at most */
+    char limit[DB_INT_TEXT]; /* topics at most */
 };
 
 static enum db_status headless_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless *a = arg;
-    char cap[16];
+    char cap[DB_INT_TEXT];
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {cap, a->limit};
     PQclear(a->rows);
@@ -757,7 +763,7 @@ struct headless_topic {
 static enum db_status headless_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct headless_topic *a = arg;
-    char id[24], cap[16];
+    char id[DB_INT_TEXT], cap[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     snprintf(cap, sizeof(cap), "%d", DB_TOPIC_HEADLESS_CAP);
     const char *params[] = {id, cap};
@@ -824,7 +830,7 @@ struct janitor_topic {
 static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct janitor_topic *a = arg;
-    char ttl[24], batch[16], id[24];
+    char ttl[DB_INT_TEXT], batch[DB_INT_TEXT], id[DB_INT_TEXT];
     db_i64(ttl, sizeof(ttl), a->ttl);
     snprintf(batch, sizeof(batch), "%d", a->batch);
     db_i64(id, sizeof(id), a->id);
@@ -846,7 +852,7 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         PQclear(r);
         if (gone) /* deleted meanwhile */
             return DB_OK;
-        char ret[24];
+        char ret[DB_INT_TEXT];
         db_i64(ret, sizeof(ret), a->retention);
         const char *rparams[] = {ret, batch, ignores ? NULL : id, id};
         st = db_query(c, &st_retention, rparams, &r, err);
@@ -855,64 +861,49 @@ static enum db_status janitor_topic_tx(struct db_conn *c, void *arg, struct db_e
         a->compacted = strtoll(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
-    char ret[24];
+    char ret[DB_INT_TEXT];
     db_i64(ret, sizeof(ret), a->retention);
     const char *full = a->deleted >= a->batch || a->compacted >= a->batch ? "true" : "false";
     const char *dparams[] = {ttl, ret, full, id};
     return db_query(c, &st_next_due, dparams, NULL, err);
 }
 
-static enum db_status topics_due_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    PGresult **rows = arg;
-    PQclear(*rows);
-    *rows = NULL;
-    char limit[16], lease[16];
-    snprintf(limit, sizeof(limit), "%d", DB_UPKEEP_CLAIM);
-    snprintf(lease, sizeof(lease), "%d", DB_UPKEEP_LEASE_S);
-    const char *params[] = {limit, lease};
-    return db_query(c, &st_topics_due, params, rows, err);
-}
+/* What a janitor pass reports to, and how much a visit does at most. */
+struct topics_pass {
+    int batch;
+    db_janitor_each each;
+    db_topic_failed failed;
+    void *ctx;
+};
 
-/* One claim of due topics and their upkeep; *claimed how many. */
-static enum db_status janitor_round(struct db_pool *pool, int batch, db_janitor_each each,
-                                    db_topic_failed failed, void *ctx, int *claimed,
-                                    struct db_error *err)
+/* The upkeep of the topic of row i of st_topics_due's rows. */
+static enum db_status topic_visit(struct db_pool *pool, const PGresult *rows, int i, void *arg)
 {
-    PGresult *rows = NULL;
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, topics_due_tx, &rows, err);
-    *claimed = st == DB_OK ? PQntuples(rows) : 0;
-    /* one short transaction per topic: a slow topic never holds up the others' locks, and a
-     * failing one never stops the others' cleaning */
-    for (int i = 0; st == DB_OK && i < PQntuples(rows); i++) {
-        struct janitor_topic a = {strtoll(PQgetvalue(rows, i, 0), NULL, 10),
-                                  strtoll(PQgetvalue(rows, i, 2), NULL, 10),
-                                  strtoll(PQgetvalue(rows, i, 3), NULL, 10),
-                                  batch,
-                                  0,
-                                  0};
-        struct db_error one_err;
-        enum db_status one = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, &one_err);
-        if (one == DB_OK)
-            each(PQgetvalue(rows, i, 1), a.deleted, a.compacted, ctx);
-        else if (!(one == DB_ERR_HARD && is_missing_table(&one_err))) /* not deleted meanwhile */
-        {
-            failed(PQgetvalue(rows, i, 1), one, &one_err, ctx);
-            db_upkeep_retry(pool, &st_topic_retry, PQgetvalue(rows, i, 0));
-        }
-    }
-    PQclear(rows);
+    struct topics_pass *p = arg;
+    const char *name = PQgetvalue(rows, i, 1);
+    struct janitor_topic a = {.id = strtoll(PQgetvalue(rows, i, 0), NULL, 10),
+                              .ttl = strtoll(PQgetvalue(rows, i, 2), NULL, 10),
+                              .retention = strtoll(PQgetvalue(rows, i, 3), NULL, 10),
+                              .batch = p->batch};
+    struct db_error err;
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, janitor_topic_tx, &a, &err);
+    if (st == DB_OK)
+        p->each(name, a.deleted, a.compacted, p->ctx);
+    else if (st == DB_ERR_HARD && is_missing_table(&err))
+        st = DB_OK; /* deleted meanwhile */
+    else
+        p->failed(name, st, &err, p->ctx);
     return st;
 }
+
+const struct db_upkeep db_topics_upkeep = {
+    .family = FAMILY, .claim = &st_topics_due, .visit = topic_visit};
 
 enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
                                  db_topic_failed failed, void *ctx, struct db_error *err)
 {
-    enum db_status st = DB_OK;
-    int claimed = DB_UPKEEP_CLAIM;
-    for (int round = 0; st == DB_OK && claimed == DB_UPKEEP_CLAIM && round < 10; round++)
-        st = janitor_round(pool, batch, each, failed, ctx, &claimed, err);
-    return st;
+    struct topics_pass p = {.batch = batch, .each = each, .failed = failed, .ctx = ctx};
+    return db_upkeep_run(pool, &db_topics_upkeep, &p, err);
 }
 
 struct key_history {
@@ -930,7 +921,7 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
     enum db_status st = paged_read_start(c, &a->p, &t, &found, err);
     if (st != DB_OK || !found)
         return st;
-    char id[24];
+    char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), t.id);
     if (a->before == 0) {
         const char *idp[] = {id};
@@ -941,7 +932,7 @@ static enum db_status key_history_tx(struct db_conn *c, void *arg, struct db_err
         PQclear(a->p.rows);
         a->p.rows = NULL;
     }
-    char before[24], limit[16], window[16];
+    char before[DB_INT_TEXT], limit[DB_INT_TEXT], window[DB_INT_TEXT];
     snprintf(before, sizeof(before), "%" PRId64, a->before);
     snprintf(limit, sizeof(limit), "%d", a->limit);
     snprintf(window, sizeof(window), "%d", DB_TOPIC_HISTORY_WINDOW);

@@ -20,12 +20,12 @@
 
 struct db_topic {
     int64_t id;
-    char name[129];
+    char name[DB_NAME_SIZE];
     int64_t headless_ttl_seconds;
     int64_t retention_seconds; /* 0: keep the whole log */
     int default_schema_version;
     int retention_ignores_consumers; /* compaction may pass consumers' committed offsets */
-    char created_at[40], updated_at[40];
+    char created_at[DB_TIME_TEXT], updated_at[DB_TIME_TEXT];
 };
 
 struct db_key {
@@ -242,5 +242,9 @@ typedef void (*db_janitor_each)(const char *topic, int64_t headless_deleted, int
                                 void *ctx);
 enum db_status db_topics_janitor(struct db_pool *pool, int batch, db_janitor_each each,
                                  db_topic_failed failed, void *ctx, struct db_error *err);
+/* The topics' upkeep (db/upkeep.h), which db_topics_janitor runs: named by the family's
+ * descriptor. */
+struct db_upkeep;
+extern const struct db_upkeep db_topics_upkeep;
 
 #endif

@@ -1,10 +1,14 @@
-/* The resource families this binary serves, in the order their routes are matched and their
- * metrics rendered. A new family is its routes/<family>.c (with its db/ workflows) and one line
- * here. */
+/* The families this binary serves, in the order their routes are matched and their metrics
+ * rendered. A new family is its routes/<family>.c (defining route_<family>_family, whose
+ * descriptor says what else follows: service/family.h), its db/ workflows and migration, and one
+ * entry here. */
 #include "routes/routes.h"
 
-const struct svc_family *const svc_families[] = {
-    &route_common_family, &route_ops_family,    &route_ui_family,
-    &route_topics_family, &route_queues_family, &route_ledgers_family,
-};
+#define ROUTE_FAMILIES(X) X(common) X(ops) X(ui) X(topics) X(queues) X(ledgers)
+
+#define ROUTE_FAMILY_DECLARE(f) extern const struct svc_family route_##f##_family;
+ROUTE_FAMILIES(ROUTE_FAMILY_DECLARE)
+
+#define ROUTE_FAMILY_ENTRY(f) &route_##f##_family,
+const struct svc_family *const svc_families[] = {ROUTE_FAMILIES(ROUTE_FAMILY_ENTRY)};
 const size_t svc_families_count = sizeof(svc_families) / sizeof(svc_families[0]);

@@ -2,6 +2,7 @@
  * json_util.h). */
 #include "routes/json_util.h"
 
+#include "db/db.h"
 #include "service/utf8.h"
 
 #include <stdio.h>
@@ -106,8 +107,8 @@ json_t *route_json_stored(const char *text, size_t len)
 int route_name_ok(const char *name, char *why, size_t whysize)
 {
     size_t len = strlen(name);
-    if (len == 0 || len > 128) {
-        snprintf(why, whysize, "a name has 1 to 128 characters; this one has %zu", len);
+    if (len == 0 || len > DB_NAME_MAX) {
+        snprintf(why, whysize, "a name has 1 to %d characters; this one has %zu", DB_NAME_MAX, len);
         return 0;
     }
     for (size_t i = 0; i < len; i++) {

@@ -156,7 +156,7 @@ static int lease_parse(struct svc_request *req, struct lease_req *w, enum svc_ou
     return -1;
 }
 
-/* Runs the operation's workflow; info (40 bytes) gets the new expiry or state. */
+/* Runs the operation's workflow; info (DB_TIME_TEXT bytes) gets the new expiry or state. */
 static enum db_status lease_call(struct db_pool *pool, const struct lease_req *w, char *info,
                                  enum db_queue_verdict *v, struct db_error *err)
 {
@@ -210,7 +210,7 @@ static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
         return out;
     enum db_queue_verdict v = DB_Q_OK;
     struct db_error err;
-    char info[40] = "";
+    char info[DB_TIME_TEXT] = "";
     enum db_status st = lease_call(app->pool, &w, info, &v, &err);
     free(w.text);
     if (st == DB_OK && v != DB_Q_OK)

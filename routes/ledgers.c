@@ -81,7 +81,7 @@ static void metrics_init(void)
     m_janitor_visits = svc_counter_vec_new(
         "rowlock_ledger_janitor_visits_total",
         "Ledgers this process's janitor worked on, by outcome: only ledgers whose upkeep was due "
-        "(rowlock.ledger_upkeep), claimed so that no other process does the same",
+        "(rowlock.upkeep), claimed so that no other process does the same",
         "outcome");
 }
 
@@ -108,8 +108,7 @@ static void count2(struct svc_counter_vec *v, const char *ledger, const char *la
 
 static const char *channel_of(const char *ledger, char *buf, size_t size)
 {
-    snprintf(buf, size, "ledger:%s", ledger);
-    return buf;
+    return svc_family_channel(&route_ledgers_family, ledger, buf, size);
 }
 
 static enum svc_outcome verdict_problem(struct svc_request *req, const char *ledger,
@@ -817,6 +816,8 @@ static const struct svc_route ledger_routes[] = {
 
 const struct svc_family route_ledgers_family = {
     .name = "ledgers",
+    .resource = "ledger",
+    .upkeep = &db_ledgers_upkeep,
     .routes = ledger_routes,
     .nroutes = sizeof(ledger_routes) / sizeof(ledger_routes[0]),
     .problems = ledger_problems,

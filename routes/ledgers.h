@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "db/ledgers.h"
+#include "service/family.h"
 
 /* A transaction parsed from JSON; strings borrow from the JSON, data texts are owned. */
 struct parsed_tx {
@@ -28,5 +29,8 @@ int parse_tx(json_t *j, const char *const *allowed, struct parsed_tx *p, char *w
 /* The members of a transaction; a submission also takes wait_seconds. */
 extern const char *const tx_members[];
 extern const char *const submit_members[];
+
+/* The family (routes/families.c). */
+extern const struct svc_family route_ledgers_family;
 
 #endif

@@ -190,8 +190,9 @@ static void render_tx(struct svc_buf *b)
     svc_metrics_sample(b, "rowlock_db_transaction_failures_total", NULL, (double)ts.failures);
 }
 
-/* Totals of every topic, queue and ledger, whatever their number (one statement), and how many
- * have no series of their own (past ROWLOCK_METRICS_MAX_RESOURCES). */
+/* What follows from each family of resources' descriptor (service/family.h): how many it has,
+ * how many have no series of their own (past ROWLOCK_METRICS_MAX_RESOURCES) and how long its most
+ * overdue upkeep has waited, every family's from one statement whatever their number. */
 static void render_resources(struct svc_buf *b, struct svc_app *app)
 {
     struct db_resources_summary s;
@@ -199,31 +200,32 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
     if (db_resources_summary(app->pool, &s, &err) != DB_OK)
         return; /* the database is unreachable: the families are left out, as their values are */
     double limit = (double)app->config->metrics_max_resources;
-    const struct scalar rows[] = {
-        {"rowlock_topics", "gauge", "Topics", (double)s.topics},
-        {"rowlock_ledgers", "gauge", "Ledgers", (double)s.ledgers},
-        {"rowlock_queues", "gauge", "Queues", (double)s.queues},
-        {"rowlock_topic_metrics_omitted", "gauge",
-         "Topics without per-topic gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES, "
-         "the first by name are given)",
-         s.topics > limit ? (double)s.topics - limit : 0},
-        {"rowlock_ledger_metrics_omitted", "gauge",
-         "Ledgers without per-ledger gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
-         s.ledgers > limit ? (double)s.ledgers - limit : 0},
-        {"rowlock_queue_metrics_omitted", "gauge",
-         "Queues without per-queue gauges in this scrape (past ROWLOCK_METRICS_MAX_RESOURCES)",
-         s.queues > limit ? (double)s.queues - limit : 0},
-        {"rowlock_topic_upkeep_due_seconds", "gauge",
-         "How long the topic whose janitor work is most overdue has waited (0: none due; "
-         "more than a few janitor intervals: the janitors do not keep up)",
-         s.topic_due_s},
-        {"rowlock_ledger_upkeep_due_seconds", "gauge",
-         "How long the ledger whose janitor work is most overdue has waited (0: none due)",
-         s.ledger_due_s},
-        {"rowlock_queue_upkeep_due_seconds", "gauge",
-         "How long the queue whose purge is most overdue has waited (0: none due)", s.queue_due_s},
-    };
-    render_scalars(b, rows, sizeof(rows) / sizeof(rows[0]));
+    for (size_t i = 0; i < app->nfamilies; i++) {
+        const struct svc_family *f = app->families[i];
+        if (f->resource == NULL)
+            continue;
+        const struct db_upkeep_family *u = db_resources_family(&s, f->name);
+        double n = u ? (double)u->resources : 0, due = u ? u->due_s : 0;
+        char name[128], help[256];
+        snprintf(name, sizeof(name), "rowlock_%s", f->name);
+        snprintf(help, sizeof(help), "How many %s there are", f->name);
+        svc_metrics_family(b, name, "gauge", help);
+        svc_metrics_sample(b, name, NULL, n);
+        snprintf(name, sizeof(name), "rowlock_%s_metrics_omitted", f->resource);
+        snprintf(help, sizeof(help),
+                 "How many %s have no per-%s gauges in this scrape (past "
+                 "ROWLOCK_METRICS_MAX_RESOURCES; the first by name have them)",
+                 f->name, f->resource);
+        svc_metrics_family(b, name, "gauge", help);
+        svc_metrics_sample(b, name, NULL, n > limit ? n - limit : 0);
+        snprintf(name, sizeof(name), "rowlock_%s_upkeep_due_seconds", f->resource);
+        snprintf(help, sizeof(help),
+                 "How long the %s whose janitor work is most overdue has waited (0: none due; "
+                 "more than a few janitor intervals: the janitors do not keep up)",
+                 f->resource);
+        svc_metrics_family(b, name, "gauge", help);
+        svc_metrics_sample(b, name, NULL, due);
+    }
 }
 
 static enum svc_outcome route_metrics(struct svc_request *req)

@@ -66,7 +66,7 @@ static void metrics_init(void)
     m_janitor_visits = svc_counter_vec_new(
         "rowlock_queue_janitor_visits_total",
         "Queues this process's janitor purged, by outcome: only queues whose upkeep was due "
-        "(rowlock.queue_upkeep), claimed so that no other process does the same (expired leases "
+        "(rowlock.upkeep), claimed so that no other process does the same (expired leases "
         "are found across all queues by one statement a pass, and visit none)",
         "outcome");
     m_metrics_failures = svc_counter_vec_new(
@@ -90,8 +90,7 @@ static int route_queues_init(const struct svc_app *app)
 
 const char *queue_channel(const char *queue, char *buf, size_t size)
 {
-    snprintf(buf, size, "queue:%s", queue);
-    return buf;
+    return svc_family_channel(&route_queues_family, queue, buf, size);
 }
 
 /* Wakes n claims waiting on the queue (-1: every one). */
@@ -130,9 +129,9 @@ int64_t queue_job_params(struct svc_request *req, const char *name, const char *
 int queue_owner_member(json_t *b, const char **owner, char *why, size_t size)
 {
     *owner = json_string_value(json_object_get(b, "owner"));
-    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > 255 ||
+    if (*owner == NULL || (*owner)[0] == '\0' || strlen(*owner) > DB_OWNER_MAX ||
         !svc_utf8_valid(*owner, strlen(*owner))) {
-        snprintf(why, size, "\"owner\" is a non-empty string of at most 255 bytes");
+        snprintf(why, size, "\"owner\" is a non-empty string of at most %d bytes", DB_OWNER_MAX);
         return 0;
     }
     return 1;
@@ -880,6 +879,8 @@ static const struct svc_route queue_routes[] = {
 
 const struct svc_family route_queues_family = {
     .name = "queues",
+    .resource = "queue",
+    .upkeep = &db_queues_upkeep,
     .routes = queue_routes,
     .nroutes = sizeof(queue_routes) / sizeof(queue_routes[0]),
     .problems = queue_problems,

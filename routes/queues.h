@@ -74,4 +74,7 @@ enum svc_outcome route_lease_handback(struct svc_request *req);
 enum svc_outcome route_lease_release(struct svc_request *req);
 enum svc_outcome route_leases_complete_batch(struct svc_request *req);
 
+/* The family (routes/families.c). */
+extern const struct svc_family route_queues_family;
+
 #endif

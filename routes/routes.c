@@ -40,8 +40,7 @@ enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
                                  err->message);
     case DB_ERR_TIMEOUT:
         return svc_reply_problem(req, ROUTE_P(DATABASE_TIMEOUT), "%s", err->message);
-    case DB_ERR_REDO: /* ran again as often as a conflict would be: the same answer */
-    case DB_ERR_RETRY:
+    case DB_ERR_BUSY: /* db_tx_run's attempts all conflicted or had to run again */
         return svc_reply_problem(req, ROUTE_P(DATABASE_BUSY),
                                  "the transaction kept conflicting with concurrent ones: %s",
                                  err->message);

@@ -49,8 +49,4 @@ int route_valid_name(struct svc_request *req, const char *value, const char *wha
 /* The path parameter param as a valid name (see route_valid_name), or NULL after replying 400. */
 const char *route_name_param(struct svc_request *req, const char *param, enum svc_outcome *out);
 
-/* The families of routes/families.c (each defined in its own file). */
-extern const struct svc_family route_common_family, route_ops_family, route_ui_family,
-    route_topics_family, route_queues_family, route_ledgers_family;
-
 #endif

@@ -68,7 +68,7 @@ static void metrics_init(void)
     m_janitor_visits = svc_counter_vec_new(
         "rowlock_topic_janitor_visits_total",
         "Topics this process's janitor worked on, by outcome: only topics whose upkeep was due "
-        "(rowlock.topic_upkeep), claimed so that no other process does the same",
+        "(rowlock.upkeep), claimed so that no other process does the same",
         "outcome");
     m_gate_waits =
         svc_counter_vec_new("rowlock_topic_head_write_gate_waits_total",
@@ -117,8 +117,7 @@ static void count_effects(const char *topic, const struct db_message_out *out, s
 
 const char *route_topic_channel(const char *topic, char *buf, size_t size)
 {
-    snprintf(buf, size, "topic:%s", topic);
-    return buf;
+    return svc_family_channel(&route_topics_family, topic, buf, size);
 }
 
 /* ---- validation ---- */
@@ -883,6 +882,8 @@ static const struct svc_route topic_routes[] = {
 
 const struct svc_family route_topics_family = {
     .name = "topics",
+    .resource = "topic",
+    .upkeep = &db_topics_upkeep,
     .routes = topic_routes,
     .nroutes = sizeof(topic_routes) / sizeof(topic_routes[0]),
     .problems = topic_problems,

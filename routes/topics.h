@@ -46,4 +46,7 @@ enum svc_outcome route_consumer_delete(struct svc_request *req);
 enum svc_outcome route_consumer_commit(struct svc_request *req);
 void route_topic_consumers_render_metrics(struct svc_buf *b, struct svc_app *app);
 
+/* The family (routes/families.c). */
+extern const struct svc_family route_topics_family;
+
 #endif

@@ -1,8 +1,9 @@
-/* A resource family (topics, queues, ledgers, the operations routes, the dashboard): what one
+/* A family (topics, queues, ledgers, the operations routes, the dashboard): the descriptor one
  * routes/<family>.c exports so that main can serve it without knowing it. main starts the
  * families in order, takes their routes into one route table, registers their problem codes,
- * runs one janitor thread for each janitor pass, and /metrics renders each family's metrics.
- * service/ defines the type; routes/families.c lists the families the binary serves. */
+ * runs one janitor thread for each janitor pass, shares their wake channels with the other
+ * processes, and /metrics renders each family's metrics and its resources' summary. service/
+ * defines the type; routes/families.c lists the families the binary serves. */
 #ifndef SVC_FAMILY_H
 #define SVC_FAMILY_H
 
@@ -13,9 +14,21 @@
 
 struct svc_app;
 struct svc_buf;
+struct db_upkeep;
+
+/* A wake channel's name: "<resource>:<resource name>" (svc_family_channel), with room to spare. */
+#define SVC_CHANNEL_SIZE 160
 
 struct svc_family {
     const char *name; /* "topics": the janitor thread's name, and in logs */
+    /* A family of resources (topics, queues, ledgers) names its resource in the singular
+     * ("topic"); the rest follows from it. Its wake channels are "<resource>:<name>" and reach
+     * the other processes (ROWLOCK_NOTIFY); /metrics gives rowlock_<family name> (how many),
+     * rowlock_<resource>_metrics_omitted and rowlock_<resource>_upkeep_due_seconds. Such a
+     * family must have upkeep (whose family is this name), render_metrics and janitor_pass
+     * (svc_families_check). NULL for the families that serve no resource. */
+    const char *resource;
+    const struct db_upkeep *upkeep; /* db/upkeep.h: when its resources' upkeep is due */
     const struct svc_route *routes;
     size_t nroutes;
     /* the codes only this family answers (listed in openapi.json like every code) */
@@ -40,5 +53,16 @@ struct svc_route *svc_families_routes(const struct svc_family *const *families, 
                                       size_t *count);
 /* Registers every family's problem codes: 0, or -1 (logged) when two use one code. */
 int svc_families_register_problems(const struct svc_family *const *families, size_t n);
+/* Checks that every family of resources has what serving it takes (see struct svc_family) and
+ * that no two share a name or a resource: 0, or -1 with a sentence in why. */
+int svc_families_check(const struct svc_family *const *families, size_t n, char *why, size_t size);
+/* The wake channel of resource `name` of family f ("topic:orders") in buf (SVC_CHANNEL_SIZE
+ * bytes); returns buf. */
+const char *svc_family_channel(const struct svc_family *f, const char *name, char *buf,
+                               size_t size);
+/* True when channel is the wake channel of a resource of one of the families (a channel that
+ * other processes must hear of), not one of a process's own (a key gate's, say). */
+int svc_families_shared_channel(const struct svc_family *const *families, size_t n,
+                                const char *channel);
 
 #endif

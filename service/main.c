@@ -52,14 +52,10 @@ static void on_notify(void *ctx, const char *channel, long count)
     svc_server_wake(ctx, channel, count);
 }
 
-/* Wakes of resources (not of in-process gates) go to the other processes. */
+/* Wakes of the families' resources (not of in-process gates) go to the other processes. */
 static int shared_channel(const char *channel)
 {
-    static const char *const shared[] = {"queue:", "topic:", "ledger:"};
-    for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
-        if (strncmp(channel, shared[i], strlen(shared[i])) == 0)
-            return 1;
-    return 0;
+    return svc_families_shared_channel(svc_families, svc_families_count, channel);
 }
 
 static void publish_wake(void *ctx, const char *channel, long n)
@@ -371,6 +367,11 @@ static int serve(struct process *p)
                               .started_at = time(NULL),
                               .families = svc_families,
                               .nfamilies = svc_families_count};
+    char why[256];
+    if (svc_families_check(svc_families, svc_families_count, why, sizeof(why)) != 0) {
+        svc_log(SVC_LOG_ERROR, "a family's descriptor is incomplete", "detail", why, NULL);
+        return -1;
+    }
     p->routes = svc_families_routes(svc_families, svc_families_count, &p->nroutes);
     svc_metrics_set_series_limit(p->cfg.metrics_max_resources);
     if (p->routes == NULL ||

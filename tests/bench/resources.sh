@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/resources.sh: what the number of resources costs (issue 17). One run measures, on
+# tests/bench/resources.sh: what the number of resources costs. One run measures, on
 # a database of its own, every figure with 1 topic, ledger and queue and again with TOPICS
 # topics, LEDGERS ledgers and QUEUES queues (created through the API), each beside its
 # single-resource twin:
@@ -114,11 +114,13 @@ field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]
 relations() { sql "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'rowlock'"; }
 
 # Waits (up to a minute) until the janitors have no upkeep due: each new resource's first visit
-# is work that is due, not idle load. Builds without rowlock.topic_upkeep: a fixed 2 s.
+# is work that is due, not idle load. Builds with the per-family upkeep tables (schema 10 to
+# 12) are asked those; builds without either: a fixed 2 s.
 settle() {
     local due i
     for ((i = 0; i < 600; i++)); do
-        due=$(sql "SELECT (SELECT count(*) FROM rowlock.topic_upkeep WHERE due_at <= now()) + (SELECT count(*) FROM rowlock.ledger_upkeep WHERE due_at <= now())" 2>/dev/null) || {
+        due=$(sql "SELECT count(*) FROM rowlock.upkeep WHERE family IN ('topics', 'ledgers') AND due_at <= now()" 2>/dev/null) ||
+            due=$(sql "SELECT (SELECT count(*) FROM rowlock.topic_upkeep WHERE due_at <= now()) + (SELECT count(*) FROM rowlock.ledger_upkeep WHERE due_at <= now())" 2>/dev/null) || {
             sleep 2
             return
         }

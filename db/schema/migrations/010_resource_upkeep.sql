@@ -1,4 +1,4 @@
--- Migration 10: when each topic's and ledger's upkeep is next due (issue 17), so that the janitor
+-- Migration 10: when each topic's and ledger's upkeep is next due, so that the janitor
 -- claims what is due in one statement instead of visiting every resource on every pass, and
 -- processes do not repeat each other's work. A row per resource, made by a trigger when the
 -- resource is created (so the previous release, which knows nothing of it, keeps it complete),

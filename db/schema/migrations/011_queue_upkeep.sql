@@ -1,4 +1,4 @@
--- Migration 11: the queue janitor follows what is due (issue 17), as migration 10 made the topic
+-- Migration 11: the queue janitor follows what is due, as migration 10 made the topic
 -- and ledger janitors do, instead of running two statements for every queue on every pass.
 -- A queue's upkeep has two kinds of work, found two ways:
 -- - finished jobs past the queue's retention: rowlock.queue_upkeep keeps when each queue's purge

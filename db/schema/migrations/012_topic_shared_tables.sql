@@ -1,11 +1,11 @@
--- Migration 12: every topic's log and heads move into two shared tables keyed by the topic's id
--- (issue 17), rowlock.topic_messages and rowlock.topic_heads, as queues keep their jobs in
--- rowlock.jobs. With a set of generated tables per topic (rowlock.messages_<id>,
+-- Migration 12: every topic's log and heads move into two shared tables keyed by the topic's id,
+-- rowlock.topic_messages and rowlock.topic_heads, as queues keep their jobs in rowlock.jobs.
+-- With a set of generated tables per topic (rowlock.messages_<id>,
 -- rowlock.compaction_head_<id>), a request on a topic its backend had not planned lately parsed
 -- and planned its statements and loaded the tables' catalog entries: producing to a random topic
--- of 1,000 ran at 0.36x of one topic, and backends grew with the number of topics. On shared
--- tables each statement is prepared once per connection whatever the topic (README, "Many
--- resources: what ten thousand topics cost").
+-- of many was several times slower than to one topic, and backends grew with the number of
+-- topics. On shared tables each statement is prepared once per connection whatever the topic
+-- (tests/bench/resources.sh measures it).
 --
 -- Each topic keeps ONE relation of its own: its offset sequence, renamed from
 -- rowlock.messages_<id>_offset to rowlock.topic_offsets_<id> (and no longer owned by the log

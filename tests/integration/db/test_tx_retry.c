@@ -1,6 +1,7 @@
 /* db_tx_run against a real PostgreSQL: a serialization failure (40001), forced by a concurrent
  * update committed between the workflow's read and its write, is retried and the second attempt
- * commits; a conflict on every attempt gives up after DB_TX_MAX_ATTEMPTS with DB_ERR_RETRY; a
+ * commits; a conflict on every attempt gives up after DB_TX_MAX_ATTEMPTS with DB_ERR_BUSY, and
+ * so does a workflow that answers DB_ERR_REDO every time (neither inside status comes out); a
  * non-retryable error (23505) is reported with its SQLSTATE after one attempt; a workflow's
  * DB_ABORTED rolls back. The round trips (BEGIN sent with the first statement, COMMIT with the
  * last when the workflow asks, db_query_pipeline): a pipelined COMMIT commits exactly once; a
@@ -104,10 +105,38 @@ static void persistent_conflict_gives_up(void **state)
     reset_counter();
     struct bump b = {0, 1000, 0};
     struct db_error err;
-    assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_ERR_RETRY);
+    assert_int_equal(db_tx_run(pool, DB_REPEATABLE_READ, bump_tx, &b, &err), DB_ERR_BUSY);
     assert_int_equal(b.attempts, DB_TX_MAX_ATTEMPTS);
     assert_string_equal(err.sqlstate, "40001");
     assert_int_equal(counter_value(), 100 * DB_TX_MAX_ATTEMPTS); /* no bump committed */
+}
+
+/* Bumps the counter, then answers DB_ERR_REDO, as a workflow does that found what it ran on
+ * changed under it. */
+static enum db_status redo_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    (*(int *)arg)++;
+    enum db_status st = db_query(c, &stmt_bump, NULL, NULL, err);
+    if (st != DB_OK)
+        return st;
+    db_error_set(err, "", "the workflow asked to run again");
+    return DB_ERR_REDO;
+}
+
+static void persistent_redo_gives_up_busy(void **state)
+{
+    reset_counter();
+    struct db_tx_stats before, after;
+    db_tx_get_stats(&before);
+    int attempts = 0;
+    struct db_error err;
+    assert_int_equal(db_tx_run(pool, DB_READ_COMMITTED, redo_tx, &attempts, &err), DB_ERR_BUSY);
+    assert_int_equal(attempts, DB_TX_MAX_ATTEMPTS);
+    assert_int_equal(counter_value(), 0); /* every attempt rolled back */
+    db_tx_get_stats(&after);
+    assert_int_equal(after.redos - before.redos, DB_TX_MAX_ATTEMPTS - 1);
+    assert_int_equal(after.retries - before.retries, 0);
+    assert_int_equal(after.failures - before.failures, 1);
 }
 
 static enum db_status dup_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -286,6 +315,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(serialization_failure_is_retried),
         cmocka_unit_test(persistent_conflict_gives_up),
+        cmocka_unit_test(persistent_redo_gives_up_busy),
         cmocka_unit_test(other_errors_are_reported_once),
         cmocka_unit_test(aborted_workflow_rolls_back),
         cmocka_unit_test(conflict_on_a_pipelined_commit_is_retried),

@@ -4,19 +4,27 @@
  * line, or on the lines right after it, continued on further comment lines): a JSON object
  * compared as a subset, where "..." as a value matches anything, ... among an object's members
  * stands for members not shown, and ... in an array for elements not shown. An answer that is a
- * problem document must be one README shows. Long-polls run with a one-second wait. */
+ * problem document must be one README shows. Long-polls run with a one-second wait. The shell
+ * starts in a directory that looks like a built checkout (build/cli holds rowlock-cli) with
+ * ROWLOCK_URL naming the service, so rowlock-cli commands run as written. Every
+ * `rowlock X (commit C, schema version N)` README shows must be the binary's --version. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "harness_svc.h"
+
+#ifndef ROWLOCK_CLI_BINARY
+#error "ROWLOCK_CLI_BINARY must name the rowlock-cli executable"
+#endif
 
 #define MAX_STEPS 256
 
@@ -301,14 +309,35 @@ static char *localize(const char *cmd, int port)
     return out;
 }
 
-/* Runs the steps in one shell (variables carry over); step i's output goes to dir/out.i and
- * its exit status to dir/rc.i. */
+/* Makes dir/checkout look like a built checkout for the tour's commands: build/cli is a link to
+ * the directory of the rowlock-cli under test. Fills checkout with its path. */
+static void checkout_make(const char *dir, char *checkout, size_t size)
+{
+    char path[600], cli[512];
+    snprintf(checkout, size, "%s/checkout", dir);
+    snprintf(path, sizeof(path), "%s/build", checkout);
+    assert_int_equal(mkdir(checkout, 0700), 0);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(cli, sizeof(cli), "%s", ROWLOCK_CLI_BINARY);
+    char *slash = strrchr(cli, '/');
+    assert_non_null(slash);
+    *slash = '\0';
+    snprintf(path, sizeof(path), "%s/build/cli", checkout);
+    assert_int_equal(symlink(cli, path), 0);
+}
+
+/* Runs the steps in one shell (variables carry over) in dir/checkout, rowlock-cli's default URL
+ * being the test's service; step i's output goes to dir/out.i and its exit status to
+ * dir/rc.i. */
 static void tour_run(const struct tour *t, int port, const char *dir)
 {
-    char path[512];
+    char path[512], checkout[512];
+    checkout_make(dir, checkout, sizeof(checkout));
     snprintf(path, sizeof(path), "%s/tour.sh", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
+    fprintf(f, "cd '%s' || exit 1\nROWLOCK_URL=http://127.0.0.1:%d\nexport ROWLOCK_URL\n", checkout,
+            port);
     for (int i = 0; i < t->n; i++) {
         char *cmd = localize(t->steps[i].cmd, port);
         fprintf(f, "{\n%s\n} >'%s/out.%d' 2>&1 </dev/null; echo $? >'%s/rc.%d'\n", cmd, dir, i, dir,
@@ -409,6 +438,44 @@ static int tour_check(const char *text, int *nsteps)
     return bad;
 }
 
+/* The binary's `rowlock --version` line, parsed: release and schema version. */
+static void binary_version(char *release, size_t size, int *schema)
+{
+    char cmd[600], out[256], commit[64], fmt[64];
+    snprintf(cmd, sizeof(cmd), "'%s' --version", ROWLOCK_BINARY);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    snprintf(fmt, sizeof(fmt), "rowlock %%%zus (commit %%63[^,], schema version %%d)", size - 1);
+    assert_int_equal(sscanf(out, fmt, release, commit, schema), 3);
+}
+
+/* Checks every "`rowlock X (commit C, schema version N)`" of text against the binary's release
+ * and schema version (the commit differs from build to build). Returns how many differ, and
+ * counts the lines in *found. */
+static int version_lines_check(const char *text, int *found)
+{
+    char release[64], shown[64], commit[64];
+    int schema = 0, shown_schema = 0, bad = 0;
+    binary_version(release, sizeof(release), &schema);
+    *found = 0;
+    for (const char *p = strstr(text, "`rowlock "); p != NULL; p = strstr(p + 1, "`rowlock ")) {
+        if (sscanf(p, "`rowlock %63s (commit %63[^,], schema version %d)`", shown, commit,
+                   &shown_schema) != 3)
+            continue; /* `rowlock --version` and the like */
+        (*found)++;
+        if (strcmp(shown, release) != 0 || shown_schema != schema) {
+            fprintf(stderr,
+                    "shows rowlock %s, schema version %d; the binary is %s, schema version %d\n",
+                    shown, shown_schema, release, schema);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 /* Every curl of README in order, each shown answer right. */
 static void readme_tour_answers_as_shown(void **state)
 {
@@ -445,11 +512,30 @@ static void wrong_answers_are_caught(void **state)
     assert_int_equal(n, 6);
 }
 
+/* README's --version line is the binary's, and a wrong one would be caught. */
+static void readme_version_line_is_the_binarys(void **state)
+{
+    const char *file = getenv("ROWLOCK_TEST_README");
+    char *text = slurp(file != NULL ? file : ROWLOCK_SOURCE_DIR "/README.md");
+    assert_non_null(text);
+    int found = 0;
+    assert_int_equal(version_lines_check(text, &found), 0);
+    assert_true(found >= 1);
+    free(text);
+    fprintf(stderr, "negative control: the two wrong versions below are expected\n");
+    assert_int_equal(version_lines_check("prints `rowlock 0.1.0 (commit 1a2b3c4, schema version "
+                                         "0)` and `rowlock 0.0.0-no (commit x, schema version 0)`",
+                                         &found),
+                     2);
+    assert_int_equal(found, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(wrong_answers_are_caught),
         cmocka_unit_test(readme_tour_answers_as_shown),
+        cmocka_unit_test(readme_version_line_is_the_binarys),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

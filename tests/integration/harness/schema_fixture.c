@@ -95,48 +95,46 @@ void tsf_assert_all_recorded(PGconn *c)
 }
 
 extern const char db_schema_sql[];
-extern const char db_migration_007[];
-extern const char db_migration_008[];
-extern const char db_migration_009[];
-extern const char db_migration_010[];
-extern const char db_migration_011[];
 
-/* The migrations a build of schema version 11 applied, as db/schema.c lists them. */
-static const struct {
-    int number;
-    const char *name;
-    const char *sql;
-} until_11[] = {{7, "migrations", db_migration_007},
-                {8, "topic_consumers", db_migration_008},
-                {9, "jobs_fillfactor", db_migration_009},
-                {10, "resource_upkeep", db_migration_010},
-                {11, "queue_upkeep", db_migration_011}};
+/* The oldest build schema version a database at migration number serves: 6, until the contract
+ * of migration 12 (db/schema.c, contracts[]). */
+static int serves_from(int number)
+{
+    return number >= 12 ? 12 : DB_SCHEMA_BASELINE;
+}
 
 /* Records migration number (sql's checksum computed by the server) as a build would. */
 static void record(PGconn *c, int number, const char *name, const char *sql)
 {
-    char num[16];
+    char num[16], serves[16];
     snprintf(num, sizeof(num), "%d", number);
-    const char *params[] = {num, name, sql};
+    snprintf(serves, sizeof(serves), "%d", serves_from(number));
+    const char *params[] = {num, name, sql, serves};
     PGresult *r = PQexecParams(
         c,
         "INSERT INTO rowlock.migrations (number, name, checksum, applied_by, serves_from) "
         "VALUES ($1::integer, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'), "
-        "'rowlock test fixture (a build of schema version 11)', 6)",
-        3, NULL, params, NULL, NULL, 0);
+        "'rowlock test fixture (a build of an older schema version)', $4::integer)",
+        4, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         fail_msg("recording migration %d: %s", number, PQresultErrorMessage(r));
     PQclear(r);
 }
 
-void tsf_migrate_to_11(PGconn *c)
+void tsf_migrate_to(PGconn *c, int last)
 {
-    for (size_t i = 0; i < sizeof(until_11) / sizeof(until_11[0]); i++) {
+    assert_true(last > DB_SCHEMA_BASELINE && last <= DB_SCHEMA_VERSION);
+    for (int i = 0; i < last - DB_SCHEMA_BASELINE; i++) {
+        const struct db_migration_file *m = &db_migration_files[i];
         PQclear(th_sql(c, "BEGIN"));
-        PQclear(th_sql(c, until_11[i].sql));
-        if (until_11[i].number == 7)
+        PQclear(th_sql(c, m->sql));
+        if (m->number == 7)
             record(c, DB_SCHEMA_BASELINE, "baseline", db_schema_sql);
-        record(c, until_11[i].number, until_11[i].name, until_11[i].sql);
+        record(c, m->number, m->name, m->sql);
+        char sql[96];
+        snprintf(sql, sizeof(sql), "UPDATE rowlock.schema_version SET version = %d",
+                 serves_from(m->number));
+        PQclear(th_sql(c, sql));
         PQclear(th_sql(c, "COMMIT"));
     }
 }

@@ -14,10 +14,10 @@ long tsf_int(PGconn *c, const char *sql);
 /* Asserts that rowlock.migrations holds exactly the migrations from the baseline to
  * DB_SCHEMA_VERSION, once each, with a SHA-256 checksum and the version that applied them. */
 void tsf_assert_all_recorded(PGconn *c);
-/* Applies migrations 7 to 11 to a database of the released schema 6 and records them, exactly
- * as a build of schema version 11 left it (each in its own transaction, serves_from 6): a
- * database the last release before migration 12 served. */
-void tsf_migrate_to_11(PGconn *c);
+/* Applies migrations 7 to last to a database of the released schema 6 and records them, exactly
+ * as a build of schema version last left it (each in its own transaction, with the serves_from
+ * of each): tsf_migrate_to(c, 11) is a database the last build before migration 12 served. */
+void tsf_migrate_to(PGconn *c, int last);
 /* The previous release's rowlock ($ROWLOCK_TEST_PREV_BINARY, built by deploy/local.sh test into
  * build-prev/ from the commit in db/schema/released/6/RELEASE), or NULL after saying on stderr
  * that it is not set to an executable. */

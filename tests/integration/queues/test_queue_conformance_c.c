@@ -106,7 +106,7 @@ static enum qc_outcome c_heartbeat(void *ctx, const char *queue, int64_t job_id,
                                    int64_t fence, int lease_seconds)
 {
     struct db_lease l = {job_id, owner, fence};
-    char expires[40];
+    char expires[DB_TIME_TEXT];
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st =
@@ -128,7 +128,7 @@ static enum qc_outcome c_fail(void *ctx, const char *queue, int64_t job_id, cons
                               int64_t fence, int retry)
 {
     struct db_lease l = {job_id, owner, fence};
-    char state[16];
+    char state[DB_JOB_STATE_TEXT];
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st =
@@ -150,7 +150,7 @@ static enum qc_outcome c_release(void *ctx, const char *queue, int64_t job_id, c
                                  int64_t fence)
 {
     struct db_lease l = {job_id, owner, fence};
-    char state[16];
+    char state[DB_JOB_STATE_TEXT];
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = db_leases_release(ctx, queue, &l, state, &v, &err);

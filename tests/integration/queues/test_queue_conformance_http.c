@@ -239,7 +239,7 @@ static int start_service(void)
         return -1;
     }
     PGconn *c = th_pg(th_svc_dburl);
-    tsf_migrate_to_11(c);
+    tsf_migrate_to(c, 11);
     PQfinish(c);
     return th_service_start_binary(&th_svc, prev, th_svc_dburl, NULL);
 }

@@ -72,10 +72,10 @@ static void make_due(PGconn *pg, int64_t id)
              "UPDATE rowlock.jobs SET finished_at = now() - interval '1 hour' WHERE id = %" PRId64,
              id);
     PQclear(th_sql(pg, sql));
-    /* time moved on for the janitor too: the queue's purge is due (rowlock.queue_upkeep) */
+    /* time moved on for the janitor too: the queue's purge is due (rowlock.upkeep) */
     snprintf(sql, sizeof(sql),
-             "UPDATE rowlock.queue_upkeep SET due_at = now() WHERE queue_id = (SELECT queue_id "
-             "FROM rowlock.jobs WHERE id = %" PRId64 ")",
+             "UPDATE rowlock.upkeep SET due_at = now() WHERE family = 'queues' AND resource_id = "
+             "(SELECT queue_id FROM rowlock.jobs WHERE id = %" PRId64 ")",
              id);
     PQclear(th_sql(pg, sql));
 }

@@ -43,10 +43,10 @@ static void topic_delete_frees_its_tables(void **state)
     json_decref(th_svc_call("PUT", "/topics/gone", "{}", 201));
     json_decref(th_svc_call("POST", "/topics/gone/messages", "{\"key\":\"k\",\"value\":1}", 201));
     assert_true(relations() > before);
-    assert_int_equal(count("SELECT count(*) FROM rowlock.topic_upkeep"), 1);
+    assert_int_equal(count("SELECT count(*) FROM rowlock.upkeep WHERE family = 'topics'"), 1);
     json_decref(th_svc_call("DELETE", "/topics/gone", NULL, 200));
     assert_int_equal(relations(), before);
-    assert_int_equal(count("SELECT count(*) FROM rowlock.topic_upkeep"), 0);
+    assert_int_equal(count("SELECT count(*) FROM rowlock.upkeep WHERE family = 'topics'"), 0);
     json_decref(th_svc_call("GET", "/topics/gone", NULL, 404));
     json_decref(th_svc_call("DELETE", "/topics/gone", NULL, 404));
     json_decref(th_svc_call("PUT", "/topics/gone", "{}", 201));
@@ -62,13 +62,13 @@ static void ledger_delete_frees_its_tables(void **state)
     long long before = relations();
     json_decref(th_svc_call("PUT", "/ledgers/gone", "{}", 201));
     assert_true(relations() > before);
-    assert_int_equal(count("SELECT count(*) FROM rowlock.ledger_upkeep"), 1);
+    assert_int_equal(count("SELECT count(*) FROM rowlock.upkeep WHERE family = 'ledgers'"), 1);
     json_t *d = th_svc_call("DELETE", "/ledgers/gone", NULL, 200);
     assert_string_equal(json_string_value(json_object_get(d, "name")), "gone");
     assert_true(json_is_true(json_object_get(d, "deleted")));
     json_decref(d);
     assert_int_equal(relations(), before);
-    assert_int_equal(count("SELECT count(*) FROM rowlock.ledger_upkeep"), 0);
+    assert_int_equal(count("SELECT count(*) FROM rowlock.upkeep WHERE family = 'ledgers'"), 0);
     json_decref(th_svc_call("GET", "/ledgers/gone", NULL, 404));
     json_decref(th_svc_call("DELETE", "/ledgers/gone", NULL, 404));
     json_decref(th_svc_call("DELETE", "/ledgers/bad%20name", NULL, 400));
@@ -145,7 +145,8 @@ static void queue_delete_frees_everything(void **state)
     assert_int_equal(count("SELECT count(*) FROM rowlock.queues WHERE name = 'gone'"), 0);
     char upkeep[128];
     snprintf(upkeep, sizeof(upkeep),
-             "SELECT count(*) FROM rowlock.queue_upkeep WHERE queue_id = %s", qid);
+             "SELECT count(*) FROM rowlock.upkeep WHERE family = 'queues' AND resource_id = %s",
+             qid);
     assert_int_equal(count(upkeep), 0);
     json_decref(th_svc_call("GET", "/queues/gone", NULL, 404));
     json_decref(th_svc_call("DELETE", "/queues/gone", NULL, 404));

@@ -2,7 +2,9 @@
  * differs from the build's is refused; a build older than the database's schema refuses naming
  * both versions, unless the database declares it still serves that build; --migrate=check
  * refuses pending migrations and changes nothing, --migrate-only applies them and exits 0; a
- * migration missing between applied ones is refused. */
+ * migration missing between applied ones is refused; a migration recorded before its comments
+ * were reworded is accepted as its own, never as another's; the upkeep rows of a filled database
+ * of schema 12 move to rowlock.upkeep with their due times. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,6 +131,79 @@ static void skipped_migration_is_refused(void **state)
     PQfinish(c);
 }
 
+/* Migration 10 as first applied (db/schema.c, reworded[]): its comments changed since. */
+static const char migration_10_applied[] =
+    "b227e061c6daad105bd26bbcedae0aa63d6153378801641910bc77f8dee6d9e7";
+
+static void reworded_migration_is_accepted_as_its_own(void **state)
+{
+    char url[1024], sql[256];
+    PGconn *c = migrated_database("mig_reworded", url, sizeof(url));
+    snprintf(sql, sizeof(sql), "UPDATE rowlock.migrations SET checksum = '%s' WHERE number = 10",
+             migration_10_applied);
+    PQclear(th_sql(c, sql));
+    struct th_service svc;
+    assert_int_equal(th_service_start(&svc, url, NULL), 0);
+    assert_true(th_service_logged(&svc, "schema current"));
+    assert_int_equal(th_service_stop(&svc), 0);
+    /* the same checksum recorded for another migration is that migration changed */
+    snprintf(sql, sizeof(sql),
+             "UPDATE rowlock.migrations SET checksum = (SELECT checksum FROM rowlock.migrations "
+             "WHERE number = 9) WHERE number = 10; UPDATE rowlock.migrations SET checksum = '%s' "
+             "WHERE number = 11",
+             migration_10_applied);
+    PQclear(th_sql(c, sql));
+    assert_int_equal(th_service_start(&svc, url, NULL), -1);
+    assert_true(
+        th_service_logged(&svc, "migration 10 (resource_upkeep) was applied with checksum"));
+    PQclear(th_sql(c, "UPDATE rowlock.migrations SET checksum = (SELECT checksum FROM "
+                      "rowlock.migrations WHERE number = 9) WHERE number = 10"));
+    PQfinish(c);
+}
+
+/* A database of schema 12 with a topic, a ledger and a queue, each due at its own time in the
+ * per-family tables: after the upgrade each has its row in rowlock.upkeep, due when it was. */
+static void upkeep_rows_move_to_one_table(void **state)
+{
+    char url[1024];
+    assert_int_equal(tsf_create_released("mig_upkeep", url, sizeof(url)), 0);
+    PGconn *c = th_pg(url);
+    tsf_migrate_to(c, 12);
+    PQclear(th_sql(c, "INSERT INTO rowlock.topics (name, headless_ttl_seconds, "
+                      "default_schema_version) VALUES ('t', 60, 1)"));
+    PQclear(
+        th_sql(c, "WITH l AS (INSERT INTO rowlock.ledgers (name, tombstone_retention_seconds) "
+                  "VALUES ('l', 60) RETURNING id) SELECT rowlock.ledger_create_tables(id) FROM l"));
+    PQclear(th_sql(c, "INSERT INTO rowlock.queues (name, max_attempts, lease_seconds, "
+                      "backoff_base_seconds, backoff_max_seconds, retention_seconds) "
+                      "VALUES ('q', 5, 30, 1, 60, 3600)"));
+    PQclear(th_sql(c, "UPDATE rowlock.topic_upkeep SET due_at = now() + interval '1 day'; "
+                      "UPDATE rowlock.ledger_upkeep SET due_at = now() + interval '2 days'; "
+                      "UPDATE rowlock.queue_upkeep SET due_at = now() + interval '3 days'"));
+    struct th_service svc;
+    assert_int_equal(th_service_start(&svc, url, NULL), 0);
+    assert_true(th_service_logged(&svc, "schema migrated"));
+    assert_int_equal(th_service_stop(&svc), 0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.upkeep"), 3);
+    assert_int_equal(
+        tsf_int(c, "SELECT count(*) FROM rowlock.upkeep u JOIN rowlock.topics t ON t.id = "
+                   "u.resource_id JOIN rowlock.topic_upkeep o ON o.topic_id = t.id WHERE "
+                   "u.family = 'topics' AND t.name = 't' AND u.due_at = o.due_at"),
+        1);
+    assert_int_equal(
+        tsf_int(c, "SELECT count(*) FROM rowlock.upkeep u JOIN rowlock.ledgers l ON l.id = "
+                   "u.resource_id JOIN rowlock.ledger_upkeep o ON o.ledger_id = l.id WHERE "
+                   "u.family = 'ledgers' AND l.name = 'l' AND u.due_at = o.due_at"),
+        1);
+    assert_int_equal(
+        tsf_int(c, "SELECT count(*) FROM rowlock.upkeep u JOIN rowlock.queues q ON q.id = "
+                   "u.resource_id JOIN rowlock.queue_upkeep o ON o.queue_id = q.id WHERE "
+                   "u.family = 'queues' AND q.name = 'q' AND u.due_at = o.due_at"),
+        1);
+    tsf_assert_all_recorded(c);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -136,6 +211,8 @@ int main(void)
         cmocka_unit_test(older_build_than_the_schema_is_refused),
         cmocka_unit_test(check_mode_refuses_pending_and_migrate_only_applies),
         cmocka_unit_test(skipped_migration_is_refused),
+        cmocka_unit_test(reworded_migration_is_accepted_as_its_own),
+        cmocka_unit_test(upkeep_rows_move_to_one_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -535,7 +535,7 @@ static void upgrade_from_11_keeps_consumers(void **state)
     fill_topics(svc.port, url, &f);
     assert_int_equal(th_service_stop(&svc), 0);
     PGconn *c = th_pg(url);
-    tsf_migrate_to_11(c);
+    tsf_migrate_to(c, 11);
     /* consumers as the build of version 11 commits them: at 5 (after a, the hole and a's
      * second message), at the start, and at u's end */
     PQclear(th_sql(c, "INSERT INTO rowlock.topic_consumers (topic_id, name, \"offset\") "
