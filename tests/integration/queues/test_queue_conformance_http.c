@@ -223,8 +223,8 @@ static enum qc_outcome h_get_job(void *ctx, const char *queue, int64_t job_id, s
 }
 
 #ifdef CONFORMANCE_PREVIOUS_RELEASE
-/* The rolling-upgrade proof (README, Upgrading): a database of the released schema gets every
- * expand migration (7 to 11, as a build of schema version 11 applied them), then the previous
+/* The rolling-upgrade proof (docs/operations/upgrades.md): a database of the released schema gets
+ * every expand migration (7 to 11, as a build of schema version 11 applied them), then the previous
  * release's binary (ROWLOCK_TEST_PREV_BINARY, built by deploy/local.sh test from the commit in
  * db/schema/released/) serves it. Migration 12 is a contract step (serves_from 12): the
  * previous release refuses a database past it (test_upgrade_from_released). 0, or -1 after
