@@ -25,7 +25,6 @@
 #define NTX    40
 #define HUGE   5000
 
-static struct th_service svc;
 static struct db_pool *pool;
 static PGconn *pg;
 
@@ -62,7 +61,7 @@ static void post_transaction(int i)
     json_t *tx = json_pack("{s:s%, s:o}", "digest", want[nwant - 1].digest,
                            strlen(want[nwant - 1].digest), "events", events);
     struct th_response r;
-    assert_int_equal(th_http_json(svc.port, "POST", "/ledgers/b/transactions", tx, &r), 0);
+    assert_int_equal(th_http_json(th_svc.port, "POST", "/ledgers/b/transactions", tx, &r), 0);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
     json_decref(tx);
@@ -71,10 +70,9 @@ static void post_transaction(int i)
 static int setup(void **state)
 {
     static const char *const env[] = {"ROWLOCK_RESPONSE_BUDGET=2048", NULL};
-    if (th_db_open("ledger_events_budget", 2, &pool, &pg) != 0 ||
-        th_service_start(&svc, th_svc_dburl, env) != 0)
+    if (th_db_open("ledger_events_budget", 2, &pool, &pg) != 0 || th_svc_run(env) != 0)
         return -1;
-    json_decref(th_call(svc.port, "PUT", "/ledgers/b", "{}", 201));
+    json_decref(th_call(th_svc.port, "PUT", "/ledgers/b", "{}", 201));
     for (int i = 0; i < NTX; i++)
         post_transaction(i);
     return 0;
@@ -82,7 +80,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    int rc = th_service_stop(&svc) == 0 ? 0 : -1;
+    int rc = th_svc_teardown(state);
     th_db_close(pool, pg);
     return rc;
 }
@@ -105,7 +103,7 @@ static int walk(int limit)
     for (;;) {
         char path[96];
         snprintf(path, sizeof(path), "/ledgers/b/events?after=%" PRId64 "&limit=%d", after, limit);
-        json_t *page = th_get_json(svc.port, path);
+        json_t *page = th_get_json(th_svc.port, path);
         json_t *events = json_object_get(page, "events");
         size_t n = json_array_size(events), sum = 0;
         int64_t next = json_integer_value(json_object_get(page, "next"));

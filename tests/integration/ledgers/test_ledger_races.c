@@ -470,7 +470,7 @@ static void checkpoint_cut_short_by_a_crash_is_all_or_nothing(void **state)
         th_service_signal(&th_svc, SIGKILL);
         pthread_join(t, NULL);
         assert_int_equal(th_service_wait(&th_svc, 10), -1);
-        assert_int_equal(th_service_start(&th_svc, th_svc_dburl, NULL), 0);
+        assert_int_equal(th_svc_run(NULL), 0);
         json_t *after = lc_ledger_counts(l);
         json_int_t n = json_integer_value(json_object_get(after, "transactions")) - base;
         fprintf(stderr, "round %d: the kill left %lld of %d transactions (the request saw %ld)\n",
