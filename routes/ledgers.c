@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/ledgers.h"
+#include "routes/etag.h"
 #include "routes/json_util.h"
 #include "routes/ledgers.h"
 #include "routes/routes.h"
@@ -532,39 +533,12 @@ static enum svc_outcome route_ledger_tx_get(struct svc_request *req)
     return svc_reply_json(req, 200, status_json(digest, &s));
 }
 
-/* Does the If-None-Match field value name etag (a strong "\"...\"")? "*" or a list of entity
- * tags, compared weakly (a W/ prefix is ignored), as RFC 9110 says for GET. A malformed list
- * matches nothing. */
-static int etag_listed(const char *field, const char *etag)
-{
-    size_t n = strlen(etag);
-    for (const char *p = field; p != NULL && *p != '\0';) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        if (*p == '\0')
-            break;
-        if (*p == '*')
-            return 1;
-        if (strncmp(p, "W/", 2) == 0)
-            p += 2;
-        const char *end = *p == '"' ? strchr(p + 1, '"') : NULL;
-        if (end == NULL)
-            return 0;
-        if ((size_t)(end + 1 - p) == n && memcmp(p, etag, n) == 0)
-            return 1;
-        p = end + 1;
-    }
-    return 0;
-}
-
 /* Sends the strong ETag of an object or display (its version) and says whether the request's
  * If-None-Match names it (then the answer is 304 without a body). */
 static int etag_matches(struct svc_request *req, int64_t version)
 {
-    char etag[32];
-    snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", version);
-    svc_req_add_header(req, "ETag", etag);
-    return etag_listed(svc_req_header(req, "If-None-Match"), etag);
+    route_etag_set(req, version);
+    return route_etag_names(svc_req_header(req, "If-None-Match"), version, ROUTE_ETAG_WEAK);
 }
 
 /* An object or display as GET shows it, as JSON text (the caller frees it; its length in *len);
