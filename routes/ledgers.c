@@ -548,23 +548,13 @@ static char *item_text(const struct db_ledger_item *it, const char *key, int dis
 {
     json_t *j = json_pack("{s:s, s:I, s:s}", display ? "type" : "object_id", key, "version",
                           (json_int_t)it->version, "updated_at", it->updated_at);
-    int ok =
-        j != NULL &&
-        (display || json_object_set_new(j, "type", json_string(it->type ? it->type : "")) == 0);
-    char *head = ok ? json_dumps(j, JSON_COMPACT) : NULL, *text = NULL;
-    json_decref(j);
-    const char *data = it->data ? it->data : "null";
-    size_t h = head ? strlen(head) : 0, n = strlen(data);
-    /* "{...}" -> "{...,"data":<data>}" */
-    if (h > 2 && (text = malloc(h + n + 9)) != NULL) {
-        memcpy(text, head, h - 1);
-        memcpy(text + h - 1, ",\"data\":", 8);
-        memcpy(text + h + 7, data, n);
-        memcpy(text + h + 7 + n, "}", 2);
-        *len = h + n + 8;
+    if (j != NULL && !display &&
+        json_object_set_new(j, "type", json_string(it->type ? it->type : "")) != 0) {
+        json_decref(j);
+        return NULL;
     }
-    free(head);
-    return text;
+    struct svc_jpage_raw data = {"data", it->data, it->data ? strlen(it->data) : 0};
+    return svc_jpage_object(j, &data, 1, len);
 }
 
 /* 410 object_deleted, with the version of the tombstone (a 500 if it cannot be said). */
@@ -629,10 +619,9 @@ static int event_one(const struct db_ledger_event_row *e, size_t data_len, void 
     json_t *env =
         json_pack("{s:I, s:s, s:i, s:s, s:s}", "offset", (json_int_t)e->offset, "digest", e->digest,
                   "index", e->index, "type", e->type, "created_at", e->created_at);
-    const char *names[] = {"data"}, *raw[] = {e->data[0] ? e->data : "null"};
-    size_t lens[] = {e->data[0] ? data_len : 4};
+    struct svc_jpage_raw data = {"data", e->data[0] ? e->data : NULL, data_len};
     /* an event that cannot be written fails the page (a 500): stop reading */
-    return svc_jpage_item(page, env, 1, names, raw, lens) != 0;
+    return svc_jpage_item(page, env, &data, 1) != 0;
 }
 
 /* A page of the event log: at most limit events and, past the first, at most the response
