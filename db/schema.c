@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db/clock.h"
 #include "db/sql.h"
 #include "db/tx.h"
 
@@ -404,8 +405,7 @@ static enum db_status apply_pending(struct db_conn *c, struct db_state *s, int f
 static enum db_status take_lock(struct db_pool *pool, long wait_ms, struct db_conn **out,
                                 struct db_schema_report *rep, struct db_error *err)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = db_clock_now_ms();
     for (;;) {
         struct db_conn *c = NULL;
         PGresult *res = NULL;
@@ -423,8 +423,7 @@ static enum db_status take_lock(struct db_pool *pool, long wait_ms, struct db_co
         db_pool_release(c);
         if (st != DB_OK)
             return st;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        rep->waited_ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        rep->waited_ms = (long)(db_clock_now_ms() - t0);
         if (rep->waited_ms >= wait_ms) {
             db_error_set(err, "55P03",
                          "another process has held the schema lock for %ld ms (applying "
