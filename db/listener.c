@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "db/clock.h"
+
 #define PENDING_MAX    256 /* distinct names waiting to be sent; more are dropped */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
