@@ -178,13 +178,13 @@ static int database_ready(struct db_pool *pool, const struct svc_config *cfg,
     enum db_migrate_mode mode = cfg->migrate == SVC_MIGRATE_CHECK && !cfg->migrate_only
                                     ? DB_MIGRATE_CHECK
                                     : DB_MIGRATE_AUTO;
-    time_t deadline = time(NULL) + cfg->db_startup_wait_s;
+    double deadline = svc_now() + (double)cfg->db_startup_wait_s;
     char applied_by[128]; /* recorded with each migration this process applies */
     snprintf(applied_by, sizeof(applied_by), "rowlock %s (commit %s)", svc_version, svc_commit);
     for (int attempt = 1;; attempt++) {
         struct db_error err = {{0}, {0}};
         struct db_schema_report rep;
-        long left_ms = ((long)(deadline - time(NULL))) * 1000;
+        long left_ms = (long)((deadline - svc_now()) * 1000.0);
         enum db_status st =
             db_schema_migrate(pool, mode, applied_by, left_ms > 1000 ? left_ms : 1000, &rep, &err);
         if (st == DB_OK && db_schema_refused(rep.verdict)) {
@@ -202,7 +202,7 @@ static int database_ready(struct db_pool *pool, const struct svc_config *cfg,
         }
         char n[16];
         snprintf(n, sizeof(n), "%d", attempt);
-        if (time(NULL) >= deadline) {
+        if (svc_now() >= deadline) {
             svc_log(SVC_LOG_ERROR, "database did not become reachable", SVC_NUM("attempts"), n,
                     "detail", err.message, NULL);
             return -1;
