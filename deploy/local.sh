@@ -551,7 +551,10 @@ record() {
 }
 
 # The npm packages deploy/check-deploy.mjs validates with (Kubernetes' schemas compiled), in
-# .rowlock/node-deploy; prints their node_modules directory.
+# .rowlock/node-deploy; prints their node_modules directory. kubernetes-models 5.1.0 declares
+# Node.js 22, yet runs check-deploy.mjs on Debian 12's Node.js 18.20 (npm only warns, and at
+# --loglevel=error says nothing); so does @redocly/cli 1.34.20, which declares npm 9.5, with
+# Debian 12's npm 9.2 (checked on a minimal Debian 12).
 readonly DEPLOY_NODE_PACKAGES=(kubernetes-models@5.1.0 @kubernetes-models/prometheus-operator@6.0.0
     yaml@2.9.1)
 install_deploy_checkers() {
@@ -569,8 +572,10 @@ install_deploy_checkers() {
 }
 
 # The dashboard's browser tests (tests/browser/): playwright-core drives Debian's chromium
-# headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above.
-readonly BROWSER_NODE_PACKAGES=(playwright-core@1.65.1 axe-core@4.14.1)
+# headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above:
+# playwright-core 1.61.1 is the newest that runs on Debian 12's Node.js 18 (1.62 and later refuse
+# Node.js below 20), and it drives Debian 12's chromium 156.
+readonly BROWSER_NODE_PACKAGES=(playwright-core@1.61.1 axe-core@4.14.1)
 install_browser_checkers() {
     local dir=$STATE/node-browser want have=""
     want=$(printf '%s\n' "${BROWSER_NODE_PACKAGES[@]}")
