@@ -390,7 +390,7 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
  * a large share of a short statement's time): with auto, PostgreSQL keeps choosing a custom plan,
  * as a generic one guesses LIMIT $3 at a tenth of the backlog and so looks dearer. The generic plan
  * is the custom one (the claim index, then primary-key lookups, held to them by the "= ANY" above)
- * at any backlog (README, "Generic plans for the queue's hot statements"). */
+ * at any backlog (docs/architecture.md, "The queue's rows", generic plans). */
 static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
 {
     if (n == 1) {

@@ -136,10 +136,11 @@ prepare_state_dir() {
     [ -f "$STATE/.gitignore" ] || printf '*\n' >"$STATE/.gitignore"
 }
 
-# The previous release, for the upgrade test (tests/integration/test_upgrade_from_released.c):
-# its commit is named in db/schema/released/<version>/RELEASE; its tree comes from this clone's
-# history (git archive, no network, no worktree), and only its rowlock binary is built, once per
-# commit, into build-prev/. Prints the binary's path.
+# The previous release, for the upgrade test
+# (tests/integration/schema/test_upgrade_from_released.c): its commit is named in
+# db/schema/released/<version>/RELEASE; its tree comes from this clone's history (git archive,
+# no network, no worktree), and only its rowlock binary is built, once per commit, into
+# build-prev/. Prints the binary's path.
 build_prev() {
     local release commit dir
     release=$(find "$ROOT/db/schema/released" -mindepth 2 -maxdepth 2 -name RELEASE | sort -V | tail -n 1)
@@ -751,7 +752,7 @@ cmd_pgctl() {
 # pgpair DIR init|kill-primary|promote|stop|status
 #
 # A primary (DIR/primary) and its synchronous standby (DIR/standby) on this machine, for the
-# failover test (tests/integration/test_failover.c, through $ROWLOCK_TEST_PGPAIR). Unix sockets
+# failover test (tests/integration/db/test_failover.c, through $ROWLOCK_TEST_PGPAIR). Unix sockets
 # only; the standby streams over the primary's socket (pg_basebackup -R, application_name
 # rowlock_standby) and the primary waits for it at every commit (synchronous_standby_names,
 # synchronous_commit on). fsync stays off: the test kills PostgreSQL, never the machine.

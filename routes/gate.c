@@ -93,13 +93,12 @@ int svc_gate_req_enter(struct svc_request *req, struct svc_gate *g, const char *
         return 1;
     /* The second try, after reading the wake generation, catches a place freed in between; a
      * place freed later wakes the wait at once. */
-    unsigned gen = svc_wake_generation(req);
-    double deadline = svc_now() - svc_req_age(req) + max_wait_s;
-    if (svc_gate_try_enter(g, *slot, !svc_req_may_wait(req, deadline), 1))
+    struct svc_poll poll = svc_poll_begin(req, max_wait_s);
+    if (svc_gate_try_enter(g, *slot, !svc_poll_may_wait(req, &poll), 1))
         return 1;
-    char channel[32];
+    char channel[SVC_CHANNEL_MAX];
     channel_of(*slot, channel, sizeof(channel));
-    *out = svc_req_wait(req, channel, deadline, gen);
+    *out = svc_poll_wait(req, &poll, channel);
     return 0;
 }
 
@@ -107,7 +106,7 @@ void svc_gate_req_exit(struct svc_request *req, struct svc_gate *g, unsigned slo
 {
     if (!svc_gate_exit(g, slot))
         return;
-    char channel[32];
+    char channel[SVC_CHANNEL_MAX];
     channel_of(slot, channel, sizeof(channel));
     svc_req_wake_n(req, channel, 1);
 }

@@ -80,7 +80,7 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
     const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL || claim_parse(req, &c, &out) != 0)
         return out;
-    unsigned gen = svc_wake_generation(req);
+    struct svc_poll poll = svc_poll_begin(req, (double)c.wait);
     struct db_claimed *claimed = calloc((size_t)c.max_jobs, sizeof(*claimed));
     if (claimed == NULL)
         return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
@@ -89,12 +89,11 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
     struct db_error err;
     enum db_status st = db_leases_claim(app->pool, queue, c.owner, (int)c.max_jobs, (int)c.lease,
                                         app->config->response_budget, claimed, &n, &v, &err);
-    double deadline = svc_now() - svc_req_age(req) + (double)c.wait;
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
-    else if (n == 0 && svc_req_may_wait(req, deadline))
-        out = svc_req_wait(req, queue_channel(queue, channel, sizeof(channel)), deadline, gen);
+    else if (n == 0 && svc_poll_may_wait(req, &poll))
+        out = svc_poll_wait(req, &poll, queue_channel(queue, channel, sizeof(channel)));
     else
         out = claim_render(req, queue, c.owner, claimed, n);
     db_claimed_clear(claimed, n);

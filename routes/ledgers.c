@@ -158,7 +158,7 @@ static enum svc_outcome reply_ingested(struct svc_request *req, const char *ledg
 {
     count2(m_applied, ledger, path, applied);
     count2(m_skipped, ledger, path, skipped);
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     if (v == DB_L_APPLIED)
         svc_req_wake(req, channel_of(ledger, channel, sizeof(channel)));
     return svc_reply_json(req, v == DB_L_APPLIED ? 201 : 200, body);
@@ -334,16 +334,15 @@ static int submission_call(struct svc_request *req, const struct submission *s, 
                            enum svc_outcome *out)
 {
     struct svc_app *app = svc_req_app(req);
-    unsigned gen = svc_wake_generation(req);
+    struct svc_poll poll = svc_poll_begin(req, (double)s->wait_seconds);
     memset(r, 0, sizeof(*r));
     r->st = DB_OK;
     r->v = DB_L_OK;
     if (s->p.tx.ninputs > 0)
         r->st = db_ledgers_check(app->pool, s->ledger, &s->p.tx, &r->status, &r->v, &r->err);
-    double deadline = svc_now() - svc_req_age(req) + (double)s->wait_seconds;
-    char channel[160];
-    if (r->st == DB_OK && r->v == DB_L_DEPS_PENDING && svc_req_may_wait(req, deadline)) {
-        *out = svc_req_wait(req, channel_of(s->ledger, channel, sizeof(channel)), deadline, gen);
+    char channel[SVC_CHANNEL_MAX];
+    if (r->st == DB_OK && r->v == DB_L_DEPS_PENDING && svc_poll_may_wait(req, &poll)) {
+        *out = svc_poll_wait(req, &poll, channel_of(s->ledger, channel, sizeof(channel)));
         return 1;
     }
     if (svc_req_resumes(req) > 0 && r->st == DB_OK)

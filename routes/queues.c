@@ -96,7 +96,7 @@ const char *queue_channel(const char *queue, char *buf, size_t size)
 /* Wakes n claims waiting on the queue (-1: every one). */
 void queue_wake(struct svc_request *req, const char *queue, long n)
 {
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     svc_req_wake_n(req, queue_channel(queue, channel, sizeof(channel)), n);
 }
 
@@ -490,7 +490,7 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
     enum db_queue_verdict v;
     struct db_error err;
     /* after a quiet spell the other processes' claimers hear of it from this transaction */
-    char channel[160], notify[DB_LISTENER_MAX_PAYLOAD + 32];
+    char channel[SVC_CHANNEL_MAX], notify[DB_LISTENER_MAX_PAYLOAD + 32];
     queue_channel(queue, channel, sizeof(channel));
     int inline_wake = svc_req_wake_inline(req, channel, (long)e.n, notify, sizeof(notify));
     int notified = 0;

@@ -41,7 +41,7 @@ json_t *queue_with(json_t *o, const char *name, json_t *v);
 json_t *queue_appended(json_t *arr, json_t *v);
 /* ROWLOCK_RESPONSE_BUDGET: the bytes a page of jobs or leases may take. */
 long long queue_budget(struct svc_request *req);
-/* The wake-up channel of a queue ("queue:<name>") in buf. */
+/* The wake-up channel of a queue ("queue:<name>") in buf (SVC_CHANNEL_MAX bytes hold any). */
 const char *queue_channel(const char *queue, char *buf, size_t size);
 /* Counts a refused lease write by its reason. */
 void queue_count_rejection(const char *queue, enum db_queue_verdict v);

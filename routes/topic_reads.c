@@ -81,7 +81,7 @@ enum svc_outcome route_messages_read(struct svc_request *req)
         route_int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0 ||
         consumer_query(req, &consumer, &out) != 0)
         return out;
-    unsigned gen = svc_wake_generation(req);
+    struct svc_poll poll = svc_poll_begin(req, (double)wait);
     struct svc_jpage page;
     svc_jpage_begin(&page, "messages", response_budget(req));
     int64_t next = after, from = after;
@@ -100,12 +100,10 @@ enum svc_outcome route_messages_read(struct svc_request *req)
                            : route_topic_problem(req, v, topic, consumer);
     }
     /* nothing new yet: wait (no thread, no connection held) until a produce or the deadline */
-    double deadline = svc_now() - svc_req_age(req) + (double)wait;
-    if (page.items == 0 && next == after && svc_req_may_wait(req, deadline)) {
+    if (page.items == 0 && next == after && svc_poll_may_wait(req, &poll)) {
         svc_jpage_free(&page);
-        char channel[160];
-        return svc_req_wait(req, route_topic_channel(topic, channel, sizeof(channel)), deadline,
-                            gen);
+        char channel[SVC_CHANNEL_MAX];
+        return svc_poll_wait(req, &poll, route_topic_channel(topic, channel, sizeof(channel)));
     }
     return reply_page(req, &page, json_pack("{s:I}", "next", (json_int_t)next));
 }

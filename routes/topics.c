@@ -527,7 +527,7 @@ static enum svc_outcome route_messages_produce(struct svc_request *req)
         out = route_topic_problem(req, v, topic, p.producer);
     } else {
         count_effects(topic, p.res, p.n);
-        char channel[160];
+        char channel[SVC_CHANNEL_MAX];
         svc_req_wake(req, route_topic_channel(topic, channel, sizeof(channel)));
         out = produce_render(req, &p);
     }
@@ -690,7 +690,7 @@ static enum svc_outcome head_render(struct svc_request *req, const struct db_hea
         return svc_reply_json(req, 200, j);
     }
     count_effects(topic, &w->produced, 1);
-    char channel[160];
+    char channel[SVC_CHANNEL_MAX];
     svc_req_wake(req, route_topic_channel(topic, channel, sizeof(channel)));
     set_etag(req, w->produced.head_offset);
     j = produced_json(key, &w->produced);

@@ -29,7 +29,7 @@ const char *route_topic_key_param(struct svc_request *req, enum svc_outcome *out
 /* 404 for a topic, producer or consumer a workflow did not find. */
 enum svc_outcome route_topic_problem(struct svc_request *req, enum db_topic_verdict v,
                                      const char *topic, const char *producer);
-/* The wake-up channel of a topic ("topic:<name>") in buf. */
+/* The wake-up channel of a topic ("topic:<name>") in buf (SVC_CHANNEL_MAX bytes hold any). */
 const char *route_topic_channel(const char *topic, char *buf, size_t size);
 
 /* routes/topic_reads.c: log reads, key lists and a key's history. */

@@ -1,6 +1,6 @@
 /* Bearer-token authentication: tokens and their scopes loaded from a file, stored only as
  * SHA-256 digests and compared in constant time. Deciding which scope a route needs belongs
- * to the route table; writing 401/403 belongs to http.c. */
+ * to the route table; writing 401/403 belongs to http_check.c. */
 #ifndef SVC_AUTH_H
 #define SVC_AUTH_H
 

@@ -8,6 +8,7 @@
 
 #include "db/upkeep.h"
 #include "service/log.h"
+#include "service/wait.h"
 
 struct svc_route *svc_families_routes(const struct svc_family *const *families, size_t n,
                                       size_t *count)
@@ -55,6 +56,8 @@ static const char *family_lacks(const struct svc_family *f)
         return "no routes";
     if (f->resource[0] == '\0' || strchr(f->resource, ':') != NULL)
         return "a resource name that cannot name a wake channel (empty, or with a ':')";
+    if (strlen(f->resource) + 1 + DB_NAME_MAX >= SVC_CHANNEL_MAX)
+        return "a resource name too long for a wake channel (SVC_CHANNEL_MAX)";
     return NULL;
 }
 

@@ -16,9 +16,6 @@ struct svc_app;
 struct svc_buf;
 struct db_upkeep;
 
-/* A wake channel's name: "<resource>:<resource name>" (svc_family_channel), with room to spare. */
-#define SVC_CHANNEL_SIZE 160
-
 struct svc_family {
     const char *name; /* "topics": the janitor thread's name, and in logs */
     /* A family of resources (topics, queues, ledgers) names its resource in the singular
@@ -56,7 +53,7 @@ int svc_families_register_problems(const struct svc_family *const *families, siz
 /* Checks that every family of resources has what serving it takes (see struct svc_family) and
  * that no two share a name or a resource: 0, or -1 with a sentence in why. */
 int svc_families_check(const struct svc_family *const *families, size_t n, char *why, size_t size);
-/* The wake channel of resource `name` of family f ("topic:orders") in buf (SVC_CHANNEL_SIZE
+/* The wake channel of resource `name` of family f ("topic:orders") in buf (SVC_CHANNEL_MAX
  * bytes); returns buf. */
 const char *svc_family_channel(const struct svc_family *f, const char *name, char *buf,
                                size_t size);

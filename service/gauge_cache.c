@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "service/http.h"
+#include "service/clock.h"
 #include "service/metrics.h"
 
 /* Counts and keeps the result; budget_ms above 0 cuts the count off after that long, which keeps

@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "service/clock.h"
 
 #define DEFAULT_TIMEOUT_MS 5000L
 
@@ -113,9 +114,7 @@ int svc_health_status_line(const char *line, size_t len)
 
 static long now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+    return (long)(svc_now() * 1000.0);
 }
 
 /* Waits for events on fd until the deadline. 1 when ready, 0 on timeout, -1 on error. */

@@ -1,49 +1,70 @@
-/* What service/http.c and service/http_check.c share: the server's and a request's state, and
- * the checks a request passes before its handler runs. Internal to service/: handlers see only
- * http.h. */
+/* What the files of the HTTP server share, and nothing outside them sees (handlers see http.h):
+ * the server's and a request's state, each part owned by one file, and what each file offers
+ * the others (http.c the daemon, request.c, reply.c, wait.c, wake.c, worker.c, ticker.c,
+ * http_check.c). */
 #ifndef SVC_HTTP_INTERNAL_H
 #define SVC_HTTP_INTERNAL_H
 
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include "service/buf.h"
 #include "service/http.h"
+#include "service/request_id.h"
 
-#define MAX_EXTRA_HEADERS 8
-#define REQUEST_ID_MAX    128
+/* Headers a handler may add to its reply (svc_req_add_header). */
+#define SVC_REQ_EXTRA_HEADERS 8
 
-struct waiter {
-    struct svc_request *req;
-    char *channel;
-    double deadline;
-    double recheck; /* when to look again for writes made by other processes */
-    struct waiter *next;
+struct svc_waiter;
+
+/* The long-poll waiters (wait.c). */
+struct svc_waiters {
+    pthread_mutex_t mu;
+    struct svc_waiter *head; /* oldest first: the order svc_server_wake wakes in */
+    long n;
+    unsigned generation;   /* counts wakes: a run that saw it change looks again (svc_poll) */
+    int stopping;          /* no request suspends any more (svc_waiters_stop) */
+    atomic_ulong rechecks; /* waiters resumed by their periodic re-check */
+    atomic_ulong woken;    /* waiters resumed by a wake (svc_server_wake) */
 };
 
+/* The worker threads and their queue (worker.c): handlers of SVC_RUN_WORKER routes run there,
+ * their connections suspended meanwhile. */
+struct svc_workers {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct svc_request *head, *tail;
+    struct svc_request *resumed; /* the last resumed long-poll queued (they come first) */
+    int stop;
+    pthread_t *threads;
+    int n; /* threads started */
+};
+
+/* The ticker thread (ticker.c). */
+struct svc_ticker {
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    double next_deadline_scan;
+};
+
+/* What announces this process's wakes to the other processes (wake.c; set by main). */
+struct svc_publisher {
+    _Atomic(svc_publish_fn) fn;
+    _Atomic(svc_publish_inline_fn) inline_fn;
+    _Atomic(svc_publish_inline_done_fn) inline_done;
+    void *_Atomic ctx;
+};
+
+/* The server (http.c makes and frees it). */
 struct svc_server {
     struct MHD_Daemon *daemon;
-    pthread_mutex_t wait_mu;
-    pthread_cond_t wait_cv;
-    struct waiter *waiters;
-    long nwaiting;
-    unsigned generation;
-    int stopping;
-    pthread_t ticker;
-    int ticker_started;
     int quiesced;         /* the listening socket is shut down */
     MHD_socket listen_fd; /* closed only after MHD_stop_daemon: MHD threads may still use it */
     uint16_t port;        /* bound (the configured one, or the one picked for port 0) */
-    /* handlers of SVC_RUN_WORKER routes run here, their connections suspended meanwhile */
-    pthread_mutex_t work_mu;
-    pthread_cond_t work_cv;
-    struct svc_request *work_head, *work_tail;
-    struct svc_request *work_resumed; /* the last resumed long-poll queued (they come first) */
-    int work_stop;
-    pthread_t *workers;
-    int nworkers;
     const struct svc_config *cfg;
     const struct svc_route *routes;
     size_t nroutes;
@@ -51,14 +72,10 @@ struct svc_server {
     void *app;
     atomic_long in_flight;
     struct svc_conns *conns; /* the connection limit and request deadlines */
-    double next_deadline_scan;
-    /* announces this process's wakes to the other processes (svc_server_set_publish) */
-    _Atomic(svc_publish_fn) publish;
-    _Atomic(svc_publish_inline_fn) publish_inline;
-    _Atomic(svc_publish_inline_done_fn) publish_inline_done;
-    void *_Atomic publish_ctx;
-    atomic_ulong rechecks; /* waiters resumed by their periodic re-check */
-    atomic_ulong woken;    /* waiters resumed by a wake (svc_req_wake_n, svc_server_wake) */
+    struct svc_waiters waiters;
+    struct svc_workers workers;
+    struct svc_ticker ticker;
+    struct svc_publisher publisher;
 };
 
 /* What the checks before the body need of the request's headers, gathered in one pass over them
@@ -75,6 +92,7 @@ struct req_headers {
  * READY: a worker prepared the response (or gave up), to queue on resume; DONE: queued. */
 enum req_phase { PHASE_NEW, PHASE_BODY, PHASE_WORKER, PHASE_READY, PHASE_DONE };
 
+/* A request's context (request.c makes and frees it). */
 struct svc_request {
     struct svc_server *server;
     struct MHD_Connection *conn;
@@ -83,13 +101,13 @@ struct svc_request {
     char method[16];
     struct svc_match match;
     int matched;
-    char request_id[REQUEST_ID_MAX + 1];
+    char request_id[SVC_REQUEST_ID_MAX + 1];
     struct svc_buf body;
     int checked; /* request_check ran (before the body) */
     int http11;  /* HTTP/1.1, which must carry Host */
     json_t *json;
-    struct timespec start;
-    int status; /* 0 until a response is queued */
+    double start; /* svc_now() at the first callback */
+    int status;   /* 0 until a response is queued */
     const char *problem_code;
     int resumes; /* times a long-poll was resumed */
     int in_worker;
@@ -99,9 +117,56 @@ struct svc_request {
     struct svc_conn *slot; /* may be NULL (out of memory when the connection opened) */
     struct req_headers seen;
     size_t nheaders;
-    char *headers[MAX_EXTRA_HEADERS][2];
+    char *headers[SVC_REQ_EXTRA_HEADERS][2];
 };
 
+/* ---- request.c ---- */
+/* A new context for a request to uri on conn (its clock started), or NULL when out of memory.
+ * Free it with svc_request_free. */
+struct svc_request *svc_request_new(struct svc_server *s, struct MHD_Connection *conn,
+                                    const char *uri);
+/* Frees req and all it owns (kept as the thread's spare when there is none). */
+void svc_request_free(struct svc_request *req);
+
+/* ---- reply.c ---- */
+/* Queues what a worker prepared for req (PHASE_READY): MHD_YES, or MHD_NO (drop the connection)
+ * when it prepared nothing or the queueing failed. */
+enum MHD_Result svc_reply_prepared(struct svc_request *req);
+/* Writes a 413 problem straight to the socket, with Connection: close, while the body is still
+ * arriving; the caller then returns MHD_NO. */
+void svc_reply_early_413(struct svc_request *req);
+
+/* ---- wait.c ---- */
+void svc_waiters_init(struct svc_waiters *w);
+void svc_waiters_destroy(struct svc_waiters *w);
+/* From now on no request suspends: long-polls answer with what they have. */
+void svc_waiters_stop(struct svc_server *s);
+/* Resumes the waiters at their deadline at now, and at most rechecks of those at their
+ * re-check time (each re-check borrows a pool connection). */
+void svc_waiters_resume_due(struct svc_server *s, double now, int rechecks);
+/* Resumes every waiter. */
+void svc_waiters_resume_all(struct svc_server *s);
+
+/* ---- worker.c ---- */
+/* Makes the queue, which takes requests from then on (before the daemon starts). */
+void svc_workers_init(struct svc_workers *q);
+/* Starts n worker threads; returns how many started. */
+int svc_workers_start(struct svc_server *s, long n);
+/* Stops the workers once their queue is empty, joins them and frees the queue. */
+void svc_workers_stop(struct svc_server *s);
+/* Suspends req's connection and queues it for a worker: SVC_SUSPENDED. */
+enum svc_outcome svc_workers_run(struct svc_request *req);
+/* Hands a suspended request to the workers: behind those queued, or (front) a resumed
+ * long-poll ahead of them. */
+void svc_workers_push(struct svc_server *s, struct svc_request *req, int front);
+
+/* ---- ticker.c ---- */
+/* Starts the ticker (after the workers: it reads their count). 0, or -1 when it cannot. */
+int svc_ticker_start(struct svc_server *s);
+/* Stops and joins it (a no-op when it never started). */
+void svc_ticker_stop(struct svc_server *s);
+
+/* ---- http_check.c ---- */
 /* Notes one header in the struct req_headers cls (MHD_get_connection_values' iterator). */
 enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value);

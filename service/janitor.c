@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "service/clock.h"
 #include "service/log.h"
 
 struct svc_janitor {
@@ -24,14 +25,7 @@ static void *janitor_main(void *arg)
     struct svc_janitor *j = arg;
     pthread_mutex_lock(&j->mu);
     while (!j->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += j->interval_ms / 1000;
-        ts.tv_nsec += (j->interval_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = svc_clock_after_ms(CLOCK_MONOTONIC, j->interval_ms);
         while (!j->stop && pthread_cond_timedwait(&j->cv, &j->mu, &ts) == 0)
             ;
         if (j->stop)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "service/buf.h"
+#include "service/clock.h"
 #include "service/utf8.h"
 
 static atomic_int log_level = SVC_LOG_INFO;
@@ -115,17 +116,6 @@ static void emit(const char *line, size_t n, int urgent)
     pthread_mutex_unlock(&sink.mu);
 }
 
-/* Adds ms milliseconds to the CLOCK_MONOTONIC time *t. */
-static void add_ms(struct timespec *t, long ms)
-{
-    t->tv_sec += ms / 1000;
-    t->tv_nsec += (ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
-
 /* Waits for a first line, lets flush_ms pass so that others join it, writes them; again. */
 static void *flusher_main(void *unused)
 {
@@ -135,9 +125,7 @@ static void *flusher_main(void *unused)
             pthread_cond_wait(&sink.cv, &sink.mu);
             continue;
         }
-        struct timespec due;
-        clock_gettime(CLOCK_MONOTONIC, &due);
-        add_ms(&due, sink.flush_ms);
+        struct timespec due = svc_clock_after_ms(CLOCK_MONOTONIC, sink.flush_ms);
         while (!sink.stop && pthread_cond_timedwait(&sink.cv, &sink.mu, &due) != ETIMEDOUT)
             ;
         pthread_mutex_unlock(&sink.mu);

@@ -16,6 +16,7 @@
 #include "db/schema.h"
 #include "service/app.h"
 #include "service/auth.h"
+#include "service/clock.h"
 #include "service/config.h"
 #include "service/family.h"
 #include "service/healthcheck.h"
@@ -112,7 +113,7 @@ static struct db_listener *notify_start(const struct svc_config *cfg, struct svc
 /* Waits up to ms for SIGTERM or SIGINT (blocked in every thread). Returns the signal or 0. */
 static int wait_signal(const sigset_t *set, long ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    struct timespec ts = svc_clock_span_ms(ms);
     for (;;) {
         int sig = ms < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
         if (sig > 0)

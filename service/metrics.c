@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "service/clock.h"
 #include "service/version.h"
 
 #define STATUS_SLOTS 600
@@ -61,9 +62,7 @@ int svc_metrics_init(const struct svc_route *routes, size_t nroutes)
         return -1;
     metric_routes = routes;
     metric_nroutes = nroutes;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    init_wall_s = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+    init_wall_s = svc_wall_now();
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* The table of problem codes: every non-2xx answer names one, with its HTTP status and title
  * (the core codes here, each family's registered from its routes), and the encoder of a problem
  * document, which cannot fail on any input. The OpenAPI document lists the same table (a test
- * compares them). Sending the response belongs to http.c (svc_reply_problem). */
+ * compares them). Sending the response belongs to reply.c (svc_reply_problem). */
 #ifndef SVC_PROBLEM_H
 #define SVC_PROBLEM_H
 

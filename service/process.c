@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "service/clock.h"
 #include "service/log.h"
 #include "service/notify.h"
 
@@ -41,11 +42,9 @@ int svc_level_file_apply(const char *path, char *why, size_t whylen)
 
 void svc_process_reload(const struct svc_config *cfg, struct svc_auth *auth)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     char state[96], why[512], n[24];
     snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%lld\nSTATUS=reloading",
-             (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000);
+             (long long)(svc_now() * 1e6));
     svc_notify(state);
     svc_log(SVC_LOG_INFO, "SIGHUP: reloading the tokens file and the log level file", NULL);
     if (auth != NULL && svc_auth_reload(auth, cfg->tokens_file, why, sizeof(why)) == 0) {
@@ -80,7 +79,7 @@ int svc_process_wait(const sigset_t *set, const struct svc_config *cfg, struct s
     for (;;) {
         int sig;
         if (ping_ms > 0) {
-            struct timespec ts = {ping_ms / 1000, (ping_ms % 1000) * 1000000L};
+            struct timespec ts = svc_clock_span_ms(ping_ms);
             sig = sigtimedwait(set, NULL, &ts);
         } else {
             sig = sigwaitinfo(set, NULL);

@@ -52,7 +52,7 @@
 # cache mode rowlock sets on its pooled connections (the "SET plan_cache_mode = ..." of
 # db/pool.c, read at every run; PGBENCH_PGOPTIONS overrides), so they run the same plans.
 #
-# Measuring it the way it runs in production (issue 14): PIN=1 puts PostgreSQL (its postmaster,
+# Measuring it the way it runs in production: PIN=1 puts PostgreSQL (its postmaster,
 # so every backend) on CPU 0 and everything else (rowlock, the workers, pgbench, node) on CPU 1
 # with taskset (tests/bench/lib.sh pin_postgres; the cluster's masks are put back at exit), so
 # the database is the bottleneck of every system, as on a deployment with a database server of

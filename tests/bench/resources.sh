@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/resources.sh: what the number of resources costs (issue 17). One run measures, on
+# tests/bench/resources.sh: what the number of resources costs. One run measures, on
 # a database of its own, every figure with 1 topic, ledger and queue and again with TOPICS
 # topics, LEDGERS ledgers and QUEUES queues (created through the API), each beside its
 # single-resource twin:

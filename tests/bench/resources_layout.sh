@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/resources_layout.sh: the storage layouts of issue 17 compared on the produce of a
+# tests/bench/resources_layout.sh: storage layouts for many topics compared on the produce of a
 # compacted topic (insert the message with an offset from the topic's sequence, upsert the key's
 # head), in SQL alone under pgbench, every request on one topic and then on a random one of N:
 #   per-topic   today's layout: tables m_<t> and h_<t> per topic, statements naming them. A

@@ -232,7 +232,7 @@ stmt() {
 # - 100 messages: rowlock's statement goes to the generic plan after 5 executions; so do arrays
 #   built by sub-selects, estimated at 10 rows both ways.
 # $5 (the producer) is rowlock's NULL parameter as a NULL literal. The topic's id and sequence
-# are parameters, as rowlock binds them: as literals (so they were until issue 14's last round)
+# are parameters, as rowlock binds them: as literals (as an earlier version of this script bound them)
 # the planner used the topic's own statistics, which a topic created by the bench is not in yet,
 # and chose plans that read every row of the topic: the ceiling fell as the topic grew (PATCH of
 # a new key, 4 clients, 5 s runs: 2,069 then 949 transactions/s; 11,135 then 12,191 bound).

@@ -1,7 +1,7 @@
 /* Fuzz target: JSON body validation as the routes do it (routes/params.c) and the problem it
  * answers with. Input: a request body. A body that parses is checked for unknown members and
  * for bounded integer and number members; every refusal's sentence, whatever the member names
- * held (issue 10: {"<100 x é>":1} broke the answer), encodes into a problem document that
+ * held (a member name of 100 x "é" once broke the answer), encodes into a problem document that
  * parses. Accepted values lie within their bounds. */
 #include <stdlib.h>
 #include <string.h>

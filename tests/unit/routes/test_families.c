@@ -26,7 +26,7 @@ static void every_resource_family_shares_its_channels(void **state)
         if (f->resource == NULL)
             continue;
         resources++;
-        char channel[SVC_CHANNEL_SIZE];
+        char channel[SVC_CHANNEL_MAX];
         svc_family_channel(f, "x", channel, sizeof(channel));
         assert_true(svc_families_shared_channel(svc_families, svc_families_count, channel));
     }

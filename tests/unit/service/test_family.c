@@ -10,6 +10,7 @@
 
 #include "db/upkeep.h"
 #include "service/family.h"
+#include "service/wait.h"
 
 static void render(struct svc_buf *b, struct svc_app *app)
 {
@@ -106,6 +107,11 @@ static void a_resource_that_cannot_name_a_channel_is_refused(void **state)
     expect(&f, "cannot name a wake channel");
     f.resource = "th:ing";
     expect(&f, "cannot name a wake channel");
+    char longer[SVC_CHANNEL_MAX];
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    f.resource = longer;
+    expect(&f, "too long for a wake channel");
 }
 
 static void two_families_with_one_name_or_resource_are_refused(void **state)
@@ -130,7 +136,7 @@ static void channels_follow_from_the_resource(void **state)
     struct svc_family f = things();
     static const struct svc_family ops = {.name = "ops"};
     const struct svc_family *families[] = {&ops, &f};
-    char buf[SVC_CHANNEL_SIZE];
+    char buf[SVC_CHANNEL_MAX];
     assert_string_equal(svc_family_channel(&f, "a.b-c", buf, sizeof(buf)), "thing:a.b-c");
     assert_true(svc_families_shared_channel(families, 2, buf));
     assert_false(svc_families_shared_channel(families, 2, "things:a"));
