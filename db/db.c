@@ -29,12 +29,27 @@ void db_error_set(struct db_error *err, const char *sqlstate, const char *fmt, .
         err->message[--n] = '\0';
 }
 
+/* Bytes of one element of an array literal: "text" with " and \ escaped, or NULL. */
+static size_t element_len(const char *v)
+{
+    if (v == NULL)
+        return 4;
+    size_t n = 2;
+    for (const char *p = v; *p != '\0'; p++)
+        n += *p == '"' || *p == '\\' ? 2 : 1;
+    return n;
+}
+
 char *db_text_array(const char *const *vals, size_t n)
 {
-    size_t cap = 3;
-    for (size_t i = 0; i < n; i++)
-        cap += (vals[i] ? strlen(vals[i]) * 2 + 2 : 4) + 1;
-    char *out = malloc(cap);
+    size_t len = 2; /* the braces */
+    for (size_t i = 0; i < n; i++) {
+        size_t e = element_len(vals[i]) + (i > 0); /* and its comma */
+        if (e > DB_PARAM_MAX - len)
+            return NULL;
+        len += e;
+    }
+    char *out = malloc(len + 1);
     if (out == NULL)
         return NULL;
     size_t o = 0;

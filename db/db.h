@@ -83,8 +83,14 @@ enum db_status db_query_pipeline(struct db_conn *c, const struct db_call *calls,
                                  struct db_error *err);
 /* Runs SQL without parameters (BEGIN, SET, DDL). Same reporting as db_query. */
 enum db_status db_exec(struct db_conn *c, const char *sql, struct db_error *err);
-/* A PostgreSQL array literal of n texts (NULL entries become NULL), for passing a batch as one
- * parameter of a set-based statement. Returns malloc'd text, or NULL when out of memory. */
+/* The longest text PostgreSQL takes as a parameter: no protocol message may pass 1 GiB - 1
+ * bytes (its MaxAllocSize). */
+#define DB_PARAM_MAX ((size_t)0x3fffffff)
+/* The one builder of array parameters: the PostgreSQL array literal of n texts, for passing a
+ * batch as one parameter of a set-based statement ({"a","b\"c",NULL}; n = 0 gives {}). Every text
+ * is double-quoted with " and \ escaped, so braces, commas, spaces and the word NULL in a text
+ * need nothing more; a NULL entry is SQL NULL. Returns malloc'd text (the caller frees it), or
+ * NULL when out of memory or when the literal would pass DB_PARAM_MAX (never a cut one). */
 char *db_text_array(const char *const *vals, size_t n);
 /* Column arrays of a batch: arr[k] is the array literal of column k over n items, where
  * get(items, i, k, buf, size) gives item i's text for column k (NULL for SQL NULL; buf, 32 bytes,

@@ -189,38 +189,38 @@ static int count_prefix(char *b, size_t size, long count)
     return count < 0 ? snprintf(b, size, "* ") : snprintf(b, size, "%ld ", count);
 }
 
-/* Appends the line "<count> <name>" to the text[] literal in b (elements "...", with " and \
- * escaped), into the element open at *elem (the payload bytes it holds; 0: none open yet), or
- * into a new one when the line would take that past PACK_MAX bytes; b has room for it. */
-static void array_add(char *b, size_t *len, size_t *elem, long count, const char *name)
+/* Packs the lines "<count> <name>" of the n names into payloads of at most PACK_MAX bytes, lines
+ * joined by "\n", each NUL-terminated in b (room for every line, its separator and the last NUL)
+ * and started at elems[k]. Returns how many payloads (at most n). */
+static size_t pack_lines(char *b, const char **elems, char *const *names, const long *counts, int n)
 {
-    char prefix[24];
-    size_t k = (size_t)count_prefix(prefix, sizeof(prefix), count);
-    size_t line = k + strlen(name);
-    if (*elem > 0 && *elem + 1 + line <= PACK_MAX) {
-        b[(*len)++] = '\n';
-        *elem += 1 + line;
-    } else {
-        if (*elem > 0) {
-            b[(*len)++] = '"';
-            b[(*len)++] = ',';
+    size_t k = 0, len = 0, elem = 0; /* elem: bytes of the payload being filled */
+    for (int i = 0; i < n; i++) {
+        char prefix[24];
+        size_t p = (size_t)count_prefix(prefix, sizeof(prefix), counts[i]);
+        size_t line = p + strlen(names[i]);
+        if (elem > 0 && elem + 1 + line <= PACK_MAX) {
+            b[len++] = '\n';
+            elem += 1 + line;
+        } else {
+            if (elem > 0)
+                b[len++] = '\0';
+            elems[k++] = b + len;
+            elem = line;
         }
-        b[(*len)++] = '"';
-        *elem = line;
+        memcpy(b + len, prefix, p);
+        memcpy(b + len + p, names[i], line - p);
+        len += line;
     }
-    memcpy(b + *len, prefix, k);
-    *len += k;
-    for (const char *p = name; *p != '\0'; p++) {
-        if (*p == '"' || *p == '\\')
-            b[(*len)++] = '\\';
-        b[(*len)++] = *p;
-    }
+    b[len] = '\0';
+    return k;
 }
 
 /* Sends the pending names in one statement (one commit of the notification queue), packed
  * as lines into as few NOTIFYs as PACK_MAX allows: PostgreSQL queues, stores and delivers each
  * NOTIFY to every listener, so writes spread over many resources would otherwise cost one of
- * each per name. Returns 0, or -1 when the connection failed. */
+ * each per name. The payloads go as one text[] parameter (db_text_array). Returns 0, or -1 when
+ * the connection failed. */
 static int send_pending(struct db_listener *l)
 {
     char *names[PENDING_MAX];
@@ -228,22 +228,21 @@ static int send_pending(struct db_listener *l)
     int n = take_pending(l, names, counts);
     if (n == 0)
         return 0;
-    size_t cap = 4;
+    size_t cap = 1;
     for (int i = 0; i < n; i++)
-        cap += 2 * strlen(names[i]) + 4 + 24; /* the count, a space, a separator or quotes */
-    char *arr = malloc(cap);
+        cap += strlen(names[i]) + 24 + 1; /* the count and a space, then a separator */
+    char *lines = malloc(cap), *arr = NULL;
+    const char *elems[PENDING_MAX];
+    if (lines != NULL) {
+        size_t k = pack_lines(lines, elems, names, counts, n);
+        arr = db_text_array(elems, k);
+    }
+    free(lines);
     int rc = 0;
     if (arr == NULL) {
         atomic_fetch_add(&l->dropped, (uint64_t)n);
         goto done;
     }
-    size_t len = 0, elem = 0;
-    arr[len++] = '{';
-    for (int i = 0; i < n; i++)
-        array_add(arr, &len, &elem, counts[i], names[i]);
-    arr[len++] = '"';
-    arr[len++] = '}';
-    arr[len] = '\0';
     const char *params[] = {arr};
     PGresult *r = PQexecPrepared(l->pg, NOTIFY_STMT, 1, params, NULL, NULL, 0);
     if (r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK) {

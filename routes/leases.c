@@ -52,19 +52,17 @@ static enum svc_outcome claim_render(struct svc_request *req, const char *queue,
     size_t reclaimed = 0;
     struct svc_jpage page;
     svc_jpage_begin(&page, "leases", (size_t)queue_budget(req));
-    static const char *const names[] = {"payload"};
     /* every job claimed is answered: the statement already kept the claim within the budget */
     for (size_t i = 0; i < n; i++) {
         const struct db_claimed *c = &claimed[i];
         reclaimed += c->reclaimed != 0;
-        const char *raw[] = {c->payload};
-        size_t lens[] = {c->payload ? strlen(c->payload) : 0};
+        struct svc_jpage_raw payload = {"payload", c->payload, c->payload ? strlen(c->payload) : 0};
         svc_jpage_item(&page,
                        json_pack("{s:I, s:I, s:i, s:i, s:s, s:i}", "job_id", (json_int_t)c->id,
                                  "fence", (json_int_t)c->fence, "attempt", c->attempt, "priority",
                                  c->priority, "lease_expires_at", c->lease_expires_at,
                                  "lease_seconds", c->lease_seconds),
-                       1, names, raw, lens);
+                       &payload, 1);
     }
     svc_counter_vec_add(queue_m_claims, queue, n);
     if (reclaimed)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/ledgers.h"
+#include "routes/etag.h"
 #include "routes/json_util.h"
 #include "routes/ledgers.h"
 #include "routes/routes.h"
@@ -531,39 +532,12 @@ static enum svc_outcome route_ledger_tx_get(struct svc_request *req)
     return svc_reply_json(req, 200, status_json(digest, &s));
 }
 
-/* Does the If-None-Match field value name etag (a strong "\"...\"")? "*" or a list of entity
- * tags, compared weakly (a W/ prefix is ignored), as RFC 9110 says for GET. A malformed list
- * matches nothing. */
-static int etag_listed(const char *field, const char *etag)
-{
-    size_t n = strlen(etag);
-    for (const char *p = field; p != NULL && *p != '\0';) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        if (*p == '\0')
-            break;
-        if (*p == '*')
-            return 1;
-        if (strncmp(p, "W/", 2) == 0)
-            p += 2;
-        const char *end = *p == '"' ? strchr(p + 1, '"') : NULL;
-        if (end == NULL)
-            return 0;
-        if ((size_t)(end + 1 - p) == n && memcmp(p, etag, n) == 0)
-            return 1;
-        p = end + 1;
-    }
-    return 0;
-}
-
 /* Sends the strong ETag of an object or display (its version) and says whether the request's
  * If-None-Match names it (then the answer is 304 without a body). */
 static int etag_matches(struct svc_request *req, int64_t version)
 {
-    char etag[32];
-    snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", version);
-    svc_req_add_header(req, "ETag", etag);
-    return etag_listed(svc_req_header(req, "If-None-Match"), etag);
+    route_etag_set(req, version);
+    return route_etag_names(svc_req_header(req, "If-None-Match"), version, ROUTE_ETAG_WEAK);
 }
 
 /* An object or display as GET shows it, as JSON text (the caller frees it; its length in *len);
@@ -573,23 +547,13 @@ static char *item_text(const struct db_ledger_item *it, const char *key, int dis
 {
     json_t *j = json_pack("{s:s, s:I, s:s}", display ? "type" : "object_id", key, "version",
                           (json_int_t)it->version, "updated_at", it->updated_at);
-    int ok =
-        j != NULL &&
-        (display || json_object_set_new(j, "type", json_string(it->type ? it->type : "")) == 0);
-    char *head = ok ? json_dumps(j, JSON_COMPACT) : NULL, *text = NULL;
-    json_decref(j);
-    const char *data = it->data ? it->data : "null";
-    size_t h = head ? strlen(head) : 0, n = strlen(data);
-    /* "{...}" -> "{...,"data":<data>}" */
-    if (h > 2 && (text = malloc(h + n + 9)) != NULL) {
-        memcpy(text, head, h - 1);
-        memcpy(text + h - 1, ",\"data\":", 8);
-        memcpy(text + h + 7, data, n);
-        memcpy(text + h + 7 + n, "}", 2);
-        *len = h + n + 8;
+    if (j != NULL && !display &&
+        json_object_set_new(j, "type", json_string(it->type ? it->type : "")) != 0) {
+        json_decref(j);
+        return NULL;
     }
-    free(head);
-    return text;
+    struct svc_jpage_raw data = {"data", it->data, it->data ? strlen(it->data) : 0};
+    return svc_jpage_object(j, &data, 1, len);
 }
 
 /* 410 object_deleted, with the version of the tombstone (a 500 if it cannot be said). */
@@ -654,10 +618,9 @@ static int event_one(const struct db_ledger_event_row *e, size_t data_len, void 
     json_t *env =
         json_pack("{s:I, s:s, s:i, s:s, s:s}", "offset", (json_int_t)e->offset, "digest", e->digest,
                   "index", e->index, "type", e->type, "created_at", e->created_at);
-    const char *names[] = {"data"}, *raw[] = {e->data[0] ? e->data : "null"};
-    size_t lens[] = {e->data[0] ? data_len : 4};
+    struct svc_jpage_raw data = {"data", e->data[0] ? e->data : NULL, data_len};
     /* an event that cannot be written fails the page (a 500): stop reading */
-    return svc_jpage_item(page, env, 1, names, raw, lens) != 0;
+    return svc_jpage_item(page, env, &data, 1) != 0;
 }
 
 /* A page of the event log: at most limit events and, past the first, at most the response

@@ -534,17 +534,15 @@ static json_t *job_env(const struct db_job *j)
                      str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key));
 }
 
-static const char *const job_raw_names[] = {"payload", "progress", "result", "last_error"};
 #define JOB_RAW 4
 
-/* The stored JSON texts of a job, in the order of job_raw_names, with their lengths. */
-static void job_raw(const struct db_job *j, const char *raw[JOB_RAW], size_t lens[JOB_RAW])
+/* The stored JSON texts of a job (payload, progress, result, last_error), spliced after job_env. */
+static void job_raw(const struct db_job *j, struct svc_jpage_raw raw[JOB_RAW])
 {
+    static const char *const names[JOB_RAW] = {"payload", "progress", "result", "last_error"};
     const char *texts[JOB_RAW] = {j->payload, j->progress, j->result, j->last_error};
-    for (int i = 0; i < JOB_RAW; i++) {
-        raw[i] = texts[i];
-        lens[i] = texts[i] ? strlen(texts[i]) : 0;
-    }
+    for (int i = 0; i < JOB_RAW; i++)
+        raw[i] = (struct svc_jpage_raw){names[i], texts[i], texts[i] ? strlen(texts[i]) : 0};
 }
 
 static json_t *attempt_json(const struct db_attempt *a)
@@ -562,27 +560,12 @@ static char *job_text(const struct db_job *j, size_t *len)
     json_t *h = json_array();
     for (size_t i = 0; i < j->nhistory; i++)
         h = queue_appended(h, attempt_json(&j->history[i]));
-    json_t *env = job_env(j);
-    char *head = env ? json_dumps(env, JSON_COMPACT) : NULL;
     char *history = h ? json_dumps(h, JSON_COMPACT) : NULL;
-    json_decref(env);
     json_decref(h);
-    const char *raw[JOB_RAW];
-    size_t lens[JOB_RAW];
-    job_raw(j, raw, lens);
-    struct svc_buf b;
-    svc_buf_init(&b, SIZE_MAX);
-    if (head != NULL && history != NULL) {
-        svc_buf_append(&b, head, strlen(head) - 1); /* {"id":...} without its closing brace */
-        for (int i = 0; i < JOB_RAW; i++) {
-            svc_buf_printf(&b, ",\"%s\":", job_raw_names[i]);
-            svc_buf_append(&b, raw[i] ? raw[i] : "null", raw[i] ? lens[i] : 4);
-        }
-        svc_buf_printf(&b, ",\"history\":%s}", history);
-    }
-    char *text = head && history && !svc_buf_failed(&b) ? svc_buf_steal(&b, len) : NULL;
-    svc_buf_free(&b);
-    free(head);
+    struct svc_jpage_raw raw[JOB_RAW + 1];
+    job_raw(j, raw);
+    raw[JOB_RAW] = (struct svc_jpage_raw){"history", history, history ? strlen(history) : 0};
+    char *text = history ? svc_jpage_object(job_env(j), raw, JOB_RAW + 1, len) : NULL;
     free(history);
     return text;
 }
@@ -625,10 +608,9 @@ struct job_page {
 static void job_one(const struct db_job *j, void *ctx)
 {
     struct job_page *p = ctx;
-    const char *raw[JOB_RAW];
-    size_t lens[JOB_RAW];
-    job_raw(j, raw, lens);
-    svc_jpage_item(&p->page, job_env(j), JOB_RAW, job_raw_names, raw, lens);
+    struct svc_jpage_raw raw[JOB_RAW];
+    job_raw(j, raw);
+    svc_jpage_item(&p->page, job_env(j), raw, JOB_RAW);
     p->last = j->id;
 }
 

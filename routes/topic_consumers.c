@@ -2,7 +2,6 @@
  * and .../commit, the compare-and-set that moves one. Each handler validates, calls one
  * db/topic_consumers.c workflow and maps its verdict to a status. Also the consumer lag
  * metrics. Reading the log from a consumer's offset is GET .../messages (routes/topics.c). */
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 
 #include "db/topic_consumers.h"
 #include "db/topics.h"
+#include "routes/etag.h"
 #include "routes/json_util.h"
 #include "routes/topics.h"
 #include "service/app.h"
@@ -48,26 +48,30 @@ static int names(struct svc_request *req, const char **topic, const char **consu
     return *consumer != NULL ? route_valid_name(req, *consumer, "consumer", out) : 0;
 }
 
-/* An If-Match of a commit: one strong entity tag "<offset>" (or the bare number). 1 with *v, or
- * 0 when malformed. */
+/* An If-Match of a commit: one strong entity tag "<offset>" (or the bare number, which a commit
+ * takes too). 1 with *v, or 0 when malformed. */
 static int if_match_offset(const char *field, int64_t *v)
 {
     const char *p = field;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    int quoted = *p == '"';
-    p += quoted;
-    if (*p < '0' || *p > '9')
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(p, &end, 10);
-    if (errno != 0 || n < 0 || n > OFFSET_MAX || (quoted && *end++ != '"'))
-        return 0;
-    while (*end == ' ' || *end == '\t')
-        end++;
+    struct route_etag t, more;
+    if (route_etag_next(&p, &t) == 1) {
+        if (t.weak || route_etag_next(&p, &more) != 0)
+            return 0;
+    } else { /* the bare number, spaces around it aside */
+        for (t.opaque = field; *t.opaque == ' ' || *t.opaque == '\t'; t.opaque++)
+            ;
+        for (t.len = strlen(t.opaque); t.len > 0 && strchr(" \t", t.opaque[t.len - 1]); t.len--)
+            ;
+    }
+    int64_t n = 0;
+    for (size_t i = 0; i < t.len; i++) {
+        int d = t.opaque[i] - '0';
+        if (d < 0 || d > 9 || n > (OFFSET_MAX - d) / 10)
+            return 0;
+        n = n * 10 + d;
+    }
     *v = n;
-    return *end == '\0';
+    return t.len > 0;
 }
 
 /* ---- answers ---- */
@@ -83,9 +87,7 @@ static json_t *consumer_json(const char *topic, const struct db_consumer *c)
 static enum svc_outcome reply_consumer(struct svc_request *req, int status, const char *topic,
                                        const struct db_consumer *c)
 {
-    char etag[32];
-    snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", c->offset);
-    svc_req_add_header(req, "ETag", etag);
+    route_etag_set(req, c->offset);
     return svc_reply_json(req, status, consumer_json(topic, c));
 }
 

@@ -41,9 +41,8 @@ static int page_item(struct svc_jpage *p, json_t *env, const char *value, size_t
         json_decref(env);
         return 1;
     }
-    static const char *const names[] = {"value"};
-    const char *raw[] = {value};
-    svc_jpage_item(p, env, 1, names, raw, &len);
+    struct svc_jpage_raw raw = {"value", value, len};
+    svc_jpage_item(p, env, &raw, 1);
     return p->failed;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "db/topics.h"
+#include "routes/etag.h"
 #include "routes/gate.h"
 #include "routes/json_util.h"
 #include "routes/topics.h"
@@ -154,45 +155,6 @@ enum svc_outcome route_topic_problem(struct svc_request *req, enum db_topic_verd
                                  "/topics/%s/producers/%s)",
                                  topic, producer ? producer : "", topic, producer ? producer : "");
     return svc_reply_problem(req, TOPIC_P(TOPIC_NOT_FOUND), "there is no topic %s", topic);
-}
-
-static void set_etag(struct svc_request *req, int64_t offset)
-{
-    char etag[32];
-    snprintf(etag, sizeof(etag), "\"%" PRId64 "\"", offset);
-    svc_req_add_header(req, "ETag", etag);
-}
-
-/* Does the entity-tag list of an If-Match / If-None-Match field (RFC 9110 13.1) name the ETag
- * of head offset `offset`? "*" names any current head. A weak tag (W/"5") matches only in a
- * weak comparison. A bare number is taken as its quoted tag. Anything malformed matches
- * nothing. */
-static int etag_listed(const char *field, int64_t offset, int weak)
-{
-    char want[24];
-    snprintf(want, sizeof(want), "%" PRId64, offset);
-    size_t wl = strlen(want);
-    for (const char *p = field;;) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        if (*p == '\0')
-            return 0;
-        if (*p == '*')
-            return 1;
-        int is_weak = strncmp(p, "W/", 2) == 0;
-        p += is_weak ? 2 : 0;
-        int quoted = *p == '"';
-        const char *tag = p + quoted, *end = tag;
-        while (*end != '\0' && *end != '"' && (quoted || (*end != ',' && *end != ' ')))
-            end++;
-        if (quoted && *end != '"')
-            return 0;
-        if ((weak || !is_weak) && (size_t)(end - tag) == wl && memcmp(tag, want, wl) == 0)
-            return 1;
-        p = end + (quoted ? 1 : 0);
-        if (*p != '\0' && *p != ',' && *p != ' ' && *p != '\t')
-            return 0;
-    }
 }
 
 /* ---- topics ---- */
@@ -498,7 +460,7 @@ static enum svc_outcome produce_render(struct svc_request *req, const struct pro
     for (size_t i = 0; i < p->n; i++)
         written |= p->res[i].effect != DB_HEAD_DUPLICATE;
     if (!p->batch) {
-        set_etag(req, p->res[0].head_offset);
+        route_etag_set(req, p->res[0].head_offset);
         return svc_reply_json(req, written ? 201 : 200, produced_json(p->msgs[0].key, &p->res[0]));
     }
     json_t *arr = json_array();
@@ -556,7 +518,7 @@ static enum svc_outcome unreadable_head(struct svc_request *req, const char *key
 static enum svc_outcome no_head(struct svc_request *req, const char *key, const struct db_head *h)
 {
     if (h->has_head && h->deleted) {
-        set_etag(req, h->offset);
+        route_etag_set(req, h->offset);
         return svc_reply_problem_ext(
             req, TOPIC_P(KEY_DELETED), json_pack("{s:I}", "offset", (json_int_t)h->offset),
             "key %s was deleted by the tombstone at offset %" PRId64, key, h->offset);
@@ -584,13 +546,13 @@ static enum svc_outcome route_head_get(struct svc_request *req)
     const char *inm = svc_req_header(req, "If-None-Match");
     if (!h.has_head || h.deleted)
         out = no_head(req, key, &h);
-    else if (inm != NULL && etag_listed(inm, h.offset, 1)) {
-        set_etag(req, h.offset); /* the client's copy is current: 304, no body */
+    else if (inm != NULL && route_etag_names(inm, h.offset, ROUTE_ETAG_WEAK)) {
+        route_etag_set(req, h.offset); /* the client's copy is current: 304, no body */
         out = svc_reply_static(req, 304, "application/json", "", 0);
     } else {
         json_t *j = head_json(topic, key, &h);
         if (j != NULL)
-            set_etag(req, h.offset);
+            route_etag_set(req, h.offset);
         out = j != NULL ? svc_reply_json(req, 200, j) : unreadable_head(req, key);
     }
     db_head_clear(&h);
@@ -612,11 +574,12 @@ struct head_decision {
 static int preconditions_hold(const struct head_decision *d, const struct db_head *cur)
 {
     int live = cur->has_head && !cur->deleted;
-    if (d->if_none_match != NULL && live && etag_listed(d->if_none_match, cur->offset, 1))
+    if (d->if_none_match != NULL && live &&
+        route_etag_names(d->if_none_match, cur->offset, ROUTE_ETAG_WEAK))
         return 0;
     if (d->if_match == NULL)
         return 1;
-    return live && etag_listed(d->if_match, cur->offset, 0);
+    return live && route_etag_names(d->if_match, cur->offset, ROUTE_ETAG_STRONG);
 }
 
 /* The db_head_decide of head writes: runs under the key's row lock. */
@@ -673,7 +636,7 @@ static enum svc_outcome head_render(struct svc_request *req, const struct db_hea
         return unreadable_head(req, key);
     if (d->precondition_failed) {
         if (w->before.has_head && !w->before.deleted)
-            set_etag(req, w->before.offset);
+            route_etag_set(req, w->before.offset);
         return svc_reply_problem_ext(req, TOPIC_P(PRECONDITION_FAILED),
                                      json_pack("{s:o}", "current", j),
                                      "the head of %s does not match the precondition", key);
@@ -684,7 +647,7 @@ static enum svc_outcome head_render(struct svc_request *req, const struct db_hea
             j = json_pack("{s:s, s:s, s:n, s:O}", "topic", topic, "key", key, "offset", "value",
                           d->value);
         } else {
-            set_etag(req, w->before.offset);
+            route_etag_set(req, w->before.offset);
         }
         json_object_set_new(j, "produced", json_false());
         return svc_reply_json(req, 200, j);
@@ -692,7 +655,7 @@ static enum svc_outcome head_render(struct svc_request *req, const struct db_hea
     count_effects(topic, &w->produced, 1);
     char channel[SVC_CHANNEL_MAX];
     svc_req_wake(req, route_topic_channel(topic, channel, sizeof(channel)));
-    set_etag(req, w->produced.head_offset);
+    route_etag_set(req, w->produced.head_offset);
     j = produced_json(key, &w->produced);
     json_object_set_new(j, "topic", json_string(topic));
     json_object_set(j, "value", d->value ? d->value : json_null());

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "routes/etag.h"
 #include "routes/routes.h"
 #include "service/app.h"
 
@@ -49,16 +50,6 @@ static void ui_etags_compute(void)
     }
 }
 
-/* True when If-None-Match (a list of tags, weak ones too, or *) names etag. */
-static int ui_not_modified(const char *inm, const char *etag)
-{
-    if (inm == NULL)
-        return 0;
-    if (strcmp(inm, "*") == 0)
-        return 1;
-    return strstr(inm, etag) != NULL;
-}
-
 static enum svc_outcome ui_serve(struct svc_request *req, struct ui_asset *a)
 {
     pthread_once(&ui_etags_once, ui_etags_compute);
@@ -68,7 +59,7 @@ static enum svc_outcome ui_serve(struct svc_request *req, struct ui_asset *a)
         svc_req_add_header(req, "Cache-Control", "no-cache") != 0 ||
         svc_req_add_header(req, "ETag", a->etag) != 0)
         return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot add the response headers");
-    if (ui_not_modified(svc_req_header(req, "If-None-Match"), a->etag))
+    if (route_etag_listed(svc_req_header(req, "If-None-Match"), a->etag, ROUTE_ETAG_WEAK))
         return svc_reply_static(req, 304, a->type, "", 0);
     return svc_reply_static(req, 200, a->type, a->body, *a->len);
 }

@@ -16,9 +16,7 @@
 struct item {
     char *key;
     size_t n;
-    const char *names[MAX_VALUES];
-    const char *raw[MAX_VALUES];
-    size_t lens[MAX_VALUES];
+    struct svc_jpage_raw raw[MAX_VALUES];
     json_t *parsed[MAX_VALUES];
     size_t bytes; /* of raw values, as the page counts them */
     int key_ok;   /* the key is UTF-8, so env holds it */
@@ -41,15 +39,15 @@ static void item_parse(char *line, struct item *it)
         if (eq)
             *eq = '\0';
         size_t i = it->n++;
-        it->names[i] = field;
         it->parsed[i] = fuzz_json(value);
-        it->raw[i] = it->parsed[i] ? value : NULL;
-        it->lens[i] = it->parsed[i] ? strlen(value) : 0;
-        it->bytes += it->lens[i];
+        it->raw[i].name = field;
+        it->raw[i].text = it->parsed[i] ? value : NULL;
+        it->raw[i].len = it->parsed[i] ? strlen(value) : 0;
+        it->bytes += it->raw[i].len;
         it->ok = it->ok && svc_utf8_valid(field, strlen(field));
         it->unique = it->unique && (!it->key_ok || strcmp(field, "key") != 0);
         for (size_t k = 0; k < i; k++)
-            it->unique = it->unique && strcmp(it->names[k], field) != 0;
+            it->unique = it->unique && strcmp(it->raw[k].name, field) != 0;
     }
 }
 
@@ -70,7 +68,7 @@ static void item_check(const struct item *it, json_t *got)
                 (json_is_string(key) && strcmp(json_string_value(key), it->key) == 0));
     FUZZ_ASSERT(json_object_size(got) == it->n + (size_t)it->key_ok);
     for (size_t i = 0; i < it->n; i++) {
-        json_t *v = json_object_get(got, it->names[i]);
+        json_t *v = json_object_get(got, it->raw[i].name);
         FUZZ_ASSERT(v != NULL && (it->parsed[i] ? json_equal(v, it->parsed[i]) : json_is_null(v)));
     }
 }
@@ -97,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *env = json_object();
         if (items[n].key_ok)
             json_object_set_new(env, "key", json_string(items[n].key));
-        int rc = svc_jpage_item(&p, env, items[n].n, items[n].names, items[n].raw, items[n].lens);
+        int rc = svc_jpage_item(&p, env, items[n].raw, items[n].n);
         ok = ok && items[n].ok;
         FUZZ_ASSERT((rc == 0) == ok);
         unique = unique && items[n].unique;
