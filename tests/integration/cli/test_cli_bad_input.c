@@ -256,6 +256,10 @@ static void service_down_retries_then_exit_5(void **state)
     assert_non_null(strstr(err, "rowlock-cli: database_unavailable: the database is unavailable"));
     assert_int_equal(f.requests, 3);
     assert_true(took >= 1.9 && took < 10);
+    /* a worker whose first claim finds the service unavailable gives up the same way */
+    assert_int_equal(cli(env, NULL, "work q -- true", err, sizeof(err)), 5);
+    assert_non_null(strstr(err, "rowlock-cli: database_unavailable: the database is unavailable"));
+    assert_int_equal(f.requests, 6);
     shutdown(f.fd, SHUT_RDWR);
     close(f.fd);
     pthread_join(t, NULL);
