@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db/clock.h"
+
 #define PENDING_MAX    256 /* distinct names waiting to be sent; more are dropped */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -271,13 +273,6 @@ static void wait_kick(struct db_listener *l, int ms)
     }
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
-}
-
 /* Serves one live connection until it fails or stop is asked. A batch goes out at once when
  * none went out in the last coalesce_ms, else when that much has passed: an idle process
  * announces at once, a busy one at most 1000 / coalesce_ms times a second. */
@@ -290,7 +285,7 @@ static void serve(struct db_listener *l)
     pthread_mutex_unlock(&l->mu);
     while (!atomic_load(&l->stop)) {
         double last_sent = (double)atomic_load(&l->last_sent_us) / 1000.0;
-        double wait = pending ? last_sent + l->cfg.coalesce_ms - now_ms() : 1000;
+        double wait = pending ? last_sent + l->cfg.coalesce_ms - db_clock_now_ms() : 1000;
         struct pollfd p[2] = {{PQsocket(l->pg), POLLIN, 0}, {l->efd, POLLIN, 0}};
         if (poll(p, 2, wait > 0 ? (int)wait + 1 : 0) < 0 && errno != EINTR)
             return;
@@ -304,8 +299,8 @@ static void serve(struct db_listener *l)
             pending = 1;
         }
         last_sent = (double)atomic_load(&l->last_sent_us) / 1000.0;
-        if (pending && now_ms() >= last_sent + l->cfg.coalesce_ms) {
-            atomic_store(&l->last_sent_us, (long long)(now_ms() * 1000.0));
+        if (pending && db_clock_now_ms() >= last_sent + l->cfg.coalesce_ms) {
+            atomic_store(&l->last_sent_us, (long long)(db_clock_now_ms() * 1000.0));
             pending = 0;
             if (send_pending(l) != 0)
                 return;
@@ -420,7 +415,7 @@ int db_listener_inline(struct db_listener *l, const char *name, long count, char
     if (n < 0 || (size_t)n >= size)
         return 0;
     pthread_mutex_lock(&l->mu);
-    long long now = (long long)(now_ms() * 1000.0);
+    long long now = (long long)(db_clock_now_ms() * 1000.0);
     int quiet =
         l->npending == 0 && now >= atomic_load(&l->last_sent_us) + 1000LL * l->cfg.coalesce_ms;
     if (quiet)

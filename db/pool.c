@@ -263,7 +263,7 @@ static int idle_conn_stale(struct db_pool *p, struct db_conn *c)
 static struct db_conn *take_slot(struct db_pool *p, struct db_error *err)
 {
     struct timespec deadline;
-    db_pool_after_ms(&deadline, p->cfg.acquire_timeout_ms);
+    db_clock_after_ms(&deadline, p->cfg.acquire_timeout_ms);
     pthread_mutex_lock(&p->mu);
     p->stats.acquires++;
     if (p->nfree == 0)
@@ -279,7 +279,7 @@ static struct db_conn *take_slot(struct db_pool *p, struct db_error *err)
     }
     struct db_conn *c = &p->conns[p->free_stack[--p->nfree]];
     p->stats.in_use++;
-    c->busy_since_ms = db_pool_now_ms();
+    c->busy_since_ms = (long long)db_clock_now_ms();
     pthread_mutex_unlock(&p->mu);
     return c;
 }

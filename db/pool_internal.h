@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "db/clock.h"
+
 #include "db/conn.h"
 
 struct db_pool {
@@ -28,27 +30,6 @@ struct db_pool {
     int watching, stopping;
     pthread_cond_t stop_cv;
 };
-
-/* The monotonic clock in ms. */
-static inline long long db_pool_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* *ts becomes ms from now on CLOCK_MONOTONIC, for a timed wait on the pool's condition
- * variables (all on that clock: db_pool_cond_init). */
-static inline void db_pool_after_ms(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
 
 /* Initialises cv to wait on CLOCK_MONOTONIC. */
 static inline void db_pool_cond_init(pthread_cond_t *cv)

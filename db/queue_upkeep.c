@@ -1,5 +1,5 @@
 /* The upkeep of queues (see queues.h): the janitor (an expiry sweep across all queues, and the
- * purge of the queues whose upkeep is due, rowlock.queue_upkeep) and the gauges of /metrics.
+ * purge of the queues whose upkeep is due, rowlock.upkeep) and the gauges of /metrics.
  * Queues, jobs and the lease protocol are in db/queues.c and db/leases.c. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "db/clock.h"
 #include "db/sql.h"
 #include "db/tx.h"
 
@@ -46,8 +47,10 @@ static const struct {
 };
 
 /* Migrations whose comments were reworded after databases had recorded them: the checksum of
- * the text as first applied, accepted as long as the statements are unchanged (the checksum of
- * the text without its comment lines, statements_checksum, is still `statements`). */
+ * the text as first applied, which this build still records and expects as long as the
+ * statements are unchanged (the checksum of the text without its comment lines,
+ * statements_checksum, is still `statements`); once they change, the file's own checksum is
+ * expected, and a database that applied the old statements is refused. */
 static const struct {
     int number;
     const char *applied, *statements;
@@ -160,22 +163,36 @@ static void statements_checksum(const char *sql, char out[65])
     free(text);
 }
 
-/* Does the checksum a database recorded for migration m hold for this build's file? *sum is the
- * file's checksum. Either it is that checksum, or m's comments were reworded since (reworded[])
- * and its statements are the same. */
-static int checksum_accepted(const struct migration *m, const char *recorded, char sum[65])
+/* The checksum this build records for m and expects a database to hold: its file's, or, for a
+ * migration whose comments were reworded since it was first recorded (reworded[]) and whose
+ * statements are the same, the one first recorded, so that every build, older or newer, records
+ * and expects the same. */
+static void expected_checksum(const struct migration *m, char out[65])
 {
-    checksum(m->sql, sum);
-    if (strcmp(sum, recorded) == 0)
-        return 1;
     for (size_t k = 0; k < sizeof(reworded) / sizeof(reworded[0]); k++) {
-        if (reworded[k].number != m->number || strcmp(reworded[k].applied, recorded) != 0)
+        if (reworded[k].number != m->number)
             continue;
         char st[65];
         statements_checksum(m->sql, st);
-        return strcmp(st, reworded[k].statements) == 0;
+        if (strcmp(st, reworded[k].statements) == 0) {
+            snprintf(out, 65, "%s", reworded[k].applied);
+            return;
+        }
     }
-    return 0;
+    checksum(m->sql, out);
+}
+
+/* Migration number of this build in *m: 1, or 0 when this build has no such migration. */
+static int find_migration(int number, struct migration *m);
+
+int db_schema_migration_record(int number, int *serves_from, char checksum_out[65])
+{
+    struct migration m;
+    if (!find_migration(number, &m))
+        return 0;
+    *serves_from = m.serves_from;
+    expected_checksum(&m, checksum_out);
+    return 1;
 }
 
 /* Migration number of this build in *m: 1, or 0 when this build has no such migration. */
@@ -279,7 +296,8 @@ static int judge_rows(const struct db_state *s, struct db_schema_report *rep)
             return 0;
         }
         char sum[65];
-        if (!checksum_accepted(&m, a->checksum, sum)) {
+        expected_checksum(&m, sum);
+        if (strcmp(sum, a->checksum) != 0) {
             REFUSE(rep, DB_SCHEMA_CHANGED,
                    "migration %d (%s) was applied with checksum %.16s but this build's migration "
                    "%d (%s) has checksum %.16s: an applied migration must never change; build "
@@ -332,7 +350,7 @@ static enum db_status run_in_tx(struct db_conn *c, const struct migration *m, in
     char num[DB_INT_TEXT], serves[DB_INT_TEXT], sum[65], base_sum[65];
     snprintf(num, sizeof(num), "%d", m->number);
     snprintf(serves, sizeof(serves), "%d", m->serves_from);
-    checksum(m->sql, sum);
+    expected_checksum(m, sum);
     checksum(db_schema_sql, base_sum);
     enum db_status st = db_exec(c, "BEGIN; SET LOCAL statement_timeout = 0", err);
     if (st == DB_OK)
@@ -387,8 +405,7 @@ static enum db_status apply_pending(struct db_conn *c, struct db_state *s, int f
 static enum db_status take_lock(struct db_pool *pool, long wait_ms, struct db_conn **out,
                                 struct db_schema_report *rep, struct db_error *err)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = db_clock_now_ms();
     for (;;) {
         struct db_conn *c = NULL;
         PGresult *res = NULL;
@@ -406,8 +423,7 @@ static enum db_status take_lock(struct db_pool *pool, long wait_ms, struct db_co
         db_pool_release(c);
         if (st != DB_OK)
             return st;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        rep->waited_ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        rep->waited_ms = (long)(db_clock_now_ms() - t0);
         if (rep->waited_ms >= wait_ms) {
             db_error_set(err, "55P03",
                          "another process has held the schema lock for %ld ms (applying "

@@ -21,6 +21,10 @@ struct db_migration_file {
 };
 /* Every migration file in number order: db_migration_files[i] is migration 7 + i. */
 extern const struct db_migration_file db_migration_files[DB_MIGRATION_FILES];
+/* What this build records when it applies migration number (the baseline included): the oldest
+ * build schema version the data serves afterwards and the checksum (64 hex digits). 1, or 0 when
+ * this build has no such migration. */
+int db_schema_migration_record(int number, int *serves_from, char checksum[65]);
 
 enum db_migrate_mode {
     DB_MIGRATE_AUTO, /* apply pending migrations (one process at a time), then check */

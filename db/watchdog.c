@@ -12,7 +12,7 @@
  * reads end-of-file and fails; nothing is cancelled on the server. Returns how many it cut. */
 static int watchdog_pass(struct db_pool *p)
 {
-    long long now = db_pool_now_ms();
+    long long now = (long long)db_clock_now_ms();
     int cut = 0;
     for (int i = 0; i < p->cfg.size; i++) {
         struct db_conn *c = &p->conns[i];
@@ -37,7 +37,7 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&p->mu);
     while (!p->stopping) {
         struct timespec next;
-        db_pool_after_ms(&next, tick);
+        db_clock_after_ms(&next, tick);
         pthread_cond_timedwait(&p->stop_cv, &p->mu, &next);
         int cut = p->stopping ? 0 : watchdog_pass(p);
         if (cut > 0) {

@@ -1,6 +1,7 @@
-/* The entity-tag parser and comparisons of conditional requests (see etag.h), written to RFC
- * 9110's grammar: If-Match = "*" / #entity-tag, entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE,
- * list elements separated by OWS "," OWS, empty elements accepted (section 5.6.1.2). */
+/* The entity-tag parser and comparisons of conditional requests (see etag.h): RFC 9110's
+ * grammar (If-Match = "*" / #entity-tag, entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, elements
+ * separated by OWS "," OWS, empty elements accepted, section 5.6.1.2). A list is read from its
+ * start until a match, a "*" or something malformed, as rowlock always read it. */
 #include "routes/etag.h"
 
 #include <inttypes.h>
@@ -42,20 +43,24 @@ int route_etag_next(const char **p, struct route_etag *t)
         *p = s;
         return 0;
     }
-    int weak = s[0] == 'W' && s[1] == '/';
-    s += weak ? 2 : 0;
-    if (*s != '"')
-        return -1;
-    const char *opaque = ++s;
-    while (etagc((unsigned char)*s))
+    *t = (struct route_etag){0};
+    if (s[0] == '*' && (ows(s[1]) || s[1] == ',' || s[1] == '\0')) {
+        t->any = 1;
         s++;
-    if (*s != '"')
-        return -1;
-    t->opaque = opaque;
-    t->len = (size_t)(s - opaque);
-    t->weak = weak;
-    for (s++; ows(*s); s++)
-        ;
+    } else {
+        t->weak = s[0] == 'W' && s[1] == '/';
+        s += t->weak ? 2 : 0;
+        if (*s != '"') /* a bare token (a number, say) is no entity tag */
+            return -1;
+        t->opaque = ++s;
+        while (etagc((unsigned char)*s))
+            s++;
+        t->len = (size_t)(s - t->opaque);
+        if (*s++ != '"')
+            return -1;
+    }
+    while (ows(*s))
+        s++;
     if (*s != ',' && *s != '\0') /* "1" "2": tags without the comma between them */
         return -1;
     *p = s;
@@ -67,16 +72,14 @@ int route_etag_listed(const char *field, const char *etag, enum route_etag_compa
     size_t n = strlen(etag);
     if (field == NULL || n < 2 || etag[0] != '"' || etag[n - 1] != '"')
         return 0;
-    if (route_etag_any(field))
-        return 1;
     const char *want = etag + 1;
     size_t wl = n - 2;
-    int found = 0, rc;
     struct route_etag t;
-    for (const char *p = field; (rc = route_etag_next(&p, &t)) == 1;)
-        found |=
-            (cmp == ROUTE_ETAG_WEAK || !t.weak) && t.len == wl && memcmp(t.opaque, want, wl) == 0;
-    return rc == 0 && found;
+    for (const char *p = field; route_etag_next(&p, &t) == 1;)
+        if (t.any ||
+            ((cmp == ROUTE_ETAG_WEAK || !t.weak) && t.len == wl && memcmp(t.opaque, want, wl) == 0))
+            return 1;
+    return 0;
 }
 
 int route_etag_names(const char *field, int64_t version, enum route_etag_compare cmp)

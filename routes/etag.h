@@ -17,24 +17,27 @@ struct svc_request;
 /* If-Match compares strongly (a weak tag never matches), If-None-Match weakly (section 13.1). */
 enum route_etag_compare { ROUTE_ETAG_STRONG, ROUTE_ETAG_WEAK };
 
-/* One entity tag of a field value: its opaque-tag between the quotes (len bytes, pointing into
- * the field) and whether it came as W/"...". */
+/* One element of a field value: "*" (any), or an entity tag: its opaque-tag between the quotes
+ * (len bytes, pointing into the field) and whether it came as W/"...". */
 struct route_etag {
     const char *opaque;
     size_t len;
     int weak;
+    int any;
 };
 
 /* Is the field value "*" (spaces around it aside)? NULL is not. */
 int route_etag_any(const char *field);
-/* Reads the next entity tag of the list at *p (start with *p at the field value; commas, empty
- * elements and spaces between tags are skipped). Returns 1 with *t, *p moved past the tag; 0 at
- * the end of the list (an empty value ends at once); -1 when what follows is not an entity tag
- * ("*" too: it is never an element of a list), which makes the whole field malformed. */
+/* Reads the next element of the list at *p (start with *p at the field value; commas, empty
+ * elements and spaces between them are skipped): "*" or an entity tag. Returns 1 with *t, *p
+ * moved past it; 0 at the end of the list (an empty value ends at once); -1 when what follows is
+ * malformed (a bare token such as a number, an unterminated tag, a character no tag holds, two
+ * tags without a comma). */
 int route_etag_next(const char **p, struct route_etag *t);
-/* Does the field value (NULL: absent) name etag, a strong tag with its quotes ("\"42\"")? "*"
- * names any (whether a current representation exists is the caller's to say); a list names it
- * when one of its tags matches by cmp. A malformed or empty value names nothing. */
+/* Does the field value (NULL: absent) name etag, a strong tag with its quotes ("\"42\"")? The
+ * list is read from its start: a "*" names any (whether a current representation exists is the
+ * caller's to say), a tag that matches by cmp names it, and what follows something malformed is
+ * not read. An empty value names nothing. */
 int route_etag_listed(const char *field, const char *etag, enum route_etag_compare cmp);
 /* route_etag_listed of the strong tag of version. */
 int route_etag_names(const char *field, int64_t version, enum route_etag_compare cmp);

@@ -204,7 +204,7 @@ static void render_resources(struct svc_buf *b, struct svc_app *app)
         const struct svc_family *f = app->families[i];
         if (f->resource == NULL)
             continue;
-        const struct db_upkeep_family *u = db_resources_family(&s, f->name);
+        const struct db_upkeep_family *u = db_resources_family(&s, f->upkeep->family);
         double n = u ? (double)u->resources : 0, due = u ? u->due_s : 0;
         char name[128], help[256];
         snprintf(name, sizeof(name), "rowlock_%s", f->name);

@@ -55,7 +55,7 @@ static int if_match_offset(const char *field, int64_t *v)
     const char *p = field;
     struct route_etag t, more;
     if (route_etag_next(&p, &t) == 1) {
-        if (t.weak || route_etag_next(&p, &more) != 0)
+        if (t.any || t.weak || route_etag_next(&p, &more) != 0)
             return 0;
     } else { /* the bare number, spaces around it aside */
         for (t.opaque = field; *t.opaque == ' ' || *t.opaque == '\t'; t.opaque++)

@@ -94,28 +94,29 @@ void tsf_assert_all_recorded(PGconn *c)
                      tsf_int(c, "SELECT max(serves_from) FROM rowlock.migrations"));
 }
 
-extern const char db_schema_sql[];
-
-/* The oldest build schema version a database at migration number serves: 6, until the contract
- * of migration 12 (db/schema.c, contracts[]). */
-static int serves_from(int number)
-{
-    return number >= 12 ? 12 : DB_SCHEMA_BASELINE;
-}
-
 /* Records migration number (sql's checksum computed by the server) as a build would. */
-static void record(PGconn *c, int number, const char *name, const char *sql)
+/* Records migration number as this build would (its serves_from and checksum: a build of an
+ * older schema recorded the same, db_schema_migration_record). */
+static void record(PGconn *c, int number, const char *name)
 {
-    char num[16], serves[16];
+    char num[16], serves[16], sum[65];
+    int serves_from = 0;
+    assert_true(db_schema_migration_record(number, &serves_from, sum));
     snprintf(num, sizeof(num), "%d", number);
-    snprintf(serves, sizeof(serves), "%d", serves_from(number));
-    const char *params[] = {num, name, sql, serves};
+    snprintf(serves, sizeof(serves), "%d", serves_from);
+    const char *params[] = {num, name, sum, serves};
     PGresult *r = PQexecParams(
         c,
         "INSERT INTO rowlock.migrations (number, name, checksum, applied_by, serves_from) "
-        "VALUES ($1::integer, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'), "
+        "VALUES ($1::integer, $2, $3, "
         "'rowlock test fixture (a build of an older schema version)', $4::integer)",
         4, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("recording migration %d: %s", number, PQresultErrorMessage(r));
+    PQclear(r);
+    /* the version row holds what the database serves (db/schema.c) */
+    r = PQexecParams(c, "UPDATE rowlock.schema_version SET version = $1::integer", 1, NULL,
+                     params + 3, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         fail_msg("recording migration %d: %s", number, PQresultErrorMessage(r));
     PQclear(r);
@@ -129,12 +130,8 @@ void tsf_migrate_to(PGconn *c, int last)
         PQclear(th_sql(c, "BEGIN"));
         PQclear(th_sql(c, m->sql));
         if (m->number == 7)
-            record(c, DB_SCHEMA_BASELINE, "baseline", db_schema_sql);
-        record(c, m->number, m->name, m->sql);
-        char sql[96];
-        snprintf(sql, sizeof(sql), "UPDATE rowlock.schema_version SET version = %d",
-                 serves_from(m->number));
-        PQclear(th_sql(c, sql));
+            record(c, DB_SCHEMA_BASELINE, "baseline");
+        record(c, m->number, m->name);
         PQclear(th_sql(c, "COMMIT"));
     }
 }
