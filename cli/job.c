@@ -284,11 +284,11 @@ static int job_heartbeat(const struct cli_job *j, struct run *r, struct cli_http
     struct cli_reply rep;
     /* an answer is awaited a third of the lease, and never past the lease's end: the command
      * must not outlive it while a heartbeat hangs */
-    double to = (double)j->wc->lease_s / 3.0, left = r->lease_until - cli_work_now();
+    double to = (double)j->lease_s / 3.0, left = r->lease_until - cli_work_now();
     to = left < to ? left : to;
     to = to < 0.1 ? 0.1 : to;
     json_t *body = json_pack("{s:s, s:I, s:I}", "owner", j->wc->owner, "fence",
-                             (json_int_t)j->fence, "lease_seconds", (json_int_t)j->wc->lease_s);
+                             (json_int_t)j->fence, "lease_seconds", (json_int_t)j->lease_s);
     if (r->progress) {
         json_object_set_new(body, "progress", r->progress);
         r->progress = NULL;
@@ -298,7 +298,7 @@ static int job_heartbeat(const struct cli_job *j, struct run *r, struct cli_http
     int rc = cli_http_call(http, "PATCH", path, body, CLI_HTTP_ONCE, to, &rep);
     int result = -1;
     if (rc == 0 && rep.status == 200) {
-        r->lease_until = sent + (double)j->wc->lease_s;
+        r->lease_until = sent + (double)j->lease_s;
         result = 0;
     } else if (rc == 0 && (rep.status == 409 || rep.status == 404)) {
         cli_errorf("work: job %lld: heartbeat refused (%s: %s); killing its command", j->id,
@@ -322,7 +322,7 @@ static void job_checks(const struct cli_job *j, struct run *r, struct cli_http *
                        double started)
 {
     const struct cli_work_conf *wc = j->wc;
-    double now = cli_work_now(), third = (double)wc->lease_s / 3.0;
+    double now = cli_work_now(), third = (double)j->lease_s / 3.0;
     if (!r->lost && !r->reaped && now >= r->next_hb) {
         int hb = job_heartbeat(j, r, http);
         now = cli_work_now();
@@ -356,8 +356,8 @@ static void job_checks(const struct cli_job *j, struct run *r, struct cli_http *
 static void job_watch(const struct cli_job *j, struct run *r, struct cli_http *http)
 {
     double started = cli_work_now();
-    r->lease_until = j->lease_from + (double)j->wc->lease_s;
-    r->next_hb = started + (double)j->wc->lease_s / 3.0;
+    r->lease_until = j->lease_from + (double)j->lease_s;
+    r->next_hb = started + (double)j->lease_s / 3.0;
     int nap = 1; /* with every pipe closed: waits for the exit, 1 ms doubling up to 50 */
     for (;;) {
         double now = cli_work_now();

@@ -72,6 +72,11 @@ static void usage(FILE *f)
     fprintf(f, "\nenvironment: ROWLOCK_URL (default http://localhost:8080), ROWLOCK_TOKEN or\n"
                "ROWLOCK_TOKEN_FILE (a file whose first line is the token), ROWLOCK_RETRIES\n"
                "(default 4).\n"
+               "scopes the token needs (when the service has tokens): work needs work alone;\n"
+               "enqueue, produce, retry, cancel, head put|patch|delete and ledger\n"
+               "submit|checkpoint need write; jobs, job, tail, head get and ledger\n"
+               "object|events need read; tail --consumer needs read,write. write does not\n"
+               "include read; admin includes every scope.\n"
                "exit codes: 0 ok, 1 other error, 2 usage or invalid input, 3 not found,\n"
                "4 conflict, 5 unavailable after retries, 6 server error.\n"
                "`rowlock-cli COMMAND --help` describes one command.\n");
@@ -98,8 +103,13 @@ static int token_read(const char *path, char **out)
     return *out ? 0 : -1;
 }
 
-/* The options before the command. Returns the index of the command in argv, or -exit. */
-static int global_options(int argc, char **argv, struct cli_conf *conf, const char **token_file)
+/* Returned by the option parsers when the command is to run (else they return the exit code:
+ * 0 after --help). */
+#define GO_ON (-1)
+
+/* The options before the command; *at is the command's index in argv. GO_ON, or an exit code. */
+static int global_options(int argc, char **argv, struct cli_conf *conf, const char **token_file,
+                          int *at)
 {
     static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
                                          {"token-file", required_argument, NULL, 't'},
@@ -118,23 +128,24 @@ static int global_options(int argc, char **argv, struct cli_conf *conf, const ch
             break;
         case 'r':
             if (cli_parse_long("--retries", optarg, 0, 100, &v) != 0)
-                return -CLI_EXIT_USAGE;
+                return CLI_EXIT_USAGE;
             conf->retries = (int)v;
             break;
         case 'h':
             usage(stdout);
-            return -CLI_EXIT_OK;
+            return CLI_EXIT_OK;
         default:
             usage(stderr);
-            return -CLI_EXIT_USAGE;
+            return CLI_EXIT_USAGE;
         }
     }
-    return optind;
+    *at = optind;
+    return GO_ON;
 }
 
-/* Fills conf from the environment, then the global options. Returns the command's index or
- * -exit code. */
-static int conf_init(int argc, char **argv, struct cli_conf *conf)
+/* Fills conf from the environment, then the global options; *at is the command's index in argv.
+ * GO_ON, or an exit code. */
+static int conf_init(int argc, char **argv, struct cli_conf *conf, int *at)
 {
     const char *token_file = getenv("ROWLOCK_TOKEN_FILE");
     const char *retries = getenv("ROWLOCK_RETRIES");
@@ -142,11 +153,11 @@ static int conf_init(int argc, char **argv, struct cli_conf *conf)
     conf->url = getenv("ROWLOCK_URL");
     conf->retries = 4;
     if (retries && cli_parse_long("ROWLOCK_RETRIES", retries, 0, 100, &v) != 0)
-        return -CLI_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     conf->retries = (int)v;
-    int at = global_options(argc, argv, conf, &token_file);
-    if (at < 0)
-        return at;
+    int rc = global_options(argc, argv, conf, &token_file, at);
+    if (rc != GO_ON)
+        return rc;
     if (!conf->url || !*conf->url)
         conf->url = "http://localhost:8080";
     static char url[2048];
@@ -156,24 +167,22 @@ static int conf_init(int argc, char **argv, struct cli_conf *conf)
     conf->url = url;
     if (token_file && *token_file) {
         if (token_read(token_file, &conf->token) != 0)
-            return -CLI_EXIT_USAGE;
+            return CLI_EXIT_USAGE;
     } else if (getenv("ROWLOCK_TOKEN") && *getenv("ROWLOCK_TOKEN")) {
         conf->token = strdup(getenv("ROWLOCK_TOKEN"));
     }
     conf->out_tty = isatty(STDOUT_FILENO);
     conf->err_tty = isatty(STDERR_FILENO);
-    return at;
+    return GO_ON;
 }
 
 int main(int argc, char **argv)
 {
     struct cli_conf conf = {0};
-    int result = CLI_EXIT_USAGE;
-    int at = conf_init(argc, argv, &conf);
-    if (at < 0) {
-        result = -at;
+    int at = 0, result = conf_init(argc, argv, &conf, &at);
+    if (result != GO_ON)
         goto done;
-    }
+    result = CLI_EXIT_USAGE;
     if (at >= argc) {
         usage(stderr);
         goto done;

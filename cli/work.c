@@ -74,7 +74,7 @@ static void work_usage(FILE *f)
             "third of its length; when a heartbeat is refused (the lease was lost) the command's\n"
             "process group is killed. SIGTERM/SIGINT stop claiming, let running commands finish\n"
             "for --grace seconds, then kill them and hand their jobs back; a second signal ends\n"
-            "the grace at once.\n\n"
+            "the grace at once. The token needs the work scope, nothing more.\n\n"
             "  --concurrency N   commands running at once (default 1)\n"
             "  --lease S         lease seconds (default: the queue's lease_seconds)\n"
             "  --max-jobs N      stop after claiming N jobs (default: no limit)\n"
@@ -172,26 +172,21 @@ static int work_options(int argc, char **argv, struct cli_work_conf *wc)
     return 0;
 }
 
-/* Reads the queue's lease_seconds when --lease was not given (and checks the queue exists).
- * Returns 0 or an exit code (printed). */
-static int work_lease(struct cli_work_conf *wc, struct cli_http *http)
+/* The length of a claimed lease: --lease, else what the claim's answer says the queue gave
+ * (its lease_seconds); 0 when the answer does not say (printed). */
+static long work_lease_s(const struct cli_work_conf *wc, const json_t *lease)
 {
-    char path[512];
-    struct cli_reply rep;
-    snprintf(path, sizeof(path), "/queues/%s", wc->queue_esc);
-    int rc = cli_http_call(http, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 30, &rep);
-    if (rc == 0 && rep.status == 200) {
-        json_int_t l = json_integer_value(json_object_get(rep.json, "lease_seconds"));
-        if (!wc->lease_s)
-            wc->lease_s = l > 0 ? (long)l : 30;
-    } else {
-        rc = cli_reply_exit(&rep);
-    }
-    cli_reply_clear(&rep);
-    return rc;
+    if (wc->lease_s)
+        return wc->lease_s;
+    json_int_t s = json_integer_value(json_object_get(lease, "lease_seconds"));
+    if (s <= 0)
+        cli_errorf("work: the claim's answer gives no lease_seconds (a service older than this "
+                   "rowlock-cli?): run with --lease");
+    return s > 0 ? (long)s : 0;
 }
 
-/* Starts a thread for each lease of a claim's answer; hands the leases back when stopping. */
+/* Starts a thread for each lease of a claim's answer; hands the leases back when stopping, or
+ * when a lease's length is unknown (which stops the worker). */
 static void work_start_jobs(struct cli_work_conf *wc, struct cli_work_state *ws,
                             struct cli_http *http, json_t *leases, double lease_from)
 {
@@ -201,18 +196,22 @@ static void work_start_jobs(struct cli_work_conf *wc, struct cli_work_state *ws,
     {
         long long id = json_integer_value(json_object_get(l, "job_id"));
         long long fence = json_integer_value(json_object_get(l, "fence"));
-        struct cli_job *j = cli_work_stop ? NULL : calloc(1, sizeof(*j));
+        long lease_s = cli_work_stop ? 0 : work_lease_s(wc, l);
+        struct cli_job *j = lease_s ? calloc(1, sizeof(*j)) : NULL;
+        if (!lease_s && !cli_work_stop)
+            cli_work_fail(CLI_EXIT_OTHER);
         if (!j) {
             cli_job_handback(wc, http, id, fence);
             continue;
         }
-        *j = (struct cli_job){wc,
-                              ws,
-                              id,
-                              fence,
-                              json_integer_value(json_object_get(l, "attempt")),
-                              json_deep_copy(json_object_get(l, "payload")),
-                              lease_from};
+        *j = (struct cli_job){.wc = wc,
+                              .ws = ws,
+                              .id = id,
+                              .fence = fence,
+                              .attempt = json_integer_value(json_object_get(l, "attempt")),
+                              .payload = json_deep_copy(json_object_get(l, "payload")),
+                              .lease_from = lease_from,
+                              .lease_s = lease_s};
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -233,16 +232,20 @@ static void work_start_jobs(struct cli_work_conf *wc, struct cli_work_state *ws,
     }
 }
 
-/* One claim of up to want jobs, waiting up to wait_s. Returns 0 (jobs started, maybe none),
- * a fatal exit code (printed), or -1 (the service is unavailable; try again). */
+/* One claim of up to want jobs, waiting up to wait_s, for --lease or else the queue's lease.
+ * Returns 0 (jobs started, maybe none), a fatal exit code (printed), or -1 (the service is
+ * unavailable; try again). The worker's first claim (first) is also its check that it can work
+ * at all (the queue exists, the token may claim, the service answers): any refusal of it ends
+ * the worker, unavailability included. */
 static int work_claim(struct cli_work_conf *wc, struct cli_work_state *ws, struct cli_http *http,
-                      long long want, long wait_s, int *got)
+                      long long want, long wait_s, int first, int *got)
 {
     char path[512];
     struct cli_reply rep;
-    json_t *body =
-        json_pack("{s:s, s:I, s:i, s:i}", "owner", wc->owner, "max_jobs", (json_int_t)want,
-                  "wait_seconds", (int)wait_s, "lease_seconds", (int)wc->lease_s);
+    json_t *body = json_pack("{s:s, s:I, s:i}", "owner", wc->owner, "max_jobs", (json_int_t)want,
+                             "wait_seconds", (int)wait_s);
+    if (wc->lease_s)
+        json_object_set_new(body, "lease_seconds", json_integer(wc->lease_s));
     snprintf(path, sizeof(path), "/queues/%s/leases", wc->queue_esc);
     double sent = cli_work_now();
     int rc = cli_http_call(http, "POST", path, body, 0, wait_s + 30, &rep);
@@ -252,7 +255,7 @@ static int work_claim(struct cli_work_conf *wc, struct cli_work_state *ws, struc
         json_t *leases = json_object_get(rep.json, "leases");
         *got = (int)json_array_size(leases);
         work_start_jobs(wc, ws, http, leases, sent);
-    } else if (rc != 0 || rep.status == 503 || rep.status >= 500) {
+    } else if ((!first || cli_work_stop) && (rc != 0 || rep.status >= 500)) {
         cli_errorf("work: claim: %s%s%s", rep.code, rep.code[0] ? ": " : "", rep.detail);
         rc = -1;
     } else {
@@ -285,7 +288,7 @@ static int work_free_slots(const struct cli_work_conf *wc, struct cli_work_state
 static int work_loop(struct cli_work_conf *wc, struct cli_work_state *ws, struct cli_http *http)
 {
     double idle_since = cli_work_now();
-    for (;;) {
+    for (int first = 1;; first = 0) {
         int slots = work_free_slots(wc, ws);
         if (slots == 0)
             return 0;
@@ -307,7 +310,7 @@ static int work_loop(struct cli_work_conf *wc, struct cli_work_state *ws, struct
             if (running) /* a job may end meanwhile: come back soon to count idle time right */
                 wait_s = 1;
         }
-        int got = 0, rc = work_claim(wc, ws, http, want, wait_s, &got);
+        int got = 0, rc = work_claim(wc, ws, http, want, wait_s, first, &got);
         if (rc > 0)
             return rc;
         if (rc < 0 && !cli_work_stop)
@@ -364,8 +367,6 @@ int cli_cmd_work(const struct cli_conf *conf, int argc, char **argv)
     }
     work_signals();
     cli_http_set_abort(http, &cli_work_stop);
-    if ((result = work_lease(&wc, http)) != 0)
-        goto done;
     ws.settler = cli_settler_start(&wc, &ws);
     if (!ws.settler) {
         result = CLI_EXIT_OTHER;

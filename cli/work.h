@@ -17,7 +17,7 @@ struct cli_work_conf {
     char *queue_esc; /* percent-encoded (owned) */
     char owner[160];
     int concurrency;
-    long lease_s;       /* the lease asked for in claims and heartbeats */
+    long lease_s;       /* --lease (0: the queue's, as each claim's answer says) */
     long long max_jobs; /* 0: no limit */
     long idle_exit_s;   /* 0: never */
     long timeout_s;     /* 0: none */
@@ -55,6 +55,7 @@ struct cli_job {
     long long id, fence, attempt;
     json_t *payload;   /* owned */
     double lease_from; /* monotonic time the claim was sent: the lease runs from no earlier */
+    long lease_s;      /* the lease's length, asked for again by each heartbeat */
 };
 
 /* Thread body: runs the job to its end and decrements ws->running. */

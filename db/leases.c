@@ -37,11 +37,13 @@
     "  coalesce(attempt_ended_at, now()), coalesce(attempt_outcome, 'lease_expired') FROM w "      \
     "  WHERE was_fence > 0)"
 /* What a claim answers a row (after the claim's index): id, fence, attempt, priority,
- * reclaimed, lease expiry, payload. */
+ * reclaimed, lease expiry, payload, and the lease's length in seconds (its expiry less now(),
+ * the transaction's time the claim set it from, whichever lease the claim asked for). */
 /* clang-format off */
 #define CLAIMED \
     "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " \
-    DB_TS("w.lease_expires_at") ", w.fit_payload"
+    DB_TS("w.lease_expires_at") ", w.fit_payload, " \
+    "round(extract(epoch FROM w.lease_expires_at - now()))::int"
 /* clang-format on */
 
 /* A claim's answer carries each job's payload: of the rows locked (rows, in claim order within
@@ -294,6 +296,7 @@ static void claimed_row(struct claim *a, const PGresult *r, int i)
     o->reclaimed = PQgetvalue(r, i, 5)[0] == 't';
     db_copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 6));
     o->payload = strdup(PQgetvalue(r, i, 7));
+    o->lease_seconds = atoi(PQgetvalue(r, i, 8));
     if (o->payload == NULL)
         a->copy_failed = 1;
 }

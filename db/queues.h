@@ -150,7 +150,8 @@ struct db_claimed {
     int attempt, priority;
     int reclaimed; /* taken over from an expired lease */
     char lease_expires_at[DB_TIME_TEXT];
-    char *payload; /* JSON text, owned: db_claimed_clear */
+    int lease_seconds; /* the lease's length: what the claim asked for, else the queue's */
+    char *payload;     /* JSON text, owned: db_claimed_clear */
 };
 void db_claimed_clear(struct db_claimed *c, size_t n);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deploy/local.sh: build rowlock and run it, or its tests, against a private PostgreSQL cluster.
 #
-#   deploy/local.sh run [rowlock flags...]   build, start (or reuse) .rowlock/pg, run build/rowlock
+#   deploy/local.sh run [rowlock flags...]   build build/rowlock and build/cli/rowlock-cli, start (or
+#                                            reuse) .rowlock/pg, run build/rowlock on 127.0.0.1
 #   deploy/local.sh test                     build build/, build-asan/, build-tsan/; run their suites
 #                                            against a throwaway cluster, removed on exit; fuzz
 #                                            each target of build-fuzz/ for a few seconds
@@ -39,10 +40,15 @@ usage: deploy/local.sh run [rowlock flags...]
        deploy/local.sh pgctl DIR start|stop|status
        deploy/local.sh pgpair DIR init|kill-primary|promote|stop|status
 
-run    build build/ and run build/rowlock in the foreground on $ROWLOCK_PORT (default 8080).
-       Without ROWLOCK_DATABASE_URL it starts a private PostgreSQL cluster (.rowlock/pg), whose data
-       persists across runs; Ctrl-C or SIGTERM stops the service, then the cluster.
-test   build build/, build-asan/ (ROWLOCK_SANITIZE=ON) and build-tsan/ (ROWLOCK_TSAN=ON), run
+run    build build/rowlock and build/cli/rowlock-cli (only those: `test` builds the rest) and run
+       build/rowlock in the foreground on 127.0.0.1 (loopback only: ROWLOCK_LISTEN_ADDRESS or
+       --listen-address chooses another address, 0.0.0.0 every interface; set
+       ROWLOCK_TOKENS_FILE first), port $ROWLOCK_PORT (default 8080), with no tokens unless
+       ROWLOCK_TOKENS_FILE names a file. Without ROWLOCK_DATABASE_URL it starts a private
+       PostgreSQL cluster (.rowlock/pg), whose data persists across runs; Ctrl-C or SIGTERM
+       stops the service, then the cluster.
+test   build all of build/ (the service, the CLI, the tests and benches), build-asan/
+       (ROWLOCK_SANITIZE=ON) and build-tsan/ (ROWLOCK_TSAN=ON), run
        the three ctest suites against a throwaway cluster, then remove it; build build-fuzz/
        (clang, ROWLOCK_FUZZ=ON) and fuzz each of its targets for about a minute in all; builds
        the previous release (db/schema/released/*/RELEASE) into build-prev/ for the upgrade
@@ -93,23 +99,40 @@ ensure_packages() {
         apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# Every package a command needs, on a minimal Debian 12: checked in a chroot made with
+# `debootstrap --variant=minbase bookworm` (its sources.list given bookworm-updates and
+# bookworm-security, as an installed system has), git added, a clone in /root (0700: the postgres
+# user cannot enter it), then `CI=true bash .ci/run` as root there, which passes every suite.
 readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libpq-dev libjansson-dev
     libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format)
-# The fuzz targets of tests/fuzz need clang and libFuzzer.
-readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev)
+# The fuzz targets of tests/fuzz need clang, libFuzzer and clang's runtimes (libclang_rt.fuzzer
+# and the ASan and UBSan runtimes they link, in libclang-rt-14-dev).
+readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev libclang-rt-14-dev)
 # What the tests drive besides rowlock: a load balancer in front of several processes (haproxy),
-# the dashboard's browser tests (chromium, headless) and the failover test's standby
-# (pg_basebackup comes with postgresql).
-readonly TEST_PACKAGES=(haproxy chromium)
+# the dashboard's browser tests (chromium, headless), the failover test's standby (pg_basebackup
+# comes with postgresql) and its kills (ps, in procps), and the previous release's tree for the
+# upgrade test (git archive).
+readonly TEST_PACKAGES=(haproxy chromium procps git)
 
-# build DIR [cmake -D options...]
+# build DIR [cmake -D options...] [-- TARGET...]: configures DIR, then builds the targets named,
+# or all of them.
 build() {
-    local dir=$1
+    local dir=$1 opts=() targets=()
     shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        opts+=("$1")
+        shift
+    done
+    [ $# -eq 0 ] || { shift && targets=("$@"); }
     log "build: configuring $dir"
-    cmake -S "$ROOT" -B "$ROOT/$dir" "$@"
-    log "build: compiling $dir"
-    cmake --build "$ROOT/$dir" -j2
+    cmake -S "$ROOT" -B "$ROOT/$dir" "${opts[@]}"
+    if [ ${#targets[@]} -eq 0 ]; then
+        log "build: compiling $dir"
+        cmake --build "$ROOT/$dir" -j2
+    else
+        log "build: compiling ${targets[*]} in $dir"
+        cmake --build "$ROOT/$dir" -j2 --target "${targets[@]}"
+    fi
 }
 
 prepare_state_dir() {
@@ -375,10 +398,24 @@ run_on_exit() {
     exit "$rc"
 }
 
+# run_listen_default [rowlock flags...]: a local run listens on loopback only unless
+# ROWLOCK_LISTEN_ADDRESS or --listen-address says otherwise (rowlock's own default, 0.0.0.0, is
+# the container's).
+run_listen_default() {
+    local a
+    for a in "$@"; do
+        case $a in --listen-address | --listen-address=*) return 0 ;; esac
+    done
+    [ -z "${ROWLOCK_LISTEN_ADDRESS:-}" ] || return 0
+    export ROWLOCK_LISTEN_ADDRESS=127.0.0.1
+    log "run: listening on 127.0.0.1 only (ROWLOCK_LISTEN_ADDRESS=0.0.0.0: every interface)"
+}
+
 cmd_run() {
     ensure_packages "${BASE_PACKAGES[@]}"
-    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -- rowlock rowlock-cli
     [ -x "$ROOT/build/rowlock" ] || die "build did not produce build/rowlock"
+    [ -x "$ROOT/build/cli/rowlock-cli" ] || die "build did not produce build/cli/rowlock-cli"
     prepare_state_dir
     trap run_on_exit EXIT
     trap run_on_signal INT TERM
@@ -406,6 +443,7 @@ cmd_run() {
         log "run: ROWLOCK_DATABASE_URL=$ROWLOCK_DATABASE_URL"
     fi
     export ROWLOCK_PORT="${ROWLOCK_PORT:-8080}"
+    run_listen_default "$@"
 
     log "run: starting build/rowlock on port $ROWLOCK_PORT (Ctrl-C stops it)"
     # Own session: a terminal's Ctrl-C reaches only this script, which sends SIGTERM once.
@@ -518,7 +556,10 @@ record() {
 }
 
 # The npm packages deploy/check-deploy.mjs validates with (Kubernetes' schemas compiled), in
-# .rowlock/node-deploy; prints their node_modules directory.
+# .rowlock/node-deploy; prints their node_modules directory. kubernetes-models 5.1.0 declares
+# Node.js 22, yet runs check-deploy.mjs on Debian 12's Node.js 18.20 (npm only warns, and at
+# --loglevel=error says nothing); so does @redocly/cli 1.34.20, which declares npm 9.5, with
+# Debian 12's npm 9.2 (checked on a minimal Debian 12).
 readonly DEPLOY_NODE_PACKAGES=(kubernetes-models@5.1.0 @kubernetes-models/prometheus-operator@6.0.0
     yaml@2.9.1)
 install_deploy_checkers() {
@@ -536,8 +577,10 @@ install_deploy_checkers() {
 }
 
 # The dashboard's browser tests (tests/browser/): playwright-core drives Debian's chromium
-# headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above.
-readonly BROWSER_NODE_PACKAGES=(playwright-core@1.65.1 axe-core@4.14.1)
+# headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above:
+# playwright-core 1.61.1 is the newest that runs on Debian 12's Node.js 18 (1.62 and later refuse
+# Node.js below 20), and it drives Debian 12's chromium 156.
+readonly BROWSER_NODE_PACKAGES=(playwright-core@1.61.1 axe-core@4.14.1)
 install_browser_checkers() {
     local dir=$STATE/node-browser want have=""
     want=$(printf '%s\n' "${BROWSER_NODE_PACKAGES[@]}")

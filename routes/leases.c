@@ -58,9 +58,10 @@ static enum svc_outcome claim_render(struct svc_request *req, const char *queue,
         reclaimed += c->reclaimed != 0;
         struct svc_jpage_raw payload = {"payload", c->payload, c->payload ? strlen(c->payload) : 0};
         svc_jpage_item(&page,
-                       json_pack("{s:I, s:I, s:i, s:i, s:s}", "job_id", (json_int_t)c->id, "fence",
-                                 (json_int_t)c->fence, "attempt", c->attempt, "priority",
-                                 c->priority, "lease_expires_at", c->lease_expires_at),
+                       json_pack("{s:I, s:I, s:i, s:i, s:s, s:i}", "job_id", (json_int_t)c->id,
+                                 "fence", (json_int_t)c->fence, "attempt", c->attempt, "priority",
+                                 c->priority, "lease_expires_at", c->lease_expires_at,
+                                 "lease_seconds", c->lease_seconds),
                        &payload, 1);
     }
     svc_counter_vec_add(queue_m_claims, queue, n);

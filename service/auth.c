@@ -30,6 +30,16 @@ static int digest(const char *token, size_t len, unsigned char out[DIGEST_LEN])
     return EVP_Digest(token, len, out, &outlen, EVP_sha256(), NULL) == 1 ? 0 : -1;
 }
 
+/* A scope word of the tokens file and the route scopes it grants (each route names its scope in
+ * its family's route table). No word implies another but admin:
+ * - read: every GET, and the ops endpoints when they are not open (ROWLOCK_OPEN_OPS=false);
+ * - write: produce, a head's put, patch and delete, consumers' create, commit and delete,
+ *   enqueue, the operator's retry and cancel, ledger transactions and checkpoints; not read, so
+ *   a client that also reads what it writes needs read,write;
+ * - work: claims and every lease write (heartbeat, complete, fail, hand-back, release,
+ *   leases:complete), all that rowlock-cli work needs;
+ * - admin: all of them, and the routes that create, change and delete topics, producers,
+ *   queues and ledgers. */
 static int scope_bits(const char *word, unsigned *bits)
 {
     static const struct {

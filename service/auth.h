@@ -15,7 +15,8 @@ struct svc_auth;
 
 /* Loads the tokens file: one token per line followed by its scopes (read, write, work, admin),
  * separated by spaces or commas; blank lines and lines starting with '#' are ignored; tokens are
- * at least 16 characters. admin grants every scope. Returns a new set (svc_auth_free it), or
+ * at least 16 characters. admin grants every scope; no other scope implies another (write does
+ * not include read: auth.c says what each allows). Returns a new set (svc_auth_free it), or
  * NULL after writing the file, line and reason to err. */
 struct svc_auth *svc_auth_load(const char *path, FILE *err);
 void svc_auth_free(struct svc_auth *a);

@@ -36,6 +36,32 @@ int svc_listen_address_valid(const char *address)
     return listen_addr(address, 0, &ss) != 0;
 }
 
+enum svc_reach svc_listen_reach(const char *address)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = listen_addr(address, 0, &ss);
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
+    uint32_t a4 = ntohl(((const struct sockaddr_in *)&ss)->sin_addr.s_addr);
+    if (len == sizeof(struct sockaddr_in6) && IN6_IS_ADDR_V4MAPPED(a6))
+        a4 = (uint32_t)a6->s6_addr[12] << 24 | (uint32_t)a6->s6_addr[13] << 16 |
+             (uint32_t)a6->s6_addr[14] << 8 | a6->s6_addr[15];
+    else if (len == sizeof(struct sockaddr_in6))
+        return IN6_IS_ADDR_LOOPBACK(a6)      ? SVC_REACH_LOOPBACK
+               : IN6_IS_ADDR_UNSPECIFIED(a6) ? SVC_REACH_ALL
+                                             : SVC_REACH_INTERFACE;
+    return a4 >> 24 == 127 ? SVC_REACH_LOOPBACK : a4 == 0 ? SVC_REACH_ALL : SVC_REACH_INTERFACE;
+}
+
+const char *svc_listen_reach_name(enum svc_reach reach)
+{
+    static const char *const names[] = {
+        [SVC_REACH_LOOPBACK] = "loopback only",
+        [SVC_REACH_ALL] = "all interfaces",
+        [SVC_REACH_INTERFACE] = "one interface",
+    };
+    return names[reach];
+}
+
 int svc_listen_open(const char *address, long port, uint16_t *bound, char *why, size_t whylen)
 {
     struct sockaddr_storage ss;

@@ -22,6 +22,7 @@
 #include "service/healthcheck.h"
 #include "service/http.h"
 #include "service/janitor.h"
+#include "service/listen.h"
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/notify.h"
@@ -396,8 +397,16 @@ static int serve(struct process *p)
     char port[16], threads[16];
     snprintf(port, sizeof(port), "%u", svc_server_port(p->server));
     snprintf(threads, sizeof(threads), "%ld", p->cfg.threads);
-    svc_log(SVC_LOG_INFO, "listening", "address", p->cfg.listen_address, SVC_NUM("port"), port,
-            SVC_NUM("threads"), threads, NULL);
+    enum svc_reach reach = svc_listen_reach(p->cfg.listen_address);
+    /* the warning goes before "listening", the line that says startup is over */
+    if (reach != SVC_REACH_LOOPBACK && p->auth == NULL)
+        svc_log(SVC_LOG_WARN,
+                "OPEN TO THE NETWORK: listening beyond loopback with no tokens file; whoever "
+                "reaches this address may do anything (set ROWLOCK_TOKENS_FILE, or listen on "
+                "127.0.0.1)",
+                "address", p->cfg.listen_address, NULL);
+    svc_log(SVC_LOG_INFO, "listening", "address", p->cfg.listen_address, "reach",
+            svc_listen_reach_name(reach), SVC_NUM("port"), port, SVC_NUM("threads"), threads, NULL);
     return 0;
 }
 

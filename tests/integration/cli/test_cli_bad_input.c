@@ -1,9 +1,10 @@
-/* rowlock-cli facing bad input and a bad service: an unknown queue or topic exits 3 with the
- * problem code on one line; a bad token exits 1 with `unauthorized`, a token without the scope
- * with `forbidden`; a service answering 503 is retried, honouring Retry-After, then exit 5, and
- * so is a port where nothing listens; a malformed NDJSON line is reported by its number, the
- * lines before it are sent and nothing after it (all but it with --skip-bad); a worker whose
- * COMMAND cannot run exits 2 and hands its job back. */
+/* rowlock-cli facing bad input and a bad service: --help and -h print the help and exit 0, an
+ * unknown command exits 2; an unknown queue or topic exits 3 with the problem code on one line;
+ * a bad token exits 1 with `unauthorized`, a token without the scope with `forbidden`, and a
+ * token with the work scope alone runs a worker; a service answering 503 is retried, honouring
+ * Retry-After, then exit 5, and so is a port where nothing listens; a malformed NDJSON line is
+ * reported by its number, the lines before it are sent and nothing after it (all but it with
+ * --skip-bad); a worker whose COMMAND cannot run exits 2 and hands its job back. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 
 #define ADMIN_TOKEN "cli-admin-token-0123456789"
 #define READ_TOKEN  "cli-read-token-0123456789"
+#define WORK_TOKEN  "cli-work-token-0123456789"
 
 static char tokens_path[] = "/tmp/rowlock-cli-tokens-XXXXXX";
 static char token_file[] = "/tmp/rowlock-cli-token-XXXXXX";
@@ -32,7 +34,7 @@ static int setup(void **state)
 {
     char env_tokens[256];
     int fd = mkstemp(tokens_path), tf = mkstemp(token_file);
-    const char *text = ADMIN_TOKEN " admin\n" READ_TOKEN " read\n";
+    const char *text = ADMIN_TOKEN " admin\n" READ_TOKEN " read\n" WORK_TOKEN " work\n";
     if (fd < 0 || tf < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text) ||
         write(tf, ADMIN_TOKEN "\n", strlen(ADMIN_TOKEN) + 1) != (ssize_t)strlen(ADMIN_TOKEN) + 1)
         return -1;
@@ -100,6 +102,33 @@ static size_t queue_jobs(const char *queue)
     return n;
 }
 
+/* --help and -h before any command: the help on stdout, nothing on stderr, exit 0. */
+static void help_exits_0(void **state)
+{
+    static const char *const flags[] = {"--help", "-h"};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+        char cmd[1024], out[8192], errpath[] = "/tmp/rowlock-cli-err-XXXXXX";
+        int efd = mkstemp(errpath);
+        assert_true(efd >= 0);
+        snprintf(cmd, sizeof(cmd), "'%s' %s 2>%s", ROWLOCK_CLI_BINARY, flags[i], errpath);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = '\0';
+        int status = pclose(p);
+        off_t err_bytes = lseek(efd, 0, SEEK_END);
+        close(efd);
+        unlink(errpath);
+        fprintf(stderr, "rowlock-cli %s -> %d, %zu bytes on stdout, %lld on stderr\n", flags[i],
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1, n, (long long)err_bytes);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_int_equal(err_bytes, 0);
+        assert_non_null(strstr(out, "usage: rowlock-cli "));
+        assert_non_null(strstr(out, "work QUEUE"));
+    }
+}
+
 static void unknown_queue_and_topic_exit_3(void **state)
 {
     char err[4096], env[256];
@@ -133,6 +162,39 @@ static void bad_token_shows_its_code(void **state)
     assert_int_equal(cli(env, NULL, "enqueue tok '{}'", err, sizeof(err)), 0);
     assert_int_equal(cli(NULL, NULL, "--token-file /nonexistent jobs tok", err, sizeof(err)), 2);
     assert_int_equal(queue_jobs("tok"), 1);
+}
+
+/* A worker's token needs the work scope alone: claims, heartbeats and settlements, never a read
+ * of the queue. The queue's lease (2 s) is shorter than the command (3 s), so the job succeeds
+ * only when the worker heartbeats at the lease the claim gave it, the queue's. */
+static void work_token_alone_runs_a_worker(void **state)
+{
+    char err[4096];
+    const char *hdrs[] = {"Authorization: Bearer " ADMIN_TOKEN, "Content-Type: application/json",
+                          NULL};
+    struct th_response r;
+    const char *queue = "{\"lease_seconds\": 2}";
+    assert_int_equal(th_http(th_svc.port, "PUT", "/queues/wk", hdrs, queue, strlen(queue), &r), 0);
+    assert_int_equal(r.status, 201);
+    th_response_free(&r);
+    assert_int_equal(
+        cli("ROWLOCK_TOKEN=" ADMIN_TOKEN, NULL, "enqueue wk '{\"n\":1}'", err, sizeof(err)), 0);
+    assert_int_equal(cli("ROWLOCK_TOKEN=" WORK_TOKEN, NULL,
+                         "work wk --max-jobs 1 -- sh -c 'sleep 3; echo \\\"done\\\"'", err,
+                         sizeof(err)),
+                     0);
+    assert_non_null(strstr(err, "1 claimed, 1 succeeded, 0 failed, 0 lost"));
+    assert_int_equal(th_http(th_svc.port, "GET", "/queues/wk/jobs", hdrs, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *jobs = json_object_get(r.json, "jobs"), *job = json_array_get(jobs, 0);
+    assert_int_equal(json_array_size(jobs), 1);
+    assert_string_equal(json_string_value(json_object_get(job, "state")), "succeeded");
+    assert_int_equal(json_integer_value(json_object_get(job, "attempts")), 1);
+    assert_string_equal(json_string_value(json_object_get(job, "result")), "done");
+    th_response_free(&r);
+    /* and it may do nothing else */
+    assert_int_equal(cli("ROWLOCK_TOKEN=" WORK_TOKEN, NULL, "jobs wk", err, sizeof(err)), 1);
+    assert_non_null(strstr(err, "rowlock-cli: forbidden: "));
 }
 
 /* A stand-in service answering every request 503 with Retry-After: 1. */
@@ -194,6 +256,10 @@ static void service_down_retries_then_exit_5(void **state)
     assert_non_null(strstr(err, "rowlock-cli: database_unavailable: the database is unavailable"));
     assert_int_equal(f.requests, 3);
     assert_true(took >= 1.9 && took < 10);
+    /* a worker whose first claim finds the service unavailable gives up the same way */
+    assert_int_equal(cli(env, NULL, "work q -- true", err, sizeof(err)), 5);
+    assert_non_null(strstr(err, "rowlock-cli: database_unavailable: the database is unavailable"));
+    assert_int_equal(f.requests, 6);
     shutdown(f.fd, SHUT_RDWR);
     close(f.fd);
     pthread_join(t, NULL);
@@ -262,8 +328,10 @@ static void missing_command_hands_back(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(help_exits_0),
         cmocka_unit_test(unknown_queue_and_topic_exit_3),
         cmocka_unit_test(bad_token_shows_its_code),
+        cmocka_unit_test(work_token_alone_runs_a_worker),
         cmocka_unit_test(service_down_retries_then_exit_5),
         cmocka_unit_test(malformed_line_stops_there),
         cmocka_unit_test(missing_command_hands_back),

@@ -1,8 +1,10 @@
 /* Where rowlock listens, and what it says about its configuration: "::" serves IPv6 and IPv4
- * clients (dual stack); a port already taken fails with a line naming the address, the port and
- * "address already in use"; a listen address that is no address exits 2 before the database is
- * touched; a ROWLOCK_* variable no setting reads (a typo) and a pool smaller than the worker
- * count are warned about, the tests' own ROWLOCK_TEST_* variables are not. */
+ * clients (dual stack); the "listening" line says whether loopback only or all interfaces reach
+ * it, after a warning when more than loopback reaches it without tokens; a port already taken
+ * fails with a line naming the address, the port and "address already in use"; a listen address
+ * that is no address exits 2 before the database is touched; a ROWLOCK_* variable no setting reads
+ * (a typo) and a pool smaller than the worker count are warned about, the tests' own ROWLOCK_TEST_*
+ * variables are not. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,7 +45,7 @@ static void dual_stack_and_address_in_use(void **state)
     const char *env[] = {"ROWLOCK_LISTEN_ADDRESS=::", NULL};
     struct th_service svc, second;
     assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
-    assert_true(th_service_logged(&svc, "\"address\":\"::\""));
+    assert_true(th_service_logged(&svc, "\"address\":\"::\",\"reach\":\"all interfaces\""));
     struct th_response r;
     assert_int_equal(th_http(svc.port, "GET", "/healthz", NULL, NULL, 0, &r), 0); /* IPv4 */
     assert_int_equal(r.status, 200);
@@ -60,6 +62,40 @@ static void dual_stack_and_address_in_use(void **state)
     assert_true(th_service_logged(&second, "address already in use"));
     assert_int_equal(second.exit_code, 1); /* it exited on its own (the harness reaped it) */
     assert_int_equal(th_service_stop(&svc), 0);
+}
+
+/* 127.0.0.1 is loopback only, said in the "listening" line; 0.0.0.0 is every interface, and
+ * without tokens a warning says so first; with a tokens file it does not. */
+static void listening_line_says_who_reaches_it(void **state)
+{
+    char tokens[] = "/tmp/rowlock-listen-tokens-XXXXXX", env_tokens[256];
+    int fd = mkstemp(tokens);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "listen-test-token-0123456789 read\n", 34), 34);
+    close(fd);
+    snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens);
+    const struct {
+        const char *address, *tokens, *line;
+        int warned;
+    } cases[] = {
+        {"127.0.0.1", NULL, "\"address\":\"127.0.0.1\",\"reach\":\"loopback only\"", 0},
+        {"0.0.0.0", NULL, "\"address\":\"0.0.0.0\",\"reach\":\"all interfaces\"", 1},
+        {"0.0.0.0", env_tokens, "\"address\":\"0.0.0.0\",\"reach\":\"all interfaces\"", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char address[64], line[160];
+        struct th_service svc;
+        snprintf(address, sizeof(address), "ROWLOCK_LISTEN_ADDRESS=%s", cases[i].address);
+        snprintf(line, sizeof(line), "\"msg\":\"listening\",%s", cases[i].line);
+        const char *env[] = {address, cases[i].tokens, NULL};
+        assert_int_equal(th_service_start(&svc, th_svc_dburl, env), 0);
+        assert_true(th_service_logged(&svc, line));
+        assert_int_equal(
+            th_service_logged(&svc, "\"level\":\"warn\",\"msg\":\"OPEN TO THE NETWORK: "),
+            cases[i].warned);
+        assert_int_equal(th_service_stop(&svc), 0);
+    }
+    unlink(tokens);
 }
 
 /* A database that cannot be reached and a whole minute to wait for it: the bad address must be
@@ -102,6 +138,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dual_stack_and_address_in_use),
+        cmocka_unit_test(listening_line_says_who_reaches_it),
         cmocka_unit_test(bad_listen_address_exits_2_before_the_database),
         cmocka_unit_test(doubtful_settings_are_warned),
     };
