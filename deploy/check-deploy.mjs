@@ -6,9 +6,9 @@
 // 3. Every Kubernetes manifest (kustomization resources, rendered here: resources plus labels,
 //    and the files outside it) passes the JSON schema of its kind (the kubernetes-models
 //    packages, Kubernetes' OpenAPI schemas compiled; unknown fields are not caught, see
-//    README "Operations"), and what the schema cannot say: selectors match the pod labels, the
-//    startup probe outlasts ROWLOCK_DB_STARTUP_WAIT_S, the example connection string works with
-//    the image. --rendered FILE validates a `kubectl kustomize` output as well.
+//    docs/operations/running.md "Deploying"), and what the schema cannot say: selectors
+//    match the pod labels, the startup probe outlasts ROWLOCK_DB_STARTUP_WAIT_S, the example
+//    connection string works with the image. --rendered FILE validates a `kubectl kustomize` output as well.
 // Needs NODE_PATH (or ROWLOCK_DEPLOY_NODE_MODULES) with kubernetes-models,
 // @kubernetes-models/prometheus-operator and yaml: deploy/local.sh installs them.
 import fs from "node:fs";
@@ -137,7 +137,7 @@ function semantics(objs) {
     fail(`Deployment: startup probe budget ${budget}s does not outlast ROWLOCK_DB_STARTUP_WAIT_S=${wait}s (+30s)`);
   for (const p of ["startupProbe", "livenessProbe", "readinessProbe"])
     if (c[p]?.httpGet?.path !== "/healthz")
-      fail(`Deployment: ${p} must probe /healthz (README, "Operations": readiness choice)`);
+      fail(`Deployment: ${p} must probe /healthz (docs/operations/running.md, "Readiness: /healthz, not /readyz")`);
   if (env.ROWLOCK_MIGRATE !== "check") fail("Deployment: the server should run ROWLOCK_MIGRATE=check");
   const init = pod.spec.initContainers?.find((x) => (x.args ?? []).includes("--migrate-only"));
   if (!init) fail("Deployment: no init container runs --migrate-only");
