@@ -251,6 +251,11 @@ void db_schedule_plan(const struct db_cron *c, const struct db_tz *z, int64_t du
         int64_t next;
         t = db_cron_next(c, z, t, &next) ? next : -1;
     }
+    if (walked == DB_SCHEDULE_WALK_MAX && t >= 0 && now - (double)t > (double)grace_s) {
+        /* still behind: the newest misfires are yet to come, in the next pass */
+        out->skipped += ring.n;
+        ring.n = 0;
+    }
     for (int i = 0; i < ring.n; i++)
         out->fires[out->nfires++] = ring.slots[(ring.head + i) % ring.cap];
     for (int i = 0; i < nontime; i++)

@@ -25,8 +25,9 @@ struct db_upkeep;
 #define DB_SCHEDULE_PASS_MAX     100 /* schedules one firing transaction takes */
 #define DB_SCHEDULE_NEXT_SHOWN   5   /* upcoming ticks a read shows */
 /* How many ticks one pass may walk through for one schedule (misfires after a long outage):
- * a schedule with more ticks behind it than this goes on from there in the next pass. */
-#define DB_SCHEDULE_WALK_MAX 1000000
+ * a schedule with more ticks behind it than this goes on from there in the next pass, the ticks
+ * walked all skipped (the newest misfires, which catch-up fires, are still ahead). */
+#define DB_SCHEDULE_WALK_MAX 10000
 
 enum db_misfire { DB_MISFIRE_SKIP, DB_MISFIRE_CATCH_UP };
 const char *db_misfire_name(enum db_misfire m);
