@@ -651,8 +651,18 @@ function confirmDialog(text, yes) {
   return new Promise((resolve) => dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true }));
 }
 
+// The writes the page offers, each asked for first: the question, its button, the request, and
+// what to say after it (r: the answer's body). On failure the status line gives the problem's
+// detail.
+const WRITES = {
+  retry: ({ queue, job }) => ({ verb: 'Retry', ask: `Retry job #${job} of queue ${queue}?`, yes: 'Retry job', method: 'POST',
+    path: `/queues/${enc(queue)}/jobs/${enc(job)}/retry`, done: () => `Job #${job} pending again.` }),
+  cancel: ({ queue, job }) => ({ verb: 'Cancel', ask: `Cancel job #${job} of queue ${queue}?`, yes: 'Cancel job', method: 'DELETE',
+    path: `/queues/${enc(queue)}/jobs/${enc(job)}`, done: () => `Job #${job} cancelled.` }),
+};
+
 async function act(el) {
-  const { action, queue, job } = el.dataset;
+  const { action } = el.dataset;
   if (action === 'history-older') {
     const r = route();
     const page = await keyHistory(r.p.topic, r.p.key, ui.olderNext);
@@ -664,14 +674,12 @@ async function act(el) {
     ui.keysAfter = action === 'keys-next' ? el.dataset.after : '';
     return refresh();
   }
-  const what = action === 'retry' ? ['Retry', 'POST', `/queues/${enc(queue)}/jobs/${enc(job)}/retry`, 'pending again']
-    : ['Cancel', 'DELETE', `/queues/${enc(queue)}/jobs/${enc(job)}`, 'cancelled'];
-  if (!(await confirmDialog(`${what[0]} job #${job} of queue ${queue}?`, `${what[0]} job`))) return;
+  const w = WRITES[action]?.(el.dataset);
+  if (!w || !(await confirmDialog(w.ask, w.yes))) return;
   try {
-    await api(what[2], { method: what[1] });
-    setStatus(`Job #${job} ${what[3]}.`);
+    setStatus(w.done(await api(w.path, { method: w.method })));
   } catch (e) {
-    setStatus(`${what[0]} failed: ${e.message}`);
+    setStatus(`${w.verb} failed: ${e.message}`);
   }
   refresh();
 }
