@@ -740,7 +740,7 @@ const scheduleView = {
         }))
         : h('p', { class: 'hint' }, x.paused ? 'None while it is paused.' : 'None: the expression fires no more.'),
       h('h2', {}, 'Last fires'),
-      table('Last fires, newest first', ['Fire time', 'Enqueued', { label: 'Lag', num: 1 }, 'Kind', 'Job'],
+      table('The newest fires (up to 10), newest first', ['Fire time', 'Enqueued', { label: 'Lag', num: 1 }, 'Kind', 'Job'],
         x.last_fires.map((f) => h('tr', { 'data-key': f.fire_at, 'data-fire': f.fire_at },
           td(fmtTime(f.fire_at)), td(fmtTime(f.enqueued_at)), td(fireLag(f), 1), td(f.manual ? 'manual' : 'tick'),
           td(link(`${qHref(x.queue)}/jobs/${f.job_id}`, `Job #${f.job_id}`)))),
