@@ -203,13 +203,17 @@ static int macro(const char *s, size_t len, struct db_cron *out, char *err, size
     for (size_t i = 0; i < sizeof(macros) / sizeof(macros[0]); i++)
         if (strlen(macros[i].name) == len && strncasecmp(s, macros[i].name, len) == 0)
             return db_cron_parse(macros[i].fields, out, err, errsize);
+    int shown = 0; /* quoted while printable, at most QUOTE_MAX bytes */
+    while ((size_t)shown < len && shown < QUOTE_MAX && (unsigned char)s[shown] >= 0x21 &&
+           (unsigned char)s[shown] <= 0x7e)
+        shown++;
     if (len == 7 && strncasecmp(s, "@reboot", 7) == 0)
         snprintf(err, errsize, "@reboot names no time: a schedule fires at times");
     else
         snprintf(err, errsize,
                  "'%.*s%s' is not a macro (@yearly, @annually, @monthly, @weekly, @daily, "
                  "@midnight or @hourly)",
-                 QUOTED(s, len));
+                 shown, s, (size_t)shown < len ? "..." : "");
     return -1;
 }
 

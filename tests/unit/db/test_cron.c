@@ -168,6 +168,8 @@ static void test_macros(void **state)
     refused("@reboot", "@reboot names no time");
     refused("@fortnightly", "'@fortnightly' is not a macro (@yearly,");
     refused("@daily 5", "stands alone");
+    refused("@da\x01ly", "'@da...' is not a macro"); /* quoted only while printable */
+    refused("@abcdefghijklmnopqrstuvwxyz", "'@abcdefghijklmnopqrstuvw...' is not a macro");
 }
 
 static void test_errors_name_the_field(void **state)
