@@ -15,18 +15,7 @@
 #include <time.h>
 
 #include "db/cron.h"
-
-/* The instant of a UTC date and time (the C library's timegm, not this module's calendar). */
-static int64_t utc(int y, int mo, int d, int h, int mi, int s)
-{
-    struct tm tm = {.tm_year = y - 1900,
-                    .tm_mon = mo - 1,
-                    .tm_mday = d,
-                    .tm_hour = h,
-                    .tm_min = mi,
-                    .tm_sec = s};
-    return (int64_t)timegm(&tm);
-}
+#include "tests/unit/db/zones.h"
 
 static struct db_cron parse(const char *text)
 {
@@ -46,17 +35,6 @@ static void refused(const char *text, const char *needle)
         fail_msg("\"%s\": expected an error with \"%s\", got \"%s\"", text, needle, err);
     if (strlen(err) >= sizeof(err) - 1)
         fail_msg("\"%s\": the message fills the buffer (cut?): %s", text, err);
-}
-
-static struct db_tz *zone(const char *name)
-{
-    char err[DB_TZ_ERROR_SIZE];
-    struct db_tz *z = db_tz_load(name, err, sizeof(err));
-    if (z == NULL)
-        fail_msg("%s: the system's time-zone database is needed (install the Debian package "
-                 "tzdata): %s",
-                 name, err);
-    return z;
 }
 
 /* The next fire of text in zone name after instant after; -1 when there is none. */

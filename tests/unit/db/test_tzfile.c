@@ -17,30 +17,7 @@
 #include <time.h>
 
 #include "db/tzfile.h"
-
-/* The instant of a UTC date and time (the C library's timegm, not this module's calendar). */
-static int64_t utc(int y, int mo, int d, int h, int mi, int s)
-{
-    struct tm tm = {.tm_year = y - 1900,
-                    .tm_mon = mo - 1,
-                    .tm_mday = d,
-                    .tm_hour = h,
-                    .tm_min = mi,
-                    .tm_sec = s};
-    return (int64_t)timegm(&tm);
-}
-
-/* The zone name, loaded; fails the test, naming the package, when the database lacks it. */
-static struct db_tz *zone(const char *name)
-{
-    char err[DB_TZ_ERROR_SIZE];
-    struct db_tz *z = db_tz_load(name, err, sizeof(err));
-    if (z == NULL)
-        fail_msg("%s: the system's time-zone database is needed (install the Debian package "
-                 "tzdata): %s",
-                 name, err);
-    return z;
-}
+#include "tests/unit/db/zones.h"
 
 static void expect_load_error(const char *name, const char *needle)
 {
@@ -318,43 +295,55 @@ static void test_transitions_then_footer(void **state)
     db_tz_free(z);
 }
 
-/* J and zero-based day forms, default DST offset (+1 h) and time (02:00), version 3 hours. */
+/* A date and hour in UTC, for the table below. */
+struct hour {
+    int y, mo, d, h;
+};
+
+#define AT(x) utc((x).y, (x).mo, (x).d, (x).h, 0, 0)
+
+/* J and zero-based day forms, version 3 hours, the default DST offset (+1 h) and time (02:00):
+ * for each footer (standard time +0), the DST span holding `at`. */
+static const struct form {
+    const char *footer;
+    char version;
+    struct hour at, start, end;
+    int32_t dst_utoff;
+} forms[] = {
+    /* J60 is 1 March in every year; J300 is 27 October (29 February never counted); the end
+     * is given in DST (+1): 26 October 23:00 UTC */
+    {"AAA0BBB,J60/0,J300/0", '2', {2028, 6, 1, 0}, {2028, 3, 1, 0}, {2028, 10, 26, 23}, 3600},
+    /* zero-based days count 29 February: in 2028 day 59 is 29 February, day 299 26 October;
+     * in 2027 they are 1 March and 27 October */
+    {"AAA0BBB,59/0,299/0", '2', {2028, 6, 1, 0}, {2028, 2, 29, 0}, {2028, 10, 25, 23}, 3600},
+    {"AAA0BBB,59/0,299/0", '2', {2027, 6, 1, 0}, {2027, 3, 1, 0}, {2027, 10, 26, 23}, 3600},
+    /* version 3: -1 h on the last Sunday of March 2030 (the 31st) is 30 March 23:00; 25 h on
+     * the last Sunday of October (the 27th), in DST, is 28 October 01:00 local, 00:00 UTC */
+    {"<+00>0<+01>,M3.5.0/-1,M10.5.0/25",
+     '3',
+     {2030, 6, 1, 0},
+     {2030, 3, 30, 23},
+     {2030, 10, 28, 0},
+     3600},
+    /* default times (02:00), an explicit DST offset of +2: the end at 02:00 DST is 00:00 UTC */
+    {"XXX0YYY-2,M3.5.0,M10.5.0", '2', {2030, 6, 1, 0}, {2030, 3, 31, 2}, {2030, 10, 27, 0}, 7200},
+};
+
 static void test_footer_forms(void **state)
 {
     int32_t utoff[] = {0};
     uint8_t isdst[] = {0};
     struct file f;
-    struct db_tz *z;
-    /* J60 is 1 March in every year; J300 is 27 October (29 February never counted). */
-    tzif(&f, '2', NULL, NULL, 0, utoff, isdst, 1, "AAA0BBB,J60/0,J300/0");
-    z = parse_ok(&f);
-    expect_span(z, utc(2028, 6, 1, 0, 0, 0), utc(2028, 3, 1, 0, 0, 0), utc(2028, 10, 26, 23, 0, 0),
-                0, 3600, 1);
-    db_tz_free(z);
-    /* 59 counts 29 February: in 2028 day 59 is 29 February, day 299 is 26 October. */
-    tzif(&f, '2', NULL, NULL, 0, utoff, isdst, 1, "AAA0BBB,59/0,299/0");
-    z = parse_ok(&f);
-    expect_span(z, utc(2028, 6, 1, 0, 0, 0), utc(2028, 2, 29, 0, 0, 0), utc(2028, 10, 25, 23, 0, 0),
-                0, 3600, 1);
-    expect_span(z, utc(2027, 6, 1, 0, 0, 0), utc(2027, 3, 1, 0, 0, 0), utc(2027, 10, 26, 23, 0, 0),
-                0, 3600, 1);
-    db_tz_free(z);
-    /* Version 3: -1 h on the last Sunday of March 2030 (the 31st) is 30 March 23:00; 25 h on
-     * the last Sunday of October (the 27th), in DST (+1), is 28 October 00:00 UTC. Default
-     * time 02:00 with a quoted name and an explicit DST offset of +2. */
-    tzif(&f, '3', NULL, NULL, 0, utoff, isdst, 1, "<+00>0<+01>,M3.5.0/-1,M10.5.0/25");
-    z = parse_ok(&f);
-    expect_span(z, utc(2030, 6, 1, 0, 0, 0), utc(2030, 3, 30, 23, 0, 0), utc(2030, 10, 28, 0, 0, 0),
-                0, 3600, 1);
-    db_tz_free(z);
-    tzif(&f, '2', NULL, NULL, 0, utoff, isdst, 1, "XXX0YYY-2,M3.5.0,M10.5.0");
-    z = parse_ok(&f);
-    expect_span(z, utc(2030, 6, 1, 0, 0, 0), utc(2030, 3, 31, 2, 0, 0), utc(2030, 10, 27, 0, 0, 0),
-                0, 7200, 1);
-    db_tz_free(z);
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        const struct form *x = &forms[i];
+        tzif(&f, x->version, NULL, NULL, 0, utoff, isdst, 1, x->footer);
+        struct db_tz *z = parse_ok(&f);
+        expect_span(z, AT(x->at), AT(x->start), AT(x->end), 0, x->dst_utoff, 1);
+        db_tz_free(z);
+    }
     /* DST all year (zic's form "EST5EDT,0/0,J365/25"): always +1 h from -5. */
     tzif(&f, '2', NULL, NULL, 0, utoff, isdst, 1, "EST5EDT,0/0,J365/25");
-    z = parse_ok(&f);
+    struct db_tz *z = parse_ok(&f);
     for (int64_t t = utc(2030, 1, 1, 0, 0, 0); t < utc(2034, 1, 1, 0, 0, 0); t += 86399)
         assert_int_equal(db_tz_offset(z, t, NULL), -14400);
     db_tz_free(z);
