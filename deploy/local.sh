@@ -583,7 +583,7 @@ install_deploy_checkers() {
 # The dashboard's browser tests (tests/browser/): playwright-core drives Debian's chromium
 # headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above:
 # playwright-core 1.61.1 is the newest that runs on Debian 12's Node.js 18 (1.62 and later refuse
-# Node.js below 20), and it drives Debian 12's chromium 156.
+# Node.js below 20), and it drives Debian 12's chromium (150 and 156 seen).
 readonly BROWSER_NODE_PACKAGES=(playwright-core@1.61.1 axe-core@4.14.1)
 install_browser_checkers() {
     local dir=$STATE/node-browser want have=""
