@@ -82,6 +82,10 @@ static void test_load_errors(void **state)
     expect_load_error("../../etc/passwd", "a time zone name holds only");
     expect_load_error("/etc/passwd", "starts with a letter");
     expect_load_error("localtime", "not a time zone name");
+    char longest[DB_TZ_NAME_MAX + 1]; /* the longest name's message is whole, not cut */
+    memset(longest, 'a', DB_TZ_NAME_MAX);
+    longest[DB_TZ_NAME_MAX] = '\0';
+    expect_load_error(longest, "\" (no such zone in " DB_TZ_DIR ")");
 }
 
 static void expect_span(const struct db_tz *z, int64_t t, int64_t start, int64_t end, int32_t prev,
