@@ -157,10 +157,11 @@ static int check_dates(const struct db_cron *c, int dom_place, char *err, size_t
     int longest = 0, first = __builtin_ctz(c->dom); /* dom has bits 1-31 only, at least one */
     if (!(c->flags & (DB_CRON_DOM_STAR | DB_CRON_DOW_STAR)))
         return 0; /* either matches: every week has its day of the week */
-    for (int m = 1; m <= 12; m++)
-        if (c->month >> m & 1)
-            longest =
-                longest > db_civil_month_days(2000, m) ? longest : db_civil_month_days(2000, m);
+    for (int m = 1; m <= 12; m++) {
+        int days = db_civil_month_days(2000, m); /* a leap year: February has 29 */
+        if (c->month >> m & 1 && days > longest)
+            longest = days;
+    }
     if (first <= longest)
         return 0;
     snprintf(err, errsize,
@@ -202,13 +203,17 @@ static int macro(const char *s, size_t len, struct db_cron *out, char *err, size
     for (size_t i = 0; i < sizeof(macros) / sizeof(macros[0]); i++)
         if (strlen(macros[i].name) == len && strncasecmp(s, macros[i].name, len) == 0)
             return db_cron_parse(macros[i].fields, out, err, errsize);
+    int shown = 0; /* quoted while printable, at most QUOTE_MAX bytes */
+    while ((size_t)shown < len && shown < QUOTE_MAX && (unsigned char)s[shown] >= 0x21 &&
+           (unsigned char)s[shown] <= 0x7e)
+        shown++;
     if (len == 7 && strncasecmp(s, "@reboot", 7) == 0)
         snprintf(err, errsize, "@reboot names no time: a schedule fires at times");
     else
         snprintf(err, errsize,
                  "'%.*s%s' is not a macro (@yearly, @annually, @monthly, @weekly, @daily, "
                  "@midnight or @hourly)",
-                 QUOTED(s, len));
+                 shown, s, (size_t)shown < len ? "..." : "");
     return -1;
 }
 

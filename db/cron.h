@@ -1,9 +1,16 @@
 /* Cron expressions and their fire times: an expression parsed once into an immutable value
  * (five fields, or six with a leading seconds field, or a macro), and the next fire strictly
  * after an instant in a time zone (db/tzfile.h), daylight saving included. Pure computation:
- * storing schedules, firing them and the HTTP resource are elsewhere.
- *
- * Grammar (Vixie cron's, as cronie reads it, plus a seconds field):
+ * storing schedules, firing them and the HTTP resource are elsewhere. */
+#ifndef DB_CRON_H
+#define DB_CRON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/tzfile.h"
+
+/* Grammar (Vixie cron's, as cronie reads it, plus a seconds field and Quartz's a/n):
  *   [second] minute hour day-of-month month day-of-week, separated by spaces or tabs;
  *   each field a list a,b,... of `*`, a, a-b, `*`/n, a-b/n or a/n (a to the field's end, by n);
  *   seconds and minutes 0-59, hours 0-23, days of the month 1-31, months 1-12 or JAN-DEC,
@@ -28,21 +35,15 @@
  *    at the first occurrence only. A wildcard expression fires at both occurrences, so every
  *    15 minutes and hourly keep firing by real elapsed time through the repeated hour.
  * So a wall time fires at most once per occurrence, a fixed time at most once per day it
- * names, and a fire is never early: the next fire is always later than the instant asked. */
-#ifndef DB_CRON_H
-#define DB_CRON_H
-
-#include <stddef.h>
-#include <stdint.h>
-
-#include "db/tzfile.h"
+ * names (times that fall on one instant, as 02:00 in the gap and 03:00 after it, are one
+ * fire), and a fire is never early: the next fire is always later than the instant asked. */
 
 #define DB_CRON_TEXT_MAX   256 /* longest expression accepted, in bytes */
 #define DB_CRON_ERROR_SIZE 160 /* enough for every message db_cron_parse writes */
 /* How far db_cron_next looks: longer than the longest wait of any expression db_cron_parse
- * accepts (40 years: 29 February on a Sunday, with the day of week `*`/7, across the non-leap
- * 2100), so
- * "no next fire" comes only from a zone that skips every such time, or the end of year 9999. */
+ * accepts (40 years: 29 February on a Sunday, with the day of week `*`/7, from 2088 to 2128
+ * across the non-leap 2100), so "no next fire" comes only from a zone that skips every such
+ * time, or the end of year 9999. */
 #define DB_CRON_HORIZON_YEARS 50
 
 #define DB_CRON_DOM_STAR 1u /* the day-of-month field begins with '*' */

@@ -270,7 +270,8 @@ struct db_tz *db_tz_load(const char *name, char *err, size_t errsize)
     return z;
 }
 
-/* The span past the last transition (or of a file without any): the footer's rule. */
+/* The span past the last transition (or of a file without any): the footer's rule, or the
+ * last type when the footer is empty. Without transitions the rule holds at every instant. */
 static void span_after(const struct db_tz *z, int64_t t, struct db_tz_span *out)
 {
     size_t n = z->n, last = n ? z->types[n - 1] : 0;
@@ -278,21 +279,17 @@ static void span_after(const struct db_tz *z, int64_t t, struct db_tz_span *out)
     out->end = INT64_MAX;
     out->utoff = z->utoff[last];
     out->isdst = z->isdst[last];
-    out->prev_utoff = n >= 2 ? z->utoff[z->types[n - 2]] : z->utoff[0];
-    if (n == 0)
-        out->prev_utoff = out->utoff;
     if (z->rule.kind == DB_TZ_RULE_FIXED) {
         out->utoff = z->rule.std_utoff;
         out->isdst = 0;
     } else if (z->rule.kind == DB_TZ_RULE_DST) {
-        int32_t prev = out->prev_utoff;
-        int64_t start = out->start;
         db_tz_rule_span(&z->rule, t, out);
-        if (out->start < start) { /* the rule's change before t came before the file's last */
-            out->start = start;
-            out->prev_utoff = n ? prev : out->utoff;
-        }
+        if (n == 0 || out->start > z->times[n - 1])
+            return;
+        out->start = z->times[n - 1]; /* the rule's change before t is the file's last, or
+                                         earlier: the file says what came before it */
     }
+    out->prev_utoff = n >= 2 ? z->utoff[z->types[n - 2]] : n == 1 ? z->utoff[0] : out->utoff;
 }
 
 void db_tz_span(const struct db_tz *z, int64_t t, struct db_tz_span *out)

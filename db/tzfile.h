@@ -13,7 +13,7 @@
 #define DB_TZ_DIR        "/usr/share/zoneinfo"
 #define DB_TZ_NAME_MAX   128          /* longest zone name accepted (the longest IANA name: 32) */
 #define DB_TZ_FILE_MAX   (256 * 1024) /* largest TZif file read (the largest in tzdata: ~4 KiB) */
-#define DB_TZ_ERROR_SIZE 160          /* enough for every message written into err */
+#define DB_TZ_ERROR_SIZE 320          /* enough for every message written into err */
 
 struct db_tz;
 

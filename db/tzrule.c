@@ -130,7 +130,7 @@ static int date(struct cursor *c, struct db_tz_date *d)
 int db_tz_rule_parse(const char *s, size_t len, struct db_tz_rule *r, char *err, size_t errsize)
 {
     char text[DB_TZ_RULE_MAX + 1];
-    struct cursor c = {text, text, text + len, err, errsize};
+    struct cursor c = {text, text, text, err, errsize}; /* end: once len is known to fit */
     int32_t off;
     memset(r, 0, sizeof(*r));
     if (len == 0)
@@ -142,6 +142,7 @@ int db_tz_rule_parse(const char *s, size_t len, struct db_tz_rule *r, char *err,
     }
     memcpy(text, s, len);
     text[len] = '\0';
+    c.end = text + len;
     if (name(&c) < 0 || hms(&c, 24, &off) < 0)
         return -1;
     r->kind = DB_TZ_RULE_FIXED;

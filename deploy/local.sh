@@ -103,8 +103,12 @@ ensure_packages() {
 # `debootstrap --variant=minbase bookworm` (its sources.list given bookworm-updates and
 # bookworm-security, as an installed system has), git added, a clone in /root (0700: the postgres
 # user cannot enter it), then `CI=true bash .ci/run` as root there, which passes every suite.
+# tzdata: the system's time-zone database (/usr/share/zoneinfo), which the service reads at run
+# time for schedules in a named zone and the unit tests of db/tzfile.c and db/cron.c need (they
+# fail without it): named here, not left to postgresql's dependencies or the base system.
 readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libpq-dev libjansson-dev
-    libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format)
+    libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format
+    tzdata)
 # The fuzz targets of tests/fuzz need clang, libFuzzer and clang's runtimes (libclang_rt.fuzzer
 # and the ASan and UBSan runtimes they link, in libclang-rt-14-dev).
 readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev libclang-rt-14-dev)
@@ -579,7 +583,7 @@ install_deploy_checkers() {
 # The dashboard's browser tests (tests/browser/): playwright-core drives Debian's chromium
 # headless (it downloads no browser), axe-core checks accessibility. Pinned, like the above:
 # playwright-core 1.61.1 is the newest that runs on Debian 12's Node.js 18 (1.62 and later refuse
-# Node.js below 20), and it drives Debian 12's chromium 156.
+# Node.js below 20), and it drives Debian 12's chromium (150 and 156 seen).
 readonly BROWSER_NODE_PACKAGES=(playwright-core@1.61.1 axe-core@4.14.1)
 install_browser_checkers() {
     local dir=$STATE/node-browser want have=""
