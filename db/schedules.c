@@ -3,7 +3,6 @@
  * each schedule's fire history. */
 #include "db/schedules.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,7 +388,8 @@ static double put_next(const struct put *a, const PGresult *r)
         return (double)kept;
     int64_t next;
     double now = strtod(PQgetvalue(r, 0, 1), NULL);
-    return db_cron_next(a->cron, a->tz, (int64_t)floor(now), &next) ? (double)next : -1;
+    return db_cron_next(a->cron, a->tz, (int64_t)now /* now > 0: its floor */, &next) ? (double)next
+                                                                                      : -1;
 }
 
 static enum db_status put_tx(struct db_conn *c, void *arg, struct db_error *err)

@@ -3,7 +3,6 @@
  * SCHEDULE_PASS_MS in each process, wakes the claimers of the queues it filled and counts fires,
  * misfires, skipped ticks and the fire lag for /metrics. */
 #include <jansson.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
