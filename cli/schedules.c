@@ -143,17 +143,8 @@ static int schedules_call(const struct cli_conf *conf, struct cli_http *h, const
     int flags = strcmp(method, "POST") == 0 ? 0 : CLI_HTTP_IDEMPOTENT;
     cli_http_call(h, method, path, body, flags, 60, &rep);
     int rc = cli_reply_exit(&rep);
-    json_t *fires = rep.json ? json_object_get(rep.json, "last_fires") : NULL;
-    if (rc == 0 && conf->out_tty && json_array_size(fires) > 0) {
-        json_incref(fires);
-        json_object_del(rep.json, "last_fires");
-        cli_out_json(conf, rep.json);
-        printf("\nlast fires:\n");
-        cli_out_table(fires, fire_columns);
-        json_decref(fires);
-    } else if (rc == 0) {
-        cli_out_json(conf, rep.json);
-    }
+    if (rc == 0)
+        cli_out_json_table(conf, rep.json, "last_fires", "last fires", fire_columns);
     cli_reply_clear(&rep);
     return rc;
 }
