@@ -99,7 +99,7 @@ static const struct db_stmt st_fire = {
     "  x.t IS NULL AS manual FROM unnest($1::int8[], $2::float8[]) AS x(sid, t)), "
     "f AS (INSERT INTO rowlock.schedule_fires (schedule_id, fire_at, job_id, manual) "
     "  SELECT sid, fire_at, nextval('rowlock.jobs_id_seq'), manual FROM input "
-    "  ON CONFLICT (schedule_id, fire_at) DO NOTHING RETURNING schedule_id, fire_at, job_id, "
+    "  ON CONFLICT (schedule_id, fire_at, manual) DO NOTHING RETURNING schedule_id, fire_at, job_id, "
     "  manual), "
     "fj AS (SELECT f.*, s.queue_id, s.priority, coalesce(s.max_attempts, q.max_attempts) AS "
     "  max_attempts, s.payload, q.name AS queue, greatest(now(), f.fire_at + make_interval(secs "

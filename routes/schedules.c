@@ -140,9 +140,13 @@ static json_t *time_or_null(int64_t t)
     return json_string(buf);
 }
 
-/* The schedule's representation; with_detail adds next_fires and last_fires. NULL when out of
- * memory (or the stored payload does not read back: 500). */
-static json_t *schedule_json(const struct db_schedule *s, int with_detail)
+/* How much of a schedule an answer shows: the list's items, a PUT's answer (the next ticks
+ * too), a GET's (the newest fires as well). */
+enum schedule_detail { SCHEDULE_ITEM, SCHEDULE_NEXT, SCHEDULE_FULL };
+
+/* The schedule's representation. NULL when out of memory (or the stored payload does not read
+ * back: 500). */
+static json_t *schedule_json(const struct db_schedule *s, enum schedule_detail detail)
 {
     json_t *payload = route_json_stored(s->payload, strlen(s->payload));
     if (payload == NULL)
@@ -158,7 +162,7 @@ static json_t *schedule_json(const struct db_schedule *s, int with_detail)
         "next_fire_at", time_or_null(s->next_fire_at), "last_fire_at",
         time_or_null(s->last_fire_at), "fired", (json_int_t)s->fired, "skipped",
         (json_int_t)s->skipped, "created_at", s->created_at, "updated_at", s->updated_at);
-    if (j == NULL || !with_detail)
+    if (j == NULL || detail == SCHEDULE_ITEM)
         return j;
     json_t *next = json_array(), *last = json_array();
     struct db_cron c;
@@ -177,7 +181,10 @@ static json_t *schedule_json(const struct db_schedule *s, int with_detail)
                             s->fires[i].enqueued_at, "job_id", (json_int_t)s->fires[i].job_id,
                             "manual", s->fires[i].manual));
     json_object_set_new(j, "next_fires", next);
-    json_object_set_new(j, "last_fires", last);
+    if (detail == SCHEDULE_FULL)
+        json_object_set_new(j, "last_fires", last);
+    else
+        json_decref(last);
     return j;
 }
 
@@ -321,7 +328,7 @@ static enum svc_outcome route_schedule_put(struct svc_request *req)
     else if (v == DB_S_QUEUE_NOT_FOUND)
         out = invalid(req, "queue", "no such queue");
     else
-        out = svc_reply_json(req, v == DB_S_CREATED ? 201 : 200, schedule_json(&s, 1));
+        out = svc_reply_json(req, v == DB_S_CREATED ? 201 : 200, schedule_json(&s, SCHEDULE_NEXT));
     db_schedule_clear(&s);
     return out;
 }
@@ -349,14 +356,14 @@ static enum svc_outcome route_schedule_get(struct svc_request *req)
     else if (v != DB_S_OK)
         out = not_found(req, name);
     else
-        out = svc_reply_json(req, 200, schedule_json(&s, 1));
+        out = svc_reply_json(req, 200, schedule_json(&s, SCHEDULE_FULL));
     db_schedule_clear(&s);
     return out;
 }
 
 static void schedule_one(const struct db_schedule *s, void *ctx)
 {
-    json_t *arr = ctx, *j = schedule_json(s, 0);
+    json_t *arr = ctx, *j = schedule_json(s, SCHEDULE_ITEM);
     if (j == NULL || json_array_append_new(arr, j) != 0)
         json_array_append_new(arr, json_null()); /* answered 500 below */
 }

@@ -37,14 +37,15 @@ CREATE INDEX schedules_due ON rowlock.schedules (next_fire_at) WHERE next_fire_a
 CREATE INDEX schedules_queue ON rowlock.schedules (queue_id);
 
 -- The ticks a schedule fired (the newest few are kept: db/schedules.h) and the jobs they made;
--- a manual fire ("fire now") is recorded at the time it ran.
+-- a manual fire ("fire now") is recorded at the time it ran. A tick's identity is (schedule,
+-- tick, false): a manual fire that happens to fall on a whole second is no tick.
 CREATE TABLE rowlock.schedule_fires (
     schedule_id bigint      NOT NULL REFERENCES rowlock.schedules (id) ON DELETE CASCADE,
     fire_at     timestamptz NOT NULL,
     enqueued_at timestamptz NOT NULL DEFAULT now(),
     job_id      bigint      NOT NULL,
     manual      boolean     NOT NULL DEFAULT false,
-    PRIMARY KEY (schedule_id, fire_at)
+    PRIMARY KEY (schedule_id, fire_at, manual)
 );
 
 -- Upkeep (db/upkeep.h): trims each schedule's fire history.
