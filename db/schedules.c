@@ -616,8 +616,15 @@ static enum db_status fire_due_tx(struct db_conn *c, void *arg, struct db_error 
     struct db_schedule_plan *plan = st == DB_OK ? malloc(sizeof(*plan)) : NULL;
     if (st == DB_OK && plan == NULL)
         st = out_of_memory(err);
-    for (int i = 0; st == DB_OK && i < n; i++)
+    /* a transaction makes at most about DB_SCHEDULE_TX_FIRES jobs: the schedules after that
+     * are left as they are (due: the next transaction takes them) */
+    for (int i = 0; st == DB_OK && i < n; i++) {
+        if (p->cols[C_FIRE_SID].n >= DB_SCHEDULE_TX_FIRES) {
+            p->out->full = 1;
+            break;
+        }
         plan_row(p, r, i, plan);
+    }
     free(plan);
     PQclear(r);
     return st == DB_OK ? fire_write(c, p, err) : st;

@@ -23,7 +23,11 @@ struct db_upkeep;
 #define DB_SCHEDULE_JITTER_MAX   3600
 #define DB_SCHEDULE_HISTORY      10  /* fires kept (and shown) per schedule */
 #define DB_SCHEDULE_PASS_MAX     100 /* schedules one firing transaction takes */
-#define DB_SCHEDULE_NEXT_SHOWN   5   /* upcoming ticks a read shows */
+/* Jobs one firing transaction makes, about (a schedule's fires are never split): after a long
+ * outage with catch-up, a few transactions of this size rather than one that outlasts the
+ * statement deadline and fails every time. */
+#define DB_SCHEDULE_TX_FIRES   2000
+#define DB_SCHEDULE_NEXT_SHOWN 5 /* upcoming ticks a read shows */
 /* How many ticks one pass may walk through for one schedule (misfires after a long outage):
  * a schedule with more ticks behind it than this goes on from there in the next pass, the ticks
  * walked all skipped (the newest misfires, which catch-up fires, are still ahead). */
