@@ -44,7 +44,7 @@ static json_int_t num(json_t *o, const char *k)
 
 /* ---- create, replace, read ---- */
 
-static void put_creates_then_replaces(void **state)
+static void put_creates_with_defaults(void **state)
 {
     (void)state;
     json_t *s = th_svc_call("PUT", "/schedules/nightly",
@@ -77,7 +77,15 @@ static void put_creates_then_replaces(void **state)
              next);
     assert_int_equal(th_svc_sql_int(sql), 1);
     json_decref(s);
+}
 
+static void put_replaces_keeping_or_reanchoring_the_next_tick(void **state)
+{
+    (void)state;
+    json_t *s = th_svc_get("/schedules/nightly");
+    char next[64];
+    snprintf(next, sizeof(next), "%s", str(s, "next_fire_at"));
+    json_decref(s);
     /* a replace that keeps the expression and the zone keeps the next tick */
     s = th_svc_call("PUT", "/schedules/nightly",
                     "{\"cron\":\"30 2 * * *\",\"time_zone\":\"Europe/Berlin\",\"queue\":\"other\","
@@ -307,56 +315,55 @@ static void expect_bad_puts(const struct bad_put *cases, size_t n)
     free(before);
 }
 
+/* Bad PUT bodies, each refused naming its field (and a phrase of its detail). */
+static const struct bad_put bodies[] = {
+    {NULL, "{\"cron\":\"0 0 32 * *\",\"queue\":\"q\"}", "cron", "field 3 (day of month)"},
+    {NULL, "{\"cron\":\"61 * * * * *\",\"queue\":\"q\"}", "cron", "field 1 (second)"},
+    {NULL, "{\"cron\":\"* * * 13 *\",\"queue\":\"q\"}", "cron", "field 4 (month)"},
+    {NULL, "{\"cron\":\"* * * * MON-XYZ\",\"queue\":\"q\"}", "cron", "field 5"},
+    {NULL, "{\"cron\":\"0 0 30 2 *\",\"queue\":\"q\"}", "cron", "never fire"},
+    {NULL, "{\"cron\":\"* * *\",\"queue\":\"q\"}", "cron", "found 3"},
+    {NULL, "{\"cron\":\"@reboot\",\"queue\":\"q\"}", "cron", "@reboot"},
+    {NULL, "{\"cron\":\"\",\"queue\":\"q\"}", "cron", NULL},
+    {NULL, "{\"queue\":\"q\"}", "cron", "required"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"Mars/Olympus_Mons\"}", "time_zone",
+     "Mars/Olympus_Mons"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"../etc/passwd\"}", "time_zone",
+     NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"/etc/localtime\"}", "time_zone",
+     NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"localtime\"}", "time_zone", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"\"}", "time_zone", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"nope\"}", "queue", "no such queue"},
+    {NULL, "{\"cron\":\"@daily\"}", "queue", "required"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"a/b\"}", "queue", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"catch_up_max\":1001}", "catch_up_max", "1000"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"catch_up_max\":0}", "catch_up_max", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire_grace_seconds\":0}",
+     "misfire_grace_seconds", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire_grace_seconds\":86401}",
+     "misfire_grace_seconds", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"jitter_seconds\":3601}", "jitter_seconds", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"max_attempts\":0}", "max_attempts", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire\":\"later\"}", "misfire", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"colour\":\"red\"}", "colour", "colour"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"Cron\":\"@daily\"}", "Cron", NULL},
+    {NULL, "{\"cron\":5,\"queue\":\"q\"}", "cron", "string"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":[\"q\"]}", "queue", "string"},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":null}", "time_zone", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"priority\":\"1\"}", "priority", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"priority\":1.5}", "priority", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"paused\":\"yes\"}", "paused", NULL},
+    {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire\":false}", "misfire", NULL},
+    {NULL, "[\"@daily\"]", NULL, "object"},
+};
+
 /* Each bad body, sent to a new name (a create) and to an existing schedule (a replace). */
 static void bad_bodies_name_their_field_and_change_nothing(void **state)
 {
     (void)state;
     json_decref(th_svc_call("PUT", "/schedules/kept",
                             "{\"cron\":\"@yearly\",\"queue\":\"q\",\"payload\":{\"k\":1}}", 201));
-    static const struct bad_put bodies[] = {
-        {NULL, "{\"cron\":\"0 0 32 * *\",\"queue\":\"q\"}", "cron", "field 3 (day of month)"},
-        {NULL, "{\"cron\":\"61 * * * * *\",\"queue\":\"q\"}", "cron", "field 1 (second)"},
-        {NULL, "{\"cron\":\"* * * 13 *\",\"queue\":\"q\"}", "cron", "field 4 (month)"},
-        {NULL, "{\"cron\":\"* * * * MON-XYZ\",\"queue\":\"q\"}", "cron", "field 5"},
-        {NULL, "{\"cron\":\"0 0 30 2 *\",\"queue\":\"q\"}", "cron", "never fire"},
-        {NULL, "{\"cron\":\"* * *\",\"queue\":\"q\"}", "cron", "found 3"},
-        {NULL, "{\"cron\":\"@reboot\",\"queue\":\"q\"}", "cron", "@reboot"},
-        {NULL, "{\"cron\":\"\",\"queue\":\"q\"}", "cron", NULL},
-        {NULL, "{\"queue\":\"q\"}", "cron", "required"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"Mars/Olympus_Mons\"}",
-         "time_zone", "Mars/Olympus_Mons"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"../etc/passwd\"}", "time_zone",
-         NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"/etc/localtime\"}",
-         "time_zone", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"localtime\"}", "time_zone",
-         NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":\"\"}", "time_zone", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"nope\"}", "queue", "no such queue"},
-        {NULL, "{\"cron\":\"@daily\"}", "queue", "required"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"a/b\"}", "queue", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"catch_up_max\":1001}", "catch_up_max",
-         "1000"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"catch_up_max\":0}", "catch_up_max", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire_grace_seconds\":0}",
-         "misfire_grace_seconds", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire_grace_seconds\":86401}",
-         "misfire_grace_seconds", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"jitter_seconds\":3601}", "jitter_seconds",
-         NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"max_attempts\":0}", "max_attempts", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire\":\"later\"}", "misfire", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"colour\":\"red\"}", "colour", "colour"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"Cron\":\"@daily\"}", "Cron", NULL},
-        {NULL, "{\"cron\":5,\"queue\":\"q\"}", "cron", "string"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":[\"q\"]}", "queue", "string"},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"time_zone\":null}", "time_zone", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"priority\":\"1\"}", "priority", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"priority\":1.5}", "priority", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"paused\":\"yes\"}", "paused", NULL},
-        {NULL, "{\"cron\":\"@daily\",\"queue\":\"q\",\"misfire\":false}", "misfire", NULL},
-        {NULL, "[\"@daily\"]", NULL, "object"},
-    };
     static const char *const paths[] = {"/schedules/new", "/schedules/kept"};
     struct bad_put cases[2 * N(bodies)];
     for (size_t p = 0; p < 2; p++)
@@ -419,7 +426,8 @@ static void queue_with_schedules_is_not_deleted(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(put_creates_then_replaces),
+        cmocka_unit_test(put_creates_with_defaults),
+        cmocka_unit_test(put_replaces_keeping_or_reanchoring_the_next_tick),
         cmocka_unit_test(get_shows_next_ticks_and_unknown_is_404),
         cmocka_unit_test(list_pages_in_name_order),
         cmocka_unit_test(fire_now_enqueues_the_payload_and_keeps_the_next_tick),
