@@ -502,13 +502,15 @@ static void check_topic_and_ledger_after(int port, const struct filled *f)
 }
 
 /* Migrates the database at url with this build (--migrate-only), checking that every row of
- * every table and every topic's log, heads and sequence are as they were. */
-static void migrate_keeping_every_row(PGconn *c, const char *url, const char *logged)
+ * every table is as it was, and for a database from before migration 12 (released_topics) that
+ * every topic's log, heads and sequence are in the shared tables as they were in its own. */
+static void migrate_keeping_every_row(PGconn *c, const char *url, const char *logged,
+                                      int released_topics)
 {
     static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
     struct th_service svc;
     json_t *tables = shape(c);
-    char *before = snapshot(c, tables), *topics_before = topic_rows(c, 1);
+    char *before = snapshot(c, tables), *topics_before = topic_rows(c, released_topics);
     assert_non_null(strstr(topics_before, "\"hole\":true"));
     assert_int_equal(th_service_start(&svc, url, migrate_only), -1);
     assert_int_equal(svc.exit_code, 0);
@@ -525,25 +527,37 @@ static void migrate_keeping_every_row(PGconn *c, const char *url, const char *lo
     check_migration_12(c);
 }
 
+/* Creates database TH_DB_PREFIX<name> (its URL in url) and fills it through the previous
+ * release: topics, and with everything queues and ledgers too, into *f. Returns a session on
+ * it (the caller's). */
+static PGconn *filled_by_previous_release(const char *name, char *url, size_t size,
+                                          struct filled *f, int everything)
+{
+    static const char *const fast_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
+    const char *prev = prev_binary();
+    assert_int_equal(th_db_create(name, url, size), 0);
+    struct th_service svc;
+    assert_int_equal(start_prev(&svc, prev, url, fast_janitor), 0);
+    fill_topics(svc.port, url, f);
+    if (everything) {
+        fill_queues(svc.port, f);
+        fill_ledgers(svc.port, f);
+    }
+    assert_int_equal(th_service_stop(&svc), 0);
+    return th_pg(url);
+}
+
 static void upgrade_keeps_every_row_and_behaviour(void **state)
 {
     (void)state;
     const char *prev = prev_binary();
-    static const char *const fast_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
     char url[1024];
-    assert_int_equal(th_db_create("upgrade", url, sizeof(url)), 0);
     struct th_service svc;
     struct filled f;
-    assert_int_equal(start_prev(&svc, prev, url, fast_janitor), 0);
-    fill_topics(svc.port, url, &f);
-    fill_queues(svc.port, &f);
-    fill_ledgers(svc.port, &f);
-    assert_int_equal(th_service_stop(&svc), 0);
-
-    PGconn *c = th_pg(url);
+    PGconn *c = filled_by_previous_release("upgrade", url, sizeof(url), &f, 1);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_tables WHERE tablename = 'migrations'"),
                      0); /* really a database of the release before migrations */
-    migrate_keeping_every_row(c, url, "database from the release before migrations adopted");
+    migrate_keeping_every_row(c, url, "database from the release before migrations adopted", 1);
     check_migration_8_added(c);
     check_migration_9_added(c);
     check_migration_14(c);
@@ -584,15 +598,10 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
 static void upgrade_from_11_keeps_consumers(void **state)
 {
     (void)state;
-    const char *prev = prev_binary();
     char url[1024];
-    assert_int_equal(th_db_create("upgrade11", url, sizeof(url)), 0);
     struct th_service svc;
     struct filled f;
-    assert_int_equal(start_prev(&svc, prev, url, NULL), 0);
-    fill_topics(svc.port, url, &f);
-    assert_int_equal(th_service_stop(&svc), 0);
-    PGconn *c = th_pg(url);
+    PGconn *c = filled_by_previous_release("upgrade11", url, sizeof(url), &f, 0);
     tsf_migrate_to(c, 11);
     /* consumers as the build of version 11 commits them: at 5 (after a, the hole and a's
      * second message), at the start, and at u's end */
@@ -600,7 +609,7 @@ static void upgrade_from_11_keeps_consumers(void **state)
                       "SELECT id, 'mid', 5 FROM rowlock.topics WHERE name = 't' UNION ALL "
                       "SELECT id, 'start', 0 FROM rowlock.topics WHERE name = 't' UNION ALL "
                       "SELECT id, 'all', 2 FROM rowlock.topics WHERE name = 'u'"));
-    migrate_keeping_every_row(c, url, "schema migrated");
+    migrate_keeping_every_row(c, url, "schema migrated", 1);
 
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     json_t *mid = th_get_json(svc.port, "/topics/t/consumers/mid");
@@ -639,35 +648,15 @@ static void upgrade_from_11_keeps_consumers(void **state)
 static void upgrade_from_13_adds_schedules(void **state)
 {
     (void)state;
-    const char *prev = prev_binary();
     char url[1024];
-    assert_int_equal(th_db_create("upgrade13", url, sizeof(url)), 0);
     struct th_service svc;
     struct filled f;
-    assert_int_equal(start_prev(&svc, prev, url, NULL), 0);
-    fill_topics(svc.port, url, &f);
-    fill_queues(svc.port, &f);
-    fill_ledgers(svc.port, &f);
-    assert_int_equal(th_service_stop(&svc), 0);
-    PGconn *c = th_pg(url);
+    PGconn *c = filled_by_previous_release("upgrade13", url, sizeof(url), &f, 1);
     tsf_migrate_to(c, 13);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_tables WHERE schemaname = 'rowlock' "
                                 "AND tablename LIKE 'schedule%'"),
                      0);
-    /* the snapshots compare every table of schema 13 (the topics' shared tables of 12 too) */
-    static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
-    json_t *tables = shape(c);
-    char *before = snapshot(c, tables);
-    assert_int_equal(th_service_start(&svc, url, migrate_only), -1);
-    assert_int_equal(svc.exit_code, 0);
-    assert_true(th_service_logged(&svc, "schema migrated"));
-    tsf_assert_all_recorded(c);
-    char *after = snapshot(c, tables);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
-    json_decref(tables);
-    check_migration_12(c);
+    migrate_keeping_every_row(c, url, "schema migrated", 0);
     check_migration_14(c);
 
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
