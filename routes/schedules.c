@@ -254,6 +254,22 @@ static int put_numbers(struct svc_request *req, json_t *b, struct db_schedule_co
     return 0;
 }
 
+/* The first member of object b that allowed (NULL-terminated) does not name, or NULL. */
+static const char *unknown_member(json_t *b, const char *const *allowed)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(b, name, v)
+    {
+        size_t i = 0;
+        while (allowed[i] != NULL && strcmp(allowed[i], name) != 0)
+            i++;
+        if (allowed[i] == NULL)
+            return name;
+    }
+    return NULL;
+}
+
 /* The body of PUT /schedules/{name} into *pb; 0, or -1 after replying 400. */
 static int put_parse(struct svc_request *req, struct put_body *pb, enum svc_outcome *out)
 {
@@ -264,9 +280,14 @@ static int put_parse(struct svc_request *req, struct put_body *pb, enum svc_outc
                                           "jitter_seconds", "paused",       NULL};
     char why[DB_CRON_ERROR_SIZE > DB_TZ_ERROR_SIZE ? DB_CRON_ERROR_SIZE : DB_TZ_ERROR_SIZE];
     memset(pb, 0, sizeof(*pb));
-    snprintf(why, sizeof(why), "the body must be a JSON object");
-    if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SCHEDULE_P(INVALID), "%s", why);
+    if (!json_is_object(b)) {
+        *out = svc_reply_problem(req, SCHEDULE_P(INVALID), "the body must be a JSON object");
+        return -1;
+    }
+    const char *unknown = unknown_member(b, allowed);
+    if (unknown != NULL) { /* the member is the field: a misspelt name says which */
+        *out = svc_reply_problem_ext(req, SCHEDULE_P(INVALID), json_pack("{s:s}", "field", unknown),
+                                     "unknown member \"%s\"", unknown);
         return -1;
     }
     struct db_schedule_config *cfg = &pb->cfg;
