@@ -12,7 +12,7 @@ enum cli_exit {
     CLI_EXIT_OK = 0,
     CLI_EXIT_OTHER = 1,       /* anything else: 401/403, local I/O, a refused item */
     CLI_EXIT_USAGE = 2,       /* bad arguments or input, or a 400 from the service */
-    CLI_EXIT_NOT_FOUND = 3,   /* 404: no such queue, topic, job, key, ledger */
+    CLI_EXIT_NOT_FOUND = 3,   /* 404: no such queue, topic, job, key, ledger, schedule */
     CLI_EXIT_CONFLICT = 4,    /* 409/412: a fence, lease, state or precondition refused it */
     CLI_EXIT_UNAVAILABLE = 5, /* 503 or no connection, still so after every retry */
     CLI_EXIT_SERVER = 6,      /* any other 5xx */
@@ -43,6 +43,7 @@ int cli_cmd_produce(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_tail(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_head(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_ledger(const struct cli_conf *conf, int argc, char **argv);
+int cli_cmd_schedules(const struct cli_conf *conf, int argc, char **argv);
 
 /* True when argv holds -h or --help before any "--". */
 int cli_wants_help(int argc, char **argv);

@@ -29,6 +29,7 @@ static const struct command commands[] = {
     {"tail", cli_cmd_tail, "tail TOPIC [--follow] [--from X] [--consumer C]: read the log"},
     {"head", cli_cmd_head, "head get|patch|put|delete TOPIC KEY [JSON]: a key's head"},
     {"ledger", cli_cmd_ledger, "ledger submit|checkpoint|object|events LEDGER ...: ledgers"},
+    {"schedules", cli_cmd_schedules, "schedules list|get|put|delete|fire [NAME] ...: schedules"},
 };
 
 void cli_errorf(const char *fmt, ...)
@@ -73,10 +74,11 @@ static void usage(FILE *f)
                "ROWLOCK_TOKEN_FILE (a file whose first line is the token), ROWLOCK_RETRIES\n"
                "(default 4).\n"
                "scopes the token needs (when the service has tokens): work needs work alone;\n"
-               "enqueue, produce, retry, cancel, head put|patch|delete and ledger\n"
-               "submit|checkpoint need write; jobs, job, tail, head get and ledger\n"
-               "object|events need read; tail --consumer needs read,write. write does not\n"
-               "include read; admin includes every scope.\n"
+               "enqueue, produce, retry, cancel, head put|patch|delete, ledger\n"
+               "submit|checkpoint and schedules fire need write; jobs, job, tail, head get,\n"
+               "ledger object|events and schedules list|get need read; tail --consumer needs\n"
+               "read,write; schedules put|delete need admin. write does not include read;\n"
+               "admin includes every scope.\n"
                "exit codes: 0 ok, 1 other error, 2 usage or invalid input, 3 not found,\n"
                "4 conflict, 5 unavailable after retries, 6 server error.\n"
                "`rowlock-cli COMMAND --help` describes one command.\n");

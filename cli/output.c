@@ -75,6 +75,22 @@ void cli_out_table(const json_t *rows, const char *const *columns)
     fflush(stdout);
 }
 
+void cli_out_json_table(const struct cli_conf *conf, json_t *v, const char *member,
+                        const char *title, const char *const *columns)
+{
+    json_t *rows = json_object_get(v, member);
+    if (!conf->out_tty || !json_is_array(rows)) {
+        cli_out_json(conf, v);
+        return;
+    }
+    json_incref(rows);
+    json_object_del(v, member);
+    cli_out_json(conf, v);
+    printf("\n%s:\n", title);
+    cli_out_table(rows, columns);
+    json_decref(rows);
+}
+
 void cli_out_progress(const struct cli_conf *conf, const char *label, long long done,
                       double fraction, int final)
 {

@@ -235,16 +235,8 @@ int cli_cmd_job(const struct cli_conf *conf, int argc, char **argv)
     struct cli_http *h = cli_http_new(conf);
     cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
     rc = cli_reply_exit(&rep);
-    if (rc == 0 && conf->out_tty) {
-        json_t *history = json_incref(json_object_get(rep.json, "history"));
-        json_object_del(rep.json, "history");
-        cli_out_json(conf, rep.json);
-        printf("\nhistory:\n");
-        cli_out_table(history, attempt_columns);
-        json_decref(history);
-    } else if (rc == 0) {
-        cli_out_json(conf, rep.json);
-    }
+    if (rc == 0)
+        cli_out_json_table(conf, rep.json, "history", "history", attempt_columns);
     cli_reply_clear(&rep);
     cli_http_free(h);
     return rc;

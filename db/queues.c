@@ -172,7 +172,8 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
                                         "job_terminal",
                                         "job_not_failed",
                                         "bad_input",
-                                        "queue_busy"};
+                                        "queue_busy",
+                                        "queue_has_schedules"};
     return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "unknown";
 }
 
@@ -421,6 +422,10 @@ static enum db_status delete_queue_tx(struct db_conn *c, void *arg, struct db_er
     if (st != DB_OK || (a->processing > 0 && !a->force))
         return st == DB_OK ? DB_ABORTED : st;
     st = db_query(c, &st_queue_drop, (const char *[]){id}, NULL, err);
+    if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23503") == 0) {
+        a->verdict = DB_Q_QUEUE_REFERENCED; /* schedules target it (ON DELETE RESTRICT) */
+        return DB_ABORTED;
+    }
     if (st == DB_OK)
         a->verdict = DB_Q_OK;
     return st;

@@ -49,9 +49,10 @@ enum db_queue_verdict {
     DB_Q_FENCE_MISMATCH,
     DB_Q_LEASE_EXPIRED,
     DB_Q_JOB_TERMINAL,
-    DB_Q_NOT_FAILED, /* operator retry of a job that is not failed */
-    DB_Q_BAD_INPUT,  /* a value PostgreSQL refused (for example a run_at it cannot read) */
-    DB_Q_QUEUE_BUSY, /* delete: the queue has jobs in processing (and force was not set) */
+    DB_Q_NOT_FAILED,       /* operator retry of a job that is not failed */
+    DB_Q_BAD_INPUT,        /* a value PostgreSQL refused (for example a run_at it cannot read) */
+    DB_Q_QUEUE_BUSY,       /* delete: the queue has jobs in processing (and force was not set) */
+    DB_Q_QUEUE_REFERENCED, /* delete: schedules (db/schedules.h) target the queue */
 };
 const char *db_queue_verdict_name(enum db_queue_verdict v);
 

@@ -4,7 +4,7 @@
  * entry here. */
 #include "routes/routes.h"
 
-#define ROUTE_FAMILIES(X) X(common) X(ops) X(ui) X(topics) X(queues) X(ledgers)
+#define ROUTE_FAMILIES(X) X(common) X(ops) X(ui) X(topics) X(queues) X(ledgers) X(schedules)
 
 #define ROUTE_FAMILY_DECLARE(f) extern const struct svc_family route_##f##_family;
 ROUTE_FAMILIES(ROUTE_FAMILY_DECLARE)

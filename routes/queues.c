@@ -36,6 +36,7 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_JOB_TERMINAL] = {"job_terminal", 409, "Job already finished"},
     [QUEUE_PC_JOB_NOT_FAILED] = {"job_not_failed", 409, "Job is not failed"},
     [QUEUE_PC_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
+    [QUEUE_PC_QUEUE_HAS_SCHEDULES] = {"queue_has_schedules", 409, "Schedules target the queue"},
 };
 
 static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
@@ -196,6 +197,11 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *que
         return svc_reply_problem(req, QUEUE_P(QUEUE_BUSY),
                                  "queue %s has jobs in processing; DELETE with ?force=true "
                                  "deletes them too",
+                                 queue);
+    case DB_Q_QUEUE_REFERENCED:
+        return svc_reply_problem(req, QUEUE_P(QUEUE_HAS_SCHEDULES),
+                                 "schedules target queue %s; delete them (or point them at "
+                                 "another queue) first",
                                  queue);
     default:
         return svc_reply_problem(req, QUEUE_P(INVALID_JOB), "the database refused a value");

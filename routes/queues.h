@@ -21,6 +21,7 @@ enum queue_problem {
     QUEUE_PC_JOB_TERMINAL,
     QUEUE_PC_JOB_NOT_FAILED,
     QUEUE_PC_QUEUE_BUSY,
+    QUEUE_PC_QUEUE_HAS_SCHEDULES,
     QUEUE_PC_COUNT
 };
 extern const struct svc_problem_info queue_problems[QUEUE_PC_COUNT];

@@ -130,10 +130,10 @@ static const struct cfg_key config_table[] = {
      "process (0: no limit)"},
     {"tokens-file", "ROWLOCK_TOKENS_FILE", CFG_STRING, "", 0, 0, OFF(tokens_file),
      "file of bearer tokens, one a line with its scopes: read (every GET), write (produce, "
-     "enqueue, "
-     "heads, consumers, job retry and cancel, ledger writes; not read), work (claims and lease "
-     "writes, all a worker needs), admin (all of these, and creating, changing and deleting "
-     "topics, producers, queues and ledgers); empty runs the service open"},
+     "enqueue, heads, consumers, job retry and cancel, ledger writes, firing a schedule now; not "
+     "read), work (claims and lease writes, all a worker needs), admin (all of these, and "
+     "creating, changing and deleting topics, producers, queues, ledgers and schedules); empty "
+     "runs the service open"},
     {"open-ops", "ROWLOCK_OPEN_OPS", CFG_BOOL, "true", 0, 0, OFF(open_ops),
      "serve /healthz, /readyz, /metrics and /openapi.json without a token"},
     {"log-level", "ROWLOCK_LOG_LEVEL", CFG_LEVEL, "info", 0, 0, OFF(log_level),

@@ -37,8 +37,10 @@ struct svc_family {
     void (*fini)(void);
     /* appends the family's own series to a /metrics scrape */
     void (*render_metrics)(struct svc_buf *b, struct svc_app *app);
-    /* one janitor pass (ctx: the struct svc_app), every ROWLOCK_JANITOR_INTERVAL_MS */
+    /* one janitor pass (ctx: the struct svc_app), every janitor_interval_ms, or
+     * ROWLOCK_JANITOR_INTERVAL_MS when that is 0 */
     void (*janitor_pass)(void *ctx);
+    long janitor_interval_ms;
 };
 
 /* The families this binary serves, in order; defined by routes/families.c. */

@@ -259,9 +259,11 @@ static void start_janitors(struct svc_app *app, struct svc_janitor **janitors, s
 {
     for (size_t f = 0, j = 0; f < svc_families_count && j < n; f++)
         if (svc_families[f]->janitor_pass != NULL)
-            janitors[j++] =
-                svc_janitor_start(svc_families[f]->name, app->config->janitor_interval_ms,
-                                  svc_families[f]->janitor_pass, app);
+            janitors[j++] = svc_janitor_start(svc_families[f]->name,
+                                              svc_families[f]->janitor_interval_ms > 0
+                                                  ? svc_families[f]->janitor_interval_ms
+                                                  : app->config->janitor_interval_ms,
+                                              svc_families[f]->janitor_pass, app);
 }
 
 /* Stops them after their pass in progress. */

@@ -5,13 +5,17 @@
 
 #include "service/http_internal.h"
 
-void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
+void svc_server_wake_publish(struct svc_server *s, const char *channel, long n)
 {
-    struct svc_server *s = req->server;
     svc_server_wake(s, channel, n);
     svc_publish_fn publish = atomic_load(&s->publisher.fn);
     if (publish != NULL)
         publish(atomic_load(&s->publisher.ctx), channel, n);
+}
+
+void svc_req_wake_n(struct svc_request *req, const char *channel, long n)
+{
+    svc_server_wake_publish(req->server, channel, n);
 }
 
 void svc_req_wake(struct svc_request *req, const char *channel)

@@ -16,6 +16,10 @@ void svc_req_wake(struct svc_request *req, const char *channel);
 /* Wakes at most n of them, oldest first (n jobs need no more than n claimers). */
 void svc_req_wake_n(struct svc_request *req, const char *channel, long n);
 
+/* The same from a thread that serves no request (a background pass): wakes at most n (-1:
+ * every) waiters of channel in this process and announces it to the others. */
+void svc_server_wake_publish(struct svc_server *s, const char *channel, long n);
+
 /* Called by svc_req_wake and svc_req_wake_n with each channel they wake and their n (-1: every
  * waiter), after the write they follow committed, from the thread of the request; it must not
  * block. */

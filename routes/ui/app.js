@@ -216,6 +216,8 @@ function route() {
   if (kind === 'topics') return { view: topicsView, p: {}, nav: 'topics' };
   if (kind === 'ledgers' && name) return { view: ledgerView, p: { ledger: name }, nav: 'ledgers' };
   if (kind === 'ledgers') return { view: ledgersView, p: {}, nav: 'ledgers' };
+  if (kind === 'schedules' && name) return { view: scheduleView, p: { schedule: name }, nav: 'schedules' };
+  if (kind === 'schedules') return { view: schedulesView, p: {}, nav: 'schedules' };
   return { view: overviewView, p: {}, nav: 'overview' };
 }
 
@@ -223,6 +225,7 @@ const link = (href, text, attrs = {}) => h('a', { href, ...attrs }, text);
 const qHref = (q) => `#/queues/${enc(q)}`;
 const tHref = (t) => `#/topics/${enc(t)}`;
 const lHref = (l) => `#/ledgers/${enc(l)}`;
+const sHref = (x) => `#/schedules/${enc(x)}`;
 
 function table(caption, heads, rows, attrs = {}) {
   return h('div', { class: 'scroll', role: 'region', 'aria-label': caption, tabindex: 0, ...attrs },
@@ -274,15 +277,17 @@ function renderHealth({ ready, ms }) {
 const overviewView = {
   title: () => 'Overview',
   async load(p, ms) {
-    const [health, queues, topics, ledgers] = await Promise.all([
-      loadHealth(ms), listAll('/queues', 'queues'), listAll('/topics', 'topics'), loadLedgers()]);
-    return { health, queues, topics, ledgers };
+    const [health, queues, topics, ledgers, schedules] = await Promise.all([
+      loadHealth(ms), listAll('/queues', 'queues'), listAll('/topics', 'topics'), loadLedgers(),
+      listAll('/schedules', 'schedules')]);
+    return { health, queues, topics, ledgers, schedules };
   },
   render(d) {
     return [h('h1', {}, 'Overview'), renderHealth(d.health),
       h('h2', {}, 'Queues'), queuesTable(d.queues),
       h('h2', {}, 'Topics'), topicsTable(d.topics),
-      h('h2', {}, 'Ledgers'), ledgersTable(d.ledgers)];
+      h('h2', {}, 'Ledgers'), ledgersTable(d.ledgers),
+      h('h2', {}, 'Schedules'), schedulesTable(d.schedules)];
   },
 };
 
@@ -637,6 +642,113 @@ const ledgerView = {
   },
 };
 
+// ---- Schedules ----
+
+// A schedule's state, written out: paused, active (it has a next tick) or ended (its
+// expression fires no more).
+const scheduleState = (x) => badge(x.paused ? 'paused' : x.next_fire_at ? 'active' : 'ended');
+
+// A tick's lag: from its time to its job's commit. A manual fire has none (its time is the
+// moment its job went in).
+function fireLag(f) {
+  if (f.manual) return '–';
+  const sec = (Date.parse(f.enqueued_at) - Date.parse(f.fire_at)) / 1000;
+  return h('span', { 'data-seconds': sec }, fmtAge(sec));
+}
+
+// A time as the clock of a time zone shows it ("2026-03-29 03:00:00 CEST"), or null when this
+// browser does not know the zone.
+function fmtZoned(iso, zone) {
+  try {
+    const f = new Intl.DateTimeFormat('sv-SE', { timeZone: zone, year: 'numeric', month: '2-digit', day: '2-digit',
+      hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false, timeZoneName: 'short' });
+    return f.format(new Date(iso));
+  } catch { return null; }
+}
+
+function schedulesTable(list) {
+  return table(`Schedules (${list.length})`,
+    ['Schedule', 'Cron', 'Time zone', 'Queue', 'State', 'Next fire', 'Last fire', { label: 'Fired', num: 1 }, { label: 'Skipped', num: 1 }],
+    list.map((x) => h('tr', { 'data-key': x.name, 'data-schedule': x.name },
+      h('th', { scope: 'row' }, link(sHref(x.name), x.name)),
+      td(h('code', {}, x.cron)), td(x.time_zone), td(link(qHref(x.queue), x.queue)), td(scheduleState(x)),
+      td(fmtTime(x.next_fire_at)), td(fmtTime(x.last_fire_at)), td(fmtNum(x.fired), 1), td(fmtNum(x.skipped), 1))));
+}
+
+// This process's firing, from /metrics: ticks per second and their mean lag over the last
+// minute, misfires and skipped ticks since it started.
+function firingCards(ms) {
+  const lagSum = windowRate((m) => metric(m, 'rowlock_schedule_fire_lag_seconds_sum'), 60);
+  const lagCount = windowRate((m) => metric(m, 'rowlock_schedule_fire_lag_seconds_count'), 60);
+  return cards('Firing of the process that answered', [
+    ['Ticks fired', fmtRate(windowRate((m) => metric(m, 'rowlock_schedule_fires_total'), 60)), 'fire-rate'],
+    ['Mean fire lag', lagCount ? fmtAge(lagSum / lagCount) : '–', 'fire-lag'],
+    ['Misfires', fmtNum(metric(ms, 'rowlock_schedule_misfires_total')), 'misfires'],
+    ['Skipped ticks', fmtNum(metric(ms, 'rowlock_schedule_skipped_ticks_total')), 'skipped-ticks'],
+  ]);
+}
+
+const schedulesView = {
+  title: () => 'Schedules',
+  async load() { return { schedules: await listAll('/schedules', 'schedules') }; },
+  render(d, p, ms) {
+    return [h('h1', {}, 'Schedules'), firingCards(ms),
+      h('p', { class: 'hint' }, 'From /metrics of the process that answered (its own ticks, not the fleet\'s): rates and the mean lag (tick to enqueue) over the last minute since this page opened; misfires (ticks handled later than their grace) and skipped ticks since the process started.'),
+      schedulesTable(d.schedules)];
+  },
+};
+
+function scheduleSettings(x) {
+  const misfire = x.misfire === 'catch_up' ? `catch up (at most ${x.catch_up_max} missed ticks)` : 'skip to the next tick';
+  return h('dl', { class: 'kv', id: 'settings' },
+    [['Cron', h('code', {}, x.cron)], ['Time zone', x.time_zone], ['Queue', link(qHref(x.queue), x.queue)],
+      ['State', scheduleState(x)], ['Misfire policy', misfire], ['Misfire grace', `${x.misfire_grace_seconds} s`],
+      ['Jitter', x.jitter_seconds ? `up to ${x.jitter_seconds} s` : 'none'], ['Priority', x.priority],
+      ['Max attempts', x.max_attempts ?? 'the queue\'s'], ['Created', fmtTime(x.created_at)], ['Updated', fmtTime(x.updated_at)]]
+      .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+const scheduleView = {
+  title: (p) => `Schedule ${p.schedule}`,
+  async load(p) {
+    try { return { x: await api(`/schedules/${enc(p.schedule)}`) }; } catch (e) {
+      if (e.status !== 404) throw e;
+      return { missing: e };
+    }
+  },
+  render(d, p) {
+    const crumbs = h('p', { class: 'crumbs' }, link('#/schedules', 'Schedules'), ' / ');
+    if (d.missing) return [crumbs, h('h1', {}, `Schedule ${p.schedule}`), h('p', { id: 'missing' }, `${d.missing.message} (deleted, or never made).`)];
+    const x = d.x;
+    const tick = x.last_fires.find((f) => !f.manual);
+    return [crumbs,
+      h('h1', {}, `Schedule ${x.name} `, scheduleState(x)),
+      can('write') ? h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'primary', 'data-action': 'fire', 'data-schedule': x.name, 'data-queue': x.queue }, 'Fire now')) : null,
+      cards('Schedule numbers', [
+        ['Next fire', fmtTime(x.next_fire_at), 'next-fire'], ['Last fire', fmtTime(x.last_fire_at), 'last-fire'],
+        ['Lag of the newest tick', tick ? fireLag(tick) : '–', 'lag'],
+        ['Fired', fmtNum(x.fired), 'fired'], ['Skipped', fmtNum(x.skipped), 'skipped']]),
+      h('p', { class: 'hint' }, 'Fired, skipped and the last fire count the ticks; Fire now enqueues a job of its own (a manual fire) and leaves the next tick where it is. Lag: from a tick to the commit of its job.'),
+      h('h2', {}, 'Settings'), scheduleSettings(x),
+      h('h3', {}, 'Payload of its jobs'), json(x.payload),
+      h('h2', {}, 'Next fires'),
+      x.next_fires.length ? h('ol', { id: 'next-fires', 'aria-label': `The next ${x.next_fires.length} ticks` },
+        x.next_fires.map((t) => {
+          const zoned = fmtZoned(t, x.time_zone);
+          return h('li', { 'data-key': t }, fmtTime(t), zoned ? ` · ${zoned} (${x.time_zone})` : null);
+        }))
+        : h('p', { class: 'hint' }, x.paused ? 'None while it is paused.' : 'None: the expression fires no more.'),
+      h('h2', {}, 'Last fires'),
+      table('The newest fires (up to 10), newest first', ['Fire time', 'Enqueued', { label: 'Lag', num: 1 }, 'Kind', 'Job'],
+        x.last_fires.map((f) => h('tr', { 'data-key': f.fire_at, 'data-fire': f.fire_at },
+          td(fmtTime(f.fire_at)), td(fmtTime(f.enqueued_at)), td(fireLag(f), 1), td(f.manual ? 'manual' : 'tick'),
+          td(link(`${qHref(x.queue)}/jobs/${f.job_id}`, `Job #${f.job_id}`)))),
+        { id: 'last-fires' }),
+    ];
+  },
+};
+
 // ---- actions, forms, session ----
 
 function setStatus(text) { $('status').textContent = text; }
@@ -651,8 +763,21 @@ function confirmDialog(text, yes) {
   return new Promise((resolve) => dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true }));
 }
 
+// The writes the page offers, each asked for first: the question, its button, the request, and
+// what to say after it (r: the answer's body). On failure the status line gives the problem's
+// detail.
+const WRITES = {
+  retry: ({ queue, job }) => ({ verb: 'Retry', ask: `Retry job #${job} of queue ${queue}?`, yes: 'Retry job', method: 'POST',
+    path: `/queues/${enc(queue)}/jobs/${enc(job)}/retry`, done: () => `Job #${job} pending again.` }),
+  cancel: ({ queue, job }) => ({ verb: 'Cancel', ask: `Cancel job #${job} of queue ${queue}?`, yes: 'Cancel job', method: 'DELETE',
+    path: `/queues/${enc(queue)}/jobs/${enc(job)}`, done: () => `Job #${job} cancelled.` }),
+  fire: ({ schedule, queue }) => ({ verb: 'Fire now', ask: `Fire schedule ${schedule} now? One job goes into queue ${queue}; the next tick stays where it is.`,
+    yes: 'Fire now', method: 'POST', path: `/schedules/${enc(schedule)}/fire`,
+    done: (r) => `Schedule ${schedule} fired: job #${r.job_id} in queue ${r.queue}.` }),
+};
+
 async function act(el) {
-  const { action, queue, job } = el.dataset;
+  const { action } = el.dataset;
   if (action === 'history-older') {
     const r = route();
     const page = await keyHistory(r.p.topic, r.p.key, ui.olderNext);
@@ -664,14 +789,12 @@ async function act(el) {
     ui.keysAfter = action === 'keys-next' ? el.dataset.after : '';
     return refresh();
   }
-  const what = action === 'retry' ? ['Retry', 'POST', `/queues/${enc(queue)}/jobs/${enc(job)}/retry`, 'pending again']
-    : ['Cancel', 'DELETE', `/queues/${enc(queue)}/jobs/${enc(job)}`, 'cancelled'];
-  if (!(await confirmDialog(`${what[0]} job #${job} of queue ${queue}?`, `${what[0]} job`))) return;
+  const w = WRITES[action]?.(el.dataset);
+  if (!w || !(await confirmDialog(w.ask, w.yes))) return;
   try {
-    await api(what[2], { method: what[1] });
-    setStatus(`Job #${job} ${what[3]}.`);
+    setStatus(w.done(await api(w.path, { method: w.method })));
   } catch (e) {
-    setStatus(`${what[0]} failed: ${e.message}`);
+    setStatus(`${w.verb} failed: ${e.message}`);
   }
   refresh();
 }

@@ -465,3 +465,111 @@ test('a key\'s history pages back with Older messages, 25 at a time', async () =
   await until(async () => (await page.getByRole('button', { name: 'Older messages' }).count()) === 0, 'no older messages left');
   await page.context().close();
 });
+
+// What a table row shows: each cell's text, or for a time its datetime (as the API wrote it).
+const cells = (row) => row.locator('td').evaluateAll((tds) => tds.map((c) => c.querySelector('time')?.getAttribute('datetime') ?? c.innerText.trim()));
+const scheduleRow = (x) => [x.cron, x.time_zone, x.queue, x.paused ? 'paused' : 'active', x.next_fire_at ?? '–',
+  x.last_fire_at ?? '–', String(x.fired), String(x.skipped)];
+
+test('the schedules page shows what GET /schedules says, a schedule\'s page its ticks and fires, and Fire now adds a fire', async () => {
+  await ok('PUT', '/queues/cron', { max_attempts: 2 });
+  await ok('PUT', '/schedules/every-second', { cron: '* * * * * *', queue: 'cron', payload: { kind: 'tick' } });
+  await ok('PUT', '/schedules/new-year', { cron: '0 0 1 1 *', time_zone: 'Europe/Berlin', queue: 'cron', payload: { kind: 'report' },
+    misfire: 'catch_up', catch_up_max: 3, jitter_seconds: 5 });
+  const page = await openPage(ADMIN);
+  await page.getByRole('link', { name: 'Schedules', exact: true }).click();
+  await page.locator('main[data-view="schedules"] tr[data-schedule]').first().waitFor();
+  // this process fires every-second's ticks: /metrics gives the cards a rate and a mean lag
+  const rate = page.locator('[data-testid="fire-rate"] dd');
+  await until(async () => /\/s$/.test(await text(rate)) && (await text(rate)) !== '0.00/s' &&
+    (await text(page.locator('[data-testid="fire-lag"] dd'))) !== '–', 'a fire rate and a mean lag');
+  await until(async () => (await ok('GET', '/schedules/every-second')).fired >= 3, 'three ticks of every-second');
+  const paused = await ok('PUT', '/schedules/every-second', { cron: '* * * * * *', queue: 'cron', payload: { kind: 'tick' }, paused: true });
+  assert.equal(paused.next_fire_at, null, 'a paused schedule has no next tick');
+
+  const list = (await ok('GET', '/schedules')).schedules;
+  assert.deepEqual(list.map((x) => x.name), ['every-second', 'new-year']);
+  for (const x of list) {
+    const row = page.locator(`tr[data-schedule="${x.name}"]`);
+    await until(async () => JSON.stringify(await cells(row)) === JSON.stringify(scheduleRow(x)), `the row of ${x.name} as the API gives it`);
+  }
+  await shot(page, 'schedules');
+  await axe(page, 'schedules');
+  await go(page, '#/', 'overview');
+  await until(async () => (await page.locator('tr[data-schedule]').count()) === 2, 'the schedules on the overview');
+  assert.deepEqual(await cells(page.locator('tr[data-schedule="new-year"]')), scheduleRow(list[1]));
+
+  // a schedule's page: its fires, newest first, each with its lag and a link to its job
+  await go(page, '#/schedules/every-second', 'schedules');
+  const es = await ok('GET', '/schedules/every-second');
+  assert.ok(es.last_fires.length >= 3 && es.last_fires.every((f) => !f.manual), JSON.stringify(es.last_fires));
+  const fires = page.locator('#last-fires tr[data-fire]');
+  await until(async () => (await fires.count()) === es.last_fires.length, 'every fire of every-second');
+  assert.deepEqual(await fires.evaluateAll((trs) => trs.map((tr) => tr.dataset.fire)), es.last_fires.map((f) => f.fire_at));
+  for (let i = 0; i < es.last_fires.length; i++) {
+    const f = es.last_fires[i];
+    const lag = (Date.parse(f.enqueued_at) - Date.parse(f.fire_at)) / 1000;
+    assert.ok(lag >= 0, `a tick enqueued before its time: ${JSON.stringify(f)}`);
+    assert.equal(Number(await fires.nth(i).locator('[data-seconds]').getAttribute('data-seconds')), lag);
+    assert.equal(await fires.nth(i).getByRole('link').getAttribute('href'), `#/queues/cron/jobs/${f.job_id}`);
+    assert.equal((await cells(fires.nth(i)))[3], 'tick');
+  }
+  assert.equal(await page.locator('[data-testid="lag"] [data-seconds]').getAttribute('data-seconds'),
+    await fires.first().locator('[data-seconds]').getAttribute('data-seconds'), 'the lag card is the newest tick\'s');
+  assert.equal(await text(page.locator('[data-testid="fired"] dd')), String(es.fired));
+  assert.match(await text(page.locator('main h1')), /paused/);
+  assert.match(await page.locator('main').innerText(), /None while it is paused/);
+
+  // new-year: its next ticks, Berlin's midnight of January 1st; Fire now adds a manual fire
+  await go(page, '#/schedules/new-year', 'schedules');
+  const ny = await ok('GET', '/schedules/new-year');
+  assert.equal(ny.next_fires.length, 5);
+  assert.equal(ny.last_fires.length, 0);
+  const next = page.locator('#next-fires li');
+  await until(async () => (await next.count()) === 5, 'the next five ticks');
+  assert.deepEqual(await next.locator('time').evaluateAll((ts) => ts.map((t) => t.getAttribute('datetime'))), ny.next_fires);
+  assert.match(await text(next.first()), /-01-01 00:00:00 .*\(Europe\/Berlin\)$/);
+  const settings = await text(page.locator('#settings'));
+  for (const want of ['catch up (at most 3 missed ticks)', 'up to 5 s', 'the queue\'s', '60 s']) assert.ok(settings.includes(want), `${want} in ${settings}`);
+  assert.match(await page.locator('main').innerText(), /"kind": "report"/);
+  assert.equal(await fires.count(), 0);
+  const jobs = async () => (await ok('GET', '/queues/cron/jobs?limit=1000')).jobs.length;
+  const before = await jobs();
+  await page.getByRole('button', { name: 'Fire now' }).click();
+  await page.getByRole('dialog').waitFor();
+  assert.match(await text(page.locator('#confirm-text')), /Fire schedule new-year now\? One job goes into queue cron/);
+  await page.locator('#confirm-yes').click();
+  const after = await until(async () => { const r = await ok('GET', '/schedules/new-year'); return r.last_fires.length === 1 && r; }, 'the manual fire');
+  const f = after.last_fires[0];
+  assert.equal(f.manual, true);
+  assert.equal(after.next_fire_at, ny.next_fire_at, 'a manual fire leaves the next tick');
+  assert.equal(await jobs(), before + 1);
+  await until(async () => (await fires.count()) === 1, 'the new fire on the page');
+  assert.equal(await fires.first().getAttribute('data-fire'), f.fire_at);
+  assert.deepEqual((await cells(fires.first())).slice(2, 4), ['–', 'manual'], 'a manual fire has no lag');
+  assert.equal(await text(page.locator('[data-testid="lag"] dd')), '–', 'no tick yet, so no lag');
+  assert.equal(await text(page.locator('#status')), `Schedule new-year fired: job #${f.job_id} in queue cron.`);
+  await shot(page, 'schedule');
+  await axe(page, 'schedule');
+  await fires.first().getByRole('link', { name: `Job #${f.job_id}` }).click();
+  await until(async () => (await text(page.locator('main[data-view="queues"] h1'))).includes(`#${f.job_id}`), 'the fire\'s job');
+  assert.match(await page.locator('main').innerText(), /"kind": "report"/);
+
+  // a fire that fails says the problem's detail: the schedule deleted while the question is open
+  await go(page, '#/schedules/new-year', 'schedules');
+  await page.getByRole('button', { name: 'Fire now' }).click();
+  await page.getByRole('dialog').waitFor();
+  await ok('DELETE', '/schedules/new-year');
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await text(page.locator('#status'))) === 'Fire now failed: no schedule named new-year', 'the problem\'s detail');
+  await page.locator('#missing').waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Fire now' }).count(), 0);
+  assert.equal(await jobs(), before + 1, 'no job from the failed fire');
+  await page.context().close();
+
+  const reader = await openPage(READER);
+  await go(reader, '#/schedules/every-second', 'schedules');
+  await reader.locator('#settings').waitFor();
+  assert.equal(await reader.locator('[data-action="fire"]').count(), 0, 'no Fire now for a read-only token');
+  await reader.context().close();
+});

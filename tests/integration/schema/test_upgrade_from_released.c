@@ -14,7 +14,12 @@
  * old topic, read from and committed; rowlock.jobs has migration 9's fillfactor. Last, the
  * previous release refuses the migrated database (migration 12 is a contract step: serves_from
  * 12), and this build finds it current. A second case starts from a database as a build of
- * schema version 11 left it, with consumers, and migrates only migration 12 over it. */
+ * schema version 11 left it, with consumers, and migrates only migration 12 over it. A third
+ * starts from a database as a build of schema version 13 left it, filled, and migrates only
+ * migration 14 (schedules) over it: every row kept, the new tables empty, and the database
+ * still declaring that it serves builds of schema 12 on (an expand step, so the builds of a
+ * rolling upgrade's older half keep serving it); a schedule on the old queue then fires into
+ * it, and the old queue cannot be deleted while the schedule targets it. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -341,6 +346,58 @@ static void check_migration_12(PGconn *c)
     assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 12);
 }
 
+/* What migration 14 added: the schedules' tables, empty, and nothing of what the database
+ * serves changed (an expand step: serves_from stays 12, so builds of schema 12 and 13 serve
+ * it). */
+static void check_migration_14(PGconn *c)
+{
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.schedules"), 0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.schedule_fires"), 0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.upkeep WHERE family = 'schedules'"),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT serves_from FROM rowlock.migrations WHERE number = 14"),
+                     12);
+    assert_int_equal(tsf_int(c, "SELECT max(serves_from) FROM rowlock.migrations"), 12);
+    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 12);
+}
+
+/* A schedule on queue q, which the previous release created and filled: fired now, its job is
+ * in q after the jobs enqueued before, and q cannot be deleted while the schedule targets it
+ * (not even with force, which would take its job in processing along): the refusal changes
+ * nothing. Deleted, the schedule takes its fires along and leaves its job. */
+static void check_schedule_on_old_queue(int port, PGconn *c)
+{
+    long before = tsf_int(c, "SELECT max(id) FROM rowlock.jobs");
+    json_decref(
+        th_call(port, "PUT", "/schedules/upgraded",
+                "{\"cron\":\"@yearly\",\"queue\":\"q\",\"payload\":{\"from\":\"schedule\"}}", 201));
+    json_t *f = th_call(port, "POST", "/schedules/upgraded/fire", NULL, 201);
+    json_int_t job = int_at(f, "job_id");
+    json_decref(f);
+    assert_true(job > before);
+    char path[96];
+    snprintf(path, sizeof(path), "/queues/q/jobs/%" JSON_INTEGER_FORMAT, job);
+    json_t *j = th_get_json(port, path);
+    assert_string_equal(json_string_value(json_object_get(j, "state")), "pending");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "payload"), "from")),
+                        "schedule");
+    json_decref(j);
+    json_t *jobs = th_sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id");
+    json_t *refused = th_call(port, "DELETE", "/queues/q?force=true", NULL, 409);
+    assert_string_equal(json_string_value(json_object_get(refused, "code")), "queue_has_schedules");
+    json_decref(refused);
+    json_t *still = th_sql_rows(c, "SELECT * FROM rowlock.jobs ORDER BY id");
+    assert_true(json_equal(jobs, still));
+    json_decref(jobs);
+    json_decref(still);
+    json_decref(th_call(port, "DELETE", "/schedules/upgraded", NULL, 200));
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.schedule_fires"), 0);
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.jobs WHERE id = %" JSON_INTEGER_FORMAT,
+             job);
+    assert_int_equal(tsf_int(c, sql), 1);
+}
+
 /* A consumer cursor on the topic the previous release filled: created at the beginning, it
  * reads the old log from its start, commits, and reads on from there. */
 static void check_consumer_after(int port, const struct filled *f)
@@ -445,13 +502,15 @@ static void check_topic_and_ledger_after(int port, const struct filled *f)
 }
 
 /* Migrates the database at url with this build (--migrate-only), checking that every row of
- * every table and every topic's log, heads and sequence are as they were. */
-static void migrate_keeping_every_row(PGconn *c, const char *url, const char *logged)
+ * every table is as it was, and for a database from before migration 12 (released_topics) that
+ * every topic's log, heads and sequence are in the shared tables as they were in its own. */
+static void migrate_keeping_every_row(PGconn *c, const char *url, const char *logged,
+                                      int released_topics)
 {
     static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
     struct th_service svc;
     json_t *tables = shape(c);
-    char *before = snapshot(c, tables), *topics_before = topic_rows(c, 1);
+    char *before = snapshot(c, tables), *topics_before = topic_rows(c, released_topics);
     assert_non_null(strstr(topics_before, "\"hole\":true"));
     assert_int_equal(th_service_start(&svc, url, migrate_only), -1);
     assert_int_equal(svc.exit_code, 0);
@@ -468,27 +527,40 @@ static void migrate_keeping_every_row(PGconn *c, const char *url, const char *lo
     check_migration_12(c);
 }
 
+/* Creates database TH_DB_PREFIX<name> (its URL in url) and fills it through the previous
+ * release: topics, and with everything queues and ledgers too, into *f. Returns a session on
+ * it (the caller's). */
+static PGconn *filled_by_previous_release(const char *name, char *url, size_t size,
+                                          struct filled *f, int everything)
+{
+    static const char *const fast_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
+    const char *prev = prev_binary();
+    assert_int_equal(th_db_create(name, url, size), 0);
+    struct th_service svc;
+    assert_int_equal(start_prev(&svc, prev, url, fast_janitor), 0);
+    fill_topics(svc.port, url, f);
+    if (everything) {
+        fill_queues(svc.port, f);
+        fill_ledgers(svc.port, f);
+    }
+    assert_int_equal(th_service_stop(&svc), 0);
+    return th_pg(url);
+}
+
 static void upgrade_keeps_every_row_and_behaviour(void **state)
 {
     (void)state;
     const char *prev = prev_binary();
-    static const char *const fast_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
     char url[1024];
-    assert_int_equal(th_db_create("upgrade", url, sizeof(url)), 0);
     struct th_service svc;
     struct filled f;
-    assert_int_equal(start_prev(&svc, prev, url, fast_janitor), 0);
-    fill_topics(svc.port, url, &f);
-    fill_queues(svc.port, &f);
-    fill_ledgers(svc.port, &f);
-    assert_int_equal(th_service_stop(&svc), 0);
-
-    PGconn *c = th_pg(url);
+    PGconn *c = filled_by_previous_release("upgrade", url, sizeof(url), &f, 1);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_tables WHERE tablename = 'migrations'"),
                      0); /* really a database of the release before migrations */
-    migrate_keeping_every_row(c, url, "database from the release before migrations adopted");
+    migrate_keeping_every_row(c, url, "database from the release before migrations adopted", 1);
     check_migration_8_added(c);
     check_migration_9_added(c);
+    check_migration_14(c);
 
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     assert_true(th_service_logged(&svc, "schema current"));
@@ -526,15 +598,10 @@ static void upgrade_keeps_every_row_and_behaviour(void **state)
 static void upgrade_from_11_keeps_consumers(void **state)
 {
     (void)state;
-    const char *prev = prev_binary();
     char url[1024];
-    assert_int_equal(th_db_create("upgrade11", url, sizeof(url)), 0);
     struct th_service svc;
     struct filled f;
-    assert_int_equal(start_prev(&svc, prev, url, NULL), 0);
-    fill_topics(svc.port, url, &f);
-    assert_int_equal(th_service_stop(&svc), 0);
-    PGconn *c = th_pg(url);
+    PGconn *c = filled_by_previous_release("upgrade11", url, sizeof(url), &f, 0);
     tsf_migrate_to(c, 11);
     /* consumers as the build of version 11 commits them: at 5 (after a, the hole and a's
      * second message), at the start, and at u's end */
@@ -542,7 +609,7 @@ static void upgrade_from_11_keeps_consumers(void **state)
                       "SELECT id, 'mid', 5 FROM rowlock.topics WHERE name = 't' UNION ALL "
                       "SELECT id, 'start', 0 FROM rowlock.topics WHERE name = 't' UNION ALL "
                       "SELECT id, 'all', 2 FROM rowlock.topics WHERE name = 'u'"));
-    migrate_keeping_every_row(c, url, "schema migrated");
+    migrate_keeping_every_row(c, url, "schema migrated", 1);
 
     assert_int_equal(th_service_start(&svc, url, NULL), 0);
     json_t *mid = th_get_json(svc.port, "/topics/t/consumers/mid");
@@ -575,11 +642,37 @@ static void upgrade_from_11_keeps_consumers(void **state)
     PQfinish(c);
 }
 
+/* A database as a build of schema version 13 served it, filled by the previous release:
+ * migration 14 alone adds the schedules' tables, keeps every row, and stays an expand step;
+ * this build then serves the old queue and a schedule on it. */
+static void upgrade_from_13_adds_schedules(void **state)
+{
+    (void)state;
+    char url[1024];
+    struct th_service svc;
+    struct filled f;
+    PGconn *c = filled_by_previous_release("upgrade13", url, sizeof(url), &f, 1);
+    tsf_migrate_to(c, 13);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_tables WHERE schemaname = 'rowlock' "
+                                "AND tablename LIKE 'schedule%'"),
+                     0);
+    migrate_keeping_every_row(c, url, "schema migrated", 0);
+    check_migration_14(c);
+
+    assert_int_equal(th_service_start(&svc, url, NULL), 0);
+    assert_true(th_service_logged(&svc, "schema current"));
+    check_queue_after(svc.port, &f);
+    check_schedule_on_old_queue(svc.port, c);
+    assert_int_equal(th_service_stop(&svc), 0);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgrade_keeps_every_row_and_behaviour),
         cmocka_unit_test(upgrade_from_11_keeps_consumers),
+        cmocka_unit_test(upgrade_from_13_adds_schedules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
