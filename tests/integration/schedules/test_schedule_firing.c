@@ -1,4 +1,11 @@
-/* Daylight saving through the firing protocol and PostgreSQL: two schedules `30 2 * * *` in
+/* The firing pass driven directly (db_schedules_fire_due, the database's now()), with
+ * schedules' next ticks moved back in SQL.
+ *
+ * A tick's identity: a tick already fired, handed to the pass again (a schedule row restored
+ * from before its advance), makes no second job: the record of the tick (primary key schedule,
+ * tick, manual) refuses it. This is the defence that stands when the row lock does not.
+ *
+ * Daylight saving through the firing protocol and PostgreSQL: two schedules `30 2 * * *` in
  * Europe/Berlin, their next tick moved back (in SQL) to two days before the spring-forward day
  * and two days before the fall-back day of the last year that had both, then fired by the
  * firing pass itself (db_schedules_fire_due, the database's now()) with misfire catch_up: every
@@ -260,10 +267,64 @@ static void transitions_fire_once_each(void **state)
     assert_int_equal(sql_int("SELECT count(*) FROM rowlock.jobs"), fired);
 }
 
+/* A per-minute schedule in UTC three minutes behind fires its three missed ticks (catch_up);
+ * moved back to the first of them again, the pass plans the same ticks once more, and neither
+ * a job nor a record more comes of them. */
+static void a_tick_fired_again_makes_no_second_job(void **state)
+{
+    (void)state;
+    struct db_schedule_config cfg = {.cron = "* * * * *",
+                                     .time_zone = "UTC",
+                                     .queue = "q",
+                                     .payload = "{\"again\":true}",
+                                     .misfire = DB_MISFIRE_CATCH_UP,
+                                     .catch_up_max = 10,
+                                     .misfire_grace_seconds = 60};
+    struct db_cron c;
+    char why[DB_CRON_ERROR_SIZE];
+    assert_int_equal(db_cron_parse(cfg.cron, &c, why, sizeof(why)), 0);
+    const struct db_tz *z = db_tz_get(cfg.time_zone, why, sizeof(why));
+    assert_non_null(z);
+    struct db_schedule s;
+    enum db_schedule_verdict v;
+    struct db_error err;
+    assert_int_equal(db_schedules_put(pool, "again", &cfg, &c, z, &s, &v, &err), DB_OK);
+    assert_int_equal(v, DB_S_CREATED);
+    db_schedule_clear(&s);
+    const char *back = "UPDATE rowlock.schedules SET next_fire_at = date_trunc('minute', "
+                       "(SELECT min(fire_at) FROM rowlock.schedule_fires f WHERE f.schedule_id = "
+                       "id AND NOT manual)) WHERE name = 'again'";
+    PQclear(th_sql(sql, "UPDATE rowlock.schedules SET next_fire_at = date_trunc('minute', "
+                        "now()) - interval '3 minutes' WHERE name = 'again'"));
+    fire_all();
+    const char *jobs = "SELECT count(*) FROM rowlock.jobs j JOIN rowlock.job_bodies b ON "
+                       "b.job_id = j.id WHERE b.payload = '{\"again\": true}'";
+    long long ticks = sql_int("SELECT count(*) FROM rowlock.schedule_fires f JOIN "
+                              "rowlock.schedules s ON s.id = f.schedule_id WHERE s.name = 'again'");
+    assert_true(ticks >= 3);
+    assert_int_equal(sql_int("%s", jobs), ticks);
+
+    PQclear(th_sql(sql, back));
+    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.schedules WHERE name = 'again' AND "
+                             "next_fire_at <= now() - interval '2 minutes'"),
+                     1);
+    struct db_schedules_fired f = fire_all();
+    assert_int_equal(f.fires, 0);
+    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.schedule_fires f JOIN "
+                             "rowlock.schedules s ON s.id = f.schedule_id WHERE s.name = 'again'"),
+                     ticks);
+    assert_int_equal(sql_int("%s", jobs), ticks);
+    /* and the schedule went on past now */
+    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.schedules WHERE name = 'again' AND "
+                             "next_fire_at > now()"),
+                     1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(transitions_fire_once_each),
+        cmocka_unit_test(a_tick_fired_again_makes_no_second_job),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
