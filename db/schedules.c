@@ -459,70 +459,57 @@ enum db_status db_schedules_put(struct db_pool *pool, const char *name,
 
 /* ---- firing ---- */
 
-/* Texts of one column of a set-based statement, n at most cap, each in DB_INT_TEXT bytes. */
-struct column {
-    char (*text)[DB_INT_TEXT];
-    const char **vals;
-    size_t n, cap;
+/* A fire of a pass (st_fire's $1, $2) and a schedule's advance ($3 to $8); -1 is NULL. */
+struct fire_item {
+    int64_t sid, t;
+};
+struct advance_item {
+    int64_t sid, next, last, fired, skipped;
+    int pause;
 };
 
-static int column_init(struct column *col, size_t cap)
+static const char *int_or_null(int64_t v, char *buf, size_t size)
 {
-    col->n = 0;
-    col->cap = cap;
-    col->text = malloc((cap ? cap : 1) * sizeof(*col->text));
-    col->vals = malloc((cap ? cap : 1) * sizeof(*col->vals));
-    return col->text != NULL && col->vals != NULL ? 0 : -1;
+    if (v < 0)
+        return NULL;
+    db_i64(buf, size, v);
+    return buf;
 }
 
-static void column_free(struct column *col)
+static const char *fire_column(const void *items, size_t i, size_t col, char *buf, size_t size)
 {
-    free(col->text);
-    free(col->vals);
+    const struct fire_item *f = (const struct fire_item *)items + i;
+    return int_or_null(col == 0 ? f->sid : f->t, buf, size);
 }
 
-/* Appends v (NULL: SQL NULL) as text. */
-static void column_add(struct column *col, const char *v)
+static const char *advance_column(const void *items, size_t i, size_t col, char *buf, size_t size)
 {
-    if (v == NULL) {
-        col->vals[col->n++] = NULL;
-        return;
-    }
-    db_copy(col->text[col->n], DB_INT_TEXT, v);
-    col->vals[col->n] = col->text[col->n];
-    col->n++;
+    const struct advance_item *a = (const struct advance_item *)items + i;
+    const int64_t v[] = {a->sid, a->next, a->last, a->fired, a->skipped};
+    if (col == 5)
+        return a->pause ? "true" : "false";
+    return int_or_null(v[col], buf, size);
 }
-
-static void column_add_i64(struct column *col, int64_t v)
-{
-    char buf[DB_INT_TEXT];
-    db_i64(buf, sizeof(buf), v);
-    column_add(col, buf);
-}
-
-/* The columns of st_fire: fires (schedule, tick), then the advance. */
-enum { C_FIRE_SID, C_FIRE_T, C_SID, C_NEXT, C_LAST, C_FIRED, C_SKIPPED, C_PAUSE, C_COUNT };
 
 struct fire_pass {
-    struct column cols[C_COUNT];
+    struct fire_item *fires;
+    struct advance_item *advances;
+    size_t nfires, nadvances;
     struct db_schedules_fired *out;
 };
 
-/* Row i of the due schedules (st_due) into the pass's columns. */
+/* Row i of the due schedules (st_due): its fires and its advance into the pass. */
 static void plan_row(struct fire_pass *p, const PGresult *r, int i, struct db_schedule_plan *plan)
 {
     char why[DB_CRON_ERROR_SIZE > DB_TZ_ERROR_SIZE ? DB_CRON_ERROR_SIZE : DB_TZ_ERROR_SIZE];
     struct db_cron c;
     const struct db_tz *z = NULL;
-    int ok = db_cron_parse(PQgetvalue(r, i, 1), &c, why, sizeof(why)) == 0 &&
-             (z = db_tz_get(PQgetvalue(r, i, 2), why, sizeof(why))) != NULL;
-    column_add(&p->cols[C_SID], PQgetvalue(r, i, 0));
-    if (!ok) { /* paused: it cannot say when it fires */
-        column_add(&p->cols[C_NEXT], NULL);
-        column_add(&p->cols[C_LAST], NULL);
-        column_add(&p->cols[C_FIRED], "0");
-        column_add(&p->cols[C_SKIPPED], "0");
-        column_add(&p->cols[C_PAUSE], "true");
+    int64_t sid = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    struct advance_item *a = &p->advances[p->nadvances++];
+    if (db_cron_parse(PQgetvalue(r, i, 1), &c, why, sizeof(why)) != 0 ||
+        (z = db_tz_get(PQgetvalue(r, i, 2), why, sizeof(why))) == NULL) {
+        /* paused: it cannot say when it fires */
+        *a = (struct advance_item){.sid = sid, .next = -1, .last = -1, .pause = 1};
         return;
     }
     enum db_misfire m;
@@ -531,21 +518,13 @@ static void plan_row(struct fire_pass *p, const PGresult *r, int i, struct db_sc
     db_schedule_plan(&c, z, strtoll(PQgetvalue(r, i, 3), NULL, 10),
                      strtod(PQgetvalue(r, i, 8), NULL), m, atoi(PQgetvalue(r, i, 5)),
                      atoi(PQgetvalue(r, i, 6)), plan);
-    for (int k = 0; k < plan->nfires; k++) {
-        column_add(&p->cols[C_FIRE_SID], PQgetvalue(r, i, 0));
-        column_add_i64(&p->cols[C_FIRE_T], plan->fires[k]);
-    }
-    if (plan->next < 0)
-        column_add(&p->cols[C_NEXT], NULL);
-    else
-        column_add_i64(&p->cols[C_NEXT], plan->next);
-    if (plan->nfires == 0)
-        column_add(&p->cols[C_LAST], NULL);
-    else
-        column_add_i64(&p->cols[C_LAST], plan->fires[plan->nfires - 1]);
-    column_add_i64(&p->cols[C_FIRED], plan->nfires);
-    column_add_i64(&p->cols[C_SKIPPED], plan->skipped);
-    column_add(&p->cols[C_PAUSE], "false");
+    for (int k = 0; k < plan->nfires; k++)
+        p->fires[p->nfires++] = (struct fire_item){sid, plan->fires[k]};
+    *a = (struct advance_item){.sid = sid,
+                               .next = plan->next,
+                               .last = plan->nfires > 0 ? plan->fires[plan->nfires - 1] : -1,
+                               .fired = plan->nfires,
+                               .skipped = plan->skipped};
     p->out->misfires += plan->misfires;
     p->out->skipped += plan->skipped;
 }
@@ -567,21 +546,23 @@ static void fired_from_rows(struct db_schedules_fired *out, const PGresult *r)
     }
 }
 
-/* Sends the pass's columns (st_fire) as the transaction's last statement. */
+/* Sends the pass's fires and advances (st_fire) as the transaction's last statement. */
 static enum db_status fire_write(struct db_conn *c, struct fire_pass *p, struct db_error *err)
 {
-    char *arrays[C_COUNT] = {0};
+    struct db_arrays fires = {0, 0, NULL}, advances = {0, 0, NULL};
     enum db_status st = DB_OK;
-    for (int k = 0; k < C_COUNT && st == DB_OK; k++)
-        if ((arrays[k] = db_text_array(p->cols[k].vals, p->cols[k].n)) == NULL)
-            st = out_of_memory(err);
+    if (db_arrays_build(&fires, p->fires, p->nfires, 2, fire_column) != 0 ||
+        db_arrays_build(&advances, p->advances, p->nadvances, 6, advance_column) != 0)
+        st = out_of_memory(err);
     PGresult *r = NULL;
     if (st == DB_OK) {
+        const char *params[] = {fires.arr[0],    fires.arr[1],    advances.arr[0], advances.arr[1],
+                                advances.arr[2], advances.arr[3], advances.arr[4], advances.arr[5]};
         db_tx_commit_with_next(c);
-        st = db_query(c, &st_fire, (const char *const *)arrays, &r, err);
+        st = db_query(c, &st_fire, params, &r, err);
     }
-    for (int k = 0; k < C_COUNT; k++)
-        free(arrays[k]);
+    db_arrays_free(&fires);
+    db_arrays_free(&advances);
     if (st == DB_OK)
         fired_from_rows(p->out, r);
     PQclear(r);
@@ -592,6 +573,7 @@ static enum db_status fire_due_tx(struct db_conn *c, void *arg, struct db_error 
 {
     struct fire_pass *p = arg;
     memset(p->out, 0, sizeof(*p->out));
+    p->nfires = p->nadvances = 0;
     char lim[DB_INT_TEXT];
     db_i64(lim, sizeof(lim), DB_SCHEDULE_PASS_MAX);
     const char *params[] = {lim};
@@ -601,25 +583,19 @@ static enum db_status fire_due_tx(struct db_conn *c, void *arg, struct db_error 
         return st;
     int n = PQntuples(r);
     p->out->full = n == DB_SCHEDULE_PASS_MAX;
-    size_t fires_cap = (size_t)n * DB_SCHEDULE_FIRES_MAX;
-    for (int k = 0; k < C_COUNT; k++)
-        p->cols[k].n = 0;
     if (n == 0) {
         PQclear(r);
         return DB_ABORTED;
     }
-    for (int k = 0; k < C_COUNT && st == DB_OK; k++) {
-        column_free(&p->cols[k]);
-        if (column_init(&p->cols[k], k <= C_FIRE_T ? fires_cap : (size_t)n) != 0)
-            st = out_of_memory(err);
+    struct db_schedule_plan *plan = malloc(sizeof(*plan));
+    if (plan == NULL) {
+        PQclear(r);
+        return out_of_memory(err);
     }
-    struct db_schedule_plan *plan = st == DB_OK ? malloc(sizeof(*plan)) : NULL;
-    if (st == DB_OK && plan == NULL)
-        st = out_of_memory(err);
     /* a transaction makes at most about DB_SCHEDULE_TX_FIRES jobs: the schedules after that
      * are left as they are (due: the next transaction takes them) */
-    for (int i = 0; st == DB_OK && i < n; i++) {
-        if (p->cols[C_FIRE_SID].n >= DB_SCHEDULE_TX_FIRES) {
+    for (int i = 0; i < n; i++) {
+        if (p->nfires >= DB_SCHEDULE_TX_FIRES) {
             p->out->full = 1;
             break;
         }
@@ -627,16 +603,24 @@ static enum db_status fire_due_tx(struct db_conn *c, void *arg, struct db_error 
     }
     free(plan);
     PQclear(r);
-    return st == DB_OK ? fire_write(c, p, err) : st;
+    return fire_write(c, p, err);
 }
 
 enum db_status db_schedules_fire_due(struct db_pool *pool, struct db_schedules_fired *out,
                                      struct db_error *err)
 {
-    struct fire_pass p = {.out = out};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, fire_due_tx, &p, err);
-    for (int k = 0; k < C_COUNT; k++)
-        column_free(&p.cols[k]);
+    /* room for every fire the pass may plan: DB_SCHEDULE_TX_FIRES, then one schedule's more */
+    struct fire_pass p = {
+        .fires = malloc((DB_SCHEDULE_TX_FIRES + DB_SCHEDULE_FIRES_MAX) * sizeof(*p.fires)),
+        .advances = malloc(DB_SCHEDULE_PASS_MAX * sizeof(*p.advances)),
+        .out = out};
+    enum db_status st = DB_OK;
+    if (p.fires == NULL || p.advances == NULL)
+        st = out_of_memory(err);
+    else
+        st = db_tx_run(pool, DB_READ_COMMITTED, fire_due_tx, &p, err);
+    free(p.fires);
+    free(p.advances);
     return st == DB_ABORTED ? DB_OK : st;
 }
 
