@@ -89,6 +89,22 @@ static int last_sunday(int y, int m)
     }
 }
 
+/* Creates schedule name with cfg through the db/ workflow, as PUT does. */
+static void create(const char *name, const struct db_schedule_config *cfg)
+{
+    struct db_cron c;
+    char why[DB_CRON_ERROR_SIZE];
+    assert_int_equal(db_cron_parse(cfg->cron, &c, why, sizeof(why)), 0);
+    const struct db_tz *z = db_tz_get(cfg->time_zone, why, sizeof(why));
+    assert_non_null(z);
+    struct db_schedule s;
+    enum db_schedule_verdict v;
+    struct db_error err;
+    assert_int_equal(db_schedules_put(pool, name, cfg, &c, z, &s, &v, &err), DB_OK);
+    assert_int_equal(v, DB_S_CREATED);
+    db_schedule_clear(&s);
+}
+
 /* A schedule `30 2 * * *` in Europe/Berlin catching up every misfire, its next tick moved to
  * the instant from (UTC seconds). */
 static void daily_from(const char *name, int64_t from)
@@ -100,17 +116,7 @@ static void daily_from(const char *name, int64_t from)
                                      .misfire = DB_MISFIRE_CATCH_UP,
                                      .catch_up_max = DB_SCHEDULE_CATCH_UP_MAX,
                                      .misfire_grace_seconds = 60};
-    struct db_cron c;
-    char why[DB_CRON_ERROR_SIZE];
-    assert_int_equal(db_cron_parse(cfg.cron, &c, why, sizeof(why)), 0);
-    const struct db_tz *z = db_tz_get(cfg.time_zone, why, sizeof(why));
-    assert_non_null(z);
-    struct db_schedule s;
-    enum db_schedule_verdict v;
-    struct db_error err;
-    assert_int_equal(db_schedules_put(pool, name, &cfg, &c, z, &s, &v, &err), DB_OK);
-    assert_int_equal(v, DB_S_CREATED);
-    db_schedule_clear(&s);
+    create(name, &cfg);
     char text[256];
     snprintf(text, sizeof(text),
              "UPDATE rowlock.schedules SET next_fire_at = to_timestamp(%lld) WHERE name = '%s'",
@@ -280,17 +286,7 @@ static void a_tick_fired_again_makes_no_second_job(void **state)
                                      .misfire = DB_MISFIRE_CATCH_UP,
                                      .catch_up_max = 10,
                                      .misfire_grace_seconds = 60};
-    struct db_cron c;
-    char why[DB_CRON_ERROR_SIZE];
-    assert_int_equal(db_cron_parse(cfg.cron, &c, why, sizeof(why)), 0);
-    const struct db_tz *z = db_tz_get(cfg.time_zone, why, sizeof(why));
-    assert_non_null(z);
-    struct db_schedule s;
-    enum db_schedule_verdict v;
-    struct db_error err;
-    assert_int_equal(db_schedules_put(pool, "again", &cfg, &c, z, &s, &v, &err), DB_OK);
-    assert_int_equal(v, DB_S_CREATED);
-    db_schedule_clear(&s);
+    create("again", &cfg);
     const char *back = "UPDATE rowlock.schedules SET next_fire_at = date_trunc('minute', "
                        "(SELECT min(fire_at) FROM rowlock.schedule_fires f WHERE f.schedule_id = "
                        "id AND NOT manual)) WHERE name = 'again'";
