@@ -3,7 +3,6 @@
  * each schedule's fire history. */
 #include "db/schedules.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,44 +156,6 @@ void db_time_text(int64_t t, char *buf, size_t size)
     struct tm tm;
     if (gmtime_r(&tt, &tm) == NULL || strftime(buf, size, "%Y-%m-%dT%H:%M:%S.000000Z", &tm) == 0)
         db_copy(buf, size, "");
-}
-
-/* ---- zones, loaded once ---- */
-
-/* The zones this process has loaded, never freed (a few hundred exist): a schedule's zone is
- * read on every pass, and a file read per pass would cost more than the pass. */
-#define ZONES_MAX 1024
-static struct {
-    pthread_mutex_t lock;
-    size_t n;
-    char *names[ZONES_MAX];
-    struct db_tz *zones[ZONES_MAX];
-} zones = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-const struct db_tz *db_tz_get(const char *name, char *err, size_t errsize)
-{
-    if (db_tz_name_check(name, err, errsize) != 0)
-        return NULL;
-    pthread_mutex_lock(&zones.lock);
-    struct db_tz *z = NULL;
-    for (size_t i = 0; i < zones.n && z == NULL; i++)
-        if (strcmp(zones.names[i], name) == 0)
-            z = zones.zones[i];
-    if (z == NULL && zones.n == ZONES_MAX)
-        snprintf(err, errsize, "more than %d time zones in use", ZONES_MAX);
-    else if (z == NULL && (z = db_tz_load(name, err, errsize)) != NULL) {
-        char *copy = strdup(name);
-        if (copy == NULL) {
-            db_tz_free(z);
-            z = NULL;
-            snprintf(err, errsize, "out of memory");
-        } else {
-            zones.names[zones.n] = copy;
-            zones.zones[zones.n++] = z;
-        }
-    }
-    pthread_mutex_unlock(&zones.lock);
-    return z;
 }
 
 /* ---- the plan of a schedule's due ticks ---- */

@@ -85,10 +85,6 @@ enum db_schedule_verdict {
     DB_S_QUEUE_NOT_FOUND, /* put: the queue named does not exist */
 };
 
-/* A zone by name, loaded once per process and kept (zones are immutable): NULL with the reason
- * in err (DB_TZ_ERROR_SIZE bytes) when the name is not a zone of the system's database. */
-const struct db_tz *db_tz_get(const char *name, char *err, size_t errsize);
-
 /* Creates or replaces schedule name; c is cfg->cron parsed, z cfg->time_zone loaded. The next
  * tick is the first after now, except for a replace that keeps the expression and the zone of
  * a running schedule, which keeps its next tick; a paused schedule has none. */

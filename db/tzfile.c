@@ -1,10 +1,12 @@
 /* TZif files (RFC 8536) read into immutable zones: the name rules, the file read and checked
  * (version 1's 32-bit block, or version 2+'s 64-bit block and footer), and the span of an
- * instant among the file's transitions, with the footer's rule (db/tzrule.c) past the last. */
+ * instant among the file's transitions, with the footer's rule (db/tzrule.c) past the last;
+ * and the zones a process has loaded, kept by name (db_tz_get). */
 #include "db/tzfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,4 +327,42 @@ int32_t db_tz_offset(const struct db_tz *z, int64_t t, int *isdst)
     if (isdst != NULL)
         *isdst = s.isdst;
     return s.utoff;
+}
+
+/* ---- zones loaded once per process (db_tz_get) ---- */
+
+/* The zones this process has loaded, never freed (a few hundred exist): a schedule's zone is
+ * read on every pass, and a file read per pass would cost more than the pass. */
+#define ZONES_MAX 1024
+static struct {
+    pthread_mutex_t lock;
+    size_t n;
+    char *names[ZONES_MAX];
+    struct db_tz *zones[ZONES_MAX];
+} zones = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+const struct db_tz *db_tz_get(const char *name, char *err, size_t errsize)
+{
+    if (db_tz_name_check(name, err, errsize) != 0)
+        return NULL;
+    pthread_mutex_lock(&zones.lock);
+    struct db_tz *z = NULL;
+    for (size_t i = 0; i < zones.n && z == NULL; i++)
+        if (strcmp(zones.names[i], name) == 0)
+            z = zones.zones[i];
+    if (z == NULL && zones.n == ZONES_MAX)
+        snprintf(err, errsize, "more than %d time zones in use", ZONES_MAX);
+    else if (z == NULL && (z = db_tz_load(name, err, errsize)) != NULL) {
+        char *copy = strdup(name);
+        if (copy == NULL) {
+            db_tz_free(z);
+            z = NULL;
+            snprintf(err, errsize, "out of memory");
+        } else {
+            zones.names[zones.n] = copy;
+            zones.zones[zones.n++] = z;
+        }
+    }
+    pthread_mutex_unlock(&zones.lock);
+    return z;
 }

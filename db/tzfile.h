@@ -46,6 +46,11 @@ struct db_tz *db_tz_parse(const unsigned char *data, size_t len, char *err, size
 
 void db_tz_free(struct db_tz *z); /* NULL is a no-op */
 
+/* A zone by name, loaded once per process and kept (zones are immutable; a tzdata upgrade takes
+ * effect at restart): NULL with the reason in err when the name is not a zone of the system's
+ * database. Thread-safe. */
+const struct db_tz *db_tz_get(const char *name, char *err, size_t errsize);
+
 /* The span of z that holds instant t (UTC seconds): the offset at t, whether it is
  * daylight-saving time, and the transitions before and after. For t in years 1 to 9999 (an
  * instant outside is answered as the nearest one inside). Pure: reads z only. */
