@@ -43,15 +43,14 @@ static void enqueue_answer(const json_t *answer, void *arg)
 
 static void enqueue_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: rowlock-cli enqueue QUEUE [--jobs] [--batch N] [--skip-bad] [JSON...]\n\n"
-            "Enqueues each JSON argument as a job's payload or, without arguments, each line\n"
-            "of NDJSON on stdin, in batches of --batch (default 500, at most 1000) jobs per\n"
-            "request. --jobs: each line is a whole job ({\"payload\": ..., \"dedupe_key\",\n"
-            "\"priority\", \"delay_seconds\", \"run_at\", \"max_attempts\"}). A line that is not\n"
-            "JSON is reported by its number and nothing after it is sent (the lines before\n"
-            "it are), unless --skip-bad. Prints {\"created\",\"duplicates\",\"lines\"}; a\n"
-            "progress count on a terminal.\n");
+    fprintf(f, "usage: rowlock-cli enqueue QUEUE [--jobs] [--batch N] [--skip-bad] [JSON...]\n\n"
+               "Enqueues each JSON argument as a job's payload or, without arguments, each line\n"
+               "of NDJSON on stdin, in batches of --batch (default 500, at most 1000) jobs per\n"
+               "request. --jobs: each line is a whole job ({\"payload\": ..., \"dedupe_key\",\n"
+               "\"dedupe_window_seconds\", \"priority\", \"delay_seconds\", \"run_at\",\n"
+               "\"max_attempts\"}). A line that is not JSON is reported by its number and\n"
+               "nothing after it is sent (the lines before it are), unless --skip-bad. Prints\n"
+               "{\"created\",\"duplicates\",\"lines\"}; a progress count on a terminal.\n");
 }
 
 int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)

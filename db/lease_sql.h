@@ -40,14 +40,22 @@
  * row-lock record and look the row up twice for every write that applies. */
 #define LEASE_AS_WAS "j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live"
 #define LEASE_JOB    "j.id = $1 AND j.queue_id = $2"
-#define LEASE_REFUSED                                                                              \
+#define LEASE_REFUSED_AFTER(done)                                                                  \
     "target AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j "                                      \
-    "WHERE " LEASE_JOB " AND NOT EXISTS (SELECT FROM w) FOR UPDATE)"
+    "WHERE " LEASE_JOB " AND NOT EXISTS (SELECT FROM " done ") FOR UPDATE)"
+#define LEASE_REFUSED LEASE_REFUSED_AFTER("w")
 /* One row: state, owner, fence, live (all NULL when applied, or when there is no such job),
- * applied, extra. */
-#define LEASE_RESULT(extra)                                                                        \
-    "SELECT target.state, target.owner, target.fence, target.live, w.id IS NOT NULL, " extra       \
-    " FROM (SELECT) one LEFT JOIN w ON true LEFT JOIN target ON true"
+ * applied, extra, deleted (done: the CTE of the row the write applied to, when it did; deleted:
+ * SQL of whether the write deleted the job, its queue keeping none in the state it ended in). */
+#define LEASE_RESULT_OF(done, extra, deleted)                                                      \
+    "SELECT target.state, target.owner, target.fence, target.live, " done                          \
+    ".id IS NOT NULL, " extra ", " deleted " FROM (SELECT) one LEFT JOIN " done                    \
+    " ON true LEFT JOIN target ON true"
+#define LEASE_RESULT(extra) LEASE_RESULT_OF("w", extra, "false")
+/* A settlement that ends the job in a final state comes in two: kept (its update, w, when the
+ * queue keeps jobs of that state) or deleted (gone, when it keeps none, with JOBS_GONE). done is
+ * the one that applied. */
+#define LEASE_DONE "done AS (SELECT id FROM w UNION ALL SELECT id FROM gone)"
 
 /* Ends the job's latest attempt (recorded on its row, see the schema) with this outcome. */
 #define ATTEMPT_END(outcome) "attempt_ended_at = now(), attempt_outcome = '" outcome "'"

@@ -149,18 +149,39 @@ static const struct db_stmt st_heartbeat = {
     "  WHERE b.job_id = w.id), " LEASE_REFUSED " "
     LEASE_RESULT("coalesce(" DB_TS("w.lease_expires_at") ", '')"),
     6};
+/* What a settlement knows of its queue (qid: SQL of its id): whether it keeps succeeded and
+ * failed jobs, each. */
+#define SETTLE_QUEUE_OF(qid)                                                                       \
+    "q AS (SELECT q.*, " QUEUE_RETENTION("q.", "succeeded") " = 0 AS drop_succeeded, "             \
+    QUEUE_RETENTION("q.", "failed") " = 0 AS drop_failed FROM rowlock.queues q WHERE q.id = " qid ")"
+#define SETTLE_QUEUE SETTLE_QUEUE_OF("$2")
+/* The other half of a settlement that can end the job in a state its queue keeps none of (when:
+ * SQL of that case, final: the state): the job deleted (gone, with what goes with it, JOBS_GONE)
+ * instead of updated (w), then the refusal, judged after whichever of the two applied. */
+#define SETTLE_GONE(when, final)                                                                   \
+    "gone AS (DELETE FROM rowlock.jobs j USING q WHERE " LEASE_JOB " AND " when                    \
+    " RETURNING " JOBS_GONE_RETURNING(final) "), " JOBS_GONE("gone") ", " LEASE_DONE               \
+    ", " LEASE_REFUSED_AFTER("done") " "
+/* A settlement's result row (LEASE_RESULT_OF) after SETTLE_GONE; extra as in LEASE_RESULT. */
+#define SETTLE_RESULT(extra) LEASE_RESULT_OF("done", extra, "EXISTS (SELECT FROM gone)")
+/* The state a settlement left its job in, or ended it in when it deleted it. */
+#define SETTLE_STATE "coalesce((SELECT state FROM w), (SELECT final FROM gone), '')"
 static const struct db_stmt st_complete = {
     "lease_complete",
-    "WITH w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
+    "WITH " SETTLE_QUEUE ", "
+    "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
-    ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " RETURNING j.id), "
+    ATTEMPT_END("completed") " FROM q WHERE " LEASE_JOB " AND " LEASE_LIVE " "
+    "  AND NOT q.drop_succeeded RETURNING j.id), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " LEASE_REFUSED " "
-    LEASE_RESULT("''"),
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
+    SETTLE_GONE(LEASE_LIVE " AND q.drop_succeeded", "'succeeded'") SETTLE_RESULT("''"),
     5};
+/* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
+#define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
 static const struct db_stmt st_fail = {
     "lease_fail",
-    "WITH q AS (SELECT * FROM rowlock.queues WHERE id = $2), "
+    "WITH " SETTLE_QUEUE ", "
     "w AS (UPDATE rowlock.jobs j SET "
     "  state = CASE WHEN $6 AND j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
     "  owner = NULL, lease_expires_at = NULL, "
@@ -170,10 +191,12 @@ static const struct db_stmt st_fail = {
     "    ELSE NULL END, "
     "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
     "  updated_at = now(), " ATTEMPT_END("failed") " FROM q "
-    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " RETURNING j.id, j.state), "
+    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " AND NOT (" FAIL_FINAL " AND q.drop_failed) "
+    "  RETURNING j.id, j.state), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id), " LEASE_REFUSED " "
-    LEASE_RESULT("coalesce(w.state, '')"),
+    "  WHERE b.job_id = w.id), "
+    SETTLE_GONE(LEASE_LIVE " AND " FAIL_FINAL " AND q.drop_failed", "'failed'")
+    SETTLE_RESULT(SETTLE_STATE),
     6};
 static const struct db_stmt st_handback = {
     "lease_handback",
@@ -183,16 +206,21 @@ static const struct db_stmt st_handback = {
     "  WHERE " LEASE_JOB " AND " LEASE_OWNED " RETURNING j.id), " LEASE_REFUSED " "
     LEASE_RESULT("''"),
     4};
+/* A release is final when the job has no attempt left. */
+#define RELEASE_FINAL "j.attempts >= j.max_attempts"
 static const struct db_stmt st_release = {
     "lease_release",
-    "WITH w AS (UPDATE rowlock.jobs j SET "
+    "WITH " SETTLE_QUEUE ", "
+    "w AS (UPDATE rowlock.jobs j SET "
     "  state = CASE WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
     "  owner = NULL, lease_expires_at = NULL, run_at = now(), "
     "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
     "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
-    "  updated_at = now(), " ATTEMPT_END("released") " "
-    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " RETURNING j.id, j.state), " LEASE_REFUSED " "
-    LEASE_RESULT("coalesce(w.state, '')"),
+    "  updated_at = now(), " ATTEMPT_END("released") " FROM q "
+    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " AND NOT (" RELEASE_FINAL " AND q.drop_failed) "
+    "  RETURNING j.id, j.state), "
+    SETTLE_GONE(LEASE_OWNED " AND " RELEASE_FINAL " AND q.drop_failed", "'failed'")
+    SETTLE_RESULT(SETTLE_STATE),
     4};
 
 /* Batch completion: $1 queue id, $2 ids, $3 owners, $4 fences, $5 results. As in the single
@@ -207,19 +235,26 @@ static const struct db_stmt st_release = {
  * item, a cost that grows with the queue's processing jobs times the batch. */
 static const struct db_stmt st_complete_batch = {
     "lease_complete_batch",
-    "WITH items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
+    "WITH " SETTLE_QUEUE_OF("$1") ", "
+    "items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
     "  WITH ORDINALITY AS x(id, owner, fence, result, i) ORDER BY id), "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
-    "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
-    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " RETURNING j.id, items.result), "
+    "  FROM items, q WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
+    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND NOT q.drop_succeeded "
+    "  RETURNING j.id, items.result), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
     "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
+    "gone AS (DELETE FROM rowlock.jobs j USING items, q WHERE j.id = items.id "
+    "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
+    "  AND q.drop_succeeded RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
+    JOBS_GONE("gone") ", " LEASE_DONE ", "
     "refused AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j WHERE j.queue_id = $1 "
-    "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM w))) "
+    "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
     "  ORDER BY j.id FOR UPDATE OF j) "
     "SELECT items.i, refused.state, refused.owner, refused.fence, refused.live, "
-    "  w.id IS NOT NULL FROM items LEFT JOIN w ON w.id = items.id "
+    "  done.id IS NOT NULL, gone.id IS NOT NULL FROM items LEFT JOIN done ON done.id = items.id "
+    "  LEFT JOIN gone ON gone.id = items.id "
     "  LEFT JOIN refused ON refused.id = items.id ORDER BY items.i",
     5};
 /* clang-format on */
@@ -452,10 +487,12 @@ enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const ch
 }
 
 /* Runs a fenced statement ($1 job, $2 queue, $3 owner, $4 fence, then extra) and classifies
- * the outcome. info (may be NULL, DB_TIME_TEXT bytes) gets the statement's last column. */
+ * the outcome. info (may be NULL, DB_TIME_TEXT bytes) gets the statement's extra column; a job
+ * the statement deleted (its deleted column) is counted as ended in state final. */
 static enum db_status fenced(struct db_pool *pool, const char *queue, const struct db_stmt *stmt,
                              const struct db_lease *l, const char *x1, const char *x2, char *info,
-                             enum db_queue_verdict *verdict, struct db_error *err)
+                             const char *final, enum db_queue_verdict *verdict,
+                             struct db_error *err)
 {
     char fence[DB_INT_TEXT];
     db_i64(fence, sizeof(fence), l->fence);
@@ -470,6 +507,8 @@ static enum db_status fenced(struct db_pool *pool, const char *queue, const stru
         *verdict = lease_verdict(a.rows, 0, 0, l->owner, l->fence);
         if (info != NULL)
             db_copy(info, DB_TIME_TEXT, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
+        if (*verdict == DB_Q_OK && PQntuples(a.rows) > 0 && PQgetvalue(a.rows, 0, 6)[0] == 't')
+            db_jobs_deleted_add(final, 1);
     }
     PQclear(a.rows);
     return st;
@@ -483,14 +522,14 @@ enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
     char lease[DB_INT_TEXT];
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
     return fenced(pool, queue, &st_heartbeat, l, lease_seconds > 0 ? lease : NULL, progress,
-                  expires_at, verdict, err);
+                  expires_at, "", verdict, err);
 }
 
 enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const struct db_lease *l,
                                   const char *result, enum db_queue_verdict *verdict,
                                   struct db_error *err)
 {
-    return fenced(pool, queue, &st_complete, l, result, NULL, NULL, verdict, err);
+    return fenced(pool, queue, &st_complete, l, result, NULL, NULL, "succeeded", verdict, err);
 }
 
 enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,
@@ -499,7 +538,7 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
 {
     char state[DB_TIME_TEXT];
     enum db_status st = fenced(pool, queue, &st_fail, l, error ? error : "null",
-                               retry ? "true" : "false", state, verdict, err);
+                               retry ? "true" : "false", state, "failed", verdict, err);
     if (new_state != NULL)
         db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
@@ -508,7 +547,7 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
 enum db_status db_leases_handback(struct db_pool *pool, const char *queue, const struct db_lease *l,
                                   enum db_queue_verdict *verdict, struct db_error *err)
 {
-    return fenced(pool, queue, &st_handback, l, NULL, NULL, NULL, verdict, err);
+    return fenced(pool, queue, &st_handback, l, NULL, NULL, NULL, "", verdict, err);
 }
 
 enum db_status db_leases_release(struct db_pool *pool, const char *queue, const struct db_lease *l,
@@ -516,7 +555,8 @@ enum db_status db_leases_release(struct db_pool *pool, const char *queue, const 
                                  struct db_error *err)
 {
     char state[DB_TIME_TEXT];
-    enum db_status st = fenced(pool, queue, &st_release, l, NULL, NULL, state, verdict, err);
+    enum db_status st =
+        fenced(pool, queue, &st_release, l, NULL, NULL, state, "failed", verdict, err);
     if (new_state != NULL)
         db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
@@ -547,6 +587,7 @@ struct settle {
     enum db_queue_verdict verdict;
     enum db_status st;
     struct db_error err;
+    unsigned long long deleted; /* jobs the settlement deleted (their queue keeps none) */
 };
 
 static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -568,10 +609,14 @@ static enum db_status settle_tx(struct db_conn *c, void *arg, struct db_error *e
     if (st != DB_OK || !found)
         return st;
     /* columns 1..5 are state, owner, fence, live, applied: the shape lease_verdict reads */
-    for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++)
+    unsigned long long gone = 0;
+    for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
         a->items[i].verdict =
             lease_verdict(r, i, 1, a->items[i].lease.owner, a->items[i].lease.fence);
+        gone += PQgetvalue(r, i, 6)[0] == 't';
+    }
     PQclear(r);
+    a->deleted = gone;
     a->verdict = DB_Q_OK;
     return DB_OK;
 }
@@ -583,7 +628,10 @@ static struct db_combiner settlements =
 
 static void settle_alone(struct db_pool *pool, struct settle *a)
 {
+    a->deleted = 0;
     a->st = finish(db_tx_run(pool, DB_READ_COMMITTED, settle_tx, a, &a->err));
+    if (a->st == DB_OK && a->verdict == DB_Q_OK && a->deleted > 0)
+        db_jobs_deleted_add("succeeded", a->deleted);
 }
 
 static int cmp_id(const void *x, const void *y)

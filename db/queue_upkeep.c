@@ -16,8 +16,8 @@
 static const struct db_stmt st_all_stats = {
     "queues_all_stats",
     "SELECT q.id, q.name, s.* FROM (SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1) "
-    "q, LATERAL (SELECT " QUEUE_STATS_COLUMNS " FROM rowlock.jobs WHERE queue_id = q.id) s "
-    "ORDER BY q.name",
+    "q, LATERAL (SELECT " QUEUE_STATS_COLUMNS("q.id") " FROM rowlock.jobs "
+                                                      "WHERE queue_id = q.id) s ORDER BY q.name",
     1};
 static const struct db_stmt st_queue_ids = {
     "queue_ids", "SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1", 1};
@@ -25,50 +25,96 @@ static const struct db_stmt st_queue_ids = {
  * whose lease ran out become failed (lease_expired), found on the index jobs_lease_final (its
  * predicate is LEASE_SPENT's, db/lease_sql.h) in order of expiry: a pass reads only the expired
  * ones, whatever the number of queues. A job's body is locked with it, and skipped when another
- * transaction holds it (an operator's, a purge's): one stuck job stalls no other. */
+ * transaction holds it (an operator's, a purge's): one stuck job stalls no other. A job whose
+ * queue keeps no failed jobs is deleted instead. Rows: queue, expired, of which deleted. */
 /* clang-format off */
 static const struct db_stmt st_expire = {
     "queues_expire",
-    "WITH dead AS (SELECT j.id FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "WITH dead AS (SELECT j.id, " QUEUE_RETENTION("q.", "failed") " = 0 AS drop "
+    "  FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "  JOIN rowlock.queues q ON q.id = j.queue_id "
     "  WHERE " LEASE_SPENT " AND " LEASE_DUE " ORDER BY j.claimable_at "
     "  LIMIT $1 FOR UPDATE OF j, b SKIP LOCKED), "
     "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
     "  " ATTEMPT_END("lease_expired") " FROM dead "
-    "  WHERE j.id = dead.id AND j.id = ANY (ARRAY(SELECT id FROM dead)) "
+    "  WHERE j.id = dead.id AND j.id = ANY (ARRAY(SELECT id FROM dead WHERE NOT drop)) "
     "  RETURNING j.id, j.queue_id), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"lease_expired\": true}' FROM w "
-    "  WHERE b.job_id = w.id) "
-    "SELECT q.name, count(*) FROM w JOIN rowlock.queues q ON q.id = w.queue_id GROUP BY q.name",
+    "  WHERE b.job_id = w.id), "
+    "gone AS (DELETE FROM rowlock.jobs j USING dead WHERE j.id = dead.id "
+    "  AND j.id = ANY (ARRAY(SELECT id FROM dead WHERE drop)) "
+    "  RETURNING " JOBS_GONE_RETURNING("'failed'") "), " JOBS_GONE("gone") " "
+    "SELECT q.name, count(*), count(*) FILTER (WHERE x.deleted) FROM (SELECT queue_id, false "
+    "  AS deleted FROM w UNION ALL SELECT queue_id, true FROM gone) x "
+    "JOIN rowlock.queues q ON q.id = x.queue_id GROUP BY q.name",
     1};
-/* clang-format on */
-/* The purge of one due queue: $1 queue id, $2 batch, $3 retention seconds. */
+/* The purge of one due queue: $1 queue id, $2 batch, $3, $4, $5 its succeeded, failed and
+ * cancelled retentions. Each state's expired jobs are one range of jobs_finished_state (a
+ * cancelled job is a failed one, JOB_CANCELLED), oldest first, at most $2 of each. Rows:
+ * purged, and whether a state's batch was full. */
 static const struct db_stmt st_purge = {
     "queue_purge",
-    "WITH gone AS (DELETE FROM rowlock.jobs WHERE id IN (SELECT j.id FROM rowlock.jobs j WHERE "
-    "  j.queue_id = $1 AND j.finished_at < now() - make_interval(secs => $3::float8) "
-    "  LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id), "
-    "history AS (DELETE FROM rowlock.job_attempts a USING gone WHERE a.job_id = gone.id) "
-    "SELECT count(*) FROM gone",
-    3};
+    "WITH ds AS (SELECT j.id, 'succeeded' AS final FROM rowlock.jobs j WHERE j.queue_id = $1 "
+    "  AND j.state = 'succeeded' AND j.finished_at < now() - make_interval(secs => $3::float8) "
+    "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
+    "df AS (SELECT j.id, CASE WHEN " JOB_CANCELLED("b") " THEN 'cancelled' ELSE 'failed' END "
+    "  AS final FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "  WHERE j.queue_id = $1 AND j.state = 'failed' "
+    "  AND j.finished_at < now() - make_interval(secs => least($4, $5)::float8) "
+    "  AND j.finished_at < now() - make_interval(secs => (CASE WHEN " JOB_CANCELLED("b")
+    " THEN $5 ELSE $4 END)::float8) "
+    "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
+    "doomed AS (SELECT * FROM ds UNION ALL SELECT * FROM df), "
+    "gone AS (DELETE FROM rowlock.jobs j USING doomed d WHERE j.id = d.id "
+    "  AND j.id = ANY (ARRAY(SELECT id FROM doomed)) "
+    "  RETURNING " JOBS_GONE_RETURNING("d.final") "), " JOBS_GONE("gone") " "
+    "SELECT (SELECT count(*) FROM gone), "
+    "  (SELECT count(*) FROM ds) >= $2 OR (SELECT count(*) FROM df) >= $2",
+    5};
+/* clang-format on */
 /* The family's name in rowlock.upkeep. */
 #define FAMILY "queues"
 
-/* The claim of queues whose purge is due (db/upkeep.h): id, name, retention. */
+/* The claim of queues whose purge is due (db/upkeep.h): id, name, and the succeeded, failed and
+ * cancelled retentions. */
 static const struct db_stmt st_queues_due = {
-    "queues_due", DB_UPKEEP_CLAIM_SQL(FAMILY, "queues", "r.retention_seconds"), 2};
+    "queues_due",
+    DB_UPKEEP_CLAIM_SQL(FAMILY, "queues",
+                        QUEUE_RETENTION("r.", "succeeded") ", " QUEUE_RETENTION(
+                            "r.", "failed") ", " QUEUE_RETENTION("r.", "cancelled")),
+    2};
+/* The shorter of two retentions that keep something ($a, $b: 0 when only one does). */
+#define KEPT_LEAST(a, b)                                                                           \
+    "least(coalesce(nullif(" a ", 0), " b "), coalesce(nullif(" b ", 0), " a "))"
 /* When queue $1's purge is next due: at once ($2, a batch was full), else when its oldest
- * finished job passes the retention $3, at most an hour on (a job finishing from now on passes
- * it no sooner than the retention from now). */
+ * finished job of a state passes that state's retention ($3, $4, $5 as in st_purge), at most an
+ * hour on (a job finishing from now on passes it no sooner than the retention from now). A
+ * state kept 0 s has its jobs deleted as they end: only those that ended before are purged. */
+/* clang-format off */
 static const struct db_stmt st_queue_next_due = {
     "queue_next_due",
     DB_UPKEEP_SET_NEXT_SQL(
         FAMILY, "$1::bigint",
         "CASE WHEN $2::boolean THEN now() ELSE least("
-        "  now() + make_interval(secs => least($3::integer, 3600)), (SELECT min(finished_at) FROM "
-        "  rowlock.jobs WHERE queue_id = $1 AND finished_at IS NOT NULL) + "
-        "  make_interval(secs => $3::integer)) END"),
-    3};
+        "  now() + make_interval(secs => least(coalesce(nullif("
+        KEPT_LEAST(KEPT_LEAST("$3::integer", "$4::integer"), "$5::integer") ", 0), 3600), 3600)), "
+        "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 AND state = 'succeeded' "
+        "  AND finished_at IS NOT NULL) + make_interval(secs => $3::integer), "
+        "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 AND state = 'failed' "
+        "  AND finished_at IS NOT NULL) + make_interval(secs => "
+        KEPT_LEAST("$4::integer", "$5::integer") ")) END"),
+    5};
+/* clang-format on */
+/* Dedupe windows that have passed, across all queues: $1 batch. */
+static const struct db_stmt st_dedupe_expire = {
+    "queues_dedupe_expire",
+    "WITH old AS (SELECT queue_id, dedupe_key FROM rowlock.job_dedupe WHERE expires_at <= now() "
+    "  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) "
+    ", gone AS (DELETE FROM rowlock.job_dedupe d USING old "
+    "  WHERE d.queue_id = old.queue_id AND d.dedupe_key = old.dedupe_key RETURNING 1) "
+    "SELECT count(*) FROM gone",
+    1};
 /* What slows every Postgres queue: dead tuples in its tables, and the oldest transaction that
  * holds back vacuum (its snapshot keeps dead tuples alive). */
 static const struct db_stmt st_vacuum_health = {
@@ -79,10 +125,11 @@ static const struct db_stmt st_vacuum_health = {
     "WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid())",
     0};
 static const struct db_stmt st_queue_gauges = {
-    "queue_gauges", "SELECT " QUEUE_STATS_COLUMNS " FROM rowlock.jobs WHERE queue_id = $1", 1};
+    "queue_gauges", "SELECT " QUEUE_STATS_COLUMNS("$1") " FROM rowlock.jobs WHERE queue_id = $1",
+    1};
 
 struct janitor_queue {
-    const char *id, *retention;
+    const char *id, *retention[3]; /* succeeded, failed, cancelled */
     int batch;
     int64_t purged;
 };
@@ -92,21 +139,24 @@ static enum db_status janitor_queue_tx(struct db_conn *c, void *arg, struct db_e
     struct janitor_queue *a = arg;
     char batch[DB_INT_TEXT];
     snprintf(batch, sizeof(batch), "%d", a->batch);
-    const char *params[] = {a->id, batch, a->retention};
+    const char *params[] = {a->id, batch, a->retention[0], a->retention[1], a->retention[2]};
     PGresult *r = NULL;
     a->purged = 0;
     enum db_status st = db_query(c, &st_purge, params, &r, err);
     if (st != DB_OK)
         return st;
     a->purged = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    const char *full = PQgetvalue(r, 0, 1)[0] == 't' ? "true" : "false";
     PQclear(r);
-    const char *next[] = {a->id, a->purged >= a->batch ? "true" : "false", a->retention};
+    const char *next[] = {a->id, full, a->retention[0], a->retention[1], a->retention[2]};
     return db_query(c, &st_queue_next_due, next, NULL, err);
 }
 
-/* The expiry sweep: a statement across all queues, repeated while a batch comes back full. */
-static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_janitor_each each,
-                                     void *ctx, struct db_error *err)
+/* Runs stmt ($1: batch) in a transaction of its own, again while a batch comes back full (at
+ * most 10 times). done reads how many rows one run did from its result (arg: done's). */
+static enum db_status sweep(struct db_pool *pool, const struct db_stmt *stmt, int batch,
+                            int64_t (*done)(const PGresult *r, void *arg), void *arg,
+                            struct db_error *err)
 {
     char limit[DB_INT_TEXT];
     snprintf(limit, sizeof(limit), "%d", batch);
@@ -114,19 +164,41 @@ static enum db_status janitor_expire(struct db_pool *pool, int batch, db_queue_j
     enum db_status st = DB_OK;
     int64_t n = batch;
     for (int round = 0; st == DB_OK && n >= batch && round < 10; round++) {
-        struct db_queue_rows a = {&st_expire, params, NULL};
+        struct db_queue_rows a = {stmt, params, NULL};
         st = db_tx_run(pool, DB_READ_COMMITTED, db_queue_rows_tx, &a, err);
-        n = 0;
-        for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
-            int64_t expired = strtoll(PQgetvalue(a.rows, i, 1), NULL, 10);
-            n += expired;
-            struct db_queue_upkeep u = {.queue = PQgetvalue(a.rows, i, 0), .expired = expired};
-            if (each != NULL)
-                each(&u, ctx);
-        }
+        n = st == DB_OK ? done(a.rows, arg) : 0;
         PQclear(a.rows);
     }
     return st;
+}
+
+/* What the expiry sweep reports to. */
+struct expiry {
+    db_queue_janitor_each each;
+    void *ctx;
+};
+
+/* st_expire's rows (queue, expired, of which deleted): reported per queue; their sum. */
+static int64_t expired_rows(const PGresult *r, void *arg)
+{
+    struct expiry *x = arg;
+    int64_t n = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t expired = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+        n += expired;
+        db_jobs_deleted_add("failed", strtoull(PQgetvalue(r, i, 2), NULL, 10));
+        struct db_queue_upkeep u = {.queue = PQgetvalue(r, i, 0), .expired = expired};
+        if (x->each != NULL)
+            x->each(&u, x->ctx);
+    }
+    return n;
+}
+
+/* A count in the first column of the first row. */
+static int64_t counted(const PGresult *r, void *arg)
+{
+    (void)arg;
+    return PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
 }
 
 /* What a janitor pass reports to, and how much a purge does at most. */
@@ -142,7 +214,9 @@ static enum db_status queue_visit(struct db_pool *pool, const PGresult *rows, in
 {
     struct queues_pass *p = arg;
     struct janitor_queue a = {
-        .id = PQgetvalue(rows, i, 0), .retention = PQgetvalue(rows, i, 2), .batch = p->batch};
+        .id = PQgetvalue(rows, i, 0),
+        .retention = {PQgetvalue(rows, i, 2), PQgetvalue(rows, i, 3), PQgetvalue(rows, i, 4)},
+        .batch = p->batch};
     struct db_error err = {"", ""};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, janitor_queue_tx, &a, &err);
     struct db_queue_upkeep u = {.queue = PQgetvalue(rows, i, 1),
@@ -163,7 +237,11 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
     /* the sweep failing (a timeout, say) does not hold back the purges, nor the reverse */
     struct db_error purge_err;
     struct queues_pass p = {.batch = batch, .each = each, .ctx = ctx};
-    enum db_status st = janitor_expire(pool, batch, each, ctx, err);
+    struct expiry x = {each, ctx};
+    /* the expiry sweep across all queues, then the dedupe windows that have passed */
+    enum db_status st = sweep(pool, &st_expire, batch, expired_rows, &x, err);
+    if (st == DB_OK)
+        st = sweep(pool, &st_dedupe_expire, batch, counted, NULL, err);
     enum db_status purge = db_upkeep_run(pool, &db_queues_upkeep, &p, &purge_err);
     if (st == DB_OK && purge != DB_OK) {
         *err = purge_err;

@@ -13,72 +13,139 @@
 #include "db/listener.h"
 #include "db/tx.h"
 
+/* clang-format off */
 #define QUEUE_COLUMNS                                                                              \
     "id, name, max_attempts, lease_seconds, backoff_base_seconds, backoff_max_seconds, "           \
-    "retention_seconds, " DB_TS("created_at") ", " DB_TS("updated_at")
+    "retention_seconds, " DB_TS("created_at") ", " DB_TS("updated_at") ", "                        \
+    QUEUE_RETENTION("", "succeeded") ", " QUEUE_RETENTION("", "failed") ", "                       \
+    QUEUE_RETENTION("", "cancelled") ", dedupe_window_seconds"
+/* clang-format on */
+/* the columns QUEUE_COLUMNS reads, for a query that reads more after them */
+#define QUEUE_NCOLUMNS 13
 
 static const struct db_stmt st_queue_resolve = {
     "queue_resolve", "SELECT " QUEUE_COLUMNS " FROM rowlock.queues WHERE name = $1", 1};
 static const struct db_stmt st_queue_upsert = {
     "queue_upsert",
     "INSERT INTO rowlock.queues AS q (name, max_attempts, lease_seconds, backoff_base_seconds, "
-    "backoff_max_seconds, retention_seconds) VALUES ($1, $2, $3, $4, $5, $6) "
+    "backoff_max_seconds, retention_seconds, succeeded_retention_seconds, "
+    "failed_retention_seconds, cancelled_retention_seconds, dedupe_window_seconds) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
     "ON CONFLICT (name) DO UPDATE SET max_attempts = EXCLUDED.max_attempts, "
     "lease_seconds = EXCLUDED.lease_seconds, backoff_base_seconds = "
     "EXCLUDED.backoff_base_seconds, backoff_max_seconds = EXCLUDED.backoff_max_seconds, "
-    "retention_seconds = EXCLUDED.retention_seconds, updated_at = now() "
+    "retention_seconds = EXCLUDED.retention_seconds, "
+    "succeeded_retention_seconds = EXCLUDED.succeeded_retention_seconds, "
+    "failed_retention_seconds = EXCLUDED.failed_retention_seconds, "
+    "cancelled_retention_seconds = EXCLUDED.cancelled_retention_seconds, "
+    "dedupe_window_seconds = EXCLUDED.dedupe_window_seconds, updated_at = now() "
     "RETURNING (xmax = 0), " QUEUE_COLUMNS,
-    6};
+    10};
 static const struct db_stmt st_queue_stats = {
-    "queue_stats", "SELECT " QUEUE_STATS_COLUMNS " FROM rowlock.jobs WHERE queue_id = $1", 1};
+    "queue_stats", "SELECT " QUEUE_STATS_COLUMNS("$1") " FROM rowlock.jobs WHERE queue_id = $1", 1};
+/* clang-format off */
 static const struct db_stmt st_queue_list = {
     "queue_list",
-    "SELECT " QUEUE_COLUMNS ", s.* FROM rowlock.queues q2, LATERAL (SELECT " QUEUE_STATS_COLUMNS
-    " FROM rowlock.jobs WHERE queue_id = q2.id) s WHERE q2.name > coalesce($1, '') "
-    "ORDER BY q2.name LIMIT $2",
+    "SELECT " QUEUE_COLUMNS ", s.* FROM rowlock.queues q2, LATERAL (SELECT "
+    QUEUE_STATS_COLUMNS("q2.id") " FROM rowlock.jobs WHERE queue_id = q2.id) s "
+    "WHERE q2.name > coalesce($1, '') ORDER BY q2.name LIMIT $2",
     2};
+/* clang-format on */
+
+/* A dedupe window row d that an enqueue may take: its window has passed and no job it names is
+ * pending or processing (a job longer unfinished than its window still holds its key). */
+#define DEDUPE_FREE(d)                                                                             \
+    "(" d ".expires_at <= now() AND NOT EXISTS (SELECT 1 FROM rowlock.jobs j WHERE j.id = " d      \
+    ".job_id AND j.state IN ('pending', 'processing')))"
+/* The job a dedupe window row names after an enqueue's upsert: ours when it was free. */
+#define DEDUPE_TAKE(d, col)                                                                        \
+    "CASE WHEN " DEDUPE_FREE(d) " THEN EXCLUDED." col " ELSE " d "." col " END"
 
 /* Enqueue: ids are drawn first so that every input row maps to its job. $8, when not NULL, is a
  * NOTIFY payload sent by this transaction (db_listener_inline), once: with the first row, whose
- * last column is then '' (NULL when not sent). Not with a synchronous standby: the NOTIFY's lock
- * would be held through the wait for it, and every notifying transaction would queue behind. */
+ * notify column is then '' (NULL when not sent). Not with a synchronous standby: the NOTIFY's
+ * lock would be held through the wait for it, and every notifying transaction would queue
+ * behind. $9: each job's dedupe window in seconds (NULL: the queue's).
+ *
+ * A job with a dedupe key takes the key's row in rowlock.job_dedupe first: the first job of the
+ * batch with that key upserts it, which waits for any other enqueue or settlement holding it and
+ * then, locked, names our job only when the row was free (DEDUPE_FREE) and no job this statement
+ * sees unfinished holds the key (then the row names that job); the job goes in only when the row
+ * names it, and jobs_dedupe still refuses it when an unfinished job the statement could not see
+ * holds the key. So every enqueue of a key honours a live window, and the row holds the key for
+ * the window of the enqueue that took it (0: until its job finishes, as jobs_dedupe does).
+ * Columns: i, id, created, notify, then for a duplicate the state of its job as this statement
+ * sees it (NULL: not seen) and its window's final_state (set: deleted as it ended), and whether
+ * the window row names our own job though none went in (a job unfinished that the statement
+ * could not see held the key). */
+/* clang-format off */
 static const struct db_stmt st_enqueue = {
     "jobs_enqueue",
-    "WITH q AS (SELECT id, max_attempts FROM rowlock.queues WHERE id = $1), "
+    "WITH q AS (SELECT id, max_attempts, dedupe_window_seconds FROM rowlock.queues WHERE id = $1), "
     "input AS (SELECT nextval('rowlock.jobs_id_seq') AS id, u.* FROM (SELECT * FROM "
-    "  unnest($2::text[], $3::text[], $4::text[], $5::float8[], $6::int[], $7::int[]) "
-    "  WITH ORDINALITY AS x(payload, dedupe, run_at, delay, priority, max_attempts, i) "
+    "  unnest($2::text[], $3::text[], $4::text[], $5::float8[], $6::int[], $7::int[], $9::int[]) "
+    "  WITH ORDINALITY AS x(payload, dedupe, run_at, delay, priority, max_attempts, win, i) "
     "  ORDER BY i) u), "
     "timed AS (SELECT input.*, coalesce(run_at::timestamptz, now() + make_interval(secs => "
-    "  delay)) AS due FROM input), "
+    "  delay)) AS due, coalesce(input.win, q.dedupe_window_seconds) AS hold, "
+    "  (SELECT j.id FROM rowlock.jobs j WHERE j.queue_id = $1 AND j.dedupe_key = input.dedupe "
+    "  AND j.state IN ('pending', 'processing')) AS held_by FROM input, q), "
+    "win AS (INSERT INTO rowlock.job_dedupe AS d (queue_id, dedupe_key, job_id, expires_at) "
+    "  SELECT DISTINCT ON (t.dedupe) $1, t.dedupe, coalesce(t.held_by, t.id), "
+    "  now() + make_interval(secs => t.hold) FROM timed t WHERE t.dedupe IS NOT NULL "
+    "  ORDER BY t.dedupe, t.i "
+    "  ON CONFLICT (queue_id, dedupe_key) DO UPDATE SET job_id = " DEDUPE_TAKE("d", "job_id") ", "
+    "  expires_at = " DEDUPE_TAKE("d", "expires_at") ", "
+    "  final_state = " DEDUPE_TAKE("d", "final_state") " "
+    "  RETURNING d.dedupe_key, d.job_id, d.final_state), "
     "ins AS (INSERT INTO rowlock.jobs (id, queue_id, state, priority, run_at, claimable_at, "
     "  max_attempts, dedupe_key) SELECT t.id, q.id, 'pending', t.priority, t.due, t.due, "
-    "  coalesce(nullif(t.max_attempts, 0), q.max_attempts), t.dedupe FROM timed t, q ORDER BY t.i "
+    "  coalesce(nullif(t.max_attempts, 0), q.max_attempts), t.dedupe FROM timed t, q "
+    "  WHERE t.dedupe IS NULL OR t.id IN (SELECT job_id FROM win) ORDER BY t.i "
     "  ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN "
     "  ('pending', 'processing') DO NOTHING RETURNING id), "
     "bodies AS (INSERT INTO rowlock.job_bodies (job_id, payload) SELECT ins.id, "
-    "  input.payload::jsonb FROM ins JOIN input ON input.id = ins.id) "
-    "SELECT input.i, coalesce(ins.id, "
-    "  (SELECT min(i2.id) FROM ins i2 JOIN input x2 ON x2.id = i2.id WHERE x2.dedupe = "
-    "input.dedupe), "
-    "  (SELECT j.id FROM rowlock.jobs j WHERE j.queue_id = $1 "
-    "  AND j.dedupe_key = input.dedupe AND j.state IN ('pending', 'processing'))), "
-    "  ins.id IS NOT NULL, "
-    "  CASE WHEN input.i = 1 AND $8::text IS NOT NULL "
+    "  input.payload::jsonb FROM ins JOIN input ON input.id = ins.id), "
+    "res AS (SELECT t.i, ins.id AS created, coalesce(ins.id, nullif(w.job_id, t.id), "
+    "  (SELECT min(i2.id) FROM ins i2 JOIN input x2 ON x2.id = i2.id WHERE x2.dedupe = t.dedupe), "
+    "  t.held_by) AS id, "
+    "  w.final_state, ins.id IS NULL AND w.job_id = t.id AS orphan, t.id AS drawn "
+    "  FROM timed t LEFT JOIN ins ON ins.id = t.id "
+    "  LEFT JOIN win w ON w.dedupe_key = t.dedupe) "
+    "SELECT r.i, r.id, r.created IS NOT NULL, "
+    "  CASE WHEN r.i = 1 AND $8::text IS NOT NULL "
     "    AND current_setting('synchronous_standby_names') = '' "
-    "    THEN pg_notify('" DB_LISTENER_CHANNEL "', $8::text)::text END "
-    "FROM input LEFT JOIN ins ON ins.id = input.id ORDER BY input.i",
-    8};
+    "    THEN pg_notify('" DB_LISTENER_CHANNEL "', $8::text)::text END, "
+    "  CASE WHEN r.created IS NULL THEN (SELECT j.state FROM rowlock.jobs j WHERE j.id = r.id) "
+    "  END, r.final_state, coalesce(r.orphan, false), r.drawn "
+    "FROM res r ORDER BY r.i",
+    9};
+/* clang-format on */
 
 /* The job holding a dedupe key that the enqueue above found taken but could not see: a
  * transaction still running held the key, so the INSERT waited for it to commit, and the
  * statement's snapshot (taken before that commit) does not show its job. A new statement
- * does. */
+ * does. Its id and state. */
 static const struct db_stmt st_enqueue_dedupe_id = {
     "jobs_enqueue_dedupe_id",
-    "SELECT id FROM rowlock.jobs WHERE queue_id = $1 AND dedupe_key = $2 "
+    "SELECT id, state FROM rowlock.jobs WHERE queue_id = $1 AND dedupe_key = $2 "
     "ORDER BY state IN ('pending', 'processing') DESC, id DESC LIMIT 1",
     2};
+/* A duplicate's job ($3) by its window's key ($2), as a new statement sees it: its state and
+ * true while it is kept, else how it ended (when the window knows) and false. */
+static const struct db_stmt st_enqueue_dedupe_state = {
+    "jobs_enqueue_dedupe_state",
+    "SELECT state, true FROM rowlock.jobs WHERE id = $3 AND queue_id = $1 UNION ALL "
+    "SELECT coalesce(final_state, ''), false FROM rowlock.job_dedupe WHERE queue_id = $1 "
+    "AND dedupe_key = $2 AND job_id = $3 LIMIT 1",
+    3};
+/* A window row that the enqueue took for its job ($4) though none went in, the key being held
+ * by the unfinished job $3: the window names that job instead. */
+static const struct db_stmt st_enqueue_dedupe_repoint = {
+    "jobs_enqueue_dedupe_repoint",
+    "UPDATE rowlock.job_dedupe SET job_id = $3 WHERE queue_id = $1 AND dedupe_key = $2 "
+    "AND job_id = $4",
+    4};
 
 /* clang-format off */
 #define JOB_COLUMNS \
@@ -135,9 +202,15 @@ static const struct db_stmt st_job_retry = {
     "claimable_at = now(), finished_at = NULL, updated_at = now() "
     "WHERE j.id = $1 AND j.queue_id = $2 AND j.state = 'failed' RETURNING j.id",
     2};
+/* Cancel: an unfinished job becomes failed with last_error {"cancelled": true}, or is deleted
+ * when its queue keeps no cancelled jobs. Columns: the state it had, whether it was cancelled,
+ * whether it was deleted. */
+/* clang-format off */
 static const struct db_stmt st_job_cancel = {
     "job_cancel",
-    "WITH target AS (SELECT j.id, j.state, j.fence FROM rowlock.jobs j WHERE j.id = $1 AND "
+    "WITH q AS (SELECT " QUEUE_RETENTION("q.", "cancelled") " = 0 AS drop FROM rowlock.queues q "
+    "  WHERE q.id = $2), "
+    "target AS (SELECT j.id, j.state, j.fence FROM rowlock.jobs j WHERE j.id = $1 AND "
     "  j.queue_id = $2 FOR UPDATE), "
     "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
@@ -145,14 +218,41 @@ static const struct db_stmt st_job_cancel = {
     "  attempt_ended_at = CASE WHEN j.state = 'processing' THEN now() ELSE j.attempt_ended_at "
     "    END, "
     "  attempt_outcome = CASE WHEN j.state = 'processing' THEN 'failed' ELSE j.attempt_outcome "
-    "    END FROM target "
-    "  WHERE j.id = target.id AND j.state IN ('pending', 'processing') RETURNING j.id, j.fence), "
+    "    END FROM target, q "
+    "  WHERE j.id = target.id AND j.state IN ('pending', 'processing') AND NOT q.drop "
+    "  RETURNING j.id, j.fence), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"cancelled\": true}' FROM w "
-    "  WHERE b.job_id = w.id) "
-    "SELECT target.state, w.id IS NOT NULL FROM target LEFT JOIN w ON true",
+    "  WHERE b.job_id = w.id), "
+    "gone AS (DELETE FROM rowlock.jobs j USING target, q WHERE j.id = target.id "
+    "  AND j.state IN ('pending', 'processing') AND q.drop "
+    "  RETURNING " JOBS_GONE_RETURNING("'cancelled'") "), " JOBS_GONE("gone") " "
+    "SELECT target.state, w.id IS NOT NULL OR gone.id IS NOT NULL, gone.id IS NOT NULL "
+    "FROM target LEFT JOIN w ON true LEFT JOIN gone ON true",
     2};
+/* clang-format on */
 
 /* ---- helpers ---- */
+
+static struct {
+    _Atomic unsigned long long succeeded, failed, cancelled;
+} deleted;
+
+void db_jobs_deleted_add(const char *final_state, unsigned long long n)
+{
+    if (strcmp(final_state, "succeeded") == 0)
+        deleted.succeeded += n;
+    else if (strcmp(final_state, "cancelled") == 0)
+        deleted.cancelled += n;
+    else
+        deleted.failed += n;
+}
+
+void db_jobs_deleted_get(struct db_jobs_deleted *out)
+{
+    out->succeeded = deleted.succeeded;
+    out->failed = deleted.failed;
+    out->cancelled = deleted.cancelled;
+}
 
 static char *dup_or_null(const PGresult *r, int row, int col)
 {
@@ -188,6 +288,14 @@ static void queue_from_row(const PGresult *r, int row, int col, struct db_queue 
     q->cfg.retention_seconds = atoi(PQgetvalue(r, row, col + 6));
     db_copy(q->created_at, sizeof(q->created_at), PQgetvalue(r, row, col + 7));
     db_copy(q->updated_at, sizeof(q->updated_at), PQgetvalue(r, row, col + 8));
+    int *per_state[] = {&q->cfg.succeeded_retention_seconds, &q->cfg.failed_retention_seconds,
+                        &q->cfg.cancelled_retention_seconds};
+    for (int i = 0; i < 3; i++) {
+        *per_state[i] = atoi(PQgetvalue(r, row, col + 9 + i));
+        if (*per_state[i] == 0)
+            *per_state[i] = DB_RETENTION_DELETE;
+    }
+    q->cfg.dedupe_window_seconds = atoi(PQgetvalue(r, row, col + 12));
 }
 
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s)
@@ -197,6 +305,7 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     s->succeeded = strtoll(PQgetvalue(r, row, col + 2), NULL, 10);
     s->failed = strtoll(PQgetvalue(r, row, col + 3), NULL, 10);
     s->oldest_pending_age_seconds = atof(PQgetvalue(r, row, col + 4));
+    s->dedupe_keys = strtoll(PQgetvalue(r, row, col + 5), NULL, 10);
 }
 
 /* Resolves the queue by name in the caller's transaction; 0 when there is none. */
@@ -295,7 +404,15 @@ static enum db_status put_queue_tx(struct db_conn *c, void *arg, struct db_error
     snprintf(bb, sizeof(bb), "%.6f", a->cfg->backoff_base_seconds);
     snprintf(bm, sizeof(bm), "%.6f", a->cfg->backoff_max_seconds);
     snprintf(rs, sizeof(rs), "%d", a->cfg->retention_seconds);
-    const char *params[] = {a->name, ma, ls, bb, bm, rs};
+    const int per_state[] = {a->cfg->succeeded_retention_seconds, a->cfg->failed_retention_seconds,
+                             a->cfg->cancelled_retention_seconds, a->cfg->dedupe_window_seconds};
+    char text[4][DB_INT_TEXT];
+    const char *params[10] = {a->name, ma, ls, bb, bm, rs};
+    for (int i = 0; i < 4; i++) {
+        snprintf(text[i], sizeof(text[i]), "%d", per_state[i] < 0 ? 0 : per_state[i]);
+        /* NULL: retention_seconds */
+        params[6 + i] = per_state[i] == DB_RETENTION_INHERIT && i < 3 ? NULL : text[i];
+    }
     PGresult *r = NULL;
     enum db_status st = db_query(c, &st_queue_upsert, params, &r, err);
     if (st != DB_OK)
@@ -357,8 +474,8 @@ enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_q
 /* Delete: the queue's row locked first (an enqueue's foreign key check waits for it, and then
  * finds no queue), a quick look for a job in processing, then every job's row locked (a claim
  * that locked one first has finished by then, and its job is seen as processing), then all of
- * it deleted: the attempt history (no foreign key), then the queue (its jobs, their bodies and
- * its janitor row go with it, by their foreign keys' ON DELETE CASCADE). */
+ * it deleted: the attempt history and dedupe windows (no foreign keys), then the queue (its jobs,
+ * their bodies and its janitor row go with it, by their foreign keys' ON DELETE CASCADE). */
 static const struct db_stmt st_queue_lock = {
     "queue_lock", "SELECT id FROM rowlock.queues WHERE name = $1 FOR UPDATE", 1};
 static const struct db_stmt st_queue_busy = {
@@ -372,7 +489,8 @@ static const struct db_stmt st_queue_jobs_lock = {
 static const struct db_stmt st_queue_drop = {
     "queue_drop",
     "WITH history AS (DELETE FROM rowlock.job_attempts a USING rowlock.jobs j "
-    "  WHERE j.queue_id = $1 AND a.job_id = j.id) "
+    "  WHERE j.queue_id = $1 AND a.job_id = j.id), "
+    "windows AS (DELETE FROM rowlock.job_dedupe WHERE queue_id = $1) "
     "DELETE FROM rowlock.queues WHERE id = $1",
     1};
 
@@ -464,7 +582,7 @@ enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit
         struct db_queue q;
         struct db_queue_stats s;
         queue_from_row(a.rows, i, 0, &q);
-        db_queue_stats_from_row(a.rows, i, 9, &s);
+        db_queue_stats_from_row(a.rows, i, QUEUE_NCOLUMNS, &s);
         each(&q, &s, ctx);
     }
     PQclear(a.rows);
@@ -489,8 +607,13 @@ static const char *job_column(const void *items, size_t i, size_t col, char *buf
     case 4:
         snprintf(buf, size, "%d", j->priority);
         return buf;
-    default:
+    case 5:
         snprintf(buf, size, "%d", j->max_attempts);
+        return buf;
+    default:
+        if (j->dedupe_window == 0)
+            return NULL; /* the queue's */
+        snprintf(buf, size, "%d", j->dedupe_window < 0 ? 0 : j->dedupe_window);
         return buf;
     }
 }
@@ -505,23 +628,69 @@ struct enqueue {
     enum db_queue_verdict verdict;
 };
 
-/* Reads the id of the job holding key (st_enqueue_dedupe_id) into *id. The enqueue has
- * committed by now (its COMMIT went with it): a failure here leaves the outcome of the other
- * jobs of the batch unknown to the client. */
-static enum db_status dedupe_id(struct db_conn *c, int64_t queue, const char *key, int64_t *id,
-                                struct db_error *err)
+/* A duplicate the enqueue could not fully see (its statement's snapshot predates the enqueue
+ * that holds the key): a new statement reads the job holding the key (id 0 in *ref), or the
+ * state of the one it knows; a window row the enqueue took for a job that never went in is
+ * pointed at the job that holds the key. The enqueue has committed by now (its COMMIT went with
+ * it): a failure here leaves the outcome of the other jobs of the batch unknown to the client. */
+static enum db_status dedupe_follow_up(struct db_conn *c, int64_t queue, const char *key,
+                                       int64_t drawn, int orphan, struct db_job_ref *ref,
+                                       struct db_error *err)
 {
-    char qid[DB_INT_TEXT];
+    char qid[DB_INT_TEXT], id[DB_INT_TEXT], mine[DB_INT_TEXT];
     snprintf(qid, sizeof(qid), "%" PRId64, queue);
-    const char *params[] = {qid, key};
     PGresult *r = NULL;
-    enum db_status st = db_query(c, &st_enqueue_dedupe_id, params, &r, err);
-    if (st != DB_OK)
+    enum db_status st = DB_OK;
+    if (ref->id == 0 || orphan) {
+        const char *params[] = {qid, key};
+        if (db_query(c, &st_enqueue_dedupe_id, params, &r, err) != DB_OK)
+            return DB_ERR_OUTCOME_UNKNOWN;
+        if (PQntuples(r) == 1) {
+            ref->id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            db_copy(ref->state, sizeof(ref->state), PQgetvalue(r, 0, 1));
+            ref->kept = 1;
+        }
+        PQclear(r);
+        if (orphan && ref->id != 0) {
+            snprintf(id, sizeof(id), "%" PRId64, ref->id);
+            snprintf(mine, sizeof(mine), "%" PRId64, drawn);
+            const char *repoint[] = {qid, key, id, mine};
+            st = db_query(c, &st_enqueue_dedupe_repoint, repoint, NULL, err);
+        }
+        return st == DB_OK ? DB_OK : DB_ERR_OUTCOME_UNKNOWN;
+    }
+    snprintf(id, sizeof(id), "%" PRId64, ref->id);
+    const char *params[] = {qid, key, id};
+    if (db_query(c, &st_enqueue_dedupe_state, params, &r, err) != DB_OK)
         return DB_ERR_OUTCOME_UNKNOWN;
-    if (PQntuples(r) == 1)
-        *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    if (PQntuples(r) == 1) {
+        db_copy(ref->state, sizeof(ref->state), PQgetvalue(r, 0, 0));
+        ref->kept = PQgetvalue(r, 0, 1)[0] == 't';
+    }
     PQclear(r);
     return DB_OK;
+}
+
+/* Reads row i of st_enqueue's result into ref; *follow set when the row needs
+ * dedupe_follow_up. */
+static void enqueued_row(const PGresult *r, int i, struct db_job_ref *ref, int *follow)
+{
+    memset(ref, 0, sizeof(*ref));
+    ref->id = PQgetisnull(r, i, 1) ? 0 : strtoll(PQgetvalue(r, i, 1), NULL, 10);
+    ref->verdict = PQgetvalue(r, i, 2)[0] == 't' ? DB_Q_CREATED : DB_Q_DUPLICATE;
+    *follow = 0;
+    if (ref->verdict == DB_Q_CREATED) {
+        db_copy(ref->state, sizeof(ref->state), "pending");
+        ref->kept = 1;
+    } else if (!PQgetisnull(r, i, 5)) {
+        /* deleted as it ended: newer than what the statement's snapshot may still show */
+        db_copy(ref->state, sizeof(ref->state), PQgetvalue(r, i, 5));
+    } else if (!PQgetisnull(r, i, 4)) {
+        db_copy(ref->state, sizeof(ref->state), PQgetvalue(r, i, 4));
+        ref->kept = 1;
+    } else {
+        *follow = 1;
+    }
 }
 
 static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *err)
@@ -531,11 +700,11 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     int found;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st = db_queue_arrays(&arr, a->jobs, a->n, 6, job_column, err);
+    enum db_status st = db_queue_arrays(&arr, a->jobs, a->n, 7, job_column, err);
     if (st != DB_OK)
         return st;
-    const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2],
-                            arr.arr[3], arr.arr[4], arr.arr[5], a->notify};
+    const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3],
+                            arr.arr[4], arr.arr[5], a->notify,  arr.arr[6]};
     PGresult *r = NULL;
     st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
                    err, &a->verdict);
@@ -550,10 +719,14 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
         return st;
     a->notified = PQntuples(r) > 0 && !PQgetisnull(r, 0, 3);
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
-        a->out[i].id = strtoll(PQgetvalue(r, i, 1), NULL, 10);
-        a->out[i].verdict = PQgetvalue(r, i, 2)[0] == 't' ? DB_Q_CREATED : DB_Q_DUPLICATE;
-        if (st == DB_OK && PQgetisnull(r, i, 1) && a->jobs[i].dedupe_key != NULL)
-            st = dedupe_id(c, q.id, a->jobs[i].dedupe_key, &a->out[i].id, err);
+        int follow;
+        enqueued_row(r, i, &a->out[i], &follow);
+        /* the window row names our drawn id, though no job went in */
+        int orphan = PQgetvalue(r, i, 6)[0] == 't';
+        int64_t drawn = strtoll(PQgetvalue(r, i, 7), NULL, 10);
+        follow = follow || orphan;
+        if (st == DB_OK && follow && a->jobs[i].dedupe_key != NULL)
+            st = dedupe_follow_up(c, q.id, a->jobs[i].dedupe_key, drawn, orphan, &a->out[i], err);
     }
     PQclear(r);
     a->verdict = DB_Q_OK;
@@ -651,6 +824,7 @@ static enum db_status get_job_tx(struct db_conn *c, void *arg, struct db_error *
         job_from_row(r, 0, a->out);
         a->verdict = DB_Q_OK;
     }
+    a->out->queue = q.cfg;
     PQclear(r);
     if (a->verdict != DB_Q_OK)
         return DB_OK;
@@ -791,6 +965,8 @@ enum db_status db_jobs_cancel(struct db_pool *pool, const char *queue, int64_t i
         *verdict = PQntuples(a.rows) == 0               ? DB_Q_JOB_NOT_FOUND
                    : PQgetvalue(a.rows, 0, 1)[0] == 't' ? DB_Q_OK
                                                         : DB_Q_JOB_TERMINAL;
+    if (st == DB_OK && *verdict == DB_Q_OK && PQgetvalue(a.rows, 0, 2)[0] == 't')
+        db_jobs_deleted_add("cancelled", 1);
     PQclear(a.rows);
     return st;
 }

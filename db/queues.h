@@ -23,8 +23,20 @@ struct db_queue_config {
     int lease_seconds;
     double backoff_base_seconds; /* retry n waits base * 2^(n-1), at most max */
     double backoff_max_seconds;
-    int retention_seconds; /* finished jobs are purged after this */
+    int retention_seconds; /* finished jobs are purged after this, unless their state says */
+    /* How long jobs that end succeeded, failed or cancelled are kept, each: seconds,
+     * DB_RETENTION_INHERIT (0, so that a configuration left zero keeps jobs as before) follows
+     * retention_seconds, DB_RETENTION_DELETE deletes the job, its body and its attempt history
+     * in the statement that finishes it. As read: seconds in effect, or DB_RETENTION_DELETE. */
+    int succeeded_retention_seconds, failed_retention_seconds, cancelled_retention_seconds;
+    /* An enqueue's dedupe key is held this long after it (0: only while its job is pending or
+     * processing), whatever happens to the job. */
+    int dedupe_window_seconds;
 };
+#define DB_RETENTION_INHERIT 0
+#define DB_RETENTION_DELETE  (-1)
+#define DB_RETENTION_MAX     (86400 * 3650) /* seconds any retention may be at most */
+#define DB_DEDUPE_WINDOW_MAX (86400 * 366)  /* seconds a dedupe window may be at most */
 
 struct db_queue {
     int64_t id;
@@ -36,13 +48,14 @@ struct db_queue {
 struct db_queue_stats {
     int64_t pending, processing, succeeded, failed;
     double oldest_pending_age_seconds;
+    int64_t dedupe_keys; /* keys held by a dedupe window now */
 };
 
 /* Why a queue call did not do what was asked. */
 enum db_queue_verdict {
     DB_Q_OK,
     DB_Q_CREATED,
-    DB_Q_DUPLICATE, /* enqueue: an unfinished job has this dedupe key */
+    DB_Q_DUPLICATE, /* enqueue: a job holds this dedupe key (unfinished, or within its window) */
     DB_Q_QUEUE_NOT_FOUND,
     DB_Q_JOB_NOT_FOUND,
     DB_Q_OWNER_MISMATCH,
@@ -81,11 +94,17 @@ struct db_job_in {
     double delay_seconds;   /* used when run_at is NULL */
     int priority;           /* higher first */
     int max_attempts;       /* 0: the queue's */
+    int dedupe_window; /* seconds its key is held (0: the queue's; DB_NO_DEDUPE_WINDOW: none) */
 };
+#define DB_NO_DEDUPE_WINDOW (-1)
 
 struct db_job_ref {
     int64_t id;
     enum db_queue_verdict verdict; /* DB_Q_CREATED or DB_Q_DUPLICATE */
+    /* a duplicate's job: its state ("" when it could not be read), and whether it is still
+     * kept (0: deleted as it ended, or purged; state is then how it ended, when known) */
+    char state[DB_JOB_STATE_TEXT];
+    int kept;
 };
 
 /* Enqueues n jobs in one transaction. out has n entries. */
@@ -123,6 +142,7 @@ struct db_job {
     char *payload, *progress, *result, *last_error; /* JSON text or NULL */
     struct db_attempt *history;
     size_t nhistory;
+    struct db_queue_config queue; /* the queue's settings, read with it (also when not found) */
 };
 void db_job_clear(struct db_job *j);
 
@@ -142,7 +162,8 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
 /* Operator retry: a failed job becomes pending with a fresh set of attempts. */
 enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id,
                              enum db_queue_verdict *verdict, struct db_error *err);
-/* Cancel: an unfinished job becomes failed (a worker's later writes are refused as terminal). */
+/* Cancel: an unfinished job becomes failed (a worker's later writes are refused as terminal),
+ * or is deleted when its queue keeps no cancelled jobs (a worker's later writes: not found). */
 enum db_status db_jobs_cancel(struct db_pool *pool, const char *queue, int64_t id,
                               enum db_queue_verdict *verdict, struct db_error *err);
 
@@ -164,6 +185,13 @@ struct db_leases_combined {
     unsigned long long claims, claim_transactions, settlements, settlement_transactions;
 };
 void db_leases_combined_get(struct db_leases_combined *out);
+
+/* Jobs deleted as they ended because their queue keeps none of their final state (retention
+ * 0), since the process started. */
+struct db_jobs_deleted {
+    unsigned long long succeeded, failed, cancelled;
+};
+void db_jobs_deleted_get(struct db_jobs_deleted *out);
 
 /* Claims up to max_jobs claimable jobs for owner in one statement (pending and due, or
  * processing with an expired lease), highest priority first, then oldest. lease_seconds 0: the

@@ -26,13 +26,39 @@ static inline enum db_status finish(enum db_status st)
     return st == DB_ABORTED ? DB_OK : st;
 }
 
-/* A queue's counts by state and oldest due pending age, as db_queue_stats_from_row reads them. */
-#define QUEUE_STATS_COLUMNS                                                                        \
+/* A queue's counts by state, oldest due pending age and dedupe keys held by a window (qid: SQL
+ * of the queue's id), over its rowlock.jobs rows, as db_queue_stats_from_row reads them. */
+#define QUEUE_STATS_COLUMNS(qid)                                                                   \
     "count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'processing'), "    \
     "count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'), "      \
     "coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND "         \
-    "run_at <= now())), 0)"
+    "run_at <= now())), 0), (SELECT count(*) FROM rowlock.job_dedupe d WHERE d.queue_id = " qid    \
+    " AND d.expires_at > now())"
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s);
+
+/* How long a queue (rowlock.queues; q: its alias and a dot, or "") keeps its jobs that end in
+ * state (succeeded, failed or cancelled), in seconds: its own setting for the state, else
+ * retention_seconds. 0: not kept. */
+#define QUEUE_RETENTION(q, state) "coalesce(" q state "_retention_seconds, " q "retention_seconds)"
+/* A finished job's state for retention (j is rowlock.jobs, b its job_bodies row): a cancelled
+ * job is failed with last_error {"cancelled": true}. */
+#define JOB_CANCELLED(b) "(" b ".last_error = '{\"cancelled\": true}'::jsonb)"
+/* What goes with jobs deleted by the CTE gone (returning id, queue_id, dedupe_key and final,
+ * the state they ended in): their attempt history, and in the dedupe window that names one of
+ * them, how it ended (its body goes by its foreign key). Two CTEs, gone_history and
+ * gone_window. */
+#define JOBS_GONE(gone)                                                                            \
+    "gone_history AS (DELETE FROM rowlock.job_attempts a USING " gone " WHERE a.job_id = " gone    \
+    ".id), gone_window AS (UPDATE rowlock.job_dedupe d SET final_state = " gone                    \
+    ".final FROM " gone " WHERE " gone ".dedupe_key IS NOT NULL AND d.queue_id = " gone            \
+    ".queue_id AND "                                                                               \
+    "d.dedupe_key = " gone ".dedupe_key AND d.job_id = " gone ".id)"
+/* The deleted jobs' RETURNING list for JOBS_GONE (j is rowlock.jobs; final: SQL of the state). */
+#define JOBS_GONE_RETURNING(final) "j.id, j.queue_id, j.dedupe_key, " final "::text AS final"
+
+/* Counts jobs deleted as they ended (retention 0), per final state: db/leases.c, db/queues.c and
+ * db/queue_upkeep.c add what their statements deleted. */
+void db_jobs_deleted_add(const char *final_state, unsigned long long n);
 
 /* One statement's rows in a transaction of its own (db_tx_run's fn; arg a struct db_queue_rows,
  * whose rows the caller PQclears). */

@@ -229,21 +229,38 @@ void queue_count_rejection(const char *queue, enum db_queue_verdict v)
 
 /* ---- queues ---- */
 
+/* A retention as the API says it: seconds, 0 for not kept. */
+static int kept_seconds(int retention)
+{
+    return retention == DB_RETENTION_DELETE ? 0 : retention;
+}
+
+/* A per-state retention member as parsed (-1: absent) as the workflow takes it. */
+static int retention_in(long long v)
+{
+    return v < 0 ? DB_RETENTION_INHERIT : v == 0 ? DB_RETENTION_DELETE : (int)v;
+}
+
 static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats *s)
 {
     json_t *j =
-        json_pack("{s:s, s:i, s:i, s:f, s:f, s:i, s:s, s:s}", "name", q->name, "max_attempts",
-                  q->cfg.max_attempts, "lease_seconds", q->cfg.lease_seconds,
+        json_pack("{s:s, s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "name", q->name,
+                  "max_attempts", q->cfg.max_attempts, "lease_seconds", q->cfg.lease_seconds,
                   "backoff_base_seconds", q->cfg.backoff_base_seconds, "backoff_max_seconds",
                   q->cfg.backoff_max_seconds, "retention_seconds", q->cfg.retention_seconds,
-                  "created_at", q->created_at, "updated_at", q->updated_at);
+                  "succeeded_retention_seconds", kept_seconds(q->cfg.succeeded_retention_seconds),
+                  "failed_retention_seconds", kept_seconds(q->cfg.failed_retention_seconds),
+                  "cancelled_retention_seconds", kept_seconds(q->cfg.cancelled_retention_seconds),
+                  "dedupe_window_seconds", q->cfg.dedupe_window_seconds, "created_at",
+                  q->created_at, "updated_at", q->updated_at);
     if (s == NULL)
         return j;
     return queue_with(j, "counts",
-                      json_pack("{s:I, s:I, s:I, s:I, s:f}", "pending", (json_int_t)s->pending,
+                      json_pack("{s:I, s:I, s:I, s:I, s:f, s:I}", "pending", (json_int_t)s->pending,
                                 "processing", (json_int_t)s->processing, "succeeded",
                                 (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
-                                "oldest_pending_age_seconds", s->oldest_pending_age_seconds));
+                                "oldest_pending_age_seconds", s->oldest_pending_age_seconds,
+                                "dedupe_keys", (json_int_t)s->dedupe_keys));
 }
 
 /* PUT /queues/{queue}'s body: the queue's configuration. 0, or -1 after replying 400. */
@@ -251,10 +268,17 @@ static int queue_config_parse(struct svc_request *req, struct db_queue_config *c
                               enum svc_outcome *out)
 {
     json_t *b = svc_req_json(req);
-    static const char *const allowed[] = {"max_attempts",         "lease_seconds",
-                                          "backoff_base_seconds", "backoff_max_seconds",
-                                          "retention_seconds",    NULL};
-    long long ma, ls, rs;
+    static const char *const allowed[] = {"max_attempts",
+                                          "lease_seconds",
+                                          "backoff_base_seconds",
+                                          "backoff_max_seconds",
+                                          "retention_seconds",
+                                          "succeeded_retention_seconds",
+                                          "failed_retention_seconds",
+                                          "cancelled_retention_seconds",
+                                          "dedupe_window_seconds",
+                                          NULL};
+    long long ma, ls, rs, sr, fr, cr, dw;
     double bb, bm;
     char why[160] = "the body must be a JSON object";
     if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
@@ -262,12 +286,29 @@ static int queue_config_parse(struct svc_request *req, struct db_queue_config *c
         !route_int_member(b, "lease_seconds", 1, 86400 * 7, 30, 0, &ls, why, sizeof(why)) ||
         !route_num_member(b, "backoff_base_seconds", 0, 86400, 1, &bb, why, sizeof(why)) ||
         !route_num_member(b, "backoff_max_seconds", 0, 86400 * 7, 300, &bm, why, sizeof(why)) ||
-        !route_int_member(b, "retention_seconds", 1, 86400 * 3650, 7 * 86400, 0, &rs, why,
+        !route_int_member(b, "retention_seconds", 1, DB_RETENTION_MAX, 7 * 86400, 0, &rs, why,
+                          sizeof(why)) ||
+        /* absent (-1): retention_seconds */
+        !route_int_member(b, "succeeded_retention_seconds", 0, DB_RETENTION_MAX, -1, 0, &sr, why,
+                          sizeof(why)) ||
+        !route_int_member(b, "failed_retention_seconds", 0, DB_RETENTION_MAX, -1, 0, &fr, why,
+                          sizeof(why)) ||
+        !route_int_member(b, "cancelled_retention_seconds", 0, DB_RETENTION_MAX, -1, 0, &cr, why,
+                          sizeof(why)) ||
+        !route_int_member(b, "dedupe_window_seconds", 0, DB_DEDUPE_WINDOW_MAX, 0, 0, &dw, why,
                           sizeof(why))) {
         *out = svc_reply_problem(req, ROUTE_P(INVALID_CONFIG), "%s", why);
         return -1;
     }
-    *cfg = (struct db_queue_config){(int)ma, (int)ls, bb, bm, (int)rs};
+    *cfg = (struct db_queue_config){.max_attempts = (int)ma,
+                                    .lease_seconds = (int)ls,
+                                    .backoff_base_seconds = bb,
+                                    .backoff_max_seconds = bm,
+                                    .retention_seconds = (int)rs,
+                                    .succeeded_retention_seconds = retention_in(sr),
+                                    .failed_retention_seconds = retention_in(fr),
+                                    .cancelled_retention_seconds = retention_in(cr),
+                                    .dedupe_window_seconds = (int)dw};
     return 0;
 }
 
@@ -365,9 +406,15 @@ static enum svc_outcome route_queues_list(struct svc_request *req)
 static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, char *why,
                              size_t size)
 {
-    static const char *const allowed[] = {"payload",  "dedupe_key",   "run_at", "delay_seconds",
-                                          "priority", "max_attempts", NULL};
-    long long prio, ma;
+    static const char *const allowed[] = {"payload",
+                                          "dedupe_key",
+                                          "run_at",
+                                          "delay_seconds",
+                                          "priority",
+                                          "max_attempts",
+                                          "dedupe_window_seconds",
+                                          NULL};
+    long long prio, ma, win;
     double delay;
     memset(out, 0, sizeof(*out));
     *payload = NULL;
@@ -378,7 +425,9 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
     if (!route_only_members(j, allowed, why, size) ||
         !route_int_member(j, "priority", -1000000, 1000000, 0, 0, &prio, why, size) ||
         !route_int_member(j, "max_attempts", 1, 1000000, 0, 0, &ma, why, size) ||
-        !route_num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size))
+        !route_num_member(j, "delay_seconds", 0, 86400.0 * 3650, 0, &delay, why, size) ||
+        !route_int_member(j, "dedupe_window_seconds", 0, DB_DEDUPE_WINDOW_MAX, -1, 0, &win, why,
+                          size))
         return PARSE_INVALID;
     if (json_object_get(j, "payload") == NULL) {
         snprintf(why, size, "a job has a \"payload\" (any JSON)");
@@ -394,14 +443,25 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
         snprintf(why, size, "\"run_at\" is an RFC 3339 timestamp string");
         return PARSE_INVALID;
     }
+    if (win >= 0 && dk == NULL) {
+        snprintf(why, size, "\"dedupe_window_seconds\" holds a \"dedupe_key\": give both");
+        return PARSE_INVALID;
+    }
     if (ra != NULL && json_object_get(j, "delay_seconds") != NULL) {
         snprintf(why, size, "give \"run_at\" or \"delay_seconds\", not both");
         return PARSE_INVALID;
     }
     if (queue_member_text(j, "payload", payload) != 0)
         return PARSE_UNENCODABLE;
-    *out = (struct db_job_in){
-        *payload, json_string_value(dk), json_string_value(ra), delay, (int)prio, (int)ma};
+    *out = (struct db_job_in){.payload = *payload,
+                              .dedupe_key = json_string_value(dk),
+                              .run_at = json_string_value(ra),
+                              .delay_seconds = delay,
+                              .priority = (int)prio,
+                              .max_attempts = (int)ma,
+                              .dedupe_window = win < 0    ? 0 /* the queue's */
+                                               : win == 0 ? DB_NO_DEDUPE_WINDOW
+                                                          : (int)win};
     return PARSE_OK;
 }
 
@@ -475,9 +535,17 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
                                        size_t created)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < e->n; i++)
-        arr = queue_appended(arr, json_pack("{s:I, s:b}", "id", (json_int_t)e->refs[i].id,
-                                            "duplicate", e->refs[i].verdict == DB_Q_DUPLICATE));
+    for (size_t i = 0; i < e->n; i++) {
+        const struct db_job_ref *r = &e->refs[i];
+        json_t *one = json_pack("{s:I, s:b}", "id", (json_int_t)r->id, "duplicate",
+                                r->verdict == DB_Q_DUPLICATE);
+        /* a duplicate says what became of its job: its state, and whether it is still kept */
+        if (one != NULL && r->verdict == DB_Q_DUPLICATE)
+            one = queue_with(
+                queue_with(one, "state", r->state[0] ? json_string(r->state) : json_null()), "kept",
+                json_boolean(r->kept));
+        arr = queue_appended(arr, one);
+    }
     json_t *res =
         e->batch != NULL ? json_pack("{s:o}", "jobs", arr) : json_incref(json_array_get(arr, 0));
     if (e->batch == NULL)
@@ -581,6 +649,23 @@ long long queue_budget(struct svc_request *req)
     return ((struct svc_app *)svc_req_app(req))->config->response_budget;
 }
 
+/* The final states a queue keeps no job of (retention 0), as a phrase into buf: 0 when it keeps
+ * jobs of every final state. */
+static int not_kept(const struct db_queue_config *q, char *buf, size_t size)
+{
+    const char *names[] = {"succeeded", "failed", "cancelled"};
+    const int ret[] = {q->succeeded_retention_seconds, q->failed_retention_seconds,
+                       q->cancelled_retention_seconds};
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 3; i++)
+        if (ret[i] == DB_RETENTION_DELETE && off < size)
+            off += (size_t)snprintf(buf + off, size - off, "%s%s", off ? ", " : "", names[i]);
+    if (off > 0 && off < size)
+        snprintf(buf + off, size - off, " jobs are deleted as they end");
+    return off > 0;
+}
+
 static enum svc_outcome route_job_get(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
@@ -595,7 +680,13 @@ static enum svc_outcome route_job_get(struct svc_request *req)
     enum db_status st = db_jobs_get(app->pool, queue, id, &j, &v, &err);
     char *text = NULL;
     size_t len = 0;
-    if (st != DB_OK || v != DB_Q_OK)
+    char kept[96];
+    if (st == DB_OK && v == DB_Q_JOB_NOT_FOUND && not_kept(&j.queue, kept, sizeof(kept)))
+        out = svc_reply_problem(req, QUEUE_P(JOB_NOT_FOUND),
+                                "queue %s has no job %" PRId64 ": it never existed, or it "
+                                "finished and was not kept (%s)",
+                                queue, id, kept);
+    else if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, id);
     else if ((text = job_text(&j, &len)) == NULL)
         out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "cannot encode the job");
@@ -732,6 +823,7 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     }
     svc_metrics_sample(r->lines[1], "rowlock_queue_oldest_pending_age_seconds", l.data,
                        s->oldest_pending_age_seconds);
+    svc_metrics_sample(r->lines[2], "rowlock_queue_dedupe_keys", l.data, (double)s->dedupe_keys);
     svc_buf_free(&l);
 }
 
@@ -742,10 +834,11 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
 static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int *ok)
 {
     struct svc_app *app = ctx;
-    struct svc_buf jobs, ages;
+    struct svc_buf jobs, ages, keys;
     svc_buf_init(&jobs, 16 * 1024 * 1024);
     svc_buf_init(&ages, 16 * 1024 * 1024);
-    struct stats_render r = {{&jobs, &ages}};
+    svc_buf_init(&keys, 16 * 1024 * 1024);
+    struct stats_render r = {{&jobs, &ages, &keys}};
     int64_t dead = 0;
     double oldest = 0;
     struct db_error err;
@@ -761,6 +854,10 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
                        "Age of the oldest due pending job");
     if (*ok && ages.data)
         svc_buf_append(out, ages.data, ages.len);
+    svc_metrics_family(out, "rowlock_queue_dedupe_keys", "gauge",
+                       "Dedupe keys held by a dedupe window (dedupe_window_seconds)");
+    if (*ok && keys.data)
+        svc_buf_append(out, keys.data, keys.len);
     svc_metrics_family(out, "rowlock_queue_dead_tuples", "gauge",
                        "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
     svc_metrics_sample(out, "rowlock_queue_dead_tuples", NULL, (double)dead);
@@ -769,6 +866,7 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
     svc_metrics_sample(out, "rowlock_db_oldest_transaction_age_seconds", NULL, oldest);
     svc_buf_free(&jobs);
     svc_buf_free(&ages);
+    svc_buf_free(&keys);
     return st == DB_ERR_TIMEOUT && budget_ms > 0;
 }
 
@@ -797,6 +895,20 @@ static void route_queues_render_metrics(struct svc_buf *b, struct svc_app *app)
                        (double)c.claim_transactions);
     svc_metrics_sample(b, "rowlock_queue_combined_transactions_total", "kind=\"settlement\"",
                        (double)c.settlement_transactions);
+    struct db_jobs_deleted d;
+    db_jobs_deleted_get(&d);
+    svc_metrics_family(b, "rowlock_queue_jobs_deleted_at_end_total", "counter",
+                       "Jobs deleted by the statement that finished them, by final state (their "
+                       "queue keeps none: retention 0)");
+    const struct {
+        const char *labels;
+        unsigned long long n;
+    } deleted[] = {{"state=\"succeeded\"", d.succeeded},
+                   {"state=\"failed\"", d.failed},
+                   {"state=\"cancelled\"", d.cancelled}};
+    for (size_t i = 0; i < sizeof(deleted) / sizeof(deleted[0]); i++)
+        svc_metrics_sample(b, "rowlock_queue_jobs_deleted_at_end_total", deleted[i].labels,
+                           (double)deleted[i].n);
 }
 
 static void janitor_one(const struct db_queue_upkeep *u, void *ctx)

@@ -336,6 +336,17 @@ const queuesView = {
 
 const STATES = ['pending', 'processing', 'succeeded', 'failed'];
 
+// How long a queue keeps the jobs that end in a state (0: deleted by the statement that ends them).
+const kept = (sec) => (sec === 0 ? 'deleted at end' : `kept ${fmtAge(sec)}`);
+
+function queueSettings(q, c) {
+  const win = q.dedupe_window_seconds
+    ? `dedupe window ${fmtAge(q.dedupe_window_seconds)} (${fmtNum(c.dedupe_keys)} ${c.dedupe_keys === 1 ? 'key' : 'keys'} held)`
+    : 'no dedupe window (a key is held while its job is unfinished)';
+  return `max_attempts ${q.max_attempts}, lease ${q.lease_seconds} s, backoff ${q.backoff_base_seconds}–${q.backoff_max_seconds} s; `
+    + `succeeded ${kept(q.succeeded_retention_seconds)}, failed ${kept(q.failed_retention_seconds)}, cancelled ${kept(q.cancelled_retention_seconds)}; ${win}.`;
+}
+
 const queueView = {
   title: (p) => `Queue ${p.queue}`,
   async load(p) {
@@ -360,7 +371,7 @@ const queueView = {
         ...STATES.map((s2) => [s2[0].toUpperCase() + s2.slice(1), fmtNum(c[s2]), `count-${s2}`]),
         ['Oldest pending', fmtAge(c.oldest_pending_age_seconds), 'oldest-pending'],
       ]),
-      h('p', { class: 'hint' }, `max_attempts ${d.queue.max_attempts}, lease ${d.queue.lease_seconds} s, backoff ${d.queue.backoff_base_seconds}–${d.queue.backoff_max_seconds} s, retention ${fmtAge(d.queue.retention_seconds)}.`),
+      h('p', { class: 'hint', 'data-testid': 'queue-settings' }, queueSettings(d.queue, c)),
       h('h2', {}, 'Throughput'),
       throughputChart(name),
       h('h3', {}, 'Fence rejections by reason'),
@@ -418,12 +429,19 @@ function throughputChart(queue) {
 
 const jobView = {
   title: (p) => `Job ${p.id} of ${p.queue}`,
-  async load(p) { return { job: await api(`/queues/${enc(p.queue)}/jobs/${enc(p.id)}`) }; },
+  async load(p) {
+    try { return { job: await api(`/queues/${enc(p.queue)}/jobs/${enc(p.id)}`) }; } catch (e) {
+      if (e.status !== 404) throw e;
+      return { missing: e }; // never enqueued, purged, or deleted as it ended (the detail says what the queue deletes)
+    }
+  },
   render(d, p) {
+    const crumbs = h('p', { class: 'crumbs' }, link('#/queues', 'Queues'), ' / ', link(qHref(p.queue), p.queue), ' / ');
+    if (d.missing) return [crumbs, h('h1', {}, `Job #${p.id}`), h('p', { id: 'missing' }, `${d.missing.message}.`)];
     const j = d.job;
     const write = can('write');
     return [
-      h('p', { class: 'crumbs' }, link('#/queues', 'Queues'), ' / ', link(qHref(p.queue), p.queue), ' / '),
+      crumbs,
       h('h1', {}, `Job #${j.id} `, badge(j.state)),
       h('div', { class: 'actions' },
         write && j.state === 'failed' ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry', 'data-queue': p.queue, 'data-job': j.id }, 'Retry job') : null,
