@@ -2,8 +2,10 @@
  * its queue's retention is deleted with its body and its whole attempt history (job_attempts
  * has no foreign key to cascade from: the purge deletes the history itself); a finished job
  * within retention, a pending job and a job still leased keep their rows; another queue's
- * expired job is purged by its own queue's pass, never by this one's. The retention is made to
- * pass in SQL (finished_at moved back), since a test cannot wait it out. */
+ * expired job is purged by its own queue's pass, never by this one's. Each final state is kept
+ * its own time (succeeded, failed and cancelled retentions), and a purged job's dedupe window
+ * records how it ended. The retention is made to pass in SQL (finished_at moved back), since a
+ * test cannot wait it out. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,24 +35,37 @@ static int teardown(void **state)
     return 0;
 }
 
+static void make_queue_with(const char *name, const struct db_queue_config *cfg)
+{
+    struct db_queue q;
+    enum db_queue_verdict v;
+    struct db_error err;
+    assert_int_equal(db_queues_put(pool, name, cfg, &q, &v, &err), DB_OK);
+}
+
 static void make_queue(const char *name)
 {
-    struct db_queue_config cfg = {3, 60, 0, 0, 3600};
+    struct db_queue_config cfg = {3, 60, 0, 0, 3600, 0, 0, 0, 0};
     struct db_queue q;
     enum db_queue_verdict v;
     struct db_error err;
     assert_int_equal(db_queues_put(pool, name, &cfg, &q, &v, &err), DB_OK);
 }
 
-static int64_t enqueue(const char *queue)
+static int64_t enqueue_key(const char *queue, const char *key)
 {
-    struct db_job_in in = {"{\"n\":1}", NULL, NULL, 0, 0, 0};
-    struct db_job_ref ref = {0, DB_Q_OK};
+    struct db_job_in in = {.payload = "{\"n\":1}", .dedupe_key = key};
+    struct db_job_ref ref = {0, DB_Q_OK, "", 0};
     enum db_queue_verdict v;
     struct db_error err;
     assert_int_equal(db_jobs_enqueue(pool, queue, &in, 1, &ref, &v, &err), DB_OK);
     assert_int_equal(ref.verdict, DB_Q_CREATED);
     return ref.id;
+}
+
+static int64_t enqueue(const char *queue)
+{
+    return enqueue_key(queue, NULL);
 }
 
 /* Claims one job of queue for owner and returns its lease. */
@@ -163,10 +178,55 @@ static void purge_takes_expired_jobs_with_their_history(void **state)
     PQclear(r);
 }
 
+/* Queue s keeps succeeded jobs an hour, failed ones a day, cancelled ones a minute; jobs of
+ * each state, finished two hours ago: the succeeded and the cancelled one are purged, the failed
+ * one stays, and the succeeded job's dedupe window says how it ended. */
+static void purge_keeps_each_final_state_its_own_time(void **state)
+{
+    (void)state;
+    struct db_queue_config cfg = {.max_attempts = 1,
+                                  .lease_seconds = 60,
+                                  .retention_seconds = 3600,
+                                  .failed_retention_seconds = 86400,
+                                  .cancelled_retention_seconds = 60,
+                                  .dedupe_window_seconds = 86400};
+    make_queue_with("s", &cfg);
+    int64_t done = enqueue_key("s", "k-done");
+    complete("s", claim("s", "w1"));
+    int64_t failed = enqueue("s");
+    struct db_lease l = claim("s", "w1");
+    enum db_queue_verdict v;
+    struct db_error err;
+    char st[DB_JOB_STATE_TEXT];
+    assert_int_equal(db_leases_fail(pool, "s", &l, "{}", 0, st, &v, &err), DB_OK);
+    assert_string_equal(st, "failed");
+    int64_t cancelled = enqueue("s");
+    assert_int_equal(db_jobs_cancel(pool, "s", cancelled, &v, &err), DB_OK);
+    assert_int_equal(v, DB_Q_OK);
+    PQclear(th_sql(sql, "UPDATE rowlock.jobs j SET finished_at = now() - interval '2 hours' "
+                        "FROM rowlock.queues q WHERE q.id = j.queue_id AND q.name = 's'"));
+
+    struct purged p = {0, 0};
+    assert_int_equal(db_queues_janitor(pool, 100, count_purged, &p, &err), DB_OK);
+    char rows[64];
+    rows_of(done, rows, sizeof(rows));
+    assert_string_equal(rows, "0/0/0");
+    rows_of(cancelled, rows, sizeof(rows));
+    assert_string_equal(rows, "0/0/0");
+    rows_of(failed, rows, sizeof(rows));
+    assert_string_equal(rows, "1/1/1");
+    PGresult *r = th_sql(sql, "SELECT final_state FROM rowlock.job_dedupe WHERE dedupe_key = "
+                              "'k-done'");
+    assert_int_equal(PQntuples(r), 1);
+    assert_string_equal(PQgetvalue(r, 0, 0), "succeeded");
+    PQclear(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(purge_takes_expired_jobs_with_their_history),
+        cmocka_unit_test(purge_keeps_each_final_state_its_own_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
