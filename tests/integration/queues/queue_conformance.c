@@ -1,6 +1,9 @@
 /* The leased-queue conformance cases (see queue_conformance.h): each row of the table states one
  * rule of the protocol and asserts it through struct qc_impl only (outcomes, states, attempts,
- * fences, history), never through SQL or HTTP; the runner makes the table one cmocka group. Expiry
+ * fences, history), never through SQL or HTTP; the runner makes the table one cmocka group per
+ * retention. On a queue that deletes finished jobs, a job that reaches a final state reads, and
+ * is written to, as not found; so a case checks the history before the attempt that ends the
+ * job, and what it asserts of the end depends on the retention (expect_final, ended). Expiry
  * cases take short leases and wait them out, since expiry is wall-clock protocol. No case leaves
  * an expired lease without attempts left: only a janitor decides that one. */
 #include "queue_conformance.h"
@@ -25,6 +28,7 @@
 /* What a case runs against: the implementation and the case's own fresh queue. */
 struct env {
     const struct qc_impl *impl;
+    enum qc_retention retention; /* of the queues the case creates */
     char queue[128];
     int payloads; /* jobs enqueued so far, to number payloads */
 };
@@ -35,6 +39,11 @@ const char *qc_outcome_name(enum qc_outcome o)
         "ok",       "owner_mismatch", "fence_mismatch", "lease_expired",
         "terminal", "not_found",      "error"};
     return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
+}
+
+const char *qc_retention_name(enum qc_retention r)
+{
+    return r == QC_KEPT ? "kept" : "deleted";
 }
 
 static void sleep_s(double s)
@@ -86,6 +95,8 @@ static enum qc_outcome lease_release(const struct env *e, int64_t id, const char
 #define READ_JOB(e, id, j)           read_job((e), (id), (j), __LINE__)
 #define EXPECT_JOB(e, id, state, attempts, fence)                                                  \
     expect_job((e), (id), (state), (attempts), (fence), __LINE__)
+#define EXPECT_FINAL(e, id, state, attempts, fence)                                                \
+    expect_final((e), (id), (state), (attempts), (fence), __LINE__)
 #define EXPECT_ATTEMPT(j, i, attempt, fence, owner, outcome)                                       \
     expect_attempt((j), (i), (attempt), (fence), (owner), (outcome), __LINE__)
 #define EXPECT_SAME_JOB(a, b) expect_same_job((a), (b), __LINE__)
@@ -103,8 +114,8 @@ static void expect_outcome(enum qc_outcome got, enum qc_outcome want, const char
 static void queue_create(struct env *e, int max_attempts, int lease_s, double backoff_base_s,
                          double backoff_max_s)
 {
-    EXPECT(e->impl->create_queue(e->impl->ctx, e->queue, max_attempts, lease_s, backoff_base_s,
-                                 backoff_max_s),
+    EXPECT(e->impl->create_queue(e->impl->ctx, e->queue, e->retention, max_attempts, lease_s,
+                                 backoff_base_s, backoff_max_s),
            QC_OK);
 }
 
@@ -189,6 +200,32 @@ static void expect_job(const struct env *e, int64_t id, const char *state, int a
     _assert_string_equal(j.state, state, __FILE__, line);
     _assert_int_equal(j.attempts, attempts, __FILE__, line);
     _assert_int_equal(j.fence, fence, __FILE__, line);
+}
+
+/* A job that reached a final state: kept, it reads as state, attempts and fence (as
+ * expect_job); deleted, it is not found. */
+static void expect_final(const struct env *e, int64_t id, const char *state, int attempts,
+                         int64_t fence, int line)
+{
+    if (e->retention == QC_KEPT) {
+        expect_job(e, id, state, attempts, fence, line);
+        return;
+    }
+    struct qc_job j;
+    memset(&j, 0, sizeof(j));
+    enum qc_outcome o = e->impl->get_job(e->impl->ctx, e->queue, id, &j);
+    if (o != QC_NOT_FOUND)
+        print_error("job %" PRId64 " ended %s on a queue that keeps no finished job: reading it "
+                    "answered %s (state \"%s\"), want not_found\n",
+                    id, state, qc_outcome_name(o), j.state);
+    _assert_int_equal(o, QC_NOT_FOUND, __FILE__, line);
+}
+
+/* How a write to a job that reached a final state is refused: terminal while the job is kept,
+ * not found once it was deleted as it ended. */
+static enum qc_outcome ended(const struct env *e)
+{
+    return e->retention == QC_KEPT ? QC_TERMINAL : QC_NOT_FOUND;
 }
 
 static void expect_attempt(const struct qc_job *j, size_t i, int attempt, int64_t fence,
@@ -287,7 +324,7 @@ static void case_owner_differs(struct env *e)
     EXPECT_SAME_JOB(&before, &after);
     EXPECT_JOB(e, id, "processing", 1, a.fence);
     EXPECT(lease_complete(e, id, "worker-a", a.fence), QC_OK);
-    EXPECT_JOB(e, id, "succeeded", 1, a.fence);
+    EXPECT_FINAL(e, id, "succeeded", 1, a.fence);
 }
 
 /* The same owner re-claims its expired lease: every write with the old fence is refused as
@@ -308,7 +345,7 @@ static void case_fence_differs(struct env *e)
     EXPECT_SAME_JOB(&before, &after);
     EXPECT(lease_heartbeat(e, id, "worker-a", cur.fence, LONG_LEASE_S), QC_OK);
     EXPECT(lease_complete(e, id, "worker-a", cur.fence), QC_OK);
-    EXPECT_JOB(e, id, "succeeded", 1, cur.fence);
+    EXPECT_FINAL(e, id, "succeeded", 1, cur.fence);
 }
 
 /* Past its expiry the holder's heartbeat, complete and fail are refused and change nothing (a
@@ -331,22 +368,23 @@ static void case_lease_expired(struct env *e)
     EXPECT_WRITES(e, id, "worker-a", a.fence, W_FENCED, QC_OWNER_MISMATCH);
 }
 
-/* After complete, and after a final fail, every write of the last holder is refused as
- * terminal, and the job is not claimable. */
+/* After complete, and after a final fail, every write of the last holder is refused (as
+ * terminal while the job is kept; as not found once it was deleted as it ended), changes
+ * nothing, and the job is not claimable. */
 static void case_terminal(struct env *e)
 {
     queue_create(e, 5, LONG_LEASE_S, 0, 0);
     int64_t done = job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_complete(e, done, "worker-a", a.fence), QC_OK);
-    EXPECT_WRITES(e, done, "worker-a", a.fence, W_ALL, QC_TERMINAL);
-    EXPECT_JOB(e, done, "succeeded", 1, a.fence);
+    EXPECT_WRITES(e, done, "worker-a", a.fence, W_ALL, ended(e));
+    EXPECT_FINAL(e, done, "succeeded", 1, a.fence);
     int64_t failed = job_add(e);
     struct qc_lease b = CLAIM_ONE(e, "worker-b", 0);
     assert_int_equal(b.job_id, failed);
     EXPECT(lease_fail(e, failed, "worker-b", b.fence, 0), QC_OK);
-    EXPECT_WRITES(e, failed, "worker-b", b.fence, W_ALL, QC_TERMINAL);
-    EXPECT_JOB(e, failed, "failed", 1, b.fence);
+    EXPECT_WRITES(e, failed, "worker-b", b.fence, W_ALL, ended(e));
+    EXPECT_FINAL(e, failed, "failed", 1, b.fence);
     CLAIM_NONE(e, "worker-c");
 }
 
@@ -436,16 +474,17 @@ static void case_release_after_expiry(struct env *e)
     assert_int_equal(b.attempt, 2);
 }
 
-/* Releasing the last attempt ends the job in failed. */
+/* Releasing the last attempt ends the job in failed: no longer claimable, and its holder's
+ * complete is refused. */
 static void case_release_last_attempt_fails(struct env *e)
 {
     queue_create(e, 1, LONG_LEASE_S, 0, 0);
     int64_t id = job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_release(e, id, "worker-a", a.fence), QC_OK);
-    EXPECT_JOB(e, id, "failed", 1, a.fence);
+    EXPECT_FINAL(e, id, "failed", 1, a.fence);
     CLAIM_NONE(e, "worker-b");
-    EXPECT(lease_complete(e, id, "worker-a", a.fence), QC_TERMINAL);
+    EXPECT(lease_complete(e, id, "worker-a", a.fence), ended(e));
 }
 
 /* ---- attempts ---- */
@@ -476,23 +515,32 @@ static void case_reclaim_attempts(struct env *e)
 }
 
 /* Fail with retry on each of three attempts: pending twice, then failed; the history shows each
- * attempt failed, and the job is not claimed again. */
+ * attempt failed (the first two as the last one runs, and all three once it failed, while the
+ * job is kept), and the job is not claimed again. */
 static void case_attempts_exhausted(struct env *e)
 {
     queue_create(e, 3, LONG_LEASE_S, 0, 0);
     int64_t id = job_add(e);
     int64_t fences[3];
     const char *owners[] = {"worker-1", "worker-2", "worker-3"};
+    struct qc_job j;
     for (int i = 0; i < 3; i++) {
         struct qc_lease l = CLAIM_ONE(e, owners[i], 0);
         assert_int_equal(l.job_id, id);
         assert_int_equal(l.attempt, i + 1);
         fences[i] = l.fence;
+        READ_JOB(e, id, &j);
+        assert_int_equal(j.nhistory, i + 1);
+        for (int k = 0; k <= i; k++)
+            EXPECT_ATTEMPT(&j, (size_t)k, k + 1, fences[k], owners[k], k < i ? "failed" : "");
         EXPECT(lease_fail(e, id, owners[i], l.fence, 1), QC_OK);
-        EXPECT_JOB(e, id, i < 2 ? "pending" : "failed", i + 1, l.fence);
+        if (i < 2)
+            EXPECT_JOB(e, id, "pending", i + 1, l.fence);
     }
+    EXPECT_FINAL(e, id, "failed", 3, fences[2]);
     CLAIM_NONE(e, "worker-4");
-    struct qc_job j;
+    if (e->retention == QC_DELETED)
+        return;
     READ_JOB(e, id, &j);
     assert_int_equal(j.nhistory, 3);
     for (int i = 0; i < 3; i++)
@@ -506,7 +554,7 @@ static void case_fail_without_retry(struct env *e)
     int64_t id = job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_fail(e, id, "worker-a", a.fence, 0), QC_OK);
-    EXPECT_JOB(e, id, "failed", 1, a.fence);
+    EXPECT_FINAL(e, id, "failed", 1, a.fence);
     CLAIM_NONE(e, "worker-b");
 }
 
@@ -540,7 +588,7 @@ static void case_delay(struct env *e)
 }
 
 /* A dedupe key returns the same job while it is pending or processing, and a new job once the
- * first has finished. */
+ * first has finished (kept or deleted: the queue holds no dedupe window). */
 static void case_dedupe(struct env *e)
 {
     queue_create(e, 5, LONG_LEASE_S, 0, 0);
@@ -561,10 +609,11 @@ static void case_dedupe(struct env *e)
     assert_int_equal(dup, 0);
     assert_int_not_equal(second, first);
     EXPECT_JOB(e, second, "pending", 0, ANY_FENCE);
-    EXPECT_JOB(e, first, "succeeded", 1, a.fence);
+    EXPECT_FINAL(e, first, "succeeded", 1, a.fence);
 }
 
-/* Every claim, however the previous lease ended, hands out the next fence. */
+/* Every claim, however the previous lease ended, hands out the next fence; the job ends
+ * succeeded on its third attempt (the hand-back refunded one). */
 static void case_fence_increments(struct env *e)
 {
     queue_create(e, 5, LONG_LEASE_S, 0, 0);
@@ -585,6 +634,7 @@ static void case_fence_increments(struct env *e)
                                      : lease_complete(e, id, owners[i], fence);
         EXPECT(o, QC_OK);
     }
+    EXPECT_FINAL(e, id, "succeeded", 3, fence);
 }
 
 /* Of two jobs leased for 2 s, the one heartbeated for 6 s is not claimable after the first
@@ -603,7 +653,7 @@ static void case_heartbeat_extends(struct env *e)
     assert_int_equal(CLAIM(e, "worker-b", 2, LONG_LEASE_S, b), 1);
     assert_int_equal(b[0].job_id, a[1].job_id);
     EXPECT(lease_complete(e, a[0].job_id, "worker-a", a[0].fence), QC_OK);
-    EXPECT_JOB(e, a[0].job_id, "succeeded", 1, a[0].fence);
+    EXPECT_FINAL(e, a[0].job_id, "succeeded", 1, a[0].fence);
 }
 
 /* Higher priority is claimed first, whatever the enqueue order. */
@@ -635,8 +685,26 @@ static void case_max_jobs(struct env *e)
     CLAIM_NONE(e, "worker-c");
 }
 
+/* case_history's job reads as state, on its fourth attempt, with its five leases (fences) in
+ * the history, the last one ended as last. */
+static void history_check(const struct env *e, int64_t id, const char *state,
+                          const int64_t fences[5], const char *last)
+{
+    struct qc_job j;
+    READ_JOB(e, id, &j);
+    assert_string_equal(j.state, state);
+    assert_int_equal(j.attempts, 4);
+    assert_int_equal(j.nhistory, 5);
+    EXPECT_ATTEMPT(&j, 0, 1, fences[0], "worker-a", "handed_back");
+    EXPECT_ATTEMPT(&j, 1, 1, fences[1], "worker-b", "released");
+    EXPECT_ATTEMPT(&j, 2, 2, fences[2], "worker-c", "lease_expired");
+    EXPECT_ATTEMPT(&j, 3, 3, fences[3], "worker-d", "failed");
+    EXPECT_ATTEMPT(&j, 4, 4, fences[4], "worker-e", last);
+}
+
 /* One job through every way an attempt ends: the history holds each attempt's number, owner,
- * fence and outcome, in order. */
+ * fence and outcome, in order: the first four as the fifth runs, and all five once it completed
+ * (while the job is kept). */
 static void case_history(struct env *e)
 {
     queue_create(e, 5, LONG_LEASE_S, 0, 0);
@@ -650,20 +718,12 @@ static void case_history(struct env *e)
     struct qc_lease d = CLAIM_ONE(e, "worker-d", 0);
     EXPECT(lease_fail(e, id, "worker-d", d.fence, 1), QC_OK);
     struct qc_lease f = CLAIM_ONE(e, "worker-e", 0);
-    struct qc_job j;
-    READ_JOB(e, id, &j);
-    assert_int_equal(j.nhistory, 5);
-    EXPECT_ATTEMPT(&j, 4, 4, f.fence, "worker-e", "");
+    const int64_t fences[] = {a.fence, b.fence, c.fence, d.fence, f.fence};
+    history_check(e, id, "processing", fences, "");
     EXPECT(lease_complete(e, id, "worker-e", f.fence), QC_OK);
-    READ_JOB(e, id, &j);
-    assert_string_equal(j.state, "succeeded");
-    assert_int_equal(j.attempts, 4);
-    assert_int_equal(j.nhistory, 5);
-    EXPECT_ATTEMPT(&j, 0, 1, a.fence, "worker-a", "handed_back");
-    EXPECT_ATTEMPT(&j, 1, 1, b.fence, "worker-b", "released");
-    EXPECT_ATTEMPT(&j, 2, 2, c.fence, "worker-c", "lease_expired");
-    EXPECT_ATTEMPT(&j, 3, 3, d.fence, "worker-d", "failed");
-    EXPECT_ATTEMPT(&j, 4, 4, f.fence, "worker-e", "completed");
+    EXPECT_FINAL(e, id, "succeeded", 4, f.fence);
+    if (e->retention == QC_KEPT)
+        history_check(e, id, "succeeded", fences, "completed");
 }
 
 /* ---- exclusivity under real concurrency ---- */
@@ -728,8 +788,9 @@ static int cmp_id(const void *a, const void *b)
 }
 
 /* RACE_WORKERS threads released together by a barrier claim (RACE_BATCH at a time) and
- * complete RACE_JOBS jobs: every job is claimed exactly once, every completion is accepted, and
- * each job ends succeeded on its first attempt and fence. */
+ * complete RACE_JOBS jobs: every job is claimed exactly once, every completion is accepted (the
+ * workers' own records), and each job ends succeeded on its first attempt and fence, or, on a
+ * queue that deletes finished jobs, is gone. */
 static void case_concurrent_claims(struct env *e)
 {
     queue_create(e, 5, LONG_LEASE_S, 0, 0);
@@ -769,10 +830,11 @@ static void case_concurrent_claims(struct env *e)
         assert_int_equal(seen[i], ids[i]); /* each job once: no double claim, none missed */
     CLAIM_NONE(e, "worker-late");
     for (int i = 0; i < RACE_JOBS; i++) {
+        EXPECT_FINAL(e, ids[i], "succeeded", 1, ANY_FENCE);
+        if (e->retention == QC_DELETED)
+            continue;
         struct qc_job j;
         READ_JOB(e, ids[i], &j);
-        assert_string_equal(j.state, "succeeded");
-        assert_int_equal(j.attempts, 1);
         assert_int_equal(j.nhistory, 1);
         assert_string_equal(j.history[0].outcome, "completed");
     }
@@ -817,30 +879,36 @@ size_t qc_case_count(void)
 
 struct slot {
     const struct qc_impl *impl;
+    enum qc_retention retention;
     const struct qc_case *c;
 };
 
+/* Runs a case on its queue, qc-<retention>-<case>: each retention's queues are its own. */
 static void run_case(void **state)
 {
     const struct slot *s = *state;
-    struct env e = {s->impl, "", 0};
-    snprintf(e.queue, sizeof(e.queue), "qc-%s", s->c->name);
+    struct env e = {s->impl, s->retention, "", 0};
+    snprintf(e.queue, sizeof(e.queue), "qc-%s-%s", qc_retention_name(s->retention), s->c->name);
     s->c->run(&e);
 }
 
-int qc_run(const char *group, const struct qc_impl *impl)
+int qc_run(const char *group, const struct qc_impl *impl, enum qc_retention retention)
 {
     size_t n = qc_case_count();
     struct CMUnitTest *tests = calloc(n, sizeof(*tests));
     struct slot *slots = calloc(n, sizeof(*slots));
+    char name[128];
     int failed = -1;
     if (tests == NULL || slots == NULL)
         goto done;
     for (size_t i = 0; i < n; i++) {
-        slots[i] = (struct slot){impl, &cases[i]};
+        slots[i] = (struct slot){impl, retention, &cases[i]};
         tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, &slots[i]};
     }
-    failed = _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+    snprintf(name, sizeof(name), "%s_%s", group, qc_retention_name(retention));
+    print_message("group %s: queues that %s finished jobs\n", name,
+                  retention == QC_KEPT ? "keep" : "delete");
+    failed = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
 done:
     free(tests);
     free(slots);

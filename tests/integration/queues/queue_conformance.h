@@ -1,8 +1,8 @@
 /* The leased-queue conformance suite: an abstract lease interface (struct qc_impl) and, in
  * queue_conformance.c, a table of protocol cases written only against it and a runner that turns
- * the table into cmocka tests. The implementations (the C queue API in
- * test_queue_conformance_c.c, REST over HTTP in test_queue_conformance_http.c) live in their own
- * programs; nothing here knows SQL or HTTP. */
+ * the table into cmocka tests, once per retention of finished jobs (kept, or deleted as they end).
+ * The implementations (the C queue API in test_queue_conformance_c.c, REST over HTTP in
+ * test_queue_conformance_http.c) live in their own programs; nothing here knows SQL or HTTP. */
 #ifndef TESTS_QUEUE_CONFORMANCE_H
 #define TESTS_QUEUE_CONFORMANCE_H
 
@@ -53,16 +53,27 @@ struct qc_job {
     struct qc_attempt history[QC_HISTORY_MAX];
 };
 
+/* What a queue keeps of a job that reached a final state (succeeded, failed). */
+enum qc_retention {
+    QC_KEPT,    /* kept: it reads as it ended, and a write to it is refused as terminal */
+    QC_DELETED, /* deleted, with its history, by the statement that ended it: reads and writes
+                 * answer not found */
+};
+/* Static name of a retention ("kept", "deleted"), for group and queue names. */
+const char *qc_retention_name(enum qc_retention r);
+
 /* An implementation of the queue protocol. Every function takes ctx first and may be called from
  * several threads at once. lease_seconds 0 means the queue's. Writes (heartbeat .. release) name
  * the lease by job id, owner and fence. */
 struct qc_impl {
     const char *name;
     void *ctx;
-    /* Creates the queue (retention is the implementation's choice). QC_OK or QC_ERROR. */
-    enum qc_outcome (*create_queue)(void *ctx, const char *queue, int max_attempts,
-                                    int lease_seconds, double backoff_base_seconds,
-                                    double backoff_max_seconds);
+    /* Creates the queue, keeping or deleting its succeeded, failed and cancelled jobs as
+     * retention says (how long kept ones stay is the implementation's choice, past any case).
+     * QC_OK or QC_ERROR. */
+    enum qc_outcome (*create_queue)(void *ctx, const char *queue, enum qc_retention retention,
+                                    int max_attempts, int lease_seconds,
+                                    double backoff_base_seconds, double backoff_max_seconds);
     /* Enqueues one job (payload is JSON text, dedupe_key may be NULL). *id gets the job (the
      * existing one when *duplicate is set). */
     enum qc_outcome (*enqueue)(void *ctx, const char *queue, const char *payload,
@@ -89,8 +100,9 @@ struct qc_impl {
 
 /* Number of cases in the table. */
 size_t qc_case_count(void);
-/* Runs every case of the table against impl as one cmocka group named group (each case on a
- * fresh queue of its own). Returns cmocka's result: the number of failed cases. */
-int qc_run(const char *group, const struct qc_impl *impl);
+/* Runs every case of the table against impl as one cmocka group, named group followed by the
+ * retention ("_kept", "_deleted"), each case on a fresh queue of its own created with that
+ * retention. Returns cmocka's result: the number of failed cases (-1: out of memory). */
+int qc_run(const char *group, const struct qc_impl *impl, enum qc_retention retention);
 
 #endif

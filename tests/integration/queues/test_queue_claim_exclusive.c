@@ -1,18 +1,20 @@
-/* Exclusive claims under churn. 16 workers (each its own owner id and HTTP connection) claim 1 to
- * 10 jobs at a time from a queue with a 2 s lease and 3 attempts while 3,000 jobs are enqueued in
- * batches of 500; they heartbeat some, fail a few (retry) and complete the rest one by one or
- * through POST .../leases:complete. Interleavings forced on purpose: every 40th claim round a
- * worker dies holding its leases (a new owner replaces it, so the leases expire and are taken
- * over); every 40th a worker stalls past its lease and then writes (every such stale write must be
- * refused); a few "poison" jobs always fail, and a few "crash" jobs kill every worker that claims
- * them, so that their third lease runs out with no attempt left and the janitor fails them. At the
- * end every job is succeeded exactly once (the workers' log of accepted completes holds each id
- * once, with the fence of the one completed attempt) or failed with all its attempts spent, and the
- * attempt history shows no job leased to two owners at once: per job, fences strictly increase and
- * the [claimed_at, ended_at) intervals never overlap. A second case runs the classic broken claim
- * (UPDATE ... WHERE id = (SELECT ... LIMIT 1), no FOR UPDATE SKIP LOCKED) from two threads released
- * together each round, and shows that the same history checker catches it; the same threads with
- * FOR UPDATE SKIP LOCKED pass. */
+/* Exclusive claims under churn, at once on a queue that keeps finished jobs and on one that
+ * deletes them as they end (retention 0). Workers (16 and 8, each its own owner and HTTP
+ * connection) claim 1 to 10 jobs at a time (2 s lease, 3 attempts) while 3,000 and 1,200 jobs are
+ * enqueued; they heartbeat some, fail a few (retry) and complete the rest singly or through POST
+ * .../leases:complete. Forced on each queue: every 40th claim round a worker dies holding its
+ * leases (they expire and are taken over); every 40th one stalls past its lease, then writes (each
+ * write must be refused; on the deleting queue, once the job ended, as 404 job_not_found); "poison"
+ * jobs always fail; "crash" jobs kill every worker that claims them, until the janitor fails (or
+ * deletes) them. By the workers' own records (churn_records.h), on both queues every job was handed
+ * out under fences 1, 2, .. each to one owner and ended exactly once (an accepted complete or final
+ * fail of its last lease, or that lease let go and the janitor's failure), none lost. On the
+ * keeping queue the database agrees (queue_verdict.h: each job succeeded once or failed with every
+ * attempt spent; per job, fences grow and [claimed_at, ended_at) never overlap). The deleting queue
+ * keeps no job, body or attempt, its jobs read as 404, and the service counted the records'
+ * deletions. A second case runs the classic broken claim (UPDATE ... WHERE id = (SELECT ... LIMIT
+ * 1), no FOR UPDATE SKIP LOCKED) from two threads released together each round, and shows that
+ * the same history checker catches it; the same threads with FOR UPDATE SKIP LOCKED pass. */
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -28,22 +30,25 @@
 
 #include <cmocka.h>
 
+#include "churn_records.h"
 #include "harness_svc.h"
 #include "queue_verdict.h"
 #include "worker_slots.h"
 
-#define JOBS         3000
-#define ENQUEUE_EACH 500
-#define WORKERS      16
-#define LEASE_S      2
-#define MAX_ATTEMPTS 3
-#define POISON_EVERY 600 /* jobs 0, 600, ... always fail */
-#define CRASH_EVERY  600 /* jobs 300, 900, ... kill the worker that claims them */
-#define EVENT_EVERY  40  /* claim rounds between deaths, and between stalls */
-#define DEATHS       12
-#define STALLS       10
-#define LONG_JOBS    6 /* jobs that outlive the lease on heartbeats */
-#define CHURN_MAX_S  60
+#define JOBS            3000 /* on the keeping queue */
+#define DELETED_JOBS    1200 /* on the deleting queue */
+#define ENQUEUE_EACH    500
+#define WORKERS         16 /* on the keeping queue */
+#define DELETED_WORKERS 8
+#define LEASE_S         2
+#define MAX_ATTEMPTS    3
+#define POISON_EVERY    600 /* jobs 0, 600, ... always fail */
+#define CRASH_EVERY     600 /* jobs 300, 900, ... kill the worker that claims them */
+#define EVENT_EVERY     40  /* claim rounds of a queue between deaths, and between stalls */
+#define DEATHS          12  /* on the keeping queue; half on the deleting one, as stalls */
+#define STALLS          10
+#define LONG_JOBS       6 /* jobs that outlive the lease on heartbeats */
+#define CHURN_MAX_S     60
 
 static const char *const json_ct[] = {"Content-Type: application/json", NULL};
 
@@ -108,34 +113,54 @@ static void client_free(struct client *c)
     free(c->buf.data);
 }
 
-/* ---- what the workers saw (shared, so atomics and one mutex) ---- */
+/* ---- a churned queue: its load, and what its workers saw (shared: atomics, logs) ---- */
 
-static struct {
-    struct qv_log accepted; /* every accepted complete */
-    atomic_int stop, deaths_left, stalls_left, long_left;
+struct churn {
+    const char *queue;
+    int keep;        /* finished jobs kept, else deleted as they end */
+    int jobs, share; /* its load; the events forced on it: DEATHS, STALLS, LONG_JOBS / share */
+    int enqueued;
+    int64_t ids[JOBS]; /* ids[i]: the job with payload n = i */
+    struct cr_records rec;
+    atomic_int deaths_left, stalls_left, long_left;
     atomic_long rounds, claimed, completed_single, completed_batch, heartbeats, fails;
     atomic_long lost;           /* a live worker's write refused: its lease ran out */
-    atomic_long stale_refused;  /* writes after a stall, refused as they must be */
+    atomic_long stale_refused;  /* writes after a stall, refused as they must be: 409 */
+    atomic_long stale_gone;     /* ... 404 job_not_found: the job ended and was deleted */
     atomic_long stale_accepted; /* ... accepted: the protocol is broken */
     atomic_long unexpected;     /* any other answer (5xx, 400, transport) */
-    atomic_long deaths, abandoned, hb_long_ok;
-} run = {.accepted = QV_LOG_INIT};
+    atomic_long died, abandoned, hb_long_ok;
+};
 
-/* A refused lease write: the 409 codes of the protocol. */
-static int is_refusal(long status, json_t *j)
+static struct churn keeping = {
+    .queue = "q", .keep = 1, .jobs = JOBS, .share = 1, .rec = CR_RECORDS_INIT};
+static struct churn deleting = {
+    .queue = "q-deleted", .jobs = DELETED_JOBS, .share = 2, .rec = CR_RECORDS_INIT};
+static atomic_int stop; /* every worker stops */
+
+/* The code of a refused lease write (a problem's, or a batch item's status): the protocol's
+ * 409s, and on a deleting queue job_not_found (the job ended and is gone). */
+static int refusal_code(const struct churn *ch, const char *code)
 {
-    const char *code = json_string_value(json_object_get(j, "code"));
-    return status == 409 && code != NULL &&
+    return code != NULL &&
            (strcmp(code, "lease_expired") == 0 || strcmp(code, "lease_owner_mismatch") == 0 ||
-            strcmp(code, "lease_fence_mismatch") == 0 || strcmp(code, "job_terminal") == 0);
+            strcmp(code, "lease_fence_mismatch") == 0 || strcmp(code, "job_terminal") == 0 ||
+            (!ch->keep && strcmp(code, "job_not_found") == 0));
 }
 
-static void note_unexpected(const char *what, int64_t id, long status, json_t *j)
+static int is_refusal(const struct churn *ch, long status, json_t *j)
 {
-    atomic_fetch_add(&run.unexpected, 1);
+    const char *code = json_string_value(json_object_get(j, "code"));
+    long want = code != NULL && strcmp(code, "job_not_found") == 0 ? 404 : 409;
+    return status == want && refusal_code(ch, code);
+}
+
+static void note_unexpected(struct churn *ch, const char *what, int64_t id, long status, json_t *j)
+{
+    atomic_fetch_add(&ch->unexpected, 1);
     char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    fprintf(stderr, "unexpected answer to %s of job %" PRId64 ": %ld %s\n", what, id, status,
-            t ? t : "");
+    fprintf(stderr, "unexpected answer to %s of job %" PRId64 " of %s: %ld %s\n", what, id,
+            ch->queue, status, t ? t : "");
     free(t);
 }
 
@@ -149,18 +174,26 @@ struct lease {
 struct worker {
     struct worker_slot s; /* first: the life's thread gets the worker */
     struct client c;
+    struct churn *ch; /* the queue it works */
 };
 
-static struct worker workers[WORKERS];
+static struct worker workers[WORKERS + DELETED_WORKERS];
 
 enum verb { V_HEARTBEAT, V_COMPLETE, V_FAIL };
+
+/* Logs leases the worker lets go unsettled. */
+static void let_go(struct worker *w, const struct lease *ls, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        qv_log_add(&w->ch->rec.dropped, ls[i].id, ls[i].fence, w->s.owner);
+}
 
 /* One fenced write on a lease; returns the status, *j the answer (caller's). */
 static long lease_write(struct worker *w, const struct lease *l, enum verb v, json_t **j)
 {
-    char path[128];
+    char path[160];
     const char *suffix[] = {"", "/complete", "/fail"};
-    snprintf(path, sizeof(path), "/queues/q/leases/%" PRId64 "%s", l->id, suffix[v]);
+    snprintf(path, sizeof(path), "/queues/%s/leases/%" PRId64 "%s", w->ch->queue, l->id, suffix[v]);
     json_t *body = json_pack("{s:s, s:I}", "owner", w->s.owner, "fence", (json_int_t)l->fence);
     if (v == V_HEARTBEAT)
         json_object_set_new(body, "progress", json_pack("{s:s}", "by", w->s.owner));
@@ -171,69 +204,91 @@ static long lease_write(struct worker *w, const struct lease *l, enum verb v, js
     return client_call(&w->c, v == V_HEARTBEAT ? "PATCH" : "POST", path, body, j);
 }
 
-/* A live worker's write: 1 when accepted; refusals count as lost, anything else unexpected. */
+/* A live worker's write: 1 when accepted (logged when it ended the job); a refusal lets the
+ * lease go (counted as lost), anything else is unexpected. */
 static int live_write(struct worker *w, const struct lease *l, enum verb v)
 {
     static const char *const names[] = {"heartbeat", "complete", "fail"};
+    struct churn *ch = w->ch;
     json_t *j = NULL;
     long st = lease_write(w, l, v, &j);
     int ok = st == 200;
+    const char *state = json_string_value(json_object_get(j, "state"));
     if (ok && v == V_COMPLETE)
-        qv_log_add(&run.accepted, l->id, l->fence, w->s.owner);
-    if (!ok && is_refusal(st, j))
-        atomic_fetch_add(&run.lost, 1);
+        qv_log_add(&ch->rec.completed, l->id, l->fence, w->s.owner);
+    if (ok && v == V_FAIL && state != NULL && strcmp(state, "failed") == 0)
+        qv_log_add(&ch->rec.failed, l->id, l->fence, w->s.owner);
+    if (!ok)
+        let_go(w, l, 1);
+    if (!ok && is_refusal(ch, st, j))
+        atomic_fetch_add(&ch->lost, 1);
     else if (!ok)
-        note_unexpected(names[v], l->id, st, j);
+        note_unexpected(ch, names[v], l->id, st, j);
     json_decref(j);
     return ok;
+}
+
+/* One item of a settlement's answer for lease l (stale: written after a stall). */
+static void batch_item(struct worker *w, const struct lease *l, json_t *r, int stale)
+{
+    struct churn *ch = w->ch;
+    const char *s = json_string_value(json_object_get(r, "status"));
+    int done = s != NULL && strcmp(s, "completed") == 0;
+    if (json_integer_value(json_object_get(r, "job_id")) != l->id ||
+        (!done && !refusal_code(ch, s)))
+        note_unexpected(ch, "batch item", l->id, 200, r);
+    else if (stale && done)
+        atomic_fetch_add(&ch->stale_accepted, 1);
+    else if (stale)
+        atomic_fetch_add(strcmp(s, "job_not_found") == 0 ? &ch->stale_gone : &ch->stale_refused, 1);
+    else if (done)
+        qv_log_add(&ch->rec.completed, l->id, l->fence, w->s.owner);
+    else
+        atomic_fetch_add(&ch->lost, 1);
+    if (!stale && !done)
+        let_go(w, l, 1);
+    if (!stale && done)
+        atomic_fetch_add(&ch->completed_batch, 1);
 }
 
 /* Settles leases through POST .../leases:complete; per item, as live_write. */
 static void complete_batch(struct worker *w, const struct lease *ls, size_t n, int stale)
 {
+    char path[160];
     json_t *items = json_array(), *j = NULL;
     for (size_t i = 0; i < n; i++)
         json_array_append_new(
             items, json_pack("{s:I, s:I, s:{s:s}}", "job_id", (json_int_t)ls[i].id, "fence",
                              (json_int_t)ls[i].fence, "result", "by", w->s.owner));
-    long st = client_call(&w->c, "POST", "/queues/q/leases:complete",
+    snprintf(path, sizeof(path), "/queues/%s/leases:complete", w->ch->queue);
+    long st = client_call(&w->c, "POST", path,
                           json_pack("{s:s, s:o}", "owner", w->s.owner, "items", items), &j);
     json_t *results = json_object_get(j, "results");
     if (st != 200 || json_array_size(results) != n) {
-        note_unexpected("batch complete", ls[0].id, st, j);
+        note_unexpected(w->ch, "batch complete", ls[0].id, st, j);
+        let_go(w, ls, n);
         json_decref(j);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_t *r = json_array_get(results, i);
-        const char *s = json_string_value(json_object_get(r, "status"));
-        int done = s != NULL && strcmp(s, "completed") == 0;
-        if (json_integer_value(json_object_get(r, "job_id")) != ls[i].id || s == NULL)
-            note_unexpected("batch item", ls[i].id, st, r);
-        else if (stale)
-            atomic_fetch_add(done ? &run.stale_accepted : &run.stale_refused, 1);
-        else if (done)
-            qv_log_add(&run.accepted, ls[i].id, ls[i].fence, w->s.owner);
-        else
-            atomic_fetch_add(&run.lost, 1);
-        if (!stale && done)
-            atomic_fetch_add(&run.completed_batch, 1);
-    }
+    for (size_t i = 0; i < n; i++)
+        batch_item(w, &ls[i], json_array_get(results, i), stale);
     json_decref(j);
 }
 
-/* Claims up to 1..10 jobs, waiting up to 1 s; returns how many (0 on an error). */
+/* Claims up to 1..10 jobs, waiting up to 1 s; returns how many (0 on an error), each logged. */
 static size_t claim(struct worker *w, struct lease *out)
 {
+    char path[160];
     int max = 1 + (int)(rand_r(&w->s.seed) % 10);
     json_t *j = NULL;
+    snprintf(path, sizeof(path), "/queues/%s/leases", w->ch->queue);
     long st = client_call(
-        &w->c, "POST", "/queues/q/leases",
+        &w->c, "POST", path,
         json_pack("{s:s, s:i, s:i}", "owner", w->s.owner, "max_jobs", max, "wait_seconds", 1), &j);
     json_t *leases = json_object_get(j, "leases");
     size_t n = json_array_size(leases);
     if (st != 200 || !json_is_array(leases) || n > (size_t)max) {
-        note_unexpected("claim", 0, st, j);
+        note_unexpected(w->ch, "claim", 0, st, j);
         n = 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -243,27 +298,31 @@ static size_t claim(struct worker *w, struct lease *out)
         const char *kind =
             json_string_value(json_object_get(json_object_get(l, "payload"), "kind"));
         snprintf(out[i].kind, sizeof(out[i].kind), "%s", kind ? kind : "?");
+        qv_log_add(&w->ch->rec.claims, out[i].id, out[i].fence, w->s.owner);
     }
     json_decref(j);
-    atomic_fetch_add(&run.claimed, (long)n);
+    atomic_fetch_add(&w->ch->claimed, (long)n);
     return n;
 }
 
-/* A stalled worker: sleeps past its leases, then writes to each; every write must be refused. */
+/* A stalled worker: sleeps past its leases (letting them go), then writes to each; every write
+ * must be refused. */
 static void stall_then_write(struct worker *w, const struct lease *ls, size_t n)
 {
+    struct churn *ch = w->ch;
+    let_go(w, ls, n);
     sleep_ms(LEASE_S * 1000 + 400);
     for (size_t i = 0; i < n; i++) {
         json_t *j = NULL;
         long st = lease_write(w, &ls[i], (enum verb)(i % 3), &j);
         if (st == 200) {
-            atomic_fetch_add(&run.stale_accepted, 1);
+            atomic_fetch_add(&ch->stale_accepted, 1);
             fprintf(stderr, "STALE WRITE ACCEPTED: %s job %" PRId64 " fence %" PRId64 "\n",
                     w->s.owner, ls[i].id, ls[i].fence);
-        } else if (is_refusal(st, j)) {
-            atomic_fetch_add(&run.stale_refused, 1);
+        } else if (is_refusal(ch, st, j)) {
+            atomic_fetch_add(st == 404 ? &ch->stale_gone : &ch->stale_refused, 1);
         } else {
-            note_unexpected("stale write", ls[i].id, st, j);
+            note_unexpected(ch, "stale write", ls[i].id, st, j);
         }
         json_decref(j);
     }
@@ -277,11 +336,11 @@ static void long_job(struct worker *w, const struct lease *l)
     for (int i = 0; i < 4 && alive; i++) {
         sleep_ms(600);
         alive = live_write(w, l, V_HEARTBEAT);
-        atomic_fetch_add(&run.heartbeats, alive);
+        atomic_fetch_add(&w->ch->heartbeats, alive);
     }
     if (alive && live_write(w, l, V_COMPLETE)) {
-        atomic_fetch_add(&run.hb_long_ok, 1);
-        atomic_fetch_add(&run.completed_single, 1);
+        atomic_fetch_add(&w->ch->hb_long_ok, 1);
+        atomic_fetch_add(&w->ch->completed_single, 1);
     }
 }
 
@@ -289,6 +348,7 @@ static void long_job(struct worker *w, const struct lease *l)
  * singly or in one settlement. */
 static void work_batch(struct worker *w, const struct lease *ls, size_t n)
 {
+    struct churn *ch = w->ch;
     struct lease done[10];
     size_t nd = 0;
     for (size_t i = 0; i < n; i++) {
@@ -297,10 +357,10 @@ static void work_batch(struct worker *w, const struct lease *ls, size_t n)
         if (rand_r(&w->s.seed) % 8 == 0) {
             if (!live_write(w, l, V_HEARTBEAT))
                 continue;
-            atomic_fetch_add(&run.heartbeats, 1);
+            atomic_fetch_add(&ch->heartbeats, 1);
         }
         if (strcmp(l->kind, "poison") == 0 || rand_r(&w->s.seed) % 40 == 0)
-            atomic_fetch_add(&run.fails, live_write(w, l, V_FAIL));
+            atomic_fetch_add(&ch->fails, live_write(w, l, V_FAIL));
         else
             done[nd++] = *l;
     }
@@ -309,38 +369,39 @@ static void work_batch(struct worker *w, const struct lease *ls, size_t n)
         return;
     }
     for (size_t i = 0; i < nd; i++)
-        atomic_fetch_add(&run.completed_single, live_write(w, &done[i], V_COMPLETE));
+        atomic_fetch_add(&ch->completed_single, live_write(w, &done[i], V_COMPLETE));
 }
 
 /* Whether this claimed batch kills the worker: a crash job, or every EVENT_EVERY-th round. */
-static int dies_now(const struct lease *ls, size_t n, long round)
+static int dies_now(struct churn *ch, const struct lease *ls, size_t n, long round)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(ls[i].kind, "crash") == 0)
             return 1;
-    return round % EVENT_EVERY == EVENT_EVERY / 2 && atomic_fetch_sub(&run.deaths_left, 1) > 0;
+    return round % EVENT_EVERY == EVENT_EVERY / 2 && atomic_fetch_sub(&ch->deaths_left, 1) > 0;
 }
 
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    struct churn *ch = w->ch;
     struct lease ls[10];
-    while (!atomic_load(&run.stop)) {
+    while (!atomic_load(&stop)) {
         size_t n = claim(w, ls);
         if (n == 0)
             continue;
-        long round = atomic_fetch_add(&run.rounds, 1);
-        if (dies_now(ls, n, round)) {
-            /* dies holding its leases: never touches them again */
-            atomic_fetch_add(&run.deaths, 1);
-            atomic_fetch_add(&run.abandoned, (long)n);
+        long round = atomic_fetch_add(&ch->rounds, 1);
+        if (dies_now(ch, ls, n, round)) {
+            let_go(w, ls, n); /* dies holding its leases: never touches them again */
+            atomic_fetch_add(&ch->died, 1);
+            atomic_fetch_add(&ch->abandoned, (long)n);
             atomic_store(&w->s.dead, 1);
             return NULL;
         }
-        if (round % EVENT_EVERY == 0 && atomic_fetch_sub(&run.stalls_left, 1) > 0)
+        if (round % EVENT_EVERY == 0 && atomic_fetch_sub(&ch->stalls_left, 1) > 0)
             stall_then_write(w, ls, n);
         else if (n == 1 && strcmp(ls[0].kind, "normal") == 0 &&
-                 atomic_fetch_sub(&run.long_left, 1) > 0)
+                 atomic_fetch_sub(&ch->long_left, 1) > 0)
             long_job(w, &ls[0]);
         else
             work_batch(w, ls, n);
@@ -351,7 +412,7 @@ static void *worker_main(void *arg)
 /* Replaces dead workers: a new client, the slot's next life. */
 static void supervise(void)
 {
-    for (int i = 0; i < WORKERS; i++)
+    for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++)
         if (worker_slot_reap(&workers[i].s)) {
             client_free(&workers[i].c);
             client_init(&workers[i].c);
@@ -361,50 +422,74 @@ static void supervise(void)
 
 /* ---- the driver ---- */
 
-static void enqueue_batch(int first, int n)
+static const char *job_kind(int i)
 {
+    return i % POISON_EVERY == 0                ? "poison"
+           : i % CRASH_EVERY == CRASH_EVERY / 2 ? "crash"
+                                                : "normal";
+}
+
+/* Enqueues the queue's next batch (at most ENQUEUE_EACH jobs), noting their ids. */
+static void enqueue_batch(struct churn *ch)
+{
+    int first = ch->enqueued, n = ch->jobs - first < ENQUEUE_EACH ? ch->jobs - first : ENQUEUE_EACH;
     size_t cap = (size_t)n * 64 + 32, o = 0;
-    char *b = malloc(cap);
+    char *b = malloc(cap), path[160];
     o += (size_t)snprintf(b + o, cap - o, "{\"jobs\":[");
-    for (int i = first; i < first + n; i++) {
-        const char *kind = i % POISON_EVERY == 0                ? "poison"
-                           : i % CRASH_EVERY == CRASH_EVERY / 2 ? "crash"
-                                                                : "normal";
+    for (int i = first; i < first + n; i++)
         o += (size_t)snprintf(b + o, cap - o, "%s{\"payload\":{\"n\":%d,\"kind\":\"%s\"}}",
-                              i > first ? "," : "", i, kind);
-    }
+                              i > first ? "," : "", i, job_kind(i));
     o += (size_t)snprintf(b + o, cap - o, "]}");
     struct th_response r;
-    assert_int_equal(th_http(th_svc.port, "POST", "/queues/q/jobs", json_ct, b, o, &r), 0);
+    snprintf(path, sizeof(path), "/queues/%s/jobs", ch->queue);
+    assert_int_equal(th_http(th_svc.port, "POST", path, json_ct, b, o, &r), 0);
     if (r.status != 201)
         fprintf(stderr, "enqueue: %ld %s\n", r.status, r.body);
     assert_int_equal(r.status, 201);
-    assert_int_equal(json_array_size(json_object_get(r.json, "jobs")), n);
+    json_t *jobs = json_object_get(r.json, "jobs");
+    assert_int_equal(json_array_size(jobs), n);
+    for (int i = 0; i < n; i++)
+        ch->ids[first + i] = json_integer_value(json_object_get(json_array_get(jobs, i), "id"));
+    ch->enqueued += n;
     th_response_free(&r);
     free(b);
 }
 
-/* Pending plus processing jobs of queue q, or -1. */
+/* The queue's configuration and counts (GET /queues/{queue}); the caller's: json_decref. */
+static json_t *queue_read(const struct churn *ch)
+{
+    char path[160];
+    struct th_response r;
+    json_t *q = NULL;
+    snprintf(path, sizeof(path), "/queues/%s", ch->queue);
+    if (th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r) == 0 && r.status == 200)
+        q = json_incref(r.json);
+    th_response_free(&r);
+    return q;
+}
+
+/* Pending plus processing jobs of both queues, or -1. */
 static long unfinished(void)
 {
-    struct th_response r;
-    long n = -1;
-    if (th_http(th_svc.port, "GET", "/queues/q", NULL, NULL, 0, &r) == 0 && r.status == 200) {
-        json_t *c = json_object_get(r.json, "counts");
-        n = (long)(json_integer_value(json_object_get(c, "pending")) +
-                   json_integer_value(json_object_get(c, "processing")));
+    const struct churn *both[] = {&keeping, &deleting};
+    long n = 0;
+    for (int i = 0; i < 2 && n >= 0; i++) {
+        json_t *q = queue_read(both[i]), *c = json_object_get(q, "counts");
+        n = c == NULL ? -1
+                      : n + (long)(json_integer_value(json_object_get(c, "pending")) +
+                                   json_integer_value(json_object_get(c, "processing")));
+        json_decref(q);
     }
-    th_response_free(&r);
     return n;
 }
 
-/* Sum of a labelled counter's samples for queue q, or -1. */
-static double queue_metric(const char *name)
+/* The sample of a counter with label = value, or -1. */
+static double metric(const char *name, const char *label, const char *value)
 {
     struct th_response r;
     double v = -1;
-    char key[160];
-    snprintf(key, sizeof(key), "\n%s{queue=\"q\"} ", name);
+    char key[200];
+    snprintf(key, sizeof(key), "\n%s{%s=\"%s\"} ", name, label, value);
     if (th_http(th_svc.port, "GET", "/metrics", NULL, NULL, 0, &r) == 0) {
         const char *p = strstr(r.body, key);
         v = p ? atof(p + strlen(key)) : 0;
@@ -413,19 +498,22 @@ static double queue_metric(const char *name)
     return v;
 }
 
-/* ---- the verdict (queue_verdict.c), and what only this queue adds to it ---- */
+/* ---- the verdicts: the workers' records (churn_records.c), the database's (queue_verdict.c) ----
+ */
 
 static int64_t col_i64(PGresult *r, int row, int col)
 {
     return PQgetisnull(r, row, col) ? -1 : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
-/* The API's view of a failed job agrees with the table: attempts spent, why it failed. */
-static void assert_failed_job_shown(int64_t id, size_t nh, const char *last_outcome)
+/* The API's view of a failed job of the keeping queue agrees with the table: attempts spent, why
+ * it failed. */
+static void assert_failed_job_shown(const struct churn *ch, int64_t id, size_t nh,
+                                    const char *last_outcome)
 {
-    char path[96];
+    char path[160];
     struct th_response r;
-    snprintf(path, sizeof(path), "/queues/q/jobs/%" PRId64, id);
+    snprintf(path, sizeof(path), "/queues/%s/jobs/%" PRId64, ch->queue, id);
     assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *h = json_object_get(r.json, "history");
@@ -438,54 +526,166 @@ static void assert_failed_job_shown(int64_t id, size_t nh, const char *last_outc
     th_response_free(&r);
 }
 
-/* Poison and crash jobs (payload kind) always fail, and a failed job reads as such. */
+/* Poison and crash jobs (payload kind) always fail, and a failed job reads as such. arg: the
+ * keeping queue's churn. */
 static int job_kind_rules(void *arg, const struct qv_job *job, const struct qv_attempt *h,
                           size_t nh)
 {
     const char *kind = json_string_value(json_object_get(job->payload, "kind"));
     int failed = strcmp(job->state, "failed") == 0;
     if (failed && nh > 0)
-        assert_failed_job_shown(job->id, nh, h[nh - 1].outcome);
+        assert_failed_job_shown(arg, job->id, nh, h[nh - 1].outcome);
     if (kind == NULL || (strcmp(kind, "normal") != 0 && !failed))
         return qv_problem(job->id, "a %s job that did not fail", kind ? kind : "kind-less");
     return 0;
 }
 
+/* The records' verdict on a queue (every job handed out under fences 1, 2, .., each to one
+ * owner, and ended exactly once; none lost), with the workload's rules: a poison job never
+ * completes, a crash job only the janitor ends. The janitor's count of the queue is the
+ * records'. */
+static struct cr_verdict assert_records(struct churn *ch)
+{
+    enum cr_end *ends = calloc((size_t)ch->jobs, sizeof(*ends));
+    assert_non_null(ends);
+    size_t claims = ch->rec.claims.n;
+    struct cr_verdict v = cr_check(&ch->rec, ch->ids, (size_t)ch->jobs, ends);
+    for (int i = 0; i < ch->jobs; i++)
+        if ((strcmp(job_kind(i), "poison") == 0 && ends[i] == CR_COMPLETED) ||
+            (strcmp(job_kind(i), "crash") == 0 && ends[i] != CR_EXPIRED))
+            v.bad_jobs += qv_problem(ch->ids[i], "a %s job that ended %d", job_kind(i), ends[i]);
+    free(ends);
+    double janitor = metric("rowlock_queue_janitor_expired_total", "queue", ch->queue);
+    fprintf(stderr,
+            "%s, by the records: %zu claims, %d completed, %d failed by a worker, %d let go and "
+            "failed by the janitor (which says %.0f); %d rules broken, %zu records of no job\n",
+            ch->queue, claims, v.completed, v.failed, v.expired, janitor, v.bad_jobs, v.strays);
+    assert_int_equal(v.bad_jobs, 0);
+    assert_int_equal(v.strays, 0);
+    assert_int_equal(v.completed + v.failed + v.expired, ch->jobs);
+    assert_true(janitor == v.expired);
+    return v;
+}
+
+/* The keeping queue: the database's verdict on every job and its history, which agrees with the
+ * records. */
+static void assert_kept(struct churn *ch, const struct cr_verdict *rec)
+{
+    PGconn *c = th_pg(th_svc_dburl);
+    const struct qv_rules rules = {.queue = ch->queue,
+                                   .max_attempts = MAX_ATTEMPTS,
+                                   .acked = &ch->rec.completed,
+                                   .job_rules = job_kind_rules,
+                                   .arg = ch};
+    struct qv_verdict v = qv_check_queue(c, &rules);
+    PQfinish(c);
+    assert_int_equal(v.jobs, ch->jobs);
+    assert_int_equal(v.overlaps, 0);
+    assert_int_equal(v.bad_jobs, 0);
+    assert_int_equal(ch->rec.completed.n, ch->jobs - v.failed); /* each succeeded job once */
+    assert_int_equal(v.failed, rec->failed + rec->expired);
+}
+
+/* No row of rowlock.jobs, job_bodies or job_attempts names a job of ids (an array literal). */
+static void assert_no_rows(const char *ids)
+{
+    const char *params[] = {ids};
+    PGconn *c = th_pg(th_svc_dburl);
+    PGresult *r = PQexecParams(
+        c,
+        "SELECT (SELECT count(*) FROM rowlock.jobs WHERE id = ANY ($1::bigint[])), (SELECT "
+        "count(*) FROM rowlock.job_bodies WHERE job_id = ANY ($1::bigint[])), (SELECT count(*) "
+        "FROM rowlock.job_attempts WHERE job_id = ANY ($1::bigint[]))",
+        1, NULL, params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    int64_t jobs = col_i64(r, 0, 0), bodies = col_i64(r, 0, 1), attempts = col_i64(r, 0, 2);
+    fprintf(stderr, "rows left: %" PRId64 " jobs, %" PRId64 " bodies, %" PRId64 " attempts\n", jobs,
+            bodies, attempts);
+    assert_true(jobs == 0 && bodies == 0 && attempts == 0);
+    PQclear(r);
+    PQfinish(c);
+}
+
+/* The deleting queue keeps nothing of its jobs: no row, body or attempt, counts all 0, each job
+ * 404 job_not_found (the first, the last, the poison and crash ones). */
+static void assert_deleted_gone(const struct churn *ch)
+{
+    size_t cap = (size_t)ch->jobs * 21 + 3, o = 0;
+    char *ids = malloc(cap), path[160];
+    assert_non_null(ids);
+    for (int i = 0; i < ch->jobs; i++)
+        o += (size_t)snprintf(ids + o, cap - o, "%s%" PRId64, i ? "," : "{", ch->ids[i]);
+    snprintf(ids + o, cap - o, "}");
+    assert_no_rows(ids);
+    free(ids);
+    json_t *q = queue_read(ch), *counts = json_object_get(q, "counts");
+    const char *states[] = {"pending", "processing", "succeeded", "failed"};
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+        assert_int_equal(json_integer_value(json_object_get(counts, states[i])), 0);
+    assert_non_null(counts);
+    json_decref(q);
+    for (int i = 0; i < ch->jobs; i++) {
+        if (i != 1 && i != ch->jobs - 1 && strcmp(job_kind(i), "normal") == 0)
+            continue;
+        struct th_response r;
+        snprintf(path, sizeof(path), "/queues/%s/jobs/%" PRId64, ch->queue, ch->ids[i]);
+        assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
+        assert_int_equal(r.status, 404);
+        assert_string_equal(th_problem_code(&r), "job_not_found");
+        th_response_free(&r);
+    }
+}
+
+/* The service's counts of jobs deleted as they ended (all of them the deleting queue's: the
+ * keeping one deletes none) are the records'. */
+static void assert_deleted_counted(const struct cr_verdict *rec)
+{
+    double s = metric("rowlock_queue_jobs_deleted_at_end_total", "state", "succeeded");
+    double f = metric("rowlock_queue_jobs_deleted_at_end_total", "state", "failed");
+    fprintf(stderr, "deleted as they ended: %.0f succeeded, %.0f failed\n", s, f);
+    assert_true(s == rec->completed);
+    assert_true(f == rec->failed + rec->expired);
+}
+
+/* ---- the run ---- */
+
 static void start_workers(void)
 {
-    for (int i = 0; i < WORKERS; i++) {
-        workers[i].s.slot = i;
+    for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++) {
+        workers[i].s.slot = (int)i;
+        workers[i].ch = i < WORKERS ? &keeping : &deleting; /* then DELETED_WORKERS */
         client_init(&workers[i].c);
         worker_slot_start(&workers[i].s, worker_main, &workers[i]);
         assert_true(workers[i].s.running);
     }
 }
 
-/* Enqueues everything while the workers run, then waits (bounded) until no job is unfinished,
- * replacing dead workers all along, and stops the workers. */
+/* Enqueues everything while the workers run (a batch of each queue at a time), then waits
+ * (bounded) until no job of either queue is unfinished, replacing dead workers all along, and
+ * stops the workers. */
 static void churn(void)
 {
     double t0 = th_now(), give_up = t0 + CHURN_MAX_S, said = t0;
-    int enqueued = 0;
     long left = -1;
     while (th_now() < give_up) {
         supervise();
-        if (enqueued < JOBS) {
-            enqueue_batch(enqueued, ENQUEUE_EACH);
-            enqueued += ENQUEUE_EACH;
+        if (keeping.enqueued < keeping.jobs || deleting.enqueued < deleting.jobs) {
+            if (keeping.enqueued < keeping.jobs)
+                enqueue_batch(&keeping);
+            if (deleting.enqueued < deleting.jobs)
+                enqueue_batch(&deleting);
             sleep_ms(300);
             continue;
         }
         if ((left = unfinished()) == 0)
             break;
         if (th_now() - said >= 5 && (said = th_now()) > 0)
-            fprintf(stderr, "%.1f s: %ld unfinished, %ld claimed, %ld completed\n", th_now() - t0,
-                    left, atomic_load(&run.claimed),
-                    atomic_load(&run.completed_single) + atomic_load(&run.completed_batch));
+            fprintf(stderr, "%.1f s: %ld unfinished, %ld claimed\n", th_now() - t0, left,
+                    atomic_load(&keeping.claimed) + atomic_load(&deleting.claimed));
         sleep_ms(200);
     }
-    atomic_store(&run.stop, 1);
-    for (int i = 0; i < WORKERS; i++) {
+    atomic_store(&stop, 1);
+    for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++) {
         pthread_join(workers[i].s.thread, NULL);
         client_free(&workers[i].c);
     }
@@ -493,67 +693,78 @@ static void churn(void)
     assert_int_equal(left, 0);
 }
 
-static void print_run(void)
+static void print_run(struct churn *ch)
 {
     fprintf(stderr,
-            "claimed %ld, completed %ld singly and %ld in settlements, %ld heartbeats, %ld "
+            "%s: claimed %ld, completed %ld singly and %ld in settlements, %ld heartbeats, %ld "
             "fails; %ld deaths abandoning %ld leases; %ld long jobs kept alive; stale writes "
-            "refused %ld, accepted %ld; live writes refused (lease lost) %ld; unexpected %ld\n",
-            atomic_load(&run.claimed), atomic_load(&run.completed_single),
-            atomic_load(&run.completed_batch), atomic_load(&run.heartbeats),
-            atomic_load(&run.fails), atomic_load(&run.deaths), atomic_load(&run.abandoned),
-            atomic_load(&run.hb_long_ok), atomic_load(&run.stale_refused),
-            atomic_load(&run.stale_accepted), atomic_load(&run.lost), atomic_load(&run.unexpected));
+            "refused %ld (and %ld as job_not_found), accepted %ld; live writes refused (lease "
+            "lost) %ld; unexpected %ld\n",
+            ch->queue, atomic_load(&ch->claimed), atomic_load(&ch->completed_single),
+            atomic_load(&ch->completed_batch), atomic_load(&ch->heartbeats),
+            atomic_load(&ch->fails), atomic_load(&ch->died), atomic_load(&ch->abandoned),
+            atomic_load(&ch->hb_long_ok), atomic_load(&ch->stale_refused),
+            atomic_load(&ch->stale_gone), atomic_load(&ch->stale_accepted), atomic_load(&ch->lost),
+            atomic_load(&ch->unexpected));
+    assert_int_equal(atomic_load(&ch->stale_accepted), 0);
+    assert_int_equal(atomic_load(&ch->unexpected), 0);
 }
 
-/* The run exercised what it claims to: takeovers, janitor failures, deaths, refused stale
- * writes, both ways of completing, leases kept alive past their length. */
-static void assert_run_exercised(int nfailed)
+/* The run of a queue exercised what it claims to: takeovers, janitor failures, deaths, refused
+ * stale writes, both ways of completing, leases kept alive past their length. */
+static void assert_run_exercised(struct churn *ch, const struct cr_verdict *rec)
 {
-    double reclaims = queue_metric("rowlock_queue_expired_lease_reclaims_total");
-    double expired = queue_metric("rowlock_queue_janitor_expired_total");
-    fprintf(stderr, "%.0f expired leases reclaimed, %.0f failed by the janitor\n", reclaims,
-            expired);
+    double reclaims = metric("rowlock_queue_expired_lease_reclaims_total", "queue", ch->queue);
+    fprintf(stderr, "%s: %.0f expired leases reclaimed\n", ch->queue, reclaims);
     assert_true(reclaims > 0);
-    assert_true(expired >= JOBS / CRASH_EVERY);
-    assert_true(atomic_load(&run.deaths) >= DEATHS / 2);
-    assert_true(atomic_load(&run.stale_refused) >= STALLS);
-    assert_true(atomic_load(&run.completed_batch) > 0);
-    assert_true(atomic_load(&run.completed_single) > 0);
-    assert_true(atomic_load(&run.hb_long_ok) > 0);
-    assert_true(nfailed >= JOBS / POISON_EVERY + JOBS / CRASH_EVERY);
+    assert_true(rec->expired >= ch->jobs / CRASH_EVERY);
+    assert_true(atomic_load(&ch->died) >= DEATHS / ch->share / 2);
+    assert_true(atomic_load(&ch->stale_refused) + atomic_load(&ch->stale_gone) >=
+                STALLS / ch->share);
+    assert_true(atomic_load(&ch->completed_batch) > 0);
+    assert_true(atomic_load(&ch->completed_single) > 0);
+    assert_true(atomic_load(&ch->hb_long_ok) > 0);
+    assert_true(rec->failed + rec->expired >= ch->jobs / POISON_EVERY + ch->jobs / CRASH_EVERY);
 }
 
-static void churned_queue_gives_each_job_to_one_owner_at_a_time(void **state)
+static void queue_put(struct churn *ch)
 {
+    char path[160];
     struct th_response r;
-    const char *cfg = "{\"max_attempts\":3,\"lease_seconds\":2,\"backoff_base_seconds\":0.05,"
-                      "\"backoff_max_seconds\":0.2}";
-    assert_int_equal(th_http(th_svc.port, "PUT", "/queues/q", json_ct, cfg, strlen(cfg), &r), 0);
+    const char *cfg = ch->keep
+                          ? "{\"max_attempts\":3,\"lease_seconds\":2,\"backoff_base_seconds\":0.05,"
+                            "\"backoff_max_seconds\":0.2}"
+                          : "{\"max_attempts\":3,\"lease_seconds\":2,\"backoff_base_seconds\":0.05,"
+                            "\"backoff_max_seconds\":0.2,\"succeeded_retention_seconds\":0,"
+                            "\"failed_retention_seconds\":0,\"cancelled_retention_seconds\":0}";
+    snprintf(path, sizeof(path), "/queues/%s", ch->queue);
+    assert_int_equal(th_http(th_svc.port, "PUT", path, json_ct, cfg, strlen(cfg), &r), 0);
     assert_int_equal(r.status, 201);
     th_response_free(&r);
-    atomic_store(&run.deaths_left, DEATHS);
-    atomic_store(&run.stalls_left, STALLS);
-    atomic_store(&run.long_left, LONG_JOBS);
+    atomic_store(&ch->deaths_left, DEATHS / ch->share);
+    atomic_store(&ch->stalls_left, STALLS / ch->share);
+    atomic_store(&ch->long_left, LONG_JOBS / ch->share);
+}
+
+static void churned_queues_kept_and_deleted_give_each_job_to_one_owner_at_a_time(void **state)
+{
+    queue_put(&keeping);
+    queue_put(&deleting);
     start_workers();
     churn();
-    print_run();
-
-    PGconn *c = th_pg(th_svc_dburl);
-    const struct qv_rules rules = {.queue = "q",
-                                   .max_attempts = MAX_ATTEMPTS,
-                                   .acked = &run.accepted,
-                                   .job_rules = job_kind_rules};
-    struct qv_verdict v = qv_check_queue(c, &rules);
-    PQfinish(c);
-    assert_int_equal(v.jobs, JOBS);
-    assert_int_equal(v.overlaps, 0);
-    assert_int_equal(v.bad_jobs, 0);
-    assert_int_equal(atomic_load(&run.stale_accepted), 0);
-    assert_int_equal(atomic_load(&run.unexpected), 0);
-    assert_int_equal(run.accepted.n, JOBS - v.failed); /* each succeeded job once, no other */
-    assert_run_exercised(v.failed);
-    qv_log_free(&run.accepted);
+    struct churn *both[] = {&keeping, &deleting};
+    struct cr_verdict rec[2];
+    for (int i = 0; i < 2; i++) {
+        print_run(both[i]);
+        rec[i] = assert_records(both[i]);
+    }
+    assert_kept(&keeping, &rec[0]);
+    assert_deleted_gone(&deleting);
+    assert_deleted_counted(&rec[1]);
+    for (int i = 0; i < 2; i++) {
+        assert_run_exercised(both[i], &rec[i]);
+        cr_records_free(&both[i]->rec);
+    }
 }
 
 /* ---- the broken claim, and the checker catching it ---- */
@@ -775,7 +986,7 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(churned_queue_gives_each_job_to_one_owner_at_a_time),
+        cmocka_unit_test(churned_queues_kept_and_deleted_give_each_job_to_one_owner_at_a_time),
         cmocka_unit_test(broken_claim_without_skip_locked_is_caught_by_the_checker),
     };
     int rc = cmocka_run_group_tests(tests, setup, th_svc_teardown);

@@ -1,7 +1,8 @@
 /* The leased-queue conformance suite (queue_conformance.c) against the C queue API: struct
  * qc_impl implemented by calling db/queues.h on a struct db_pool over a fresh database whose
- * schema db_schema_apply creates. No rowlock process and no HTTP; the REST twin of this program is
- * test_queue_conformance_http.c. */
+ * schema db_schema_apply creates, the case table run on queues that keep finished jobs and on
+ * queues that delete them as they end. No rowlock process and no HTTP; the REST twin of this
+ * program is test_queue_conformance_http.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,12 +49,22 @@ static enum qc_outcome outcome_of(const char *what, enum db_status st, enum db_q
     }
 }
 
-static enum qc_outcome c_create_queue(void *ctx, const char *queue, int max_attempts,
-                                      int lease_seconds, double backoff_base_seconds,
-                                      double backoff_max_seconds)
+/* Kept jobs follow retention_seconds (a day); deleted ones are DB_RETENTION_DELETE in each
+ * final state. */
+static enum qc_outcome c_create_queue(void *ctx, const char *queue, enum qc_retention retention,
+                                      int max_attempts, int lease_seconds,
+                                      double backoff_base_seconds, double backoff_max_seconds)
 {
-    struct db_queue_config cfg = {max_attempts, lease_seconds, backoff_base_seconds,
-                                  backoff_max_seconds, 86400};
+    int final = retention == QC_KEPT ? DB_RETENTION_INHERIT : DB_RETENTION_DELETE;
+    struct db_queue_config cfg = {.max_attempts = max_attempts,
+                                  .lease_seconds = lease_seconds,
+                                  .backoff_base_seconds = backoff_base_seconds,
+                                  .backoff_max_seconds = backoff_max_seconds,
+                                  .retention_seconds = 86400,
+                                  .succeeded_retention_seconds = final,
+                                  .failed_retention_seconds = final,
+                                  .cancelled_retention_seconds = final,
+                                  .dedupe_window_seconds = 0};
     struct db_queue q;
     enum db_queue_verdict v;
     struct db_error err;
@@ -65,8 +76,8 @@ static enum qc_outcome c_enqueue(void *ctx, const char *queue, const char *paylo
                                  const char *dedupe_key, double delay_seconds, int priority,
                                  int64_t *id, int *duplicate)
 {
-    struct db_job_in in = {payload, dedupe_key, NULL, delay_seconds, priority, 0};
-    struct db_job_ref ref = {0, DB_Q_OK};
+    struct db_job_in in = {payload, dedupe_key, NULL, delay_seconds, priority, 0, 0};
+    struct db_job_ref ref = {0, DB_Q_OK, "", 0};
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = db_jobs_enqueue(ctx, queue, &in, 1, &ref, &v, &err);
@@ -190,7 +201,9 @@ int main(void)
             "c_api",    pool,   c_create_queue, c_enqueue, c_claim,   c_heartbeat,
             c_complete, c_fail, c_handback,     c_release, c_get_job,
         };
-        failed = qc_run("queue_conformance_c_api", &impl);
+        int kept = qc_run("queue_conformance_c_api", &impl, QC_KEPT);
+        int deleted = qc_run("queue_conformance_c_api", &impl, QC_DELETED);
+        failed = kept != 0 || deleted != 0;
     }
     th_db_close(pool, NULL);
     return failed;

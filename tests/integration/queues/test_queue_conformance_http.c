@@ -1,7 +1,10 @@
 /* The leased-queue conformance suite (queue_conformance.c) against the REST API: struct qc_impl
- * implemented over HTTP against a real rowlock process. A refused lease write must be a 409
- * problem with code lease_owner_mismatch, lease_fence_mismatch, lease_expired or job_terminal, or
- * a 404 job_not_found; any other answer is QC_ERROR. The C-API twin is
+ * implemented over HTTP against a real rowlock process, the case table run on queues that keep
+ * finished jobs and on queues that delete them as they end (the *_retention_seconds members 0).
+ * A refused lease write must be a 409 problem with code lease_owner_mismatch,
+ * lease_fence_mismatch, lease_expired or job_terminal, or a 404 job_not_found; any other answer
+ * is QC_ERROR. Built as test_queue_conformance_previous_release, it runs against the previous
+ * release's binary, which knows no retention per state: kept only. The C-API twin is
  * test_queue_conformance_c.c. */
 #include <curl/curl.h>
 #include <inttypes.h>
@@ -66,16 +69,22 @@ static enum qc_outcome call_only(const struct http_ctx *c, const char *method, c
     return o;
 }
 
-static enum qc_outcome h_create_queue(void *ctx, const char *queue, int max_attempts,
-                                      int lease_seconds, double backoff_base_seconds,
-                                      double backoff_max_seconds)
+/* Kept jobs follow the service's default retention; deleted ones have 0 (not kept) in each
+ * final state's member, which a kept queue's body does not name at all. */
+static enum qc_outcome h_create_queue(void *ctx, const char *queue, enum qc_retention retention,
+                                      int max_attempts, int lease_seconds,
+                                      double backoff_base_seconds, double backoff_max_seconds)
 {
+    static const char *const finals[] = {"succeeded_retention_seconds", "failed_retention_seconds",
+                                         "cancelled_retention_seconds"};
     char path[256];
     snprintf(path, sizeof(path), "/queues/%s", queue);
-    return call_only(ctx, "PUT", path,
-                     json_pack("{s:i, s:i, s:f, s:f}", "max_attempts", max_attempts,
-                               "lease_seconds", lease_seconds, "backoff_base_seconds",
-                               backoff_base_seconds, "backoff_max_seconds", backoff_max_seconds));
+    json_t *body = json_pack("{s:i, s:i, s:f, s:f}", "max_attempts", max_attempts, "lease_seconds",
+                             lease_seconds, "backoff_base_seconds", backoff_base_seconds,
+                             "backoff_max_seconds", backoff_max_seconds);
+    for (size_t i = 0; retention == QC_DELETED && i < sizeof(finals) / sizeof(finals[0]); i++)
+        json_object_set_new(body, finals[i], json_integer(0));
+    return call_only(ctx, "PUT", path, body);
 }
 
 static enum qc_outcome h_enqueue(void *ctx, const char *queue, const char *payload,
@@ -262,7 +271,13 @@ int main(void)
         "rest_http", &ctx,   h_create_queue, h_enqueue, h_claim,   h_heartbeat,
         h_complete,  h_fail, h_handback,     h_release, h_get_job,
     };
-    int failed = qc_run("queue_conformance_rest_http", &impl);
+#ifdef CONFORMANCE_PREVIOUS_RELEASE
+    int failed = qc_run("queue_conformance_previous_release", &impl, QC_KEPT);
+#else
+    int kept = qc_run("queue_conformance_rest_http", &impl, QC_KEPT);
+    int deleted = qc_run("queue_conformance_rest_http", &impl, QC_DELETED);
+    int failed = kept != 0 || deleted != 0;
+#endif
     int rc = th_service_stop(&th_svc);
     if (rc != 0)
         fprintf(stderr, "rowlock exited with %d\n", rc);
