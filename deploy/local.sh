@@ -51,10 +51,11 @@ test   build all of build/ (the service, the CLI, the tests and benches), build-
        (ROWLOCK_SANITIZE=ON) and build-tsan/ (ROWLOCK_TSAN=ON), run
        the three ctest suites against a throwaway cluster, then remove it; build build-fuzz/
        (clang, ROWLOCK_FUZZ=ON) and fuzz each of its targets for about a minute in all; builds
-       the previous release (db/schema/released/*/RELEASE) into build-prev/ for the upgrade
-       test (ROWLOCK_TEST_PREV_BINARY). Exits
+       the releases named by db/schema/released/6/RELEASE (the release before migrations)
+       into build-prev/ and db/schema/released/14/RELEASE into build-release-14/ for the
+       upgrade tests (ROWLOCK_TEST_PREV_BINARY, ROWLOCK_TEST_LAST_RELEASE_BINARY). Exits
        non-zero if any suite failed or a fuzz target crashed or broke one of its properties.
-       --quick: the inner loop, about two minutes once built: build/ and build-prev/ only, and
+       --quick: the inner loop, about two minutes once built: build/ and the releases only, and
        the release suite (every unit and integration test); no sanitizer builds, fuzzing or
        deploy checks. CI runs everything.
 fuzz   build build-fuzz/ and fuzz each target for SECONDS (default 300) under ASan+UBSan; the
@@ -144,21 +145,19 @@ prepare_state_dir() {
     [ -f "$STATE/.gitignore" ] || printf '*\n' >"$STATE/.gitignore"
 }
 
-# The previous release, for the upgrade test
-# (tests/integration/schema/test_upgrade_from_released.c): its commit is named in
+# A released build, for the upgrade tests (tests/integration/schema/test_upgrade_from_released.c
+# and test_queue_conformance_previous_release): its commit is named in
 # db/schema/released/<version>/RELEASE; its tree comes from this clone's history (git archive,
-# no network, no worktree), and only its rowlock binary is built, once per commit, into
-# build-prev/. Prints the binary's path.
-build_prev() {
-    local release commit dir
-    release=$(find "$ROOT/db/schema/released" -mindepth 2 -maxdepth 2 -name RELEASE | sort -V | tail -n 1)
-    [ -n "$release" ] || die "no db/schema/released/*/RELEASE names the previous release"
+# no network, no worktree), and only its rowlock binary is built, once per commit, into DIR.
+# $1: the release's schema version, $2: DIR under the checkout. Prints the binary's path.
+build_release() {
+    local version=$1 release=$ROOT/db/schema/released/$1/RELEASE commit dir=$ROOT/$2
+    [ -f "$release" ] || die "db/schema/released/$version/RELEASE is missing"
     commit=$(sed -n 's/^commit=//p' "$release")
     git -C "$ROOT" cat-file -e "$commit^{commit}" 2>/dev/null ||
-        die "the previous release's commit $commit is not in this clone's history (fetch it)"
-    dir=$ROOT/build-prev
+        die "release $version's commit $commit is not in this clone's history (fetch it)"
     if [ "$(cat "$dir/COMMIT" 2>/dev/null || true)" != "$commit" ] || [ ! -x "$dir/build/rowlock" ]; then
-        log "build: the previous release $commit into build-prev/"
+        log "build: release $version ($commit) into $2/"
         rm -rf "$dir"
         mkdir -p "$dir/src"
         git -C "$ROOT" archive "$commit" | tar -x -C "$dir/src"
@@ -647,9 +646,11 @@ cmd_test() {
         build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROWLOCK_TSAN=ON
         build_fuzz
     fi
-    # the upgrade test fails without it (it never skips)
-    export ROWLOCK_TEST_PREV_BINARY
-    ROWLOCK_TEST_PREV_BINARY=$(build_prev)
+    # the upgrade tests fail without them (they never skip): the release before migrations, and
+    # the newest release, which serves beside this build during a rolling upgrade
+    export ROWLOCK_TEST_PREV_BINARY ROWLOCK_TEST_LAST_RELEASE_BINARY
+    ROWLOCK_TEST_PREV_BINARY=$(build_release 6 build-prev)
+    ROWLOCK_TEST_LAST_RELEASE_BINARY=$(build_release 14 build-release-14)
     prepare_state_dir
 
     trap test_on_exit EXIT
