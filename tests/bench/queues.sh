@@ -15,6 +15,9 @@
 #                   POST /queues/Q/leases/{id}/complete {owner, fence}
 #   rowlock-batch   the same with max_jobs: BATCH, every claimed job settled by one
 #                   POST /queues/Q/leases:complete {owner, items: [{job_id, fence}...]}
+#   rowlock-deleted rowlock-batch on a queue that keeps no succeeded job
+#                   (succeeded_retention_seconds 0): each completion deletes its job, body and
+#                   attempt history in its own statement, as graphile-worker does
 #   rowlock-large   for reference: the same with LARGE_WORKERS (4) workers and max_jobs
 #                   LARGE_BATCH (500), the shape of the peers' fastest configurations
 #   pgbench-batch   the ceiling: pgbench -M prepared, CLIENTS clients, each transaction of the
@@ -131,7 +134,7 @@ readonly BUDGET=4194304 # ROWLOCK_RESPONSE_BUDGET's default, bound by the pgbenc
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
-ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-large pgbench-batch pgbench-combined pgbench-auto"
+ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-large pgbench-batch pgbench-combined pgbench-auto"
 ALL_SYSTEMS="$ALL_SYSTEMS pgbench-bare"
 readonly ALL_SYSTEMS="$ALL_SYSTEMS pgbench-1 graphile-worker pg-boss"
 readonly SYSTEMS="${SYSTEMS:-$ALL_SYSTEMS}"
@@ -478,12 +481,13 @@ for ((i = 0; i < 100; i++)); do
 done
 curl -fsS -o /dev/null "$BASE/healthz" || fail_server
 
-# new_queue LABEL: creates a fresh queue (PUT /queues/Q, the defaults: 30 s leases, 5 attempts),
-# named after LABEL, this process and the round, and sets QUEUE to its name, QUEUE_ID to its id.
+# new_queue LABEL [CONFIG]: creates a fresh queue (PUT /queues/Q with CONFIG, by default {}: 30 s
+# leases, 5 attempts, finished jobs kept), named after LABEL, this process and the round, and
+# sets QUEUE to its name, QUEUE_ID to its id.
 new_queue() {
     QUEUE="bench-$1-$$-r${round:-0}"
     QUEUES+=("$QUEUE")
-    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' --data-binary '{}' \
+    curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' --data-binary "${2:-"{}"}" \
         "$BASE/queues/$QUEUE" || die "PUT /queues/$QUEUE failed"
     QUEUE_ID=$(sql "SELECT id FROM rowlock.queues WHERE name = '$QUEUE'")
     [[ $QUEUE_ID =~ ^[0-9]+$ ]] || die "no id for queue $QUEUE in rowlock.queues"
@@ -623,11 +627,13 @@ access_stats() {
 
 declare -A RES ENQ CHECK OK DETAIL PGC CLI SRV SECS WAL
 
-# run_rowlock SYSTEM MAX_JOBS WORKERS
+# run_rowlock SYSTEM MAX_JOBS WORKERS [QUEUE_CONFIG]: with a config of succeeded retention 0,
+# the jobs are gone once done, and the check is that none is left, the service counted JOBS
+# deleted at completion, and the workers completed each payload once.
 run_rowlock() {
-    local system=$1 max=$2 workers=$3 enq out chk m0 m1 c0 c1 mt0 mt1 p0 p1 rc=0
+    local system=$1 max=$2 workers=$3 config=${4:-} enq out chk m0 m1 c0 c1 mt0 mt1 p0 p1 rc=0
     checkpoint
-    new_queue "$system"
+    new_queue "$system" "$config"
     enq=$(enqueue)
     vacuum_rowlock
     log "$system: $workers workers, max_jobs $max, $JOBS jobs (queue $QUEUE, enqueued in ${enq}s)"
@@ -655,6 +661,18 @@ run_rowlock() {
     PGC[$system]=$(per_job "$p0" "$p1")
     SRV[$system]=$(per_job "$c0" "$c1")
     CLI[$system]=$(us_per_job "$(kv cpu_s "$out")")
+    if [ -n "$config" ]; then
+        check_deleted "$system" "$rc" "$out" "$chk" "$m0" "$m1"
+    else
+        check_kept "$system" "$rc" "$out" "$chk"
+    fi
+    DETAIL[$system]=$(run_detail "$system" "$out" "$chk" "$c0" "$c1" "$mt0" "$mt1" "$m0" "$m1")
+    log "$system: ${RES[$system]} jobs/s (${OK[$system]})"
+}
+
+# check_kept SYSTEM RC OUT CHK: every job succeeded once, with one attempt, kept.
+check_kept() {
+    local system=$1 rc=$2 out=$3 chk=$4
     CHECK[$system]="succeeded $(kv succeeded "$chk")/$JOBS, attempts>1: $(kv attempts_gt1 "$chk"),"
     CHECK[$system]+=" attempt rows $(kv history "$chk") ($(kv completed_history "$chk") completed,"
     CHECK[$system]+=" jobs without exactly 1: $(kv not_one_history "$chk")), handed out not once:"
@@ -668,6 +686,31 @@ run_rowlock() {
     else
         OK[$system]=FAILED
     fi
+}
+
+# check_deleted SYSTEM RC OUT CHK M0 M1: no job left, JOBS deleted at completion by the
+# service's counter, every payload handed out and completed once.
+check_deleted() {
+    local system=$1 rc=$2 out=$3 chk=$4 del
+    del=$(awk -v a="$(metric 'rowlock_queue_jobs_deleted_at_end_total{state="succeeded"}' "$5")" \
+        -v b="$(metric 'rowlock_queue_jobs_deleted_at_end_total{state="succeeded"}' "$6")" \
+        'BEGIN { printf "%.0f", b - a }')
+    CHECK[$system]="completed $(kv completed "$out")/$JOBS, deleted at completion $del, rows left"
+    CHECK[$system]+=" $(kv total "$chk"), handed out not once: $(kv not_once "$out"), conflicts"
+    CHECK[$system]+=" $(kv conflicts "$out")"
+    if [ "$rc" = 0 ] && [ "$(kv total "$chk")" = 0 ] && [ "$del" = "$JOBS" ] &&
+        [ "$(kv not_once "$out")" = 0 ] && [ "$(kv completed "$out")" = "$JOBS" ] &&
+        [ "$(kv conflicts "$out")" = 0 ]; then
+        OK[$system]=OK
+    else
+        OK[$system]=FAILED
+    fi
+}
+
+# run_detail SYSTEM OUT CHK C0 C1 MT0 MT1 M0 M1: the run's requests, latencies, CPU, pool and
+# combining (after DETAIL[SYSTEM], its access log statistics), as text.
+run_detail() {
+    local system=$1 out=$2 chk=$3 c0=$4 c1=$5 mt0=$6 mt1=$7 m0=$8 m1=$9
     local d
     d=$(awk -v o="$out" -v s="$(kv db_span "$chk")" -v n="$JOBS" -v c=$((c1 - c0)) \
         -v hz="$CLK_TCK" -v mt0="$mt0" -v mt1="$mt1" -v sys="$system" -v cores="$(nproc --all)" 'BEGIN {
@@ -707,8 +750,7 @@ run_rowlock() {
         printf "    combined: %d claims in %d transactions (%.1f each), %d settlements in %d",
             c1 - c0, t1 - t0, (t1 > t0 ? (c1 - c0) / (t1 - t0) : 0), s1 - s0, u1 - u0
         printf " (%.1f each)", (u1 > u0 ? (s1 - s0) / (u1 - u0) : 0) }')"
-    DETAIL[$system]=$d
-    log "$system: ${RES[$system]} jobs/s (${OK[$system]})"
+    printf '%s\n' "$d"
 }
 
 # run_pgbench SYSTEM KIND MAX_JOBS [PGOPTIONS [CLIENTS [K]]]: K claims of MAX_JOBS a transaction
@@ -844,6 +886,7 @@ done_queue
 declare -A NAME
 NAME[rowlock-1]="rowlock, batch-1"
 NAME[rowlock-batch]="rowlock, batch-$BATCH"
+NAME[rowlock-deleted]="rowlock, batch-$BATCH, deleted at end"
 NAME[rowlock-large]="rowlock, batch-$LARGE_BATCH x $LARGE_WORKERS"
 NAME[pgbench-batch]="pgbench ceiling, batch-$BATCH"
 NAME[pgbench-combined]="pgbench, combined $COMBINE_CLIENTS x $((WORKERS / COMBINE_CLIENTS)) x $BATCH"
@@ -898,6 +941,9 @@ run_system() {
     case $system in
     rowlock-1) run_rowlock "$system" 1 "$WORKERS" ;;
     rowlock-batch) run_rowlock "$system" "$BATCH" "$WORKERS" ;;
+    rowlock-deleted)
+        run_rowlock "$system" "$BATCH" "$WORKERS" '{"succeeded_retention_seconds": 0}'
+        ;;
     rowlock-large) run_rowlock "$system" "$LARGE_BATCH" "$LARGE_WORKERS" ;;
     pgbench-batch) run_pgbench "$system" batch "$BATCH" ;;
     pgbench-combined)
