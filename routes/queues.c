@@ -58,7 +58,9 @@ static void metrics_init(void)
                                        "Lease writes refused, by reason", "queue,reason");
     m_expired =
         svc_counter_vec_new("rowlock_queue_janitor_expired_total",
-                            "Expired leases without attempts left moved to failed", "queue");
+                            "Expired leases without attempts left moved to failed (or deleted, "
+                            "when the queue keeps no failed jobs)",
+                            "queue");
     m_purged = svc_counter_vec_new("rowlock_queue_janitor_purged_total",
                                    "Finished jobs purged after their retention", "queue");
     m_janitor_failures = svc_counter_vec_new(
