@@ -3,10 +3,11 @@
  * fences, history), never through SQL or HTTP; the runner makes the table one cmocka group per
  * retention. On a queue that deletes finished jobs, a job that reaches a final state reads, and
  * is written to, as not found; so a case checks the history before the attempt that ends the
- * job, and what it asserts of the end depends on the retention (expect_final, ended). Expiry
+ * job, and what it asserts of the end depends on the retention (EXPECT_FINAL, qc_ended). Expiry
  * cases take short leases and wait them out, since expiry is wall-clock protocol. No case leaves
  * an expired lease without attempts left: only a janitor decides that one. */
 #include "queue_conformance.h"
+#include "queue_conformance_case.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,20 +19,6 @@
 #include <time.h>
 
 #include <cmocka.h>
-
-#define SHORT_LEASE_S 1   /* a lease a case lets run out */
-#define EXPIRY_WAIT_S 1.3 /* past SHORT_LEASE_S (and a backoff of 1 s), whatever the rounding */
-#define LONG_LEASE_S  60  /* a lease that never runs out during a case */
-#define NO_SUCH_JOB   1000000000
-#define ANY_FENCE     (-1) /* expect_job: do not check the fence */
-
-/* What a case runs against: the implementation and the case's own fresh queue. */
-struct env {
-    const struct qc_impl *impl;
-    enum qc_retention retention; /* of the queues the case creates */
-    char queue[128];
-    int payloads; /* jobs enqueued so far, to number payloads */
-};
 
 const char *qc_outcome_name(enum qc_outcome o)
 {
@@ -53,6 +40,8 @@ static void sleep_s(double s)
         ;
 }
 
+#define EXPECT_SAME_JOB(a, b) expect_same_job((a), (b), __LINE__)
+
 /* ---- the protocol calls, on the case's queue ---- */
 
 static enum qc_outcome lease_heartbeat(const struct env *e, int64_t id, const char *owner,
@@ -61,8 +50,7 @@ static enum qc_outcome lease_heartbeat(const struct env *e, int64_t id, const ch
     return e->impl->heartbeat(e->impl->ctx, e->queue, id, owner, fence, lease_s);
 }
 
-static enum qc_outcome lease_complete(const struct env *e, int64_t id, const char *owner,
-                                      int64_t fence)
+enum qc_outcome qc_lease_complete(const struct env *e, int64_t id, const char *owner, int64_t fence)
 {
     return e->impl->complete(e->impl->ctx, e->queue, id, owner, fence);
 }
@@ -87,23 +75,7 @@ static enum qc_outcome lease_release(const struct env *e, int64_t id, const char
 
 /* ---- assertions, reported at the case's line ---- */
 
-#define EXPECT(call, want) expect_outcome((call), (want), #call, __LINE__)
-#define CLAIM(e, owner, max, lease_s, out)                                                         \
-    claim_jobs((e), (owner), (max), (lease_s), (out), __LINE__)
-#define CLAIM_ONE(e, owner, lease_s) claim_one((e), (owner), (lease_s), __LINE__)
-#define CLAIM_NONE(e, owner)         claim_none((e), (owner), __LINE__)
-#define READ_JOB(e, id, j)           read_job((e), (id), (j), __LINE__)
-#define EXPECT_JOB(e, id, state, attempts, fence)                                                  \
-    expect_job((e), (id), (state), (attempts), (fence), __LINE__)
-#define EXPECT_FINAL(e, id, state, attempts, fence)                                                \
-    expect_final((e), (id), (state), (attempts), (fence), __LINE__)
-#define EXPECT_ATTEMPT(j, i, attempt, fence, owner, outcome)                                       \
-    expect_attempt((j), (i), (attempt), (fence), (owner), (outcome), __LINE__)
-#define EXPECT_SAME_JOB(a, b) expect_same_job((a), (b), __LINE__)
-#define EXPECT_WRITES(e, id, owner, fence, ops, want)                                              \
-    expect_writes((e), (id), (owner), (fence), (ops), (want), __LINE__)
-
-static void expect_outcome(enum qc_outcome got, enum qc_outcome want, const char *what, int line)
+void qc_expect_outcome(enum qc_outcome got, enum qc_outcome want, const char *what, int line)
 {
     if (got == want)
         return;
@@ -111,8 +83,8 @@ static void expect_outcome(enum qc_outcome got, enum qc_outcome want, const char
     _fail(__FILE__, line);
 }
 
-static void queue_create(struct env *e, int max_attempts, int lease_s, double backoff_base_s,
-                         double backoff_max_s)
+void qc_queue_create(struct env *e, int max_attempts, int lease_s, double backoff_base_s,
+                     double backoff_max_s)
 {
     EXPECT(e->impl->create_queue(e->impl->ctx, e->queue, e->retention, max_attempts, lease_s,
                                  backoff_base_s, backoff_max_s),
@@ -138,13 +110,13 @@ static int64_t job_add_full(struct env *e, const char *dedupe_key, double delay_
     return id;
 }
 
-static int64_t job_add(struct env *e)
+int64_t qc_job_add(struct env *e)
 {
     return job_add_full(e, NULL, 0, 0, NULL);
 }
 
-static size_t claim_jobs(const struct env *e, const char *owner, int max_jobs, int lease_s,
-                         struct qc_lease *out, int line)
+size_t qc_claim_jobs(const struct env *e, const char *owner, int max_jobs, int lease_s,
+                     struct qc_lease *out, int line)
 {
     size_t n = (size_t)-1;
     enum qc_outcome o = e->impl->claim(e->impl->ctx, e->queue, owner, max_jobs, lease_s, out, &n);
@@ -156,27 +128,27 @@ static size_t claim_jobs(const struct env *e, const char *owner, int max_jobs, i
     return n;
 }
 
-static struct qc_lease claim_one(const struct env *e, const char *owner, int lease_s, int line)
+struct qc_lease qc_claim_one(const struct env *e, const char *owner, int lease_s, int line)
 {
     struct qc_lease l = {0, 0, 0};
-    size_t n = claim_jobs(e, owner, 1, lease_s, &l, line);
+    size_t n = qc_claim_jobs(e, owner, 1, lease_s, &l, line);
     if (n != 1)
         print_error("claim for %s got %zu jobs, want 1\n", owner, n);
     _assert_int_equal(n, 1, __FILE__, line);
     return l;
 }
 
-static void claim_none(const struct env *e, const char *owner, int line)
+void qc_claim_none(const struct env *e, const char *owner, int line)
 {
     struct qc_lease l[4];
-    size_t n = claim_jobs(e, owner, 4, LONG_LEASE_S, l, line);
+    size_t n = qc_claim_jobs(e, owner, 4, LONG_LEASE_S, l, line);
     if (n != 0)
         print_error("claim for %s got job %" PRId64 " (attempt %d), want none\n", owner,
                     l[0].job_id, l[0].attempt);
     _assert_int_equal(n, 0, __FILE__, line);
 }
 
-static void read_job(const struct env *e, int64_t id, struct qc_job *j, int line)
+void qc_read_job(const struct env *e, int64_t id, struct qc_job *j, int line)
 {
     memset(j, 0, sizeof(*j));
     enum qc_outcome o = e->impl->get_job(e->impl->ctx, e->queue, id, j);
@@ -186,11 +158,11 @@ static void read_job(const struct env *e, int64_t id, struct qc_job *j, int line
     }
 }
 
-static void expect_job(const struct env *e, int64_t id, const char *state, int attempts,
-                       int64_t fence, int line)
+void qc_expect_job(const struct env *e, int64_t id, const char *state, int attempts, int64_t fence,
+                   int line)
 {
     struct qc_job j;
-    read_job(e, id, &j, line);
+    qc_read_job(e, id, &j, line);
     if (fence == ANY_FENCE)
         fence = j.fence;
     if (strcmp(j.state, state) != 0 || j.attempts != attempts || j.fence != fence)
@@ -204,11 +176,11 @@ static void expect_job(const struct env *e, int64_t id, const char *state, int a
 
 /* A job that reached a final state: kept, it reads as state, attempts and fence (as
  * expect_job); deleted, it is not found. */
-static void expect_final(const struct env *e, int64_t id, const char *state, int attempts,
-                         int64_t fence, int line)
+void qc_expect_final(const struct env *e, int64_t id, const char *state, int attempts,
+                     int64_t fence, int line)
 {
     if (e->retention == QC_KEPT) {
-        expect_job(e, id, state, attempts, fence, line);
+        qc_expect_job(e, id, state, attempts, fence, line);
         return;
     }
     struct qc_job j;
@@ -223,13 +195,13 @@ static void expect_final(const struct env *e, int64_t id, const char *state, int
 
 /* How a write to a job that reached a final state is refused: terminal while the job is kept,
  * not found once it was deleted as it ended. */
-static enum qc_outcome ended(const struct env *e)
+enum qc_outcome qc_ended(const struct env *e)
 {
     return e->retention == QC_KEPT ? QC_TERMINAL : QC_NOT_FOUND;
 }
 
-static void expect_attempt(const struct qc_job *j, size_t i, int attempt, int64_t fence,
-                           const char *owner, const char *outcome, int line)
+void qc_expect_attempt(const struct qc_job *j, size_t i, int attempt, int64_t fence,
+                       const char *owner, const char *outcome, int line)
 {
     _assert_true(i < j->nhistory && i < QC_HISTORY_MAX, "history entry exists", __FILE__, line);
     const struct qc_attempt *a = &j->history[i];
@@ -255,18 +227,6 @@ static void expect_same_job(const struct qc_job *a, const struct qc_job *b, int 
         _assert_string_equal(b->history[i].outcome, a->history[i].outcome, __FILE__, line);
 }
 
-/* The writes a case can name at once, in the order they are tried. */
-enum {
-    W_HEARTBEAT = 1 << 0,
-    W_COMPLETE = 1 << 1,
-    W_FAIL_RETRY = 1 << 2,
-    W_FAIL_FINAL = 1 << 3,
-    W_HANDBACK = 1 << 4,
-    W_RELEASE = 1 << 5,
-    W_FENCED = W_HEARTBEAT | W_COMPLETE | W_FAIL_RETRY | W_FAIL_FINAL,
-    W_ALL = W_FENCED | W_HANDBACK | W_RELEASE,
-};
-
 static enum qc_outcome write_op(const struct env *e, unsigned op, int64_t id, const char *owner,
                                 int64_t fence)
 {
@@ -274,7 +234,7 @@ static enum qc_outcome write_op(const struct env *e, unsigned op, int64_t id, co
     case W_HEARTBEAT:
         return lease_heartbeat(e, id, owner, fence, 0);
     case W_COMPLETE:
-        return lease_complete(e, id, owner, fence);
+        return qc_lease_complete(e, id, owner, fence);
     case W_FAIL_RETRY:
         return lease_fail(e, id, owner, fence, 1);
     case W_FAIL_FINAL:
@@ -289,8 +249,8 @@ static enum qc_outcome write_op(const struct env *e, unsigned op, int64_t id, co
 /* Each write of ops, as owner with fence, answers want. Every write is tried and every wrong
  * answer reported before the case fails (a write wrongly accepted may change what the later
  * ones see). */
-static void expect_writes(const struct env *e, int64_t id, const char *owner, int64_t fence,
-                          unsigned ops, enum qc_outcome want, int line)
+void qc_expect_writes(const struct env *e, int64_t id, const char *owner, int64_t fence,
+                      unsigned ops, enum qc_outcome want, int line)
 {
     static const char *const names[] = {"heartbeat",    "complete",  "fail (retry)",
                                         "fail (final)", "hand-back", "release"};
@@ -314,8 +274,8 @@ static void expect_writes(const struct env *e, int64_t id, const char *owner, in
 /* Another owner presenting the right fence is refused by every write; the holder is not. */
 static void case_owner_differs(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     struct qc_job before, after;
     READ_JOB(e, id, &before);
@@ -323,7 +283,7 @@ static void case_owner_differs(struct env *e)
     READ_JOB(e, id, &after);
     EXPECT_SAME_JOB(&before, &after);
     EXPECT_JOB(e, id, "processing", 1, a.fence);
-    EXPECT(lease_complete(e, id, "worker-a", a.fence), QC_OK);
+    EXPECT(qc_lease_complete(e, id, "worker-a", a.fence), QC_OK);
     EXPECT_FINAL(e, id, "succeeded", 1, a.fence);
 }
 
@@ -331,8 +291,8 @@ static void case_owner_differs(struct env *e)
  * stale and changes nothing; the new fence works. */
 static void case_fence_differs(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease old = CLAIM_ONE(e, "worker-a", SHORT_LEASE_S);
     sleep_s(EXPIRY_WAIT_S);
     struct qc_lease cur = CLAIM_ONE(e, "worker-a", LONG_LEASE_S);
@@ -344,7 +304,7 @@ static void case_fence_differs(struct env *e)
     READ_JOB(e, id, &after);
     EXPECT_SAME_JOB(&before, &after);
     EXPECT(lease_heartbeat(e, id, "worker-a", cur.fence, LONG_LEASE_S), QC_OK);
-    EXPECT(lease_complete(e, id, "worker-a", cur.fence), QC_OK);
+    EXPECT(qc_lease_complete(e, id, "worker-a", cur.fence), QC_OK);
     EXPECT_FINAL(e, id, "succeeded", 1, cur.fence);
 }
 
@@ -352,8 +312,8 @@ static void case_fence_differs(struct env *e)
  * takeover is already licensed); another owner may then take the job. */
 static void case_lease_expired(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", SHORT_LEASE_S);
     sleep_s(EXPIRY_WAIT_S);
     struct qc_job before, after;
@@ -373,17 +333,17 @@ static void case_lease_expired(struct env *e)
  * nothing, and the job is not claimable. */
 static void case_terminal(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t done = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t done = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
-    EXPECT(lease_complete(e, done, "worker-a", a.fence), QC_OK);
-    EXPECT_WRITES(e, done, "worker-a", a.fence, W_ALL, ended(e));
+    EXPECT(qc_lease_complete(e, done, "worker-a", a.fence), QC_OK);
+    EXPECT_WRITES(e, done, "worker-a", a.fence, W_ALL, qc_ended(e));
     EXPECT_FINAL(e, done, "succeeded", 1, a.fence);
-    int64_t failed = job_add(e);
+    int64_t failed = qc_job_add(e);
     struct qc_lease b = CLAIM_ONE(e, "worker-b", 0);
     assert_int_equal(b.job_id, failed);
     EXPECT(lease_fail(e, failed, "worker-b", b.fence, 0), QC_OK);
-    EXPECT_WRITES(e, failed, "worker-b", b.fence, W_ALL, ended(e));
+    EXPECT_WRITES(e, failed, "worker-b", b.fence, W_ALL, qc_ended(e));
     EXPECT_FINAL(e, failed, "failed", 1, b.fence);
     CLAIM_NONE(e, "worker-c");
 }
@@ -391,15 +351,15 @@ static void case_terminal(struct env *e)
 /* A job that does not exist, or belongs to another queue, is not found by any write or read. */
 static void case_not_found(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t mine = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t mine = qc_job_add(e);
     struct qc_job j;
     EXPECT_WRITES(e, mine + NO_SUCH_JOB, "worker-a", 1, W_ALL, QC_NOT_FOUND);
     EXPECT(e->impl->get_job(e->impl->ctx, e->queue, mine + NO_SUCH_JOB, &j), QC_NOT_FOUND);
     struct env other = *e;
     snprintf(other.queue, sizeof(other.queue), "%.100s-other", e->queue);
-    queue_create(&other, 5, LONG_LEASE_S, 0, 0);
-    int64_t theirs = job_add(&other);
+    qc_queue_create(&other, 5, LONG_LEASE_S, 0, 0);
+    int64_t theirs = qc_job_add(&other);
     struct qc_lease l = CLAIM_ONE(&other, "worker-a", 0);
     assert_int_equal(l.job_id, theirs);
     EXPECT_WRITES(e, theirs, "worker-a", l.fence, W_ALL, QC_NOT_FOUND);
@@ -413,8 +373,8 @@ static void case_not_found(struct env *e)
  * and another worker claims it at once. */
 static void case_handback_refunds(struct env *e)
 {
-    queue_create(e, 1, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 1, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     EXPECT_JOB(e, id, "pending", 0, ANY_FENCE);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     assert_int_equal(a.attempt, 1);
@@ -432,8 +392,8 @@ static void case_handback_refunds(struct env *e)
 /* Hand-back needs no live lease: after expiry it still refunds. */
 static void case_handback_after_expiry(struct env *e)
 {
-    queue_create(e, 2, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 2, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", SHORT_LEASE_S);
     sleep_s(EXPIRY_WAIT_S);
     EXPECT(lease_handback(e, id, "worker-a", a.fence), QC_OK);
@@ -447,8 +407,8 @@ static void case_handback_after_expiry(struct env *e)
  * next attempt. */
 static void case_release_spends(struct env *e)
 {
-    queue_create(e, 3, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 3, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_release(e, id, "worker-a", a.fence), QC_OK);
     EXPECT_JOB(e, id, "pending", 1, a.fence);
@@ -463,8 +423,8 @@ static void case_release_spends(struct env *e)
 /* Release needs no live lease: after expiry it still spends. */
 static void case_release_after_expiry(struct env *e)
 {
-    queue_create(e, 3, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 3, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", SHORT_LEASE_S);
     sleep_s(EXPIRY_WAIT_S);
     EXPECT(lease_release(e, id, "worker-a", a.fence), QC_OK);
@@ -478,13 +438,13 @@ static void case_release_after_expiry(struct env *e)
  * complete is refused. */
 static void case_release_last_attempt_fails(struct env *e)
 {
-    queue_create(e, 1, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 1, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_release(e, id, "worker-a", a.fence), QC_OK);
     EXPECT_FINAL(e, id, "failed", 1, a.fence);
     CLAIM_NONE(e, "worker-b");
-    EXPECT(lease_complete(e, id, "worker-a", a.fence), ended(e));
+    EXPECT(qc_lease_complete(e, id, "worker-a", a.fence), qc_ended(e));
 }
 
 /* ---- attempts ---- */
@@ -493,8 +453,8 @@ static void case_release_last_attempt_fails(struct env *e)
  * takes the other and spends an attempt, after which worker-a's writes on it are refused. */
 static void case_reclaim_attempts(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t x = job_add(e), y = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t x = qc_job_add(e), y = qc_job_add(e);
     struct qc_lease first[2];
     assert_int_equal(CLAIM(e, "worker-a", 2, SHORT_LEASE_S, first), 2);
     assert_int_equal(first[0].attempt, 1);
@@ -519,8 +479,8 @@ static void case_reclaim_attempts(struct env *e)
  * job is kept), and the job is not claimed again. */
 static void case_attempts_exhausted(struct env *e)
 {
-    queue_create(e, 3, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 3, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     int64_t fences[3];
     const char *owners[] = {"worker-1", "worker-2", "worker-3"};
     struct qc_job j;
@@ -550,8 +510,8 @@ static void case_attempts_exhausted(struct env *e)
 /* Fail without retry is final even with attempts left. */
 static void case_fail_without_retry(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_fail(e, id, "worker-a", a.fence, 0), QC_OK);
     EXPECT_FINAL(e, id, "failed", 1, a.fence);
@@ -561,8 +521,8 @@ static void case_fail_without_retry(struct env *e)
 /* Fail with retry and a 1 s backoff: an immediate claim gets nothing, one after it the job. */
 static void case_backoff(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 1, 60);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 1, 60);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_fail(e, id, "worker-a", a.fence, 1), QC_OK);
     EXPECT_JOB(e, id, "pending", 1, a.fence);
@@ -578,10 +538,10 @@ static void case_backoff(struct env *e)
 /* A job enqueued with a delay is not claimable before it; an undelayed one is. */
 static void case_delay(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     job_add_full(e, NULL, 3600, 0, NULL);
     CLAIM_NONE(e, "worker-a");
-    int64_t now = job_add(e);
+    int64_t now = qc_job_add(e);
     struct qc_lease l = CLAIM_ONE(e, "worker-a", 0);
     assert_int_equal(l.job_id, now);
     CLAIM_NONE(e, "worker-a");
@@ -591,7 +551,7 @@ static void case_delay(struct env *e)
  * first has finished (kept or deleted: the queue holds no dedupe window). */
 static void case_dedupe(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     int dup = -1;
     int64_t first = job_add_full(e, "key-1", 0, 0, &dup);
     assert_int_equal(dup, 0);
@@ -604,7 +564,7 @@ static void case_dedupe(struct env *e)
     int64_t other = job_add_full(e, "key-2", 0, 0, &dup);
     assert_int_equal(dup, 0);
     assert_int_not_equal(other, first);
-    EXPECT(lease_complete(e, first, "worker-a", a.fence), QC_OK);
+    EXPECT(qc_lease_complete(e, first, "worker-a", a.fence), QC_OK);
     int64_t second = job_add_full(e, "key-1", 0, 0, &dup);
     assert_int_equal(dup, 0);
     assert_int_not_equal(second, first);
@@ -616,8 +576,8 @@ static void case_dedupe(struct env *e)
  * succeeded on its third attempt (the hand-back refunded one). */
 static void case_fence_increments(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_job j;
     READ_JOB(e, id, &j);
     int64_t fence = j.fence;
@@ -631,7 +591,7 @@ static void case_fence_increments(struct env *e)
         enum qc_outcome o = i == 0   ? lease_handback(e, id, owners[i], fence)
                             : i == 1 ? lease_release(e, id, owners[i], fence)
                             : i == 2 ? lease_fail(e, id, owners[i], fence, 1)
-                                     : lease_complete(e, id, owners[i], fence);
+                                     : qc_lease_complete(e, id, owners[i], fence);
         EXPECT(o, QC_OK);
     }
     EXPECT_FINAL(e, id, "succeeded", 3, fence);
@@ -641,9 +601,9 @@ static void case_fence_increments(struct env *e)
  * expiry while the other is, and its holder can still complete it. */
 static void case_heartbeat_extends(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    job_add(e);
-    job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    qc_job_add(e);
+    qc_job_add(e);
     struct qc_lease a[2];
     assert_int_equal(CLAIM(e, "worker-a", 2, 2, a), 2);
     EXPECT(lease_heartbeat(e, a[0].job_id, "worker-a", a[0].fence, 6), QC_OK);
@@ -652,14 +612,14 @@ static void case_heartbeat_extends(struct env *e)
     struct qc_lease b[2];
     assert_int_equal(CLAIM(e, "worker-b", 2, LONG_LEASE_S, b), 1);
     assert_int_equal(b[0].job_id, a[1].job_id);
-    EXPECT(lease_complete(e, a[0].job_id, "worker-a", a[0].fence), QC_OK);
+    EXPECT(qc_lease_complete(e, a[0].job_id, "worker-a", a[0].fence), QC_OK);
     EXPECT_FINAL(e, a[0].job_id, "succeeded", 1, a[0].fence);
 }
 
 /* Higher priority is claimed first, whatever the enqueue order. */
 static void case_priority(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     int64_t low = job_add_full(e, NULL, 0, 0, NULL);
     int64_t high = job_add_full(e, NULL, 0, 10, NULL);
     int64_t mid = job_add_full(e, NULL, 0, 5, NULL);
@@ -673,9 +633,9 @@ static void case_priority(struct env *e)
 /* max_jobs bounds a claim; the leases of one claim and the next are distinct jobs. */
 static void case_max_jobs(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     for (int i = 0; i < 5; i++)
-        job_add(e);
+        qc_job_add(e);
     struct qc_lease l[10];
     assert_int_equal(CLAIM(e, "worker-a", 2, 0, l), 2);
     assert_int_equal(CLAIM(e, "worker-b", 10, 0, l + 2), 3);
@@ -707,8 +667,8 @@ static void history_check(const struct env *e, int64_t id, const char *state,
  * (while the job is kept). */
 static void case_history(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
-    int64_t id = job_add(e);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(lease_handback(e, id, "worker-a", a.fence), QC_OK);
     struct qc_lease b = CLAIM_ONE(e, "worker-b", 0);
@@ -720,7 +680,7 @@ static void case_history(struct env *e)
     struct qc_lease f = CLAIM_ONE(e, "worker-e", 0);
     const int64_t fences[] = {a.fence, b.fence, c.fence, d.fence, f.fence};
     history_check(e, id, "processing", fences, "");
-    EXPECT(lease_complete(e, id, "worker-e", f.fence), QC_OK);
+    EXPECT(qc_lease_complete(e, id, "worker-e", f.fence), QC_OK);
     EXPECT_FINAL(e, id, "succeeded", 4, f.fence);
     if (e->retention == QC_KEPT)
         history_check(e, id, "succeeded", fences, "completed");
@@ -773,7 +733,7 @@ static void *racer_run(void *arg)
                 return NULL;
             }
             r->claimed[r->n++] = got[i].job_id;
-            o = lease_complete(r->e, got[i].job_id, r->owner, got[i].fence);
+            o = qc_lease_complete(r->e, got[i].job_id, r->owner, got[i].fence);
             if (o != QC_OK)
                 racer_problem(r, "complete", got[i].job_id, o);
         }
@@ -793,10 +753,10 @@ static int cmp_id(const void *a, const void *b)
  * queue that deletes finished jobs, is gone. */
 static void case_concurrent_claims(struct env *e)
 {
-    queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     int64_t ids[RACE_JOBS], seen[RACE_JOBS];
     for (int i = 0; i < RACE_JOBS; i++)
-        ids[i] = job_add(e);
+        ids[i] = qc_job_add(e);
     struct racer *r = calloc(RACE_WORKERS, sizeof(*r));
     assert_non_null(r);
     pthread_barrier_t start;
@@ -869,6 +829,10 @@ static const struct qc_case cases[] = {
     {"higher_priority_claimed_first", case_priority},
     {"claim_max_jobs_bounds_the_count", case_max_jobs},
     {"history_records_owner_fence_outcome", case_history},
+    {"cancel_of_pending_job_ends_it", qc_case_cancel_pending},
+    {"cancel_of_processing_job_refuses_its_holder", qc_case_cancel_processing},
+    {"cancel_of_finished_job_refused", qc_case_cancel_finished},
+    {"batch_completion_answers_each_item_on_its_own", qc_case_batch_complete},
     {"eight_workers_released_at_once_never_share_a_job", case_concurrent_claims},
 };
 

@@ -1,8 +1,9 @@
 /* The leased-queue conformance suite: an abstract lease interface (struct qc_impl) and, in
- * queue_conformance.c, a table of protocol cases written only against it and a runner that turns
- * the table into cmocka tests, once per retention of finished jobs (kept, or deleted as they end).
- * The implementations (the C queue API in test_queue_conformance_c.c, REST over HTTP in
- * test_queue_conformance_http.c) live in their own programs; nothing here knows SQL or HTTP. */
+ * queue_conformance.c, a table of protocol cases written only against it (some defined in other
+ * case files, see queue_conformance_case.h) and a runner that turns the table into cmocka tests,
+ * once per retention of finished jobs (kept, or deleted as they end). The implementations (the C
+ * queue API in test_queue_conformance_c.c, REST over HTTP in test_queue_conformance_http.c) live in
+ * their own programs; nothing here knows SQL or HTTP. */
 #ifndef TESTS_QUEUE_CONFORMANCE_H
 #define TESTS_QUEUE_CONFORMANCE_H
 
@@ -44,13 +45,23 @@ struct qc_attempt {
 };
 
 /* A job as read: state (pending, processing, succeeded, failed), attempts spent, current fence,
- * and the first QC_HISTORY_MAX attempts (nhistory counts all of them). */
+ * whether its last error is a cancel's ({"cancelled": true}), and the first QC_HISTORY_MAX
+ * attempts (nhistory counts all of them). */
 struct qc_job {
     char state[16];
     int attempts;
     int64_t fence;
+    int cancelled;
     size_t nhistory;
     struct qc_attempt history[QC_HISTORY_MAX];
+};
+
+/* One item of a batch completion: the lease (the batch names the owner), and how it was
+ * answered: QC_OK (completed) or the item's own refusal. */
+struct qc_settle {
+    int64_t job_id;
+    int64_t fence;
+    enum qc_outcome outcome; /* out */
 };
 
 /* What a queue keeps of a job that reached a final state (succeeded, failed). */
@@ -96,6 +107,14 @@ struct qc_impl {
                                int64_t fence);
     /* QC_OK with *out filled, or QC_NOT_FOUND. */
     enum qc_outcome (*get_job)(void *ctx, const char *queue, int64_t job_id, struct qc_job *out);
+    /* Operator cancel: an unfinished job ends failed, marked cancelled (or is deleted, on a queue
+     * that keeps no cancelled jobs); a finished one is refused. */
+    enum qc_outcome (*cancel)(void *ctx, const char *queue, int64_t job_id);
+    /* Completes n leases of owner in one request, each fenced and answered on its own in
+     * items[i].outcome. QC_OK when the request itself was accepted (whatever the items got),
+     * else QC_ERROR. */
+    enum qc_outcome (*complete_batch)(void *ctx, const char *queue, const char *owner,
+                                      struct qc_settle *items, size_t n);
 };
 
 /* Number of cases in the table. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "db/queues.h"
 #include "harness.h"
@@ -168,6 +169,15 @@ static enum qc_outcome c_release(void *ctx, const char *queue, int64_t job_id, c
     return outcome_of("db_leases_release", st, v, &err);
 }
 
+/* Whether a job's last error (JSON text or NULL) is a cancel's: {"cancelled": true}. */
+static int last_error_cancelled(const char *last_error)
+{
+    json_t *e = last_error ? json_loads(last_error, JSON_DECODE_ANY, NULL) : NULL;
+    int cancelled = json_is_true(json_object_get(e, "cancelled"));
+    json_decref(e);
+    return cancelled;
+}
+
 static enum qc_outcome c_get_job(void *ctx, const char *queue, int64_t job_id, struct qc_job *out)
 {
     struct db_job j;
@@ -180,6 +190,7 @@ static enum qc_outcome c_get_job(void *ctx, const char *queue, int64_t job_id, s
         out->attempts = j.attempts;
         out->fence = j.fence;
         out->nhistory = j.nhistory;
+        out->cancelled = last_error_cancelled(j.last_error);
         for (size_t i = 0; i < j.nhistory && i < QC_HISTORY_MAX; i++) {
             struct qc_attempt *a = &out->history[i];
             a->attempt = j.history[i].attempt;
@@ -192,14 +203,53 @@ static enum qc_outcome c_get_job(void *ctx, const char *queue, int64_t job_id, s
     return o;
 }
 
+static enum qc_outcome c_cancel(void *ctx, const char *queue, int64_t job_id)
+{
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_jobs_cancel(ctx, queue, job_id, &v, &err);
+    return outcome_of("db_jobs_cancel", st, v, &err);
+}
+
+/* Each item's verdict becomes its outcome; the call's own is the request's. */
+static enum qc_outcome c_complete_batch(void *ctx, const char *queue, const char *owner,
+                                        struct qc_settle *items, size_t n)
+{
+    struct db_settlement *s = calloc(n, sizeof(*s));
+    enum db_queue_verdict v = DB_Q_OK;
+    struct db_error err;
+    if (s == NULL)
+        return QC_ERROR;
+    for (size_t i = 0; i < n; i++)
+        s[i] = (struct db_settlement){
+            {items[i].job_id, owner, items[i].fence}, "{\"done\": true}", DB_Q_OK};
+    enum db_status st = db_leases_complete_batch(ctx, queue, s, n, &v, &err);
+    enum qc_outcome o = outcome_of("db_leases_complete_batch", st, v, &err);
+    for (size_t i = 0; o == QC_OK && i < n; i++)
+        items[i].outcome = outcome_of("db_leases_complete_batch item", DB_OK, s[i].verdict, &err);
+    free(s);
+    return o;
+}
+
 int main(void)
 {
     struct db_pool *pool = NULL;
     int failed = 1;
     if (th_db_open("qconf_c", POOL_SIZE, &pool, NULL) == 0) {
         const struct qc_impl impl = {
-            "c_api",    pool,   c_create_queue, c_enqueue, c_claim,   c_heartbeat,
-            c_complete, c_fail, c_handback,     c_release, c_get_job,
+            .name = "c_api",
+            .ctx = pool,
+            .create_queue = c_create_queue,
+            .enqueue = c_enqueue,
+            .claim = c_claim,
+            .heartbeat = c_heartbeat,
+            .complete = c_complete,
+            .fail_lease = c_fail,
+            .handback = c_handback,
+            .release = c_release,
+            .get_job = c_get_job,
+            .cancel = c_cancel,
+            .complete_batch = c_complete_batch,
         };
         int kept = qc_run("queue_conformance_c_api", &impl, QC_KEPT);
         int deleted = qc_run("queue_conformance_c_api", &impl, QC_DELETED);

@@ -225,8 +225,71 @@ static enum qc_outcome h_get_job(void *ctx, const char *queue, int64_t job_id, s
         snprintf(out->state, sizeof(out->state), "%s", state);
         out->attempts = (int)json_integer_value(json_object_get(r.json, "attempts"));
         out->fence = json_integer_value(json_object_get(r.json, "fence"));
+        out->cancelled =
+            json_is_true(json_object_get(json_object_get(r.json, "last_error"), "cancelled"));
         history_from_json(history, out);
     }
+    th_response_free(&r);
+    return o;
+}
+
+/* DELETE /queues/{queue}/jobs/{id}: a 200 must name the job and its new state, failed. */
+static enum qc_outcome h_cancel(void *ctx, const char *queue, int64_t job_id)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/queues/%s/jobs/%" PRId64, queue, job_id);
+    struct th_response r;
+    enum qc_outcome o = call(ctx, "DELETE", path, NULL, &r);
+    const char *state = json_string_value(json_object_get(r.json, "state"));
+    if (o == QC_OK && (r.status != 200 || state == NULL || strcmp(state, "failed") != 0 ||
+                       json_integer_value(json_object_get(r.json, "id")) != job_id)) {
+        fprintf(stderr, "DELETE %s: unexpected %ld %s\n", path, r.status, r.body);
+        o = QC_ERROR;
+    }
+    th_response_free(&r);
+    return o;
+}
+
+/* An item's status in a settlement answer: "completed", or a refusal's problem code. */
+static enum qc_outcome settle_status(const char *status)
+{
+    if (status != NULL && strcmp(status, "completed") == 0)
+        return QC_OK;
+    for (size_t i = 0; status != NULL && i < sizeof(refusals) / sizeof(refusals[0]); i++)
+        if (strcmp(status, refusals[i].code) == 0)
+            return refusals[i].outcome;
+    return QC_ERROR;
+}
+
+/* POST /queues/{queue}/leases:complete: a 200 whose results answer the items in order, and whose
+ * completed counts the completed ones; else QC_ERROR. */
+static enum qc_outcome h_complete_batch(void *ctx, const char *queue, const char *owner,
+                                        struct qc_settle *items, size_t n)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/queues/%s/leases:complete", queue);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:I, s:I}", "job_id", (json_int_t)items[i].job_id,
+                                             "fence", (json_int_t)items[i].fence));
+    struct th_response r;
+    enum qc_outcome o =
+        call(ctx, "POST", path, json_pack("{s:s, s:o}", "owner", owner, "items", arr), &r);
+    json_t *results = json_object_get(r.json, "results");
+    json_int_t completed = 0;
+    if (o == QC_OK && (r.status != 200 || json_array_size(results) != n))
+        o = QC_ERROR;
+    for (size_t i = 0; o == QC_OK && i < n; i++) {
+        json_t *it = json_array_get(results, i);
+        items[i].outcome = settle_status(json_string_value(json_object_get(it, "status")));
+        completed += items[i].outcome == QC_OK;
+        if (json_integer_value(json_object_get(it, "job_id")) != items[i].job_id)
+            o = QC_ERROR;
+    }
+    if (o == QC_OK && json_integer_value(json_object_get(r.json, "completed")) != completed)
+        o = QC_ERROR;
+    if (o == QC_ERROR)
+        fprintf(stderr, "POST %s: unexpected %ld %s\n", path, r.status, r.body);
     th_response_free(&r);
     return o;
 }
@@ -268,8 +331,19 @@ int main(void)
     }
     struct http_ctx ctx = {th_svc.port};
     const struct qc_impl impl = {
-        "rest_http", &ctx,   h_create_queue, h_enqueue, h_claim,   h_heartbeat,
-        h_complete,  h_fail, h_handback,     h_release, h_get_job,
+        .name = "rest_http",
+        .ctx = &ctx,
+        .create_queue = h_create_queue,
+        .enqueue = h_enqueue,
+        .claim = h_claim,
+        .heartbeat = h_heartbeat,
+        .complete = h_complete,
+        .fail_lease = h_fail,
+        .handback = h_handback,
+        .release = h_release,
+        .get_job = h_get_job,
+        .cancel = h_cancel,
+        .complete_batch = h_complete_batch,
     };
 #ifdef CONFORMANCE_PREVIOUS_RELEASE
     int failed = qc_run("queue_conformance_previous_release", &impl, QC_KEPT);
