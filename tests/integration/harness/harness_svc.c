@@ -5,9 +5,12 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 struct th_service th_svc;
 char th_svc_dburl[1024];
@@ -44,6 +47,17 @@ int64_t th_svc_sql_int(const char *sql)
     return v;
 }
 
+int64_t th_svc_sql_intf(const char *fmt, ...)
+{
+    char sql[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0 && (size_t)n < sizeof(sql));
+    return th_svc_sql_int(sql);
+}
+
 int th_svc_teardown(void **state)
 {
     (void)state;
@@ -70,4 +84,42 @@ void th_svc_get_problem(const char *path, long status, const char *code)
     assert_int_equal(th_http(th_svc.port, "GET", path, NULL, NULL, 0, &r), 0);
     th_assert_problem(&r, status, code);
     th_response_free(&r);
+}
+
+void th_client_init(struct th_client *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->curl = curl_easy_init();
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, th_buf_write);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &c->buf);
+    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+}
+
+void th_client_free(struct th_client *c)
+{
+    curl_easy_cleanup(c->curl);
+    free(c->buf.data);
+}
+
+long th_client_call(struct th_client *c, const char *method, const char *path, const char *body,
+                    json_t **out)
+{
+    char url[256];
+    struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
+    hl = curl_slist_append(hl, "Expect:");
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_svc.port, path);
+    c->buf.len = 0;
+    curl_easy_setopt(c->curl, CURLOPT_URL, url);
+    curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body ? body : "");
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? strlen(body) : 0));
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
+    CURLcode rc = curl_easy_perform(c->curl);
+    long status = -1;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hl);
+    *out = rc == CURLE_OK && c->buf.data ? json_loadb(c->buf.data, c->buf.len, 0, NULL) : NULL;
+    return status;
 }

@@ -32,6 +32,8 @@ int th_svc_teardown(void **state);
 PGconn *th_svc_pg(void);
 /* The integer in the first column of the first row of sql, run on th_svc_pg (must succeed). */
 int64_t th_svc_sql_int(const char *sql);
+/* The same, of the SQL that the printf format fmt makes (at most 1023 bytes). */
+int64_t th_svc_sql_intf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* th_call on th_svc: body JSON text (NULL: none), the status asserted to be want; returns the
  * answer's JSON (the caller's), NULL when it is not JSON. */
@@ -40,5 +42,19 @@ json_t *th_svc_call(const char *method, const char *path, const char *body, long
 json_t *th_svc_get(const char *path);
 /* GET path on th_svc answers a problem+json of this status and code (cmocka-asserted). */
 void th_svc_get_problem(const char *path, long status, const char *code);
+
+/* One keep-alive HTTP connection to th_svc, for a thread of its own: the racing tests' clients.
+ * th_client_call asserts nothing, so any thread may call it. */
+struct th_client {
+    void *curl; /* its CURL easy handle */
+    struct th_buf buf;
+};
+void th_client_init(struct th_client *c);
+void th_client_free(struct th_client *c);
+/* Sends method path with body (JSON text, NULL: none) on c; returns the HTTP status (-1 on a
+ * transport error) and the parsed answer in *out (the caller's: json_decref), NULL when it is
+ * not JSON. */
+long th_client_call(struct th_client *c, const char *method, const char *path, const char *body,
+                    json_t **out);
 
 #endif

@@ -63,54 +63,17 @@ static int setup(void **state)
     return th_svc_start("claimexcl", env);
 }
 
-/* ---- one keep-alive HTTP connection per worker ---- */
+/* ---- one keep-alive HTTP connection per worker (th_client) ---- */
 
-struct client {
-    CURL *curl;
-    struct th_buf buf;
-};
-
-/* Sends body (stolen, may be NULL); returns the HTTP status (-1 on a transport error) and the
- * parsed answer in *out (the caller's: json_decref), NULL when it is not JSON. */
-static long client_call(struct client *c, const char *method, const char *path, json_t *body,
+/* Sends body (stolen, may be NULL) on c: th_client_call's status and *out. */
+static long client_call(struct th_client *c, const char *method, const char *path, json_t *body,
                         json_t **out)
 {
-    char url[256];
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
-    hl = curl_slist_append(hl, "Expect:");
     json_decref(body);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_svc.port, path);
-    c->buf.len = 0;
-    curl_easy_setopt(c->curl, CURLOPT_URL, url);
-    curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text ? text : "");
-    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(text ? strlen(text) : 0));
-    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
-    CURLcode rc = curl_easy_perform(c->curl);
-    long status = -1;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hl);
+    long status = th_client_call(c, method, path, text, out);
     free(text);
-    *out = rc == CURLE_OK && c->buf.data ? json_loadb(c->buf.data, c->buf.len, 0, NULL) : NULL;
     return status;
-}
-
-static void client_init(struct client *c)
-{
-    memset(c, 0, sizeof(*c));
-    c->curl = curl_easy_init();
-    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, th_buf_write);
-    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &c->buf);
-    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-}
-
-static void client_free(struct client *c)
-{
-    curl_easy_cleanup(c->curl);
-    free(c->buf.data);
 }
 
 /* ---- a churned queue: its load, and what its workers saw (shared: atomics, logs) ---- */
@@ -173,7 +136,7 @@ struct lease {
 
 struct worker {
     struct worker_slot s; /* first: the life's thread gets the worker */
-    struct client c;
+    struct th_client c;
     struct churn *ch; /* the queue it works */
 };
 
@@ -414,8 +377,8 @@ static void supervise(void)
 {
     for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++)
         if (worker_slot_reap(&workers[i].s)) {
-            client_free(&workers[i].c);
-            client_init(&workers[i].c);
+            th_client_free(&workers[i].c);
+            th_client_init(&workers[i].c);
             worker_slot_start(&workers[i].s, worker_main, &workers[i]);
         }
 }
@@ -654,7 +617,7 @@ static void start_workers(void)
     for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++) {
         workers[i].s.slot = (int)i;
         workers[i].ch = i < WORKERS ? &keeping : &deleting; /* then DELETED_WORKERS */
-        client_init(&workers[i].c);
+        th_client_init(&workers[i].c);
         worker_slot_start(&workers[i].s, worker_main, &workers[i]);
         assert_true(workers[i].s.running);
     }
@@ -687,7 +650,7 @@ static void churn(void)
     atomic_store(&stop, 1);
     for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++) {
         pthread_join(workers[i].s.thread, NULL);
-        client_free(&workers[i].c);
+        th_client_free(&workers[i].c);
     }
     fprintf(stderr, "churn: %.1f s, %ld unfinished at the end\n", th_now() - t0, left);
     assert_int_equal(left, 0);

@@ -82,53 +82,6 @@ static int setup(void **state)
     return 0;
 }
 
-/* ---- one keep-alive HTTP connection per thread ---- */
-
-struct client {
-    CURL *curl;
-    struct th_buf buf;
-};
-
-static void client_init(struct client *c)
-{
-    memset(c, 0, sizeof(*c));
-    c->curl = curl_easy_init();
-    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, th_buf_write);
-    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &c->buf);
-    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-}
-
-static void client_free(struct client *c)
-{
-    curl_easy_cleanup(c->curl);
-    free(c->buf.data);
-}
-
-/* POSTs body (JSON text) to path; returns the HTTP status (-1 on a transport error) and the
- * parsed answer in *out (the caller's: json_decref), NULL when it is not JSON. Asserts nothing,
- * so any thread may call it. */
-static long client_post(struct client *c, const char *path, const char *body, json_t **out)
-{
-    char url[256];
-    struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
-    hl = curl_slist_append(hl, "Expect:");
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_svc.port, path);
-    c->buf.len = 0;
-    curl_easy_setopt(c->curl, CURLOPT_URL, url);
-    curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
-    CURLcode rc = curl_easy_perform(c->curl);
-    long status = -1;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hl);
-    *out = rc == CURLE_OK && c->buf.data ? json_loadb(c->buf.data, c->buf.len, 0, NULL) : NULL;
-    return status;
-}
-
 /* ---- the racers ---- */
 
 /* One answer: an enqueue's (id, duplicate, state, kept) or the completion's (job_id, state). */
@@ -155,7 +108,7 @@ struct racer {
     pthread_t thread;
     int i; /* 0 .. ENQUEUERS - 1 enqueue, ENQUEUERS completes */
     struct race *race;
-    struct client c;
+    struct th_client c;
     struct answer a;
 };
 
@@ -190,7 +143,7 @@ static void racer_request(struct racer *k)
                  r->fence);
     }
     k->a.sent = th_now();
-    long status = client_post(&k->c, path, body, &j);
+    long status = th_client_call(&k->c, "POST", path, body, &j);
     k->a.answered = th_now();
     answer_read(&k->a, status, j, enqueue ? "id" : "job_id");
     json_decref(j);
@@ -200,7 +153,7 @@ static void racer_request(struct racer *k)
 static void *racer_main(void *arg)
 {
     struct racer *k = arg;
-    client_init(&k->c);
+    th_client_init(&k->c);
     for (;;) {
         pthread_barrier_wait(&k->race->start);
         if (k->race->stop)
@@ -212,7 +165,7 @@ static void *racer_main(void *arg)
             racer_request(k);
         pthread_barrier_wait(&k->race->end);
     }
-    client_free(&k->c);
+    th_client_free(&k->c);
     return NULL;
 }
 
@@ -283,7 +236,7 @@ static int release(struct race *r, PGconn *gate, const char *end, int first, int
 struct run {
     struct race race;
     struct racer racers[RACERS];
-    struct client c; /* the main thread's */
+    struct th_client c; /* the main thread's */
     PGconn *gate;
     /* racing duplicates that said processing (kept), succeeded (not kept), and those sent after
      * the completion answered; gated rounds where every request waited on the gate */
@@ -299,7 +252,7 @@ static void run_start(struct run *u)
     memset(u, 0, sizeof(*u));
     pthread_barrier_init(&u->race.start, NULL, RACERS + 1);
     pthread_barrier_init(&u->race.end, NULL, RACERS + 1);
-    client_init(&u->c);
+    th_client_init(&u->c);
     u->gate = th_pg(th_svc_dburl);
     for (int i = 0; i < RACERS; i++) {
         u->racers[i].i = i;
@@ -316,7 +269,7 @@ static void run_stop(struct run *u)
         pthread_join(u->racers[i].thread, NULL);
     pthread_barrier_destroy(&u->race.start);
     pthread_barrier_destroy(&u->race.end);
-    client_free(&u->c);
+    th_client_free(&u->c);
     PQfinish(u->gate);
 }
 
@@ -329,7 +282,7 @@ static struct answer enqueue_once(struct run *u)
     snprintf(path, sizeof(path), "/queues/%s/jobs", u->race.queue);
     snprintf(body, sizeof(body), "{\"payload\":{\"by\":\"main\"},\"dedupe_key\":\"%s\"}",
              u->race.key);
-    long status = client_post(&u->c, path, body, &j);
+    long status = th_client_call(&u->c, "POST", path, body, &j);
     answer_read(&a, status, j, "id");
     json_decref(j);
     return a;
@@ -343,21 +296,11 @@ static void claim_the_job(struct run *u, int round)
     snprintf(u->race.owner, sizeof(u->race.owner), "worker-%d", round);
     snprintf(path, sizeof(path), "/queues/%s/leases", u->race.queue);
     snprintf(body, sizeof(body), "{\"owner\":\"%s\"}", u->race.owner);
-    assert_int_equal(client_post(&u->c, path, body, &j), 200);
+    assert_int_equal(th_client_call(&u->c, "POST", path, body, &j), 200);
     json_t *l = json_array_get(json_object_get(j, "leases"), 0);
     assert_int_equal(json_integer_value(json_object_get(l, "job_id")), u->race.job);
     u->race.fence = json_integer_value(json_object_get(l, "fence"));
     json_decref(j);
-}
-
-static int64_t sql_int(const char *fmt, ...)
-{
-    char sql[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof(sql), fmt, ap);
-    va_end(ap);
-    return th_svc_sql_int(sql);
 }
 
 /* Runs SQL (a printf format) on th_svc_pg; it must succeed. The result is the caller's. */
@@ -415,20 +358,24 @@ static int check_done_rows(struct run *u, int64_t seq)
 {
     const struct race *r = &u->race;
     int bad = 0;
-    int64_t extra = sql_int("SELECT count(*) FROM public.jobs_seen WHERE id > %" PRId64, seq);
+    int64_t extra =
+        th_svc_sql_intf("SELECT count(*) FROM public.jobs_seen WHERE id > %" PRId64, seq);
     u->extra_jobs += (int)extra;
-    if (extra > 0 || sql_int("SELECT count(*) FROM rowlock.jobs WHERE id > %" PRId64, seq) > 0)
+    if (extra > 0 ||
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.jobs WHERE id > %" PRId64, seq) > 0)
         bad += violation(u, "a second job was made for the key", NULL);
     if (seq_now() < seq + ENQUEUERS + 1) /* each enqueue drew an id */
         bad += violation(u, "the enqueues drew no id", NULL);
-    if (sql_int("SELECT (SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64
-                ") + (SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64
-                ") + (SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %" PRId64 ")",
-                r->job, r->job, r->job) != 0)
+    if (th_svc_sql_intf("SELECT (SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64
+                        ") + (SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64
+                        ") + (SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %" PRId64
+                        ")",
+                        r->job, r->job, r->job) != 0)
         bad += violation(u, "the completed job was kept", NULL);
-    if (sql_int("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = '%s' AND job_id = "
-                "%" PRId64 " AND final_state = 'succeeded' AND expires_at > now()",
-                r->key, r->job) != 1)
+    if (th_svc_sql_intf(
+            "SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = '%s' AND job_id = "
+            "%" PRId64 " AND final_state = 'succeeded' AND expires_at > now()",
+            r->key, r->job) != 1)
         bad += violation(u, "the window does not name the job, succeeded", NULL);
     if (extra > 0)
         PQclear(sql_exec("DELETE FROM rowlock.jobs WHERE id > %" PRId64, seq));
@@ -535,21 +482,24 @@ static int check_fresh_rows(struct run *u, int64_t seq, int64_t job)
 {
     const char *key = u->race.key;
     int bad = 0;
-    int64_t made = sql_int("SELECT count(*) FROM public.jobs_seen WHERE id > %" PRId64, seq);
+    int64_t made =
+        th_svc_sql_intf("SELECT count(*) FROM public.jobs_seen WHERE id > %" PRId64, seq);
     u->extra_jobs += made > 1 ? (int)made - 1 : 0;
-    if (made != 1 || sql_int("SELECT count(*) FROM public.jobs_seen WHERE id = %" PRId64
-                             " AND dedupe_key = '%s'",
-                             job, key) != 1)
+    if (made != 1 || th_svc_sql_intf("SELECT count(*) FROM public.jobs_seen WHERE id = %" PRId64
+                                     " AND dedupe_key = '%s'",
+                                     job, key) != 1)
         bad += violation(u, "not exactly one job was made for the key", NULL);
     if (seq_now() < seq + ENQUEUERS)
         bad += violation(u, "the enqueues drew no id", NULL);
-    if (sql_int("SELECT count(*) FROM rowlock.jobs WHERE dedupe_key = '%s' AND id = %" PRId64
-                " AND state = 'pending'",
-                key, job) != 1)
+    if (th_svc_sql_intf(
+            "SELECT count(*) FROM rowlock.jobs WHERE dedupe_key = '%s' AND id = %" PRId64
+            " AND state = 'pending'",
+            key, job) != 1)
         bad += violation(u, "the key's job is not pending", NULL);
-    if (sql_int("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = '%s' AND job_id = "
-                "%" PRId64,
-                key, job) != 1)
+    if (th_svc_sql_intf(
+            "SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = '%s' AND job_id = "
+            "%" PRId64,
+            key, job) != 1)
         bad += violation(u, "the window does not name the key's job", NULL);
     return bad;
 }

@@ -49,16 +49,6 @@ static const char *str(json_t *o, const char *k)
     return s ? s : "";
 }
 
-static int64_t sql_int(const char *fmt, ...)
-{
-    char sql[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof(sql), fmt, ap);
-    va_end(ap);
-    return th_svc_sql_int(sql);
-}
-
 /* A call whose path is a printf format; want asserted; the answer is the caller's. */
 static json_t *call(const char *method, const char *body, long want, const char *fmt, ...)
 {
@@ -114,15 +104,15 @@ static const char *lease_write(const char *q, int64_t id, const char *verb, int6
 /* Rows of job id in rowlock.jobs, job_bodies and job_attempts together. */
 static int64_t job_rows(int64_t id)
 {
-    return sql_int("SELECT (SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64 ") + "
-                   "(SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64 ") + "
-                   "(SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %" PRId64 ")",
-                   id, id, id);
+    return th_svc_sql_intf("SELECT (SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64 ") + "
+                           "(SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64 ") + "
+                           "(SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %" PRId64 ")",
+                           id, id, id);
 }
 
 static int64_t history_rows(int64_t id)
 {
-    return sql_int("SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %" PRId64, id);
+    return th_svc_sql_intf("SELECT count(*) FROM rowlock.job_attempts WHERE job_id = %" PRId64, id);
 }
 
 /* Job id of q is gone: GET is 404 job_not_found saying it was not kept, and no table holds a
@@ -148,8 +138,8 @@ static void assert_kept(const char *q, int64_t id, const char *state)
     json_t *j = call("GET", NULL, 200, "/queues/%s/jobs/%" PRId64, q, id);
     assert_string_equal(str(j, "state"), state);
     json_decref(j);
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64, id),
-                     1);
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64, id), 1);
 }
 
 /* Jobs deleted as they ended, in final state, as /metrics counts them. */
@@ -208,10 +198,11 @@ static void put_echoes_the_retentions_and_a_left_out_one_is_retention_seconds(vo
     q = th_svc_get("/queues/cfg");
     assert_retentions(q, 7200, 7200, 7200, 0);
     json_decref(q);
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.queues WHERE name = 'cfg' AND "
-                             "succeeded_retention_seconds IS NULL AND failed_retention_seconds "
-                             "IS NULL AND cancelled_retention_seconds IS NULL"),
-                     1);
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.queues WHERE name = 'cfg' AND "
+                        "succeeded_retention_seconds IS NULL AND failed_retention_seconds "
+                        "IS NULL AND cancelled_retention_seconds IS NULL"),
+        1);
     json_decref(th_svc_call("PUT", "/queues/cfg",
                             "{\"failed_retention_seconds\":60,\"dedupe_window_seconds\":1}", 200));
     q = th_svc_get("/queues/cfg");
@@ -521,9 +512,10 @@ static void a_deleted_job_stays_a_duplicate_within_the_window(void **state)
     assert_true(
         json_is_false(json_object_get(json_array_get(json_object_get(j, "jobs"), 1), "duplicate")));
     json_decref(j);
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.jobs j JOIN rowlock.queues q ON "
-                             "q.id = j.queue_id WHERE q.name = 'win' AND j.dedupe_key IS NOT NULL"),
-                     1); /* p's */
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.jobs j JOIN rowlock.queues q ON "
+                        "q.id = j.queue_id WHERE q.name = 'win' AND j.dedupe_key IS NOT NULL"),
+        1); /* p's */
     assert_int_equal(dedupe_keys("win"), 4);
     assert_deleted_since(&before, 1, 1, 1);
 }
@@ -539,9 +531,10 @@ static void an_enqueue_without_a_window_holds_its_key_only_while_unfinished(void
     int64_t a = enqueue("win0", body);
     assert_duplicate("win0", body, a, "pending", 1);
     /* the key's row holds it for no window: only while its job is unfinished */
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = 'z' "
-                             "AND expires_at > now()"),
-                     0);
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = 'z' "
+                        "AND expires_at > now()"),
+        0);
     assert_int_equal(dedupe_keys("win0"), 0);
     lease_write("win0", a, "complete", claim("win0", a, 0), "", st, sizeof(st));
     assert_gone("win0", a);
@@ -562,20 +555,22 @@ static void a_live_window_holds_its_key_against_an_enqueue_without_one(void **st
     int64_t a = ended("live", "k", "complete");
     assert_duplicate("live", "{\"payload\":2,\"dedupe_key\":\"k\",\"dedupe_window_seconds\":0}", a,
                      "succeeded", 0);
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.jobs j JOIN rowlock.queues q ON "
-                             "q.id = j.queue_id WHERE q.name = 'live' AND j.dedupe_key = 'k'"),
-                     0);
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.jobs j JOIN rowlock.queues q ON "
+                        "q.id = j.queue_id WHERE q.name = 'live' AND j.dedupe_key = 'k'"),
+        0);
 }
 
 /* Makes the window of key in q pass now. */
 static void expire_window(const char *q, const char *key)
 {
-    assert_int_equal(sql_int("WITH x AS (UPDATE rowlock.job_dedupe d SET expires_at = now() - "
-                             "interval '1 s' FROM rowlock.queues q WHERE q.id = d.queue_id AND "
-                             "q.name = '%s' AND d.dedupe_key = '%s' RETURNING 1) "
-                             "SELECT count(*) FROM x",
-                             q, key),
-                     1);
+    assert_int_equal(
+        th_svc_sql_intf("WITH x AS (UPDATE rowlock.job_dedupe d SET expires_at = now() - "
+                        "interval '1 s' FROM rowlock.queues q WHERE q.id = d.queue_id AND "
+                        "q.name = '%s' AND d.dedupe_key = '%s' RETURNING 1) "
+                        "SELECT count(*) FROM x",
+                        q, key),
+        1);
 }
 
 static void a_passed_window_lets_a_new_job_in(void **state)
@@ -595,11 +590,12 @@ static void a_passed_window_lets_a_new_job_in(void **state)
         usleep(10 * 1000);
     int64_t a2 = enqueue("pass", "{\"payload\":3,\"dedupe_key\":\"one\"}");
     assert_true(a2 > a);
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = 'one' "
-                             "AND job_id = %" PRId64 " AND final_state IS NULL AND expires_at > "
-                             "now() + interval '3500 s'",
-                             a2),
-                     1);
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = 'one' "
+                        "AND job_id = %" PRId64 " AND final_state IS NULL AND expires_at > "
+                        "now() + interval '3500 s'",
+                        a2),
+        1);
     lease_write("pass", a2, "complete", claim("pass", a2, 0), "", st, sizeof(st));
     /* a window made to pass by SQL; the count of keys held drops at once */
     ended("pass", "two", "complete");
@@ -629,8 +625,8 @@ static void the_janitor_deletes_windows_that_have_passed(void **state)
     while (th_svc_sql_int(rows) > 0 && th_now() < give_up)
         usleep(50 * 1000);
     assert_int_equal(th_svc_sql_int(rows), 0);
-    assert_int_equal(sql_int("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = 'young'"),
-                     1);
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.job_dedupe WHERE dedupe_key = 'young'"), 1);
     assert_int_equal(dedupe_keys("sweep"), 1);
 }
 
