@@ -475,8 +475,9 @@ enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_q
 /* Delete: the queue's row locked first (an enqueue's foreign key check waits for it, and then
  * finds no queue), a quick look for a job in processing, then every job's row locked (a claim
  * that locked one first has finished by then, and its job is seen as processing), then all of
- * it deleted: the attempt history and dedupe windows (no foreign keys), then the queue (its jobs,
- * their bodies and its janitor row go with it, by their foreign keys' ON DELETE CASCADE). */
+ * it deleted: the attempt history and dedupe windows (no foreign keys), then the queue (its jobs
+ * and its janitor row go with it, by their foreign keys' ON DELETE CASCADE, and the jobs' bodies
+ * with them, by the trigger job_bodies_gone of migration 16). */
 static const struct db_stmt st_queue_lock = {
     "queue_lock", "SELECT id FROM rowlock.queues WHERE name = $1 FOR UPDATE", 1};
 static const struct db_stmt st_queue_busy = {

@@ -4,11 +4,12 @@
  * and a processing one holding dedupe keys, a job under a live lease, a succeeded and a failed
  * one with attempt history. This build migrates it (--migrate-only, migration 15 on): every job,
  * body, attempt and dedupe key is as it was, and the database still serves builds of schema 12
- * on. Then the release and this build serve it at once, as during a rolling upgrade: each
- * honours the keys held before, the lease taken before is completed with its fence, each reads
- * what the other wrote, a PUT through the release leaves this build's retention and dedupe window
- * in place, and what the release cannot know (a window outliving its job, a job deleted at
- * completion) is answered as documented in docs/operations/upgrades.md. */
+ * on. A job's body goes with the job whichever build deletes it (migration 16's trigger in place
+ * of the foreign key's cascade). Then the release and this build serve it at once, as during a
+ * rolling upgrade: each honours the keys held before, the lease taken before is completed with its
+ * fence, each reads what the other wrote, a PUT through the release leaves this build's retention
+ * and dedupe window in place, and what the release cannot know (a window outliving its job, a job
+ * deleted at completion) is answered as documented in docs/operations/upgrades.md. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,6 +256,10 @@ static void the_new_settings_during_the_window(int old, int now, PGconn *c)
     settle(now, id, "worker-2", fence, "complete", 200);
     assert_job(old, id, "", 0);
     assert_job(now, id, "", 0);
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64,
+             (int64_t)id);
+    assert_int_equal(tsf_int(c, sql), 0);
     r = enqueue(now, "k-w", 200);
     assert_int_equal(int_at(r, "id"), id);
     assert_string_equal(text_at(r, "state"), "succeeded");
@@ -279,6 +284,57 @@ static void the_new_settings_during_the_window(int old, int now, PGconn *c)
                      2);
 }
 
+/* The jobs the release deletes take their bodies with them: its queue delete (the queues'
+ * cascade to the jobs) and its purge know nothing of the trigger that replaced the bodies'
+ * foreign key. */
+static void the_release_deletes_bodies_too(int old, int now, PGconn *c)
+{
+    json_decref(th_call(old, "PUT", "/queues/q2",
+                        "{\"max_attempts\":1,\"lease_seconds\":3600,\"backoff_base_seconds\":0}",
+                        201));
+    json_decref(th_call(now, "POST", "/queues/q2/jobs",
+                        "{\"jobs\":[{\"payload\":{\"n\":1}},{\"payload\":{\"n\":2}},"
+                        "{\"payload\":{\"n\":3}}]}",
+                        201));
+    /* one job completed through the release, then purged by its janitor once the release sets
+     * a retention of a second */
+    json_t *r = th_call(old, "POST", "/queues/q2/leases", "{\"owner\":\"w\",\"max_jobs\":1}", 200);
+    json_t *lease = json_array_get(json_object_get(r, "leases"), 0);
+    char path[128], body[96], job[160], job_body[160];
+    json_int_t purged = int_at(lease, "job_id");
+    snprintf(path, sizeof(path), "/queues/q2/leases/%" JSON_INTEGER_FORMAT "/complete", purged);
+    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" JSON_INTEGER_FORMAT "}",
+             int_at(lease, "fence"));
+    json_decref(r);
+    json_decref(th_call(old, "POST", path, body, 200));
+    json_decref(th_call(old, "PUT", "/queues/q2",
+                        "{\"max_attempts\":1,\"lease_seconds\":3600,\"backoff_base_seconds\":0,"
+                        "\"retention_seconds\":1}",
+                        200));
+    snprintf(job, sizeof(job), "SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64,
+             (int64_t)purged);
+    snprintf(job_body, sizeof(job_body),
+             "SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64, (int64_t)purged);
+    assert_int_equal(tsf_int(c, job_body), 1);
+    for (int i = 0; i < 500 && tsf_int(c, job) != 0; i++)
+        usleep(20 * 1000);
+    assert_int_equal(tsf_int(c, job), 0);
+    assert_int_equal(tsf_int(c, job_body), 0);
+    /* the other two go with their queue, deleted through the release */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.job_bodies b JOIN rowlock.jobs j "
+                                "ON j.id = b.job_id JOIN rowlock.queues q ON q.id = j.queue_id "
+                                "WHERE q.name = 'q2'"),
+                     2);
+    json_decref(th_call(old, "DELETE", "/queues/q2", NULL, 200));
+    /* no body is left without its job, nor a job without its body */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.job_bodies b WHERE NOT EXISTS "
+                                "(SELECT FROM rowlock.jobs j WHERE j.id = b.job_id)"),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs j WHERE NOT EXISTS "
+                                "(SELECT FROM rowlock.job_bodies b WHERE b.job_id = j.id)"),
+                     0);
+}
+
 static void release_14_and_this_build_serve_one_database(void **state)
 {
     (void)state;
@@ -300,6 +356,7 @@ static void release_14_and_this_build_serve_one_database(void **state)
     assert_true(th_service_logged(&now, "schema current"));
     both_serve_the_old_rows(old.port, now.port, &f);
     the_new_settings_during_the_window(old.port, now.port, c);
+    the_release_deletes_bodies_too(old.port, now.port, c);
     assert_int_equal(th_service_stop(&old), 0);
     assert_int_equal(th_service_stop(&now), 0);
     PQfinish(c);
