@@ -155,6 +155,11 @@ static const struct db_stmt st_heartbeat = {
     "q AS (SELECT q.*, " QUEUE_RETENTION("q.", "succeeded") " = 0 AS drop_succeeded, "             \
     QUEUE_RETENTION("q.", "failed") " = 0 AS drop_failed FROM rowlock.queues q WHERE q.id = " qid ")"
 #define SETTLE_QUEUE SETTLE_QUEUE_OF("$2")
+/* Whether the queue keeps no job ending in state, as a subquery of nothing but q: the planner
+ * makes it a one-time filter, evaluated once before the rows under it are looked at, so that a
+ * batch settlement of a queue that keeps its jobs looks none up to delete, and one of a queue
+ * that deletes them none up to update (as a join filter on q it looked every item up twice). */
+#define SETTLE_DROPS(state) "(SELECT q.drop_" state " FROM q)"
 /* The other half of a settlement that can end the job in a state its queue keeps none of (when:
  * SQL of that case, final: the state): the job deleted (gone, with what goes with it, JOBS_GONE)
  * instead of updated (w), then the refusal, judged after whichever of the two applied. */
@@ -171,11 +176,11 @@ static const struct db_stmt st_complete = {
     "WITH " SETTLE_QUEUE ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
-    ATTEMPT_END("completed") " FROM q WHERE " LEASE_JOB " AND " LEASE_LIVE " "
-    "  AND NOT q.drop_succeeded RETURNING j.id), "
+    ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
+    "  AND NOT " SETTLE_DROPS("succeeded") " RETURNING j.id), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
-    SETTLE_GONE(LEASE_LIVE " AND q.drop_succeeded", "'succeeded'") SETTLE_RESULT("''"),
+    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded"), "'succeeded'") SETTLE_RESULT("''"),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -240,14 +245,14 @@ static const struct db_stmt st_complete_batch = {
     "  WITH ORDINALITY AS x(id, owner, fence, result, i) ORDER BY id), "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
-    "  FROM items, q WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
-    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND NOT q.drop_succeeded "
+    "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
+    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND NOT " SETTLE_DROPS("succeeded")
     "  RETURNING j.id, items.result), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
     "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
-    "gone AS (DELETE FROM rowlock.jobs j USING items, q WHERE j.id = items.id "
+    "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
     "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
-    "  AND q.drop_succeeded RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
+    "  AND " SETTLE_DROPS("succeeded") " RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
     JOBS_GONE("gone") ", " LEASE_DONE ", "
     "refused AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
