@@ -384,8 +384,11 @@ static enum db_status apply_pending(struct db_conn *c, struct db_state *s, int f
 {
     int had_table = s->kind == KIND_MIGRATED;
     for (int n = first; n <= DB_SCHEMA_VERSION; n++) {
-        struct migration m;
-        find_migration(n, &m);
+        struct migration m = {0};
+        if (!find_migration(n, &m)) { /* every number up to DB_SCHEMA_VERSION is this build's */
+            db_error_set(err, "", "schema migration %d is missing from this build", n);
+            return DB_ERR_HARD;
+        }
         /* the migration that creates rowlock.migrations records the baseline before it */
         int record_baseline = !had_table && n == DB_SCHEMA_BASELINE + 1;
         enum db_status st = run_in_tx(c, &m, record_baseline, applied_by, err);

@@ -144,6 +144,8 @@ static int producer_query(struct svc_request *req, const char **producer, enum s
 enum svc_outcome route_topic_problem(struct svc_request *req, enum db_topic_verdict v,
                                      const char *topic, const char *producer)
 {
+    if (producer == NULL) /* only a consumer's or a producer's verdict names one */
+        producer = "";
     if (v == DB_TOPIC_CONSUMER_NOT_FOUND) /* producer names the consumer of a log read */
         return svc_reply_problem(req, TOPIC_P(CONSUMER_NOT_FOUND),
                                  "topic %s has no consumer %s (create it with PUT "
@@ -153,7 +155,7 @@ enum svc_outcome route_topic_problem(struct svc_request *req, enum db_topic_verd
         return svc_reply_problem(req, TOPIC_P(PRODUCER_NOT_FOUND),
                                  "topic %s has no producer %s (register it with PUT "
                                  "/topics/%s/producers/%s)",
-                                 topic, producer ? producer : "", topic, producer ? producer : "");
+                                 topic, producer, topic, producer);
     return svc_reply_problem(req, TOPIC_P(TOPIC_NOT_FOUND), "there is no topic %s", topic);
 }
 
