@@ -45,8 +45,8 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
 #define JOB_CANCELLED(b) "(" b ".last_error = '{\"cancelled\": true}'::jsonb)"
 /* What goes with jobs deleted by the CTE gone (returning id, queue_id, dedupe_key and final,
  * the state they ended in): their attempt history, and in the dedupe window that names one of
- * them, how it ended (its body goes by its foreign key). Two CTEs, gone_history and
- * gone_window. */
+ * them, how it ended (its body goes by the trigger job_bodies_gone, migration 16). Two CTEs,
+ * gone_history and gone_window. */
 #define JOBS_GONE(gone)                                                                            \
     "gone_history AS (DELETE FROM rowlock.job_attempts a USING " gone " WHERE a.job_id = " gone    \
     ".id), gone_window AS (UPDATE rowlock.job_dedupe d SET final_state = " gone                    \

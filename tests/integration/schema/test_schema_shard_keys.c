@@ -68,8 +68,7 @@ struct gap {
     const char *table, *index, *fix;
 };
 static const struct gap gaps[] = {
-    {"jobs", "jobs_pkey",
-     "primary key (queue_id, id); job_bodies' foreign key then (queue_id, job_id)"},
+    {"jobs", "jobs_pkey", "primary key (queue_id, id)"},
     {"job_bodies", "job_bodies_pkey", "a queue_id column; primary key (queue_id, job_id)"},
     {"job_attempts", "job_attempts_pkey",
      "a queue_id column; primary key (queue_id, job_id, fence)"},
