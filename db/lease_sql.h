@@ -8,14 +8,20 @@
 
 /* Claimable: due, and either pending or an expired lease that still has an attempt to give
  * (or is re-presented by the same owner, which spends none). claimable_at is run_at for
- * pending jobs and lease_expires_at for processing ones, so "due" is one indexed range. */
-#define LEASE_DUE  "j.claimable_at <= now()"
-#define LEASE_FREE "j.state = 'pending' OR j.attempts < j.max_attempts"
+ * pending jobs and lease_expires_at for processing ones, so "due" is one indexed range: of
+ * jobs_pending (migration 17) for pending jobs, in claim order, and of jobs_leased for expired
+ * leases. A claim takes the two as two branches (CLAIM_LOCK in db/leases.c). */
+#define LEASE_DUE     "j.claimable_at <= now()"
+#define LEASE_PENDING "j.state = 'pending' AND " LEASE_DUE
+#define LEASE_EXPIRED "j.state = 'processing' AND " LEASE_DUE
+/* An expired lease any claimer may take over: it has an attempt left. */
+#define LEASE_TAKEABLE "j.attempts < j.max_attempts"
+/* ... or that owner may: its own expired lease, re-presented, spends no attempt. */
+#define LEASE_TAKEABLE_BY(owner) LEASE_TAKEABLE " OR j.owner = " owner
 /* Spent: a processing job whose last attempt is out; once due (its lease ran out) only the
  * janitor's expiry takes it, to failed. The partial index jobs_lease_final (migration 11) has
  * this predicate. */
-#define LEASE_SPENT               "j.state = 'processing' AND j.attempts >= j.max_attempts"
-#define LEASE_CLAIMABLE_BY(owner) LEASE_DUE " AND (" LEASE_FREE " OR j.owner = " owner ")"
+#define LEASE_SPENT "j.state = 'processing' AND j.attempts >= j.max_attempts"
 /* The attempt a claim by owner opens: the same one when owner re-presents its own expired
  * lease, else the next (r is the row as it was). */
 #define LEASE_NEXT_ATTEMPT(r, owner)                                                               \

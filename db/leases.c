@@ -60,6 +60,26 @@
     ")) s "                                                                                        \
     "WHERE s.fit_k = 1 OR s.fit_budget IS NULL OR s.fit_bytes <= s.fit_budget)"
 
+/* The rows a claim locks (cols of rowlock.jobs j, including priority, claimable_at and id), at
+ * most lim, in claim order (priority, due time, id): the claimable rows of queue $1 that nobody
+ * holds, from two branches, each locked as it is read (FOR UPDATE SKIP LOCKED) and in claim
+ * order by its own index: the due pending jobs (jobs_pending) and the expired leases that
+ * takeable admits (jobs_leased, a range of lease expiry: only the queue's leases, sorted). The
+ * branches are merged in claim order and cut at lim (when both found rows, those past the cut
+ * stay locked until the claim commits, unclaimed: other claims skip them meanwhile, as they skip
+ * any row a claim holds). PostgreSQL allows no FOR UPDATE in a branch of a UNION itself, so
+ * each branch is a subquery of its own. One index over both states (jobs_claim, before
+ * migration 17) took an entry at every claim, and listing or counting a queue's leases read
+ * them among its whole backlog. */
+#define CLAIM_LOCK(cols, takeable, lim)                                                            \
+    "SELECT * FROM (SELECT * FROM (SELECT " cols                                                   \
+    " FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_PENDING                                \
+    " ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT " lim " FOR UPDATE OF j "               \
+    "SKIP LOCKED) p UNION ALL SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE "           \
+    "j.queue_id = $1 AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY j.priority DESC, "          \
+    "j.claimable_at, j.id LIMIT " lim " FOR UPDATE OF j SKIP LOCKED) e) u "                        \
+    "ORDER BY u.priority DESC, u.claimable_at, u.id LIMIT " lim
+
 /* Statements that join a few rows to rowlock.jobs also name them as an array: the claims their
  * candidates' tuple ids ("j.ctid = ANY (...)", a TID scan: the candidates are locked by FOR UPDATE
  * SKIP LOCKED, so their tuples stay where they were read until the update), others their ids
@@ -80,10 +100,8 @@
 static const struct db_stmt st_claim = {
     "leases_claim",
     "WITH q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
-    "locked AS (SELECT " CLAIM_WAS ", j.priority, j.claimable_at, "
-    "  " LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt "
-    "  FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_CLAIMABLE_BY("$2") " "
-    "  ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $3 FOR UPDATE OF j SKIP LOCKED), "
+    "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.priority, j.claimable_at, "
+    LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt", LEASE_TAKEABLE_BY("$2"), "$3") "), "
     CLAIM_FIT("locked", "", "locked.priority DESC, locked.claimable_at, locked.id", "$5") ", "
     "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
     "  fence = j.fence + 1, state = 'processing', owner = $2, "
@@ -113,10 +131,8 @@ static const struct db_stmt st_claim_many = {
     "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "
     "  FROM unnest($2::text[], $3::int[], $4::float8[], $6::bigint[]) WITH ORDINALITY "
     "  AS c(owner, max_jobs, lease, budget, i)), "
-    "locked AS (SELECT " CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, "
-    "  j.claimable_at FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_DUE " AND "
-    "  (" LEASE_FREE ") ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT $5 "
-    "  FOR UPDATE OF j SKIP LOCKED), "
+    "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, "
+    "j.claimable_at", LEASE_TAKEABLE, "$5") "), "
     "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.budget, claims.i "
     "  FROM (SELECT locked.*, row_number() OVER (ORDER BY priority DESC, claimable_at, id) "
     "  AS k FROM locked) n JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "

@@ -16,8 +16,7 @@
 static const struct db_stmt st_all_stats = {
     "queues_all_stats",
     "SELECT q.id, q.name, s.* FROM (SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1) "
-    "q, LATERAL (SELECT " QUEUE_STATS_COLUMNS("q.id") " FROM rowlock.jobs "
-                                                      "WHERE queue_id = q.id) s ORDER BY q.name",
+    "q, LATERAL (" QUEUE_STATS("q.id") ") s ORDER BY q.name",
     1};
 static const struct db_stmt st_queue_ids = {
     "queue_ids", "SELECT id, name FROM rowlock.queues ORDER BY name LIMIT $1", 1};
@@ -124,9 +123,7 @@ static const struct db_stmt st_vacuum_health = {
     "(SELECT coalesce(extract(epoch FROM now() - min(xact_start)), 0) FROM pg_stat_activity "
     "WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid())",
     0};
-static const struct db_stmt st_queue_gauges = {
-    "queue_gauges", "SELECT " QUEUE_STATS_COLUMNS("$1") " FROM rowlock.jobs WHERE queue_id = $1",
-    1};
+static const struct db_stmt st_queue_gauges = {"queue_gauges", QUEUE_STATS("$1"), 1};
 
 struct janitor_queue {
     const char *id, *retention[3]; /* succeeded, failed, cancelled */

@@ -41,13 +41,11 @@ static const struct db_stmt st_queue_upsert = {
     "dedupe_window_seconds = EXCLUDED.dedupe_window_seconds, updated_at = now() "
     "RETURNING (xmax = 0), " QUEUE_COLUMNS,
     10};
-static const struct db_stmt st_queue_stats = {
-    "queue_stats", "SELECT " QUEUE_STATS_COLUMNS("$1") " FROM rowlock.jobs WHERE queue_id = $1", 1};
+static const struct db_stmt st_queue_stats = {"queue_stats", QUEUE_STATS("$1"), 1};
 /* clang-format off */
 static const struct db_stmt st_queue_list = {
     "queue_list",
-    "SELECT " QUEUE_COLUMNS ", s.* FROM rowlock.queues q2, LATERAL (SELECT "
-    QUEUE_STATS_COLUMNS("q2.id") " FROM rowlock.jobs WHERE queue_id = q2.id) s "
+    "SELECT " QUEUE_COLUMNS ", s.* FROM rowlock.queues q2, LATERAL (" QUEUE_STATS("q2.id") ") s "
     "WHERE q2.name > coalesce($1, '') ORDER BY q2.name LIMIT $2",
     2};
 /* clang-format on */
@@ -67,6 +65,11 @@ static const struct db_stmt st_queue_list = {
  * lock would be held through the wait for it, and every notifying transaction would queue
  * behind. $9: each job's dedupe window in seconds (NULL: the queue's).
  *
+ * The queue's row is locked FOR KEY SHARE, once a statement: a queue's delete (which locks it
+ * FOR UPDATE first) and an enqueue wait for each other, and an enqueue that waited finds no
+ * queue, inserts nothing and answers no row. It does what the foreign key's check of each job
+ * does, without relying on it.
+ *
  * A job with a dedupe key takes the key's row in rowlock.job_dedupe first: the first job of the
  * batch with that key upserts it, which waits for any other enqueue or settlement holding it and
  * then, locked, names our job only when the row was free (DEDUPE_FREE) and no job this statement
@@ -81,7 +84,8 @@ static const struct db_stmt st_queue_list = {
 /* clang-format off */
 static const struct db_stmt st_enqueue = {
     "jobs_enqueue",
-    "WITH q AS (SELECT id, max_attempts, dedupe_window_seconds FROM rowlock.queues WHERE id = $1), "
+    "WITH q AS (SELECT id, max_attempts, dedupe_window_seconds FROM rowlock.queues WHERE id = $1 "
+    "  FOR KEY SHARE), "
     "input AS (SELECT nextval('rowlock.jobs_id_seq') AS id, u.* FROM (SELECT * FROM "
     "  unnest($2::text[], $3::text[], $4::text[], $5::float8[], $6::int[], $7::int[], $9::int[]) "
     "  WITH ORDINALITY AS x(payload, dedupe, run_at, delay, priority, max_attempts, win, i) "
@@ -129,8 +133,10 @@ static const struct db_stmt st_enqueue = {
  * does. Its id and state. */
 static const struct db_stmt st_enqueue_dedupe_id = {
     "jobs_enqueue_dedupe_id",
-    "SELECT id, state FROM rowlock.jobs WHERE queue_id = $1 AND dedupe_key = $2 "
+    /* clang-format off */
+    "SELECT id, state FROM (" QUEUE_JOBS("j.id, j.state", "$1", " AND j.dedupe_key = $2") ") k "
     "ORDER BY state IN ('pending', 'processing') DESC, id DESC LIMIT 1",
+    /* clang-format on */
     2};
 /* A duplicate's job ($3) by its window's key ($2), as a new statement sees it: its state and
  * true while it is kept, else how it ended (when the window knows) and false. */
@@ -483,17 +489,25 @@ static const struct db_stmt st_queue_lock = {
 static const struct db_stmt st_queue_busy = {
     "queue_busy",
     "SELECT EXISTS (SELECT 1 FROM rowlock.jobs WHERE queue_id = $1 AND state = 'processing')", 1};
+/* The jobs are found first and then locked by id: a claim that locked a pending job before
+ * the delete began makes it processing as it commits, which moves it from one partial index to
+ * the other, and a lock that waited for it re-checks only the id, not the state the job was
+ * found in. (No job can be added meanwhile: an enqueue waits for the queue's row.) */
 static const struct db_stmt st_queue_jobs_lock = {
     "queue_jobs_lock",
+    /* clang-format off */
     "SELECT count(*) FILTER (WHERE state = 'processing') FROM (SELECT j.state FROM rowlock.jobs j "
-    "WHERE j.queue_id = $1 FOR UPDATE) s",
+    "WHERE j.id = ANY (ARRAY(" QUEUE_JOBS("j.id", "$1", "") ")) FOR UPDATE) s",
+    /* clang-format on */
     1};
 static const struct db_stmt st_queue_drop = {
     "queue_drop",
-    "WITH history AS (DELETE FROM rowlock.job_attempts a USING rowlock.jobs j "
-    "  WHERE j.queue_id = $1 AND a.job_id = j.id), "
+    /* clang-format off */
+    "WITH history AS (DELETE FROM rowlock.job_attempts a "
+    "  WHERE a.job_id IN (" QUEUE_JOBS("j.id", "$1", "") ")), "
     "windows AS (DELETE FROM rowlock.job_dedupe WHERE queue_id = $1) "
     "DELETE FROM rowlock.queues WHERE id = $1",
+    /* clang-format on */
     1};
 
 struct delete_queue {
@@ -719,6 +733,12 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     }
     if (st != DB_OK || !found)
         return st;
+    if (PQntuples(r) == 0 && a->n > 0) {
+        /* the queue's row, locked FOR KEY SHARE, was deleted meanwhile: no job went in */
+        PQclear(r);
+        db_hint_set(&queue_hints, a->queue, 0);
+        return DB_ABORTED;
+    }
     a->notified = PQntuples(r) > 0 && !PQgetisnull(r, 0, 3);
     for (int i = 0; i < PQntuples(r) && (size_t)i < a->n; i++) {
         int follow;

@@ -27,13 +27,21 @@ static inline enum db_status finish(enum db_status st)
 }
 
 /* A queue's counts by state, oldest due pending age and dedupe keys held by a window (qid: SQL
- * of the queue's id), over its rowlock.jobs rows, as db_queue_stats_from_row reads them. */
-#define QUEUE_STATS_COLUMNS(qid)                                                                   \
-    "count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'processing'), "    \
-    "count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'), "      \
-    "coalesce(extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'pending' AND "         \
-    "run_at <= now())), 0), (SELECT count(*) FROM rowlock.job_dedupe d WHERE d.queue_id = " qid    \
-    " AND d.expires_at > now())"
+ * of the queue's id), as db_queue_stats_from_row reads them: a SELECT of one row. Each state is
+ * counted on the partial index that holds it (migration 17): the pending jobs' count and the
+ * oldest one due on jobs_pending (a pending job's claimable_at is its run_at), the processing
+ * ones on jobs_leased, the finished ones on jobs_listed. */
+#define QUEUE_JOBS_IN(qid, state)                                                                  \
+    "(SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = " qid " AND j.state = '" state "')"
+/* clang-format off */
+#define QUEUE_STATS(qid) \
+    "SELECT p.n, " QUEUE_JOBS_IN(qid, "processing") ", " QUEUE_JOBS_IN(qid, "succeeded") ", " \
+    QUEUE_JOBS_IN(qid, "failed") ", p.oldest, (SELECT count(*) FROM rowlock.job_dedupe d " \
+    "WHERE d.queue_id = " qid " AND d.expires_at > now()) " \
+    "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
+    "FILTER (WHERE j.claimable_at <= now())), 0) AS oldest FROM rowlock.jobs j " \
+    "WHERE j.queue_id = " qid " AND j.state = 'pending') p"
+/* clang-format on */
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s);
 
 /* How long a queue (rowlock.queues; q: its alias and a dot, or "") keeps its jobs that end in
@@ -55,6 +63,16 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     "d.dedupe_key = " gone ".dedupe_key AND d.job_id = " gone ".id)"
 /* The deleted jobs' RETURNING list for JOBS_GONE (j is rowlock.jobs; final: SQL of the state). */
 #define JOBS_GONE_RETURNING(final) "j.id, j.queue_id, j.dedupe_key, " final "::text AS final"
+
+/* Every job of queue qid, as two ranges of the partial indexes that together hold them all
+ * (jobs_listed and jobs_leased, migration 17; no index covers a queue's jobs whatever their
+ * state): the cols (of rowlock.jobs j) of each, tail (more of the WHERE clause) applied to each.
+ * Not for FOR UPDATE: a job whose state changes while the lock waits is re-checked against the
+ * branch it was found in, and dropped from it. */
+#define QUEUE_JOBS(cols, qid, tail)                                                                \
+    "SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE j.queue_id = " qid                   \
+    " AND j.state <> 'processing'" tail ") jl UNION ALL SELECT * FROM (SELECT " cols               \
+    " FROM rowlock.jobs j WHERE j.queue_id = " qid " AND j.state = 'processing'" tail ") jp"
 
 /* Counts jobs deleted as they ended (retention 0), per final state: db/leases.c, db/queues.c and
  * db/queue_upkeep.c add what their statements deleted. */

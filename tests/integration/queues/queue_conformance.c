@@ -630,6 +630,30 @@ static void case_priority(struct env *e)
     CLAIM_NONE(e, "worker-a");
 }
 
+/* Expired leases and pending jobs are claimed in one order, priority first: a claim takes both
+ * kinds (from their own indexes) and merges them, and cuts the merge at max_jobs. */
+static void case_priority_across_expired_leases(struct env *e)
+{
+    qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
+    int64_t top = job_add_full(e, NULL, 0, 10, NULL);
+    int64_t mid = job_add_full(e, NULL, 0, 5, NULL);
+    struct qc_lease l[4];
+    assert_int_equal(CLAIM(e, "worker-a", 2, SHORT_LEASE_S, l), 2);
+    int64_t low = job_add_full(e, NULL, 0, 0, NULL);
+    int64_t high = job_add_full(e, NULL, 0, 7, NULL);
+    sleep_s(EXPIRY_WAIT_S);
+    /* top (expired), high (pending), mid (expired); low is past the cut */
+    assert_int_equal(CLAIM(e, "worker-b", 3, 0, l), 3);
+    const int64_t want[] = {top, high, mid};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(l[i].job_id, want[i]);
+    assert_int_equal(l[0].attempt, 2);
+    assert_int_equal(l[1].attempt, 1);
+    assert_int_equal(l[2].attempt, 2);
+    assert_int_equal(CLAIM_ONE(e, "worker-c", 0).job_id, low);
+    CLAIM_NONE(e, "worker-c");
+}
+
 /* max_jobs bounds a claim; the leases of one claim and the next are distinct jobs. */
 static void case_max_jobs(struct env *e)
 {
@@ -827,6 +851,7 @@ static const struct qc_case cases[] = {
     {"every_claim_increments_the_fence", case_fence_increments},
     {"heartbeat_extends_the_lease", case_heartbeat_extends},
     {"higher_priority_claimed_first", case_priority},
+    {"expired_leases_and_pending_jobs_in_one_priority_order", case_priority_across_expired_leases},
     {"claim_max_jobs_bounds_the_count", case_max_jobs},
     {"history_records_owner_fence_outcome", case_history},
     {"cancel_of_pending_job_ends_it", qc_case_cancel_pending},

@@ -99,8 +99,12 @@ static void metrics_of_other_queues_survive_one_that_fails(void **state)
     enqueue("m1");
     enqueue("m2");
     PGconn *pg = th_pg(th_svc_dburl);
-    char sql[128];
-    snprintf(sql, sizeof(sql), "UPDATE rowlock.jobs SET run_at = '-infinity' WHERE id = %" PRId64,
+    char sql[160];
+    /* a due time the oldest pending age cannot be computed from (a pending job is due at its
+     * run_at, which its claimable_at repeats) */
+    snprintf(sql, sizeof(sql),
+             "UPDATE rowlock.jobs SET run_at = '-infinity', claimable_at = '-infinity' "
+             "WHERE id = %" PRId64,
              bad);
     PQclear(th_sql(pg, sql));
     PQfinish(pg);

@@ -336,6 +336,109 @@ static void the_release_deletes_bodies_too(int old, int now, PGconn *c)
                      0);
 }
 
+/* Claims through port from queue q3 for owner with a lease of a second; *fence gets its fence,
+ * *attempt its attempt. Returns the job's id (0: none claimable). */
+static json_int_t claim_briefly(int port, const char *owner, json_int_t *fence, json_int_t *attempt)
+{
+    char body[128];
+    snprintf(body, sizeof(body), "{\"owner\":\"%s\",\"max_jobs\":5,\"lease_seconds\":1}", owner);
+    json_t *r = th_call(port, "POST", "/queues/q3/leases", body, 200);
+    json_t *leases = json_object_get(r, "leases");
+    json_int_t id = 0;
+    if (json_array_size(leases) > 0) {
+        assert_int_equal(json_array_size(leases), 1);
+        json_t *lease = json_array_get(leases, 0);
+        id = int_at(lease, "job_id");
+        *fence = int_at(lease, "fence");
+        *attempt = int_at(lease, "attempt");
+    }
+    json_decref(r);
+    return id;
+}
+
+/* Waits until a claim through port takes job id over (its lease of a second ran out). */
+static json_int_t take_over(int port, const char *owner, json_int_t id, json_int_t *fence,
+                            json_int_t *attempt)
+{
+    json_int_t got = 0;
+    for (int i = 0; i < 100 && got == 0; i++) {
+        got = claim_briefly(port, owner, fence, attempt);
+        if (got == 0)
+            usleep(50 * 1000);
+    }
+    assert_int_equal(got, id);
+    return got;
+}
+
+/* The count of a state in GET /queues/q3 through port. */
+static json_int_t q3_count(int port, const char *state)
+{
+    json_t *q = th_get_json(port, "/queues/q3");
+    json_int_t n = int_at(json_object_get(q, "counts"), state);
+    json_decref(q);
+    return n;
+}
+
+/* Leases go back and forth between the builds: the release claims and lists through its indexes
+ * (jobs_claim, jobs_listing), this build through migration 17's (jobs_pending, jobs_leased,
+ * jobs_listed), and each takes over a lease the other let run out, with the next fence and
+ * attempt; each counts and lists the processing job the other holds. */
+static void leases_cross_the_builds(int old, int now)
+{
+    json_decref(th_call(now, "PUT", "/queues/q3",
+                        "{\"max_attempts\":3,\"lease_seconds\":3600,\"backoff_base_seconds\":0}",
+                        201));
+    json_decref(th_call(now, "POST", "/queues/q3/jobs", "{\"payload\":{\"n\":3}}", 201));
+    json_int_t fence, attempt;
+    json_int_t id = claim_briefly(now, "w-now", &fence, &attempt);
+    assert_true(id > 0);
+    assert_int_equal(fence, 1);
+    assert_int_equal(attempt, 1);
+    for (int i = 0; i < 2; i++) {
+        const int port = i == 0 ? old : now;
+        assert_int_equal(q3_count(port, "processing"), 1);
+        assert_int_equal(q3_count(port, "pending"), 0);
+        json_t *l = th_get_json(port, "/queues/q3/jobs?state=processing");
+        json_t *jobs = json_object_get(l, "jobs");
+        assert_int_equal(json_array_size(jobs), 1);
+        assert_int_equal(int_at(json_array_get(jobs, 0), "id"), id);
+        json_decref(l);
+    }
+    /* the release takes over this build's lease, then this build the release's */
+    take_over(old, "w-old", id, &fence, &attempt);
+    assert_int_equal(fence, 2);
+    assert_int_equal(attempt, 2);
+    assert_int_equal(q3_count(now, "processing"), 1);
+    take_over(now, "w-now", id, &fence, &attempt);
+    assert_int_equal(fence, 3);
+    assert_int_equal(attempt, 3);
+    /* the release's stale fence is refused; this build's completes */
+    char path[96], body[96];
+    snprintf(path, sizeof(path), "/queues/q3/leases/%" JSON_INTEGER_FORMAT "/complete", id);
+    json_decref(th_call(old, "POST", path, "{\"owner\":\"w-old\",\"fence\":2}", 409));
+    snprintf(body, sizeof(body), "{\"owner\":\"w-now\",\"fence\":%" JSON_INTEGER_FORMAT "}", fence);
+    json_decref(th_call(now, "POST", path, body, 200));
+    for (int i = 0; i < 2; i++) {
+        const int port = i == 0 ? old : now;
+        assert_int_equal(q3_count(port, "processing"), 0);
+        assert_int_equal(q3_count(port, "succeeded"), 1);
+        json_t *l = th_get_json(port, "/queues/q3/jobs?state=succeeded");
+        assert_int_equal(json_array_size(json_object_get(l, "jobs")), 1);
+        json_decref(l);
+    }
+    /* a queue with a lease held through the release is busy for this build's delete */
+    json_decref(th_call(old, "POST", "/queues/q3/jobs", "{\"payload\":{\"n\":4}}", 201));
+    json_int_t held = claim_briefly(old, "w-old", &fence, &attempt);
+    assert_true(held > 0 && held != id);
+    struct th_response busy;
+    assert_int_equal(th_http(now, "DELETE", "/queues/q3", NULL, NULL, 0, &busy), 0);
+    th_assert_problem(&busy, 409, "queue_busy");
+    th_response_free(&busy);
+    json_t *d = th_call(now, "DELETE", "/queues/q3?force=true", NULL, 200);
+    assert_int_equal(int_at(d, "processing_deleted"), 1);
+    json_decref(d);
+}
+
 static void release_14_and_this_build_serve_one_database(void **state)
 {
     (void)state;
@@ -362,6 +465,7 @@ static void release_14_and_this_build_serve_one_database(void **state)
     both_serve_the_old_rows(old.port, now.port, &f);
     the_new_settings_during_the_window(old.port, now.port, c);
     the_release_deletes_bodies_too(old.port, now.port, c);
+    leases_cross_the_builds(old.port, now.port);
     assert_int_equal(th_service_stop(&old), 0);
     assert_int_equal(th_service_stop(&now), 0);
     PQfinish(c);
