@@ -14,10 +14,11 @@
 --   jobs_listed:  every other state, listed in id order and counted.
 --
 -- Expand only: builds of schema 12 to 16 claim through jobs_claim and list through
--- jobs_listing, which stay until a later contract migration drops them (this build uses
--- neither); serves_from stays 12. Each index is built in the migration's transaction, which
--- holds off writes to rowlock.jobs while it runs: on a large table, as long as three index
--- builds of it take.
+-- jobs_listing, which stay until a later contract migration drops them. This build needs
+-- neither (the planner may still choose jobs_claim for pending jobs while it exists);
+-- serves_from stays 12. Each index is built in the migration's transaction, which holds off
+-- writes to rowlock.jobs while it runs: on a large table, as long as three index builds of it
+-- take.
 CREATE INDEX jobs_pending ON rowlock.jobs (queue_id, priority DESC, claimable_at, id)
     WHERE state = 'pending';
 CREATE INDEX jobs_leased ON rowlock.jobs (queue_id, claimable_at) WHERE state = 'processing';
