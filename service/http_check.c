@@ -1,6 +1,8 @@
 /* The checks a request passes before its handler runs (see http_internal.h): the headers
  * gathered in one pass, the target's and headers' limits, the body's framing, the route, the
- * bearer token's scope, the body's size and media type, and the JSON nesting depth. */
+ * bearer token's scope, the body's size and media type, the JSON nesting depth and the range of
+ * JSON numbers. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -195,4 +197,68 @@ long svc_http_json_depth(const char *p, size_t len, long limit)
         }
     }
     return max;
+}
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Reads the JSON number at p (len bytes left): its length in *n, and whether it is non-zero and
+ * outside [1e-SVC_JSON_NUMBER_PLACES, 1eSVC_JSON_NUMBER_PLACES). */
+static int number_out_of_range(const char *p, size_t len, size_t *n)
+{
+    const long places = SVC_JSON_NUMBER_PLACES;
+    size_t i = p[0] == '-' ? 1 : 0, start = i;
+    long lead = LONG_MIN; /* the power of ten of the first non-zero digit, before the exponent */
+    while (i < len && is_digit(p[i]))
+        i++;
+    for (size_t k = start; k < i && lead == LONG_MIN; k++)
+        if (p[k] != '0')
+            lead = (long)(i - k - 1);
+    if (i < len && p[i] == '.') {
+        start = ++i;
+        while (i < len && is_digit(p[i]))
+            i++;
+        for (size_t k = start; k < i && lead == LONG_MIN; k++)
+            if (p[k] != '0')
+                lead = -(long)(k - start + 1);
+    }
+    long exp = 0;
+    if (i < len && (p[i] == 'e' || p[i] == 'E')) {
+        int neg = ++i < len && p[i] == '-';
+        i += i < len && (p[i] == '-' || p[i] == '+');
+        for (; i < len && is_digit(p[i]); i++)
+            if (exp < 1000000000L) /* far past any limit: no overflow below */
+                exp = exp * 10 + (p[i] - '0');
+        exp = neg ? -exp : exp;
+    }
+    *n = i;
+    if (lead == LONG_MIN)
+        return 0; /* zero, however written, is stored as 0 */
+    return lead + exp >= places || lead + exp < -places;
+}
+
+int svc_http_json_number_out_of_range(const char *p, size_t len, size_t *at, size_t *n)
+{
+    for (size_t i = 0; i < len;) {
+        char c = p[i];
+        if (c == '"') { /* a string, up to its closing quote */
+            for (i++; i < len && p[i] != '"'; i++)
+                if (p[i] == '\\')
+                    i++;
+            i++;
+        } else if (c == '-' || is_digit(c)) {
+            size_t k;
+            if (number_out_of_range(p + i, len - i, &k)) {
+                *at = i;
+                *n = k;
+                return 1;
+            }
+            i += k > 0 ? k : 1;
+        } else {
+            i++;
+        }
+    }
+    return 0;
 }

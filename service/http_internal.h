@@ -175,5 +175,14 @@ enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const c
 int svc_http_request_check(struct svc_request *req, enum svc_outcome *out);
 /* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */
 long svc_http_json_depth(const char *p, size_t len, long limit);
+/* PostgreSQL's jsonb keeps a number as a numeric and writes it back in plain notation, so 1e308
+ * comes back as 309 digits. A number other than 0 must therefore lie in [1e-PLACES, 1ePLACES):
+ * at most PLACES digits before its decimal point, its first significant digit at most PLACES
+ * places after it. What is stored then stays within about PLACES + 19 characters (a double
+ * written with 17 significant digits). */
+#define SVC_JSON_NUMBER_PLACES 24
+/* The first number in JSON text (valid or not) outside that range, 1e-400 and 1e400 included:
+ * 1 with its offset in *at and its length in *n, else 0. */
+int svc_http_json_number_out_of_range(const char *p, size_t len, size_t *at, size_t *n);
 
 #endif

@@ -12,6 +12,7 @@ const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
     [SVC_PC_BAD_REQUEST] = {"bad_request", 400, "Bad request"},
     [SVC_PC_INVALID_JSON] = {"invalid_json", 400, "Request body is not valid JSON"},
     [SVC_PC_JSON_TOO_DEEP] = {"json_too_deep", 400, "JSON body nests too deeply"},
+    [SVC_PC_NUMBER_OUT_OF_RANGE] = {"number_out_of_range", 400, "JSON number out of range"},
     [SVC_PC_INVALID_PARAMETER] = {"invalid_parameter", 400, "Invalid parameter"},
     [SVC_PC_UNAUTHORIZED] = {"unauthorized", 401, "Missing or invalid bearer token"},
     [SVC_PC_FORBIDDEN] = {"forbidden", 403, "Token lacks the required scope"},

@@ -164,10 +164,10 @@ struct th_bound {
     const char *alive;        /* GET path that must still answer 200 after each request, or NULL */
 };
 /* Sends each input 0, -1, max, max + 1, 2^63, 1e400, 1.5, "1", true and null. Each answer must be
- * a 2xx or a 4xx problem+json (a 400 carrying the input's code, or invalid_json in a body for
- * the numbers jansson cannot read: 1e400, 2^63), never a 5xx or no answer. The maximum itself
- * is never a 400 and the maximum + 1 never a 2xx. Prints every violation;
- * returns how many there were. */
+ * a 2xx or a 4xx problem+json (a 400 carrying the input's code; in a body, number_out_of_range
+ * for 1e400 and invalid_json for 2^63, which jansson cannot read), never a 5xx or no answer. The
+ * maximum itself is never a 400 and the maximum + 1 never a 2xx. Prints every violation; returns
+ * how many there were. */
 int th_bounds_check(int port, const struct th_bound *cases, size_t ncases);
 
 /* Asserts a problem+json response with this status and code (cmocka assertion). */
