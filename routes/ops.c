@@ -12,6 +12,7 @@
 #include "db/upkeep.h"
 #include "routes/routes.h"
 #include "service/app.h"
+#include "service/log.h"
 #include "service/metrics.h"
 #include "service/openapi.h"
 #include "service/version.h"
@@ -39,15 +40,18 @@ static enum svc_outcome route_readyz(struct svc_request *req)
     int version = 0, serves_from = 0;
     enum db_status st = db_schema_ready(app->pool, &version, &serves_from, &err);
     if (st == DB_ERR_OUTCOME_UNKNOWN) /* the deadline cut the probe's COMMIT */
-        return svc_reply_problem(req, ROUTE_P(DATABASE_UNAVAILABLE),
-                                 "a probe transaction did not commit within the deadline of %d "
-                                 "ms (a synchronous standby not answering?): %s",
-                                 db_pool_deadline_ms(app->pool), err.message);
+        return svc_reply_problem_ext(req, ROUTE_P(DATABASE_UNAVAILABLE), route_sqlstate_ext(&err),
+                                     "a probe transaction did not commit within the deadline of "
+                                     "%d ms (a synchronous standby not answering?)",
+                                     db_pool_deadline_ms(app->pool));
     if (st != DB_OK) {
-        if (st == DB_ERR_HARD)
-            return svc_reply_problem(req, OPS_P(SCHEMA_NOT_READY),
-                                     "cannot read the schema version: %s", err.message);
-        return route_db_problem(req, st, &err);
+        if (st != DB_ERR_HARD)
+            return route_db_problem(req, st, &err);
+        svc_log(SVC_LOG_WARN, "cannot read the schema version", "request_id", svc_req_id(req),
+                "sqlstate", err.sqlstate, "detail", err.message, NULL);
+        return svc_reply_problem_ext(req, OPS_P(SCHEMA_NOT_READY), route_sqlstate_ext(&err),
+                                     "cannot read the schema version; see the log for request %s",
+                                     svc_req_id(req));
     }
     if (!db_schema_serves(version, serves_from))
         return svc_reply_problem(req, OPS_P(SCHEMA_NOT_READY),

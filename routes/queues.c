@@ -581,7 +581,9 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
     else if (created > 0)
         svc_req_wake_n(req, channel, (long)created);
     if (st == DB_OK && v == DB_Q_BAD_INPUT)
-        out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", err.message);
+        out = svc_reply_problem_ext(req, QUEUE_P(INVALID_JOB), route_sqlstate_ext(&err),
+                                    "the database refused a value of the job (a run_at it "
+                                    "cannot read, say)");
     else if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
     else {

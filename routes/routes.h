@@ -24,10 +24,14 @@ enum route_problem {
 extern const struct svc_problem_info route_problems[ROUTE_PC_COUNT];
 #define ROUTE_P(name) (&route_problems[ROUTE_PC_##name])
 
-/* Replies with the problem matching a failed db/ status (503 family, or 500 for hard errors,
- * which are logged with their SQLSTATE). */
+/* Replies with the problem matching a failed db/ status (503 family, or 500 for hard errors):
+ * its detail is a sentence written for people, never the database's text, which is logged with
+ * the request id; the SQLSTATE, when there is one, is the problem's "sqlstate" member. */
 enum svc_outcome route_db_problem(struct svc_request *req, enum db_status st,
                                   const struct db_error *err);
+/* {"sqlstate": err's SQLSTATE} for a problem's extra members (the caller's), or NULL when err
+ * has none. */
+json_t *route_sqlstate_ext(const struct db_error *err);
 
 struct svc_app;
 struct svc_buf;

@@ -1,8 +1,8 @@
 /* Unit tests of routes/params.c, the validators every route file shares, at their edges: body
  * members (allowed names; integers and numbers inside inclusive bounds, absent or null) and query
  * parameters (an integer is the whole text: no leading space or '+', no overflow; a cursor is
- * valid UTF-8). The request is a stand-in: svc_req_query and svc_reply_problem are defined here,
- * so that the test sees the query the validator read and the problem it answered. */
+ * valid UTF-8). The request is a stand-in: svc_req_query and svc_reply_problem(_ext) are defined
+ * here, so that the test sees the query the validator read and the problem it answered. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,6 +47,20 @@ enum svc_outcome svc_reply_problem(struct svc_request *req, const struct svc_pro
     va_start(ap, fmt);
     vsnprintf(req->detail, sizeof(req->detail), fmt, ap);
     va_end(ap);
+    req->problems++;
+    req->problem = p;
+    return SVC_REPLIED;
+}
+
+/* routes.c's database problems carry the SQLSTATE as an extra member (not looked at here). */
+enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc_problem_info *p,
+                                       json_t *ext, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(req->detail, sizeof(req->detail), fmt, ap);
+    va_end(ap);
+    json_decref(ext);
     req->problems++;
     req->problem = p;
     return SVC_REPLIED;
