@@ -137,10 +137,14 @@ enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc
 
 /* libmicrohttpd 0.9.75 refuses a response queued while a body is still arriving, and would
  * otherwise read the body to its end (gigabytes) before answering. The caller then returns
- * MHD_NO, which closes the connection; nothing else was written on it for this request. */
+ * MHD_NO, which closes the connection; nothing else was written on it for this request. The
+ * request is answered 413 whether or not the write reaches a client that may already have reset
+ * the connection, as a queued response is: the access line and the metrics say so. */
 void svc_reply_early_413(struct svc_request *req)
 {
     const struct svc_problem_info *info = SVC_P(PAYLOAD_TOO_LARGE);
+    req->status = info->status;
+    req->problem_code = info->code;
     char detail[96];
     snprintf(detail, sizeof(detail), "the body exceeds %ld bytes", req->server->cfg->body_limit);
     size_t blen = 0;
@@ -158,11 +162,8 @@ void svc_reply_early_413(struct svc_request *req)
             {head, (size_t)hlen},
             {body ? body : (char *)svc_problem_fallback, body ? blen : svc_problem_fallback_len}};
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
-        if (sendmsg(ci->connect_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
-            req->status = info->status;
-            req->problem_code = info->code;
+        if (sendmsg(ci->connect_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
             shutdown(ci->connect_fd, SHUT_WR); /* the answer, then the end */
-        }
     }
     free(body);
     req->phase = PHASE_DONE;
