@@ -165,14 +165,20 @@ wal_position() { "$1" -X -At -d "$2" -c "SELECT pg_current_wal_lsn() - '0/0'::pg
 # heap_upd (non-HOT updates), heap_hot (HOT updates), heap_del, heap_lock (row locks written),
 # idx_ins (B-tree leaf entries inserted), prune (heap pages pruned or vacuumed). Cluster-wide:
 # everything any database of the cluster did meanwhile. Nothing when pg_waldump or pg_wal is
-# not readable here.
+# not readable here, or when the span's WAL is gone (a checkpoint recycled it: said on stderr).
 wal_records() {
-    local dump
+    local dump stats
     dump=$(pg_tool pg_waldump) || return 0
     [ -r "$1/pg_wal" ] || return 0
-    "$dump" --stats=record -p "$1/pg_wal" \
+    if ! stats=$("$dump" --stats=record -p "$1/pg_wal" \
         -s "$(printf '%X/%X' $(($2 >> 32)) $(($2 & 0xFFFFFFFF)))" \
-        -e "$(printf '%X/%X' $(($3 >> 32)) $(($3 & 0xFFFFFFFF)))" 2>/dev/null | awk -v w=$(($3 - $2)) '
+        -e "$(printf '%X/%X' $(($3 >> 32)) $(($3 & 0xFFFFFFFF)))" 2>/dev/null); then
+        echo "==> pg_waldump could not read the run's $(($3 - $2)) bytes of WAL (recycled by a" \
+            "checkpoint?): its WAL figures are left out; raise the cluster's wal_keep_size" \
+            "above that" >&2
+        return 0
+    fi
+    printf '%s\n' "$stats" | awk -v w=$(($3 - $2)) '
         $1 ~ /^Heap\/INSERT/ || $1 == "Heap2/MULTI_INSERT" { ins += $2 }
         $1 ~ /^Heap\/UPDATE/ { upd += $2 }
         $1 ~ /^Heap\/HOT_UPDATE/ { hot += $2 }
