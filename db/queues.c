@@ -488,7 +488,7 @@ static const struct db_stmt st_queue_lock = {
     "queue_lock", "SELECT id FROM rowlock.queues WHERE name = $1 FOR UPDATE", 1};
 static const struct db_stmt st_queue_busy = {
     "queue_busy",
-    "SELECT EXISTS (SELECT 1 FROM rowlock.jobs WHERE queue_id = $1 AND state = 'processing')", 1};
+    "SELECT EXISTS (SELECT 1 FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED ")", 1};
 /* The jobs are found first and then locked by id: a claim that locked a pending job before
  * the delete began makes it processing as it commits, which moves it from one partial index to
  * the other, and a lock that waited for it re-checks only the id, not the state the job was

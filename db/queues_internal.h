@@ -26,16 +26,22 @@ static inline enum db_status finish(enum db_status st)
     return st == DB_ABORTED ? DB_OK : st;
 }
 
+/* A processing job (j is rowlock.jobs), written as jobs_leased's predicate (migration 17), which
+ * names claimable_at (never NULL for a processing job) so that a statement that only says
+ * state = 'processing', as every fenced write does, cannot turn to a scan of the whole index. */
+#define JOBS_LEASED "j.state = 'processing' AND j.claimable_at IS NOT NULL"
+
 /* A queue's counts by state, oldest due pending age and dedupe keys held by a window (qid: SQL
  * of the queue's id), as db_queue_stats_from_row reads them: a SELECT of one row. Each state is
  * counted on the partial index that holds it (migration 17): the pending jobs' count and the
  * oldest one due on jobs_pending (a pending job's claimable_at is its run_at), the processing
  * ones on jobs_leased, the finished ones on jobs_listed. */
-#define QUEUE_JOBS_IN(qid, state)                                                                  \
-    "(SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = " qid " AND j.state = '" state "')"
+#define QUEUE_JOBS_WHERE(qid, where)                                                               \
+    "(SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = " qid " AND " where ")"
+#define QUEUE_JOBS_IN(qid, state) QUEUE_JOBS_WHERE(qid, "j.state = '" state "'")
 /* clang-format off */
 #define QUEUE_STATS(qid) \
-    "SELECT p.n, " QUEUE_JOBS_IN(qid, "processing") ", " QUEUE_JOBS_IN(qid, "succeeded") ", " \
+    "SELECT p.n, " QUEUE_JOBS_WHERE(qid, JOBS_LEASED) ", " QUEUE_JOBS_IN(qid, "succeeded") ", " \
     QUEUE_JOBS_IN(qid, "failed") ", p.oldest, (SELECT count(*) FROM rowlock.job_dedupe d " \
     "WHERE d.queue_id = " qid " AND d.expires_at > now()) " \
     "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
@@ -72,7 +78,7 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
 #define QUEUE_JOBS(cols, qid, tail)                                                                \
     "SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE j.queue_id = " qid                   \
     " AND j.state <> 'processing'" tail ") jl UNION ALL SELECT * FROM (SELECT " cols               \
-    " FROM rowlock.jobs j WHERE j.queue_id = " qid " AND j.state = 'processing'" tail ") jp"
+    " FROM rowlock.jobs j WHERE j.queue_id = " qid " AND " JOBS_LEASED tail ") jp"
 
 /* Counts jobs deleted as they ended (retention 0), per final state: db/leases.c, db/queues.c and
  * db/queue_upkeep.c add what their statements deleted. */

@@ -21,5 +21,10 @@
 -- take.
 CREATE INDEX jobs_pending ON rowlock.jobs (queue_id, priority DESC, claimable_at, id)
     WHERE state = 'pending';
-CREATE INDEX jobs_leased ON rowlock.jobs (queue_id, claimable_at) WHERE state = 'processing';
+-- jobs_leased's predicate names claimable_at, which a processing job always has (the table's
+-- check), so that only a statement that says so can use it: every fenced write says
+-- state = 'processing' of the rows it joins by id, and with that alone the planner may prefer
+-- a scan of the whole index (every lease held) to the primary key's lookups.
+CREATE INDEX jobs_leased ON rowlock.jobs (queue_id, claimable_at)
+    WHERE state = 'processing' AND claimable_at IS NOT NULL;
 CREATE INDEX jobs_listed ON rowlock.jobs (queue_id, state, id) WHERE state <> 'processing';
