@@ -116,17 +116,24 @@ static enum svc_outcome request_dispatch(struct svc_request *req)
             return svc_reply_problem(req, SVC_P(JSON_TOO_DEEP),
                                      "arrays and objects nest deeper than %ld levels",
                                      s->cfg->json_max_depth);
-        size_t at, n;
-        if (svc_http_json_number_out_of_range(req->body.data, req->body.len, &at, &n))
+        size_t at = 0, n = 0, grow = 0;
+        switch (svc_http_json_numbers(req->body.data, req->body.len, &at, &n, &grow)) {
+        case SVC_JSON_NUMBER_RANGE:
             return svc_reply_problem(
                 req, SVC_P(NUMBER_OUT_OF_RANGE),
-                "the number %.*s%s at byte %zu is out of range: a number is stored written out "
-                "in full, so one other than 0 is at least 1e-%d and below 1e%d in magnitude (at "
-                "most %d digits before the decimal point, its first significant digit at most %d "
-                "places after it)",
+                "the number %.*s%s at byte %zu is out of range: one other than 0 is at least "
+                "1e-307 and below 1e308 in magnitude, and its exponent at most %d either way",
                 (int)(n < 40 ? n : 40), req->body.data + at, n > 40 ? "..." : "", at + 1,
-                SVC_JSON_NUMBER_PLACES, SVC_JSON_NUMBER_PLACES, SVC_JSON_NUMBER_PLACES,
-                SVC_JSON_NUMBER_PLACES);
+                SVC_JSON_EXPONENT_MAX);
+        case SVC_JSON_NUMBERS_EXPAND:
+            return svc_reply_problem(
+                req, SVC_P(NUMBER_OUT_OF_RANGE),
+                "the body's numbers would be stored written out in full, %zu bytes longer than "
+                "sent: at most the body's length (%zu) plus %d; write them out (or as strings)",
+                grow, req->body.len, SVC_JSON_EXPANSION_SLACK);
+        case SVC_JSON_NUMBERS_OK:
+            break;
+        }
         json_error_t jerr;
         req->json = json_loadb(req->body.data, req->body.len, JSON_DECODE_ANY, &jerr);
         if (req->json == NULL)

@@ -204,12 +204,12 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-/* Reads the JSON number at p (len bytes left): its length in *n, and whether it is non-zero and
- * outside [1e-SVC_JSON_NUMBER_PLACES, 1eSVC_JSON_NUMBER_PLACES). */
-static int number_out_of_range(const char *p, size_t len, size_t *n)
+/* Reads the JSON number at p (len bytes left): its length in *n, whether it is out of range
+ * (svc_http_json_numbers), and in *plain the length PostgreSQL's numeric writes it back with in
+ * plain notation (sign, integer digits, and a point and the digits of its scale). */
+static int number_read(const char *p, size_t len, size_t *n, size_t *plain)
 {
-    const long places = SVC_JSON_NUMBER_PLACES;
-    size_t i = p[0] == '-' ? 1 : 0, start = i;
+    size_t i = p[0] == '-' ? 1 : 0, start = i, frac = 0;
     long lead = LONG_MIN; /* the power of ten of the first non-zero digit, before the exponent */
     while (i < len && is_digit(p[i]))
         i++;
@@ -220,6 +220,7 @@ static int number_out_of_range(const char *p, size_t len, size_t *n)
         start = ++i;
         while (i < len && is_digit(p[i]))
             i++;
+        frac = i - start;
         for (size_t k = start; k < i && lead == LONG_MIN; k++)
             if (p[k] != '0')
                 lead = -(long)(k - start + 1);
@@ -234,13 +235,17 @@ static int number_out_of_range(const char *p, size_t len, size_t *n)
         exp = neg ? -exp : exp;
     }
     *n = i;
-    if (lead == LONG_MIN)
-        return 0; /* zero, however written, is stored as 0 */
-    return lead + exp >= places || lead + exp < -places;
+    if (exp > SVC_JSON_EXPONENT_MAX || exp < -SVC_JSON_EXPONENT_MAX)
+        return 1;
+    long scale = (long)frac - exp, whole = lead == LONG_MIN ? 1 : lead + exp + 1;
+    *plain = (p[0] == '-') + (size_t)(whole > 1 ? whole : 1) + (scale > 0 ? 1 + (size_t)scale : 0);
+    return lead != LONG_MIN && (lead + exp >= 308 || lead + exp < -307);
 }
 
-int svc_http_json_number_out_of_range(const char *p, size_t len, size_t *at, size_t *n)
+enum svc_json_numbers svc_http_json_numbers(const char *p, size_t len, size_t *at, size_t *n,
+                                            size_t *grow)
 {
+    size_t more = 0;
     for (size_t i = 0; i < len;) {
         char c = p[i];
         if (c == '"') { /* a string, up to its closing quote */
@@ -249,16 +254,18 @@ int svc_http_json_number_out_of_range(const char *p, size_t len, size_t *at, siz
                     i++;
             i++;
         } else if (c == '-' || is_digit(c)) {
-            size_t k;
-            if (number_out_of_range(p + i, len - i, &k)) {
+            size_t k, plain = 0;
+            if (number_read(p + i, len - i, &k, &plain)) {
                 *at = i;
                 *n = k;
-                return 1;
+                return SVC_JSON_NUMBER_RANGE;
             }
+            more += plain > k ? plain - k : 0;
             i += k > 0 ? k : 1;
         } else {
             i++;
         }
     }
-    return 0;
+    *grow = more;
+    return more > len + SVC_JSON_EXPANSION_SLACK ? SVC_JSON_NUMBERS_EXPAND : SVC_JSON_NUMBERS_OK;
 }

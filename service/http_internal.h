@@ -175,14 +175,23 @@ enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const c
 int svc_http_request_check(struct svc_request *req, enum svc_outcome *out);
 /* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */
 long svc_http_json_depth(const char *p, size_t len, long limit);
-/* PostgreSQL's jsonb keeps a number as a numeric and writes it back in plain notation, so 1e308
- * comes back as 309 digits. A number other than 0 must therefore lie in [1e-PLACES, 1ePLACES):
- * at most PLACES digits before its decimal point, its first significant digit at most PLACES
- * places after it. What is stored then stays within about PLACES + 19 characters (a double
- * written with 17 significant digits). */
-#define SVC_JSON_NUMBER_PLACES 24
-/* The first number in JSON text (valid or not) outside that range, 1e-400 and 1e400 included:
- * 1 with its offset in *at and its length in *n, else 0. */
-int svc_http_json_number_out_of_range(const char *p, size_t len, size_t *at, size_t *n);
+/* What a JSON body's numbers cost once stored. PostgreSQL's jsonb keeps a number as a numeric
+ * and writes it back in plain notation (1e300 comes back as 301 digits), and jansson reads a
+ * number beyond a double's range as an error (1e400) or as 0 (1e-400). So:
+ *  - a number is out of range when its written exponent is past +-SVC_JSON_EXPONENT_MAX
+ *    (PostgreSQL's numeric refuses it), or when it is not 0 and its magnitude is at least
+ *    1e308 or below 1e-307 (a double's normal range, so that what was read is what is stored);
+ *  - the body's numbers, written out in plain notation, may be at most the body's length plus
+ *    SVC_JSON_EXPANSION_SLACK bytes longer than as written, so that what is stored, paged and
+ *    claimed stays within about twice what was sent. */
+#define SVC_JSON_EXPONENT_MAX    1000
+#define SVC_JSON_EXPANSION_SLACK 4096
+enum svc_json_numbers {
+    SVC_JSON_NUMBERS_OK,
+    SVC_JSON_NUMBER_RANGE,   /* *at, *n: the first number out of range */
+    SVC_JSON_NUMBERS_EXPAND, /* *grow: how many bytes longer they would be stored */
+};
+enum svc_json_numbers svc_http_json_numbers(const char *p, size_t len, size_t *at, size_t *n,
+                                            size_t *grow);
 
 #endif

@@ -1,8 +1,9 @@
-/* JSON numbers whose stored form would dwarf their text are refused at the edge. PostgreSQL's
- * jsonb writes a number back in plain notation (1e308 as 309 digits), so every route that stores
- * client JSON answers 400 number_out_of_range for a number outside [1e-24, 1e24), and 1e-400,
- * which jansson would read as 0, just as 1e400; the refused request changes nothing. Numbers at
- * the edges of the range, and zeros however written, are stored and read back. */
+/* JSON numbers are refused at the edge when what would be stored is not what was sent, or far
+ * larger. Every route that stores client JSON answers 400 number_out_of_range for a number
+ * outside a double's normal range (1e-400, which jansson would read as 0, just as 1e400), and for
+ * a body whose numbers, written back in plain notation as PostgreSQL's jsonb does (1e300 as 301
+ * digits), would grow by more than the body's length plus 4,096 bytes; the refused request
+ * changes nothing. Numbers at the edges of the range are stored and read back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,8 +15,7 @@
 
 #include "harness_svc.h"
 
-static const char *const out_of_range[] = {"1e308", "1e-400", "1e400", "-1E+24",
-                                           "0.0000000000000000000000001"};
+static const char *const out_of_range[] = {"1e308", "1e-400", "1e400", "-1.8E+308", "1e-320"};
 #define NOUT (sizeof(out_of_range) / sizeof(out_of_range[0]))
 
 static int setup(void **state)
@@ -45,7 +45,7 @@ static void refused_each(const char *method, const char *path, const char *ct, c
         const char *detail = json_string_value(json_object_get(r.json, "detail"));
         assert_non_null(detail);
         assert_non_null(strstr(detail, out_of_range[i]));
-        assert_non_null(strstr(detail, "at least 1e-24 and below 1e24"));
+        assert_non_null(strstr(detail, "at least 1e-307 and below 1e308"));
         th_response_free(&r);
     }
 }
@@ -128,36 +128,62 @@ static void ledger_and_schedule_writes_refuse(void **state)
     th_svc_get_problem("/schedules/s", 404, "schedule_not_found");
 }
 
-/* The edges of the range and zeros written with any exponent are stored; what comes back stays
- * short (the longest number is 1e-24 written out with 17 significant digits: 43 characters). */
+/* The edges of the range and zeros written with any exponent PostgreSQL takes are stored and
+ * read back; a number written out at length comes back as long as it has to, and no longer. */
 static void numbers_in_range_are_stored(void **state)
 {
-    json_t *put = th_svc_call(
-        "PUT", "/topics/t/keys/edges/head",
-        "[1e-24, -9.99e23, 999999999999999999999999.0, 0.5, 9223372036854775807, 0e999999, "
-        "-0.0e-99999999999, 12.5e-3]",
-        200);
-    json_decref(put);
+    static const char body[] = "[1e-307, -9.99e307, 999999999999999999999999.0, 0.5, "
+                               "9223372036854775807, 0e1000, -0.0e-999, 12.5e-3]";
+    json_decref(th_svc_call("PUT", "/topics/t/keys/edges/head", body, 200));
     json_t *head = th_svc_get("/topics/t/keys/edges/head");
     json_t *v = json_object_get(head, "value");
     assert_int_equal(json_array_size(v), 8);
-    assert_true(json_real_value(json_array_get(v, 0)) == 1e-24);
-    assert_true(json_real_value(json_array_get(v, 1)) == -9.99e23);
+    assert_true(json_real_value(json_array_get(v, 0)) == 1e-307);
+    assert_true(json_real_value(json_array_get(v, 1)) == -9.99e307);
     assert_int_equal(json_integer_value(json_array_get(v, 4)), 9223372036854775807LL);
     assert_true(json_number_value(json_array_get(v, 5)) == 0);
     assert_true(json_real_value(json_array_get(v, 7)) == 12.5e-3);
     json_decref(head);
-    /* what a log page answers for it stays short: no number came back as hundreds of digits */
+    /* the log page holds them written out in full: within the body's length twice over plus
+     * the slack, and the page's own few hundred bytes */
     struct th_response r;
     assert_int_equal(th_http(th_svc.port, "GET", "/topics/t/messages?after=0", NULL, NULL, 0, &r),
                      0);
     assert_int_equal(r.status, 200);
-    /* (the page writes 999999999999999999999999.0 back as the integer that jsonb holds) */
     json_t *page = json_loadb(r.body, r.len, JSON_DECODE_INT_AS_REAL, NULL);
     assert_int_equal(json_array_size(json_object_get(page, "messages")), 1);
     json_decref(page);
-    assert_true(r.len < 512);
+    assert_true(r.len > 600); /* 1e-307 and 9.99e307 came back written out */
+    assert_true(r.len < 2 * sizeof(body) + 4096 + 512);
     th_response_free(&r);
+}
+
+/* Numbers that each fit but together would be stored far larger than sent: 40 of 1e300 (240
+ * bytes sent, 12,040 written out) are refused, naming the growth; 10 of them are stored. */
+static void a_body_growing_past_its_slack_is_refused(void **state)
+{
+    char many[512] = "{\"key\": \"g\", \"value\": [", few[256];
+    for (int i = 0; i < 40; i++)
+        strcat(many, i ? ", 1e300" : "1e300");
+    strcat(many, "]}");
+    struct th_response r;
+    const char *json[] = {"Content-Type: application/json", NULL};
+    assert_int_equal(
+        th_http(th_svc.port, "POST", "/topics/t/messages", json, many, strlen(many), &r), 0);
+    th_assert_problem(&r, 400, "number_out_of_range");
+    const char *detail = json_string_value(json_object_get(r.json, "detail"));
+    assert_non_null(detail);
+    assert_non_null(strstr(detail, "11840 bytes longer than sent"));
+    th_response_free(&r);
+    json_t *t = th_svc_get("/topics/t");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "counts"), "messages")),
+                     1);
+    json_decref(t);
+    snprintf(few, sizeof(few), "%s", "{\"key\": \"g\", \"value\": [1e300");
+    for (int i = 1; i < 10; i++)
+        strcat(few, ", 1e300");
+    strcat(few, "]}");
+    json_decref(th_svc_call("POST", "/topics/t/messages", few, 201));
 }
 
 int main(void)
@@ -167,6 +193,7 @@ int main(void)
         cmocka_unit_test(queue_writes_refuse_and_change_nothing),
         cmocka_unit_test(ledger_and_schedule_writes_refuse),
         cmocka_unit_test(numbers_in_range_are_stored),
+        cmocka_unit_test(a_body_growing_past_its_slack_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }
