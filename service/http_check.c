@@ -11,7 +11,9 @@
 #include "service/config.h"
 #include "service/http_internal.h"
 
-/* Notes one header in the struct req_headers cls (names are compared by length first). */
+/* Notes one header in the struct req_headers cls (names are compared by length first). Host,
+ * Content-Type and Authorization take one value, not a list (RFC 9110 section 5.3): a second one
+ * is noted in h->repeated, as which of the two counts depends on who reads the request. */
 enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value)
 {
@@ -19,15 +21,17 @@ enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const c
     size_t klen = strlen(key);
     value = value ? value : "";
     h->total += klen + strlen(value) + 4;
-    const char **first = NULL;
+    const char **first = NULL, *single = NULL;
     if (klen == 4 && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
-        h->host = 1;
+        single = h->host++ > 0 ? MHD_HTTP_HEADER_HOST : NULL;
     } else if (klen == 12 && strcasecmp(key, "X-Request-Id") == 0) {
         first = &h->request_id;
     } else if (klen == 12 && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0) {
         first = &h->content_type;
+        single = MHD_HTTP_HEADER_CONTENT_TYPE;
     } else if (klen == 13 && strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
         first = &h->authorization;
+        single = MHD_HTTP_HEADER_AUTHORIZATION;
     } else if (klen == 14 && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
         if (h->lengths++ > 0 && strcmp(h->content_length, value) != 0)
             h->lengths_differ = 1;
@@ -35,6 +39,8 @@ enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const c
     } else if (klen == 17 && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         h->transfer_encoding = 1;
     }
+    if (single != NULL && h->repeated == NULL && (first == NULL || *first != NULL))
+        h->repeated = single;
     if (first != NULL && *first == NULL)
         *first = value;
     return MHD_YES;
@@ -63,7 +69,7 @@ static int content_type_ok(const char *ct, enum svc_body body)
            strncasecmp(ct, "application/merge-patch+json", 28) == 0;
 }
 
-/* The target's length, the headers' total and the framing. */
+/* The target's length and the headers' total. */
 static int check_limits(struct svc_request *req, enum svc_outcome *out)
 {
     const struct svc_config *cfg = req->server->cfg;
@@ -75,6 +81,20 @@ static int check_limits(struct svc_request *req, enum svc_outcome *out)
     if (req->seen.total > (size_t)cfg->header_limit) {
         *out = svc_reply_problem(req, SVC_P(HEADERS_TOO_LARGE),
                                  "request headers total more than %ld bytes", cfg->header_limit);
+        return 1;
+    }
+    return 0;
+}
+
+/* The headers' form (RFC 9110, 9112): each of Host, Content-Type and Authorization at most
+ * once, and an unambiguous framing of the body. */
+static int check_headers(struct svc_request *req, enum svc_outcome *out)
+{
+    if (req->seen.repeated != NULL) {
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
+                                 "the request has more than one %s header; send it once: it "
+                                 "takes one value, not a list (RFC 9110)",
+                                 req->seen.repeated);
         return 1;
     }
     const char *framing = req->http11 && !req->seen.host
@@ -169,7 +189,7 @@ static int check_body(struct svc_request *req, const struct svc_route *route, en
 
 int svc_http_request_check(struct svc_request *req, enum svc_outcome *out)
 {
-    if (check_limits(req, out) || check_route(req, out))
+    if (check_limits(req, out) || check_headers(req, out) || check_route(req, out))
         return 1;
     const struct svc_route *route = &req->server->routes[req->match.route];
     return check_auth(req, route, out) || check_body(req, route, out);

@@ -86,6 +86,7 @@ struct req_headers {
     const char *request_id, *content_type, *authorization, *content_length;
     int host, transfer_encoding;
     int lengths, lengths_differ; /* Content-Length headers, and whether their values differ */
+    const char *repeated; /* the first of Host, Content-Type and Authorization to come twice */
 };
 
 /* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;

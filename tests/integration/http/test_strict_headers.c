@@ -1,0 +1,134 @@
+/* Header rules a running rowlock (with tokens) enforces before any handler, sent over raw TCP:
+ * Host, Content-Type and Authorization given twice are 400 bad_request naming the header, in
+ * either order, and the request changes nothing; the same request with each header once
+ * succeeds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness_svc.h"
+
+#define ADMIN  "Authorization: Bearer admin-token-01234567890"
+#define READER "Authorization: Bearer reader-token-0123456789"
+#define JSON   "Content-Type: application/json"
+
+static char tokens_path[] = "/tmp/rowlock-test-tokens-XXXXXX";
+
+static int setup(void **state)
+{
+    int fd = mkstemp(tokens_path);
+    const char *text = "reader-token-0123456789 read\n"
+                       "admin-token-01234567890 admin\n";
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        return -1;
+    close(fd);
+    static char env_tokens[256];
+    snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens_path);
+    const char *env[] = {env_tokens, NULL};
+    return th_svc_start("strict_headers", env);
+}
+
+static int teardown(void **state)
+{
+    unlink(tokens_path);
+    return th_svc_teardown(state);
+}
+
+/* Sends len bytes of req on a connection of its own; the answer in buf, its status returned. */
+static int raw_status(const char *req, size_t len, char *buf, size_t size)
+{
+    th_raw_exchange(th_svc.port, req, len, buf, size, 5000);
+    int status = 0;
+    if (sscanf(buf, "HTTP/1.1 %d", &status) != 1)
+        return 0;
+    return status;
+}
+
+/* PUT /topics/<topic> with {} and these header lines (each ending in CRLF) after Host; the
+ * status, the answer in buf. */
+static int put_topic(const char *topic, const char *headers, char *buf, size_t size)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "PUT /topics/%s HTTP/1.1\r\nHost: x\r\n%sContent-Length: 2\r\n"
+                     "Connection: close\r\n\r\n{}",
+                     topic, headers);
+    return raw_status(req, (size_t)n, buf, size);
+}
+
+static int topic_status(const char *topic)
+{
+    char req[256], buf[8192];
+    int n = snprintf(req, sizeof(req),
+                     "GET /topics/%s HTTP/1.1\r\nHost: x\r\n" ADMIN "\r\nConnection: close\r\n\r\n",
+                     topic);
+    return raw_status(req, (size_t)n, buf, sizeof(buf));
+}
+
+/* The PUT with these headers is a bad_request problem whose detail holds detail_part, and the
+ * topic does not exist afterwards. */
+static void assert_refused(const char *topic, const char *headers, const char *detail_part)
+{
+    char buf[8192];
+    int status = put_topic(topic, headers, buf, sizeof(buf));
+    if (status != 400 || strstr(buf, "application/problem+json") == NULL ||
+        strstr(buf, "\"code\":\"bad_request\"") == NULL || strstr(buf, detail_part) == NULL)
+        fail_msg("headers\n%sexpected a bad_request problem about %s, got: %s", headers,
+                 detail_part, buf);
+    assert_int_equal(topic_status(topic), 404);
+}
+
+static void assert_created(const char *topic, const char *headers)
+{
+    char buf[8192];
+    int status = put_topic(topic, headers, buf, sizeof(buf));
+    if (status != 201)
+        fail_msg("headers\n%sexpected 201, got: %s", headers, buf);
+    assert_int_equal(topic_status(topic), 200);
+}
+
+/* Were the first Authorization to count, an admin token followed by a read token would create a
+ * topic. */
+static void two_authorization_headers_are_400(void **state)
+{
+    assert_refused("auth1", ADMIN "\r\n" READER "\r\n" JSON "\r\n",
+                   "more than one Authorization header");
+    assert_refused("auth2", READER "\r\n" ADMIN "\r\n" JSON "\r\n",
+                   "more than one Authorization header");
+    assert_refused("auth3",
+                   ADMIN "\r\n" JSON "\r\nauthorization: Bearer admin-token-01234567890\r\n",
+                   "more than one Authorization header");
+    assert_created("auth1", ADMIN "\r\n" JSON "\r\n");
+}
+
+static void two_host_headers_are_400(void **state)
+{
+    assert_refused("host1", "Host: y\r\n" ADMIN "\r\n" JSON "\r\n", "more than one Host header");
+    assert_refused("host2", ADMIN "\r\n" JSON "\r\nhost: x\r\n", "more than one Host header");
+    assert_created("host1", ADMIN "\r\n" JSON "\r\n");
+}
+
+static void two_content_type_headers_are_400(void **state)
+{
+    assert_refused("ct1", ADMIN "\r\n" JSON "\r\nContent-Type: text/plain\r\n",
+                   "more than one Content-Type header");
+    assert_refused("ct2", ADMIN "\r\n" JSON "\r\n" JSON "\r\n",
+                   "more than one Content-Type header");
+    assert_created("ct1", ADMIN "\r\n" JSON "\r\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(two_authorization_headers_are_400),
+        cmocka_unit_test(two_host_headers_are_400),
+        cmocka_unit_test(two_content_type_headers_are_400),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
