@@ -11,6 +11,18 @@
 #include "service/config.h"
 #include "service/http_internal.h"
 
+/* Is name[0..len) a token (RFC 9110 section 5.6.2): letters, digits and !#$%&'*+-.^_`|~? */
+static int is_token(const char *name, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9') &&
+            (c == '\0' || strchr("!#$%&'*+-.^_`|~", c) == NULL))
+            return 0;
+    }
+    return len > 0;
+}
+
 /* Notes one header in the struct req_headers cls (names are compared by length first). Host,
  * Content-Type and Authorization take one value, not a list (RFC 9110 section 5.3): a second one
  * is noted in h->repeated, as which of the two counts depends on who reads the request. */
@@ -21,6 +33,8 @@ enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const c
     size_t klen = strlen(key);
     value = value ? value : "";
     h->total += klen + strlen(value) + 4;
+    if (h->bad_name == NULL && !is_token(key, klen))
+        h->bad_name = key; /* libmicrohttpd 0.9.75 keeps what stood before the colon */
     const char **first = NULL, *single = NULL;
     if (klen == 4 && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
         single = h->host++ > 0 ? MHD_HTTP_HEADER_HOST : NULL;
@@ -86,10 +100,22 @@ static int check_limits(struct svc_request *req, enum svc_outcome *out)
     return 0;
 }
 
-/* The headers' form (RFC 9110, 9112): each of Host, Content-Type and Authorization at most
- * once, and an unambiguous framing of the body. */
+/* The headers' form (RFC 9110, 9112): names that are tokens, each of Host, Content-Type and
+ * Authorization at most once, and an unambiguous framing of the body. */
 static int check_headers(struct svc_request *req, enum svc_outcome *out)
 {
+    const char *name = req->seen.bad_name;
+    if (name != NULL) {
+        *out = svc_reply_problem(
+            req, SVC_P(BAD_REQUEST),
+            name[strcspn(name, " \t")] != '\0'
+                ? "the header name \"%.64s\" holds whitespace: nothing may stand between a "
+                  "header's name and its colon (RFC 9112 section 5.1)"
+                : "the header name \"%.64s\" holds a character a name may not: letters, digits "
+                  "and !#$%%&'*+-.^_`|~ only (RFC 9110 section 5.6.2)",
+            name);
+        return 1;
+    }
     if (req->seen.repeated != NULL) {
         *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
                                  "the request has more than one %s header; send it once: it "

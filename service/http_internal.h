@@ -87,6 +87,7 @@ struct req_headers {
     int host, transfer_encoding;
     int lengths, lengths_differ; /* Content-Length headers, and whether their values differ */
     const char *repeated; /* the first of Host, Content-Type and Authorization to come twice */
+    const char *bad_name; /* the first header name that is not a token, like "X-A " of "X-A : 1" */
 };
 
 /* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
