@@ -207,8 +207,13 @@ enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *author
     const char *token = authorization + 7;
     while (*token == ' ')
         token++;
+    /* Whitespace after a field value is not part of it (RFC 9110 section 5.5), and libmicrohttpd
+     * keeps it: the token ends before any trailing SP or HTAB. */
+    size_t len = strlen(token);
+    while (len > 0 && (token[len - 1] == ' ' || token[len - 1] == '\t'))
+        len--;
     unsigned char d[DIGEST_LEN];
-    if (*token == '\0' || digest(token, strlen(token), d) != 0)
+    if (len == 0 || digest(token, len, d) != 0)
         return SVC_AUTH_INVALID;
     unsigned scopes = 0;
     int found = 0;

@@ -28,8 +28,9 @@ int svc_auth_reload(struct svc_auth *a, const char *path, char *why, size_t whyl
 
 enum svc_auth_result { SVC_AUTH_OK, SVC_AUTH_MISSING, SVC_AUTH_INVALID, SVC_AUTH_FORBIDDEN };
 
-/* Checks an Authorization header value (may be NULL) for the scope. Every stored digest is
- * compared, whatever matches, so timing does not depend on which token was presented. */
+/* Checks an Authorization header value (may be NULL) for the scope; spaces and TABs after the
+ * token are not part of it. Every stored digest is compared, whatever matches, so timing does
+ * not depend on which token was presented. */
 enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
                                     enum svc_scope scope);
 

@@ -125,7 +125,12 @@ static void test_bad_headers(void **state)
     /* A prefix or an extension of a real token is a different token. */
     assert_auth(a, "Bearer reader-token-012345678", SVC_SCOPE_READ, SVC_AUTH_INVALID);
     assert_auth(a, "Bearer " READER "0", SVC_SCOPE_READ, SVC_AUTH_INVALID);
-    assert_auth(a, "Bearer " READER " ", SVC_SCOPE_READ, SVC_AUTH_INVALID);
+    assert_auth(a, "Bearer " READER "\tx", SVC_SCOPE_READ, SVC_AUTH_INVALID);
+    /* Whitespace after the value is not part of it (RFC 9110), and no token holds any. */
+    assert_auth(a, "Bearer " READER " ", SVC_SCOPE_READ, SVC_AUTH_OK);
+    assert_auth(a, "Bearer " READER "\t", SVC_SCOPE_READ, SVC_AUTH_OK);
+    assert_auth(a, "Bearer " READER " \t ", SVC_SCOPE_READ, SVC_AUTH_OK);
+    assert_auth(a, "Bearer \t", SVC_SCOPE_READ, SVC_AUTH_INVALID);
     /* Scopes are not tokens. */
     assert_auth(a, "Bearer read", SVC_SCOPE_READ, SVC_AUTH_INVALID);
     /* Other schemes and malformed headers. */
