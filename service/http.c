@@ -159,7 +159,7 @@ static enum MHD_Result request_begin(struct svc_request *req, struct MHD_Connect
     memcpy(req->method, method, mlen);
     req->method[mlen] = '\0';
     req->http11 = version != NULL && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, svc_http_scan_header, &req->seen);
+    svc_http_scan_headers(&req->seen, conn, method);
     svc_request_id_take(req->request_id, req->seen.request_id);
     req->phase = PHASE_BODY;
     /* With a body on its way, refuse before reading it. Without one, wait for the next call:

@@ -3,6 +3,7 @@
  * bearer token's scope, the body's size and media type, the JSON nesting depth and the range of
  * JSON numbers. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,16 +24,56 @@ static int is_token(const char *name, size_t len)
     return len > 0;
 }
 
-/* Notes one header in the struct req_headers cls (names are compared by length first). Host,
+/* A NUL byte in a header value (RFC 9110 section 5.5 forbids it) is invisible in the value:
+ * libmicrohttpd 0.9.75 measures a value with strlen and drops the rest of its line unseen, so
+ * "Authorization: Bearer <token>\0junk" would pass as <token>. It parses the header block in place,
+ * in one buffer from the method on, each name and value pointing into it and each line's CRLF (or
+ * LF) turned into NULs: a value is followed by 1 or 2 bytes before the next name, and by 2 to 4
+ * before the block's end (the empty line), unless a NUL hid the rest of its line. Another layout
+ * (a folded line, copied elsewhere; another version of the library) gives no verdict. */
+struct header_block {
+    struct req_headers *h;
+    uintptr_t start, end, prev_end; /* the block, and the end of the value seen last */
+    const char *prev_name;
+    int judge; /* 0 once the layout is not the one described */
+};
+
+/* Notes the bytes between the end of the last value seen and next (the next name, or the end of
+ * the block): a line's end takes least to most of them, and more means a NUL hid the rest of that
+ * value's line. */
+static void block_gap(struct header_block *b, uintptr_t next, uintptr_t least, uintptr_t most)
+{
+    if (!b->judge || b->prev_name == NULL)
+        return;
+    if (next < b->prev_end + least || next > b->end) {
+        b->judge = 0;
+        return;
+    }
+    if (next > b->prev_end + most && b->h->bad_value == NULL) {
+        b->h->bad_value = b->prev_name;
+        b->h->bad_value_why = "a NUL byte";
+    }
+}
+
+/* Notes one header in the struct header_block cls (names are compared by length first). Host,
  * Content-Type and Authorization take one value, not a list (RFC 9110 section 5.3): a second one
  * is noted in h->repeated, as which of the two counts depends on who reads the request. */
-enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t klen,
+                                   const char *value, size_t vlen)
 {
-    struct req_headers *h = cls;
-    size_t klen = strlen(key);
+    struct header_block *b = cls;
+    struct req_headers *h = b->h;
     value = value ? value : "";
-    h->total += klen + strlen(value) + 4;
+    h->total += klen + vlen + 4;
+    uintptr_t at = (uintptr_t)key, end = (uintptr_t)value + vlen;
+    block_gap(b, at, 1, 2);
+    b->judge = b->judge && at >= b->start && end <= b->end && at + klen < (uintptr_t)value;
+    b->prev_end = end;
+    b->prev_name = key;
+    if (h->bad_value == NULL && memchr(value, '\r', vlen) != NULL) {
+        h->bad_value = key; /* a CR not followed by LF does not end a line for libmicrohttpd */
+        h->bad_value_why = "a CR";
+    }
     if (h->bad_name == NULL && !is_token(key, klen))
         h->bad_name = key; /* libmicrohttpd 0.9.75 keeps what stood before the colon */
     const char **first = NULL, *single = NULL;
@@ -58,6 +99,17 @@ enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const c
     if (first != NULL && *first == NULL)
         *first = value;
     return MHD_YES;
+}
+
+void svc_http_scan_headers(struct req_headers *h, struct MHD_Connection *conn, const char *method)
+{
+    const union MHD_ConnectionInfo *size =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    struct header_block b = {.h = h, .start = (uintptr_t)method};
+    b.judge = size != NULL && method != NULL && strcmp(MHD_get_version(), "0.9.75") == 0;
+    b.end = b.judge ? b.start + size->header_size : 0;
+    MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &b);
+    block_gap(&b, b.end, 2, 4);
 }
 
 /* Why the body's framing is ambiguous (RFC 9112 section 6.3), or NULL: libmicrohttpd would take
@@ -114,6 +166,13 @@ static int check_headers(struct svc_request *req, enum svc_outcome *out)
                 : "the header name \"%.64s\" holds a character a name may not: letters, digits "
                   "and !#$%%&'*+-.^_`|~ only (RFC 9110 section 5.6.2)",
             name);
+        return 1;
+    }
+    if (req->seen.bad_value != NULL) {
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
+                                 "the value of the %.64s header holds %s; a header value may not "
+                                 "hold NUL, CR or LF (RFC 9110 section 5.5)",
+                                 req->seen.bad_value, req->seen.bad_value_why);
         return 1;
     }
     if (req->seen.repeated != NULL) {

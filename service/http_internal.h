@@ -88,6 +88,7 @@ struct req_headers {
     int lengths, lengths_differ; /* Content-Length headers, and whether their values differ */
     const char *repeated; /* the first of Host, Content-Type and Authorization to come twice */
     const char *bad_name; /* the first header name that is not a token, like "X-A " of "X-A : 1" */
+    const char *bad_value, *bad_value_why; /* the first header whose value holds a NUL or a CR */
 };
 
 /* NEW: first call; BODY: reading the body; WORKER: suspended, with a worker or waiting;
@@ -169,9 +170,9 @@ int svc_ticker_start(struct svc_server *s);
 void svc_ticker_stop(struct svc_server *s);
 
 /* ---- http_check.c ---- */
-/* Notes one header in the struct req_headers cls (MHD_get_connection_values' iterator). */
-enum MHD_Result svc_http_scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value);
+/* Gathers conn's headers into h in one pass; method is the one libmicrohttpd handed over (it
+ * marks where the request's header block starts). */
+void svc_http_scan_headers(struct req_headers *h, struct MHD_Connection *conn, const char *method);
 /* Validates the request before its body: limits, framing, route, auth, media type. Returns 1
  * when a problem reply was queued (the outcome in *out), 0 to go on. */
 int svc_http_request_check(struct svc_request *req, enum svc_outcome *out);

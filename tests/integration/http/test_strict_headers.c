@@ -1,8 +1,9 @@
 /* Header rules a running rowlock (with tokens) enforces before any handler, sent over raw TCP:
  * Host, Content-Type and Authorization given twice, and a header name with whitespace before its
  * colon or another character a name may not hold, are 400 bad_request naming the header, and the
- * request changes nothing; the same request with each header once, well named, succeeds. And a
- * bearer token followed by spaces or TABs is that token. */
+ * request changes nothing; the same request with each header once, well named, succeeds. So is a
+ * NUL or a CR inside a header value. And a bearer token followed by spaces or TABs is that
+ * token. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -159,6 +160,74 @@ static void bearer_token_followed_by_whitespace_is_the_token(void **state)
     assert_int_equal(get_status("/topics", "Authorization: Bearer \t\r\n"), 401);
 }
 
+#define RAW(literal) literal, sizeof(literal) - 1
+
+/* The len bytes of req (NULs and all) are answered with a bad_request problem holding
+ * detail_part. */
+static void assert_raw_refused(const char *req, size_t len, const char *detail_part)
+{
+    char buf[8192];
+    int status = raw_status(req, len, buf, sizeof(buf));
+    if (status != 400 || strstr(buf, "application/problem+json") == NULL ||
+        strstr(buf, "\"code\":\"bad_request\"") == NULL || strstr(buf, detail_part) == NULL)
+        fail_msg("expected a bad_request problem about %s, got: %s", detail_part, buf);
+}
+
+/* libmicrohttpd 0.9.75 ends a value at its first NUL and drops the rest of the line unseen: a
+ * token followed by a NUL and anything would pass as that token. A NUL in the first, a middle or
+ * the last header, with CRLF or bare LF line ends, right before the line's end, and a CR inside a
+ * value, are each refused; the same requests without them are not. */
+static void nul_or_cr_in_a_header_value_is_400(void **state)
+{
+    assert_raw_refused(RAW("PUT /topics/nul1 HTTP/1.1\r\nHost: x\r\n" ADMIN "\r\n" JSON
+                           "\r\nX-A: a\0bc\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"),
+                       "the X-A header holds a NUL byte");
+    assert_raw_refused(RAW("PUT /topics/nul1 HTTP/1.1\r\nHost: x\0y\r\n" ADMIN "\r\n" JSON
+                           "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"),
+                       "the Host header holds a NUL byte");
+    assert_raw_refused(RAW("PUT /topics/nul1 HTTP/1.1\r\nHost: x\r\n" ADMIN "\r\n" JSON
+                           "\r\nContent-Length: 2\r\nX-A: a\0b\r\n\r\n{}"),
+                       "the X-A header holds a NUL byte");
+    assert_raw_refused(RAW("PUT /topics/nul1 HTTP/1.1\r\nHost: x\r\n" ADMIN "\0\r\n" JSON
+                           "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"),
+                       "the Authorization header holds a NUL byte");
+    assert_raw_refused(RAW("PUT /topics/nul1 HTTP/1.1\r\nHost: x\r\n" ADMIN "\r\n" JSON
+                           "\r\nX-A: a\rb\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"),
+                       "the X-A header holds a CR");
+    assert_int_equal(topic_status("nul1"), 404);
+    assert_raw_refused(
+        RAW("GET /topics HTTP/1.1\r\nHost: x\r\n" READER "\0junk\r\nConnection: close\r\n\r\n"),
+        "the Authorization header holds a NUL byte");
+    assert_raw_refused(
+        RAW("GET /topics HTTP/1.1\nHost: x\n" READER "\0junk\nConnection: close\n\n"),
+        "the Authorization header holds a NUL byte");
+    assert_raw_refused(
+        RAW("GET /topics HTTP/1.1\nHost: x\nConnection: close\n" READER "\0junk\n\n"),
+        "the Authorization header holds a NUL byte");
+    /* no false alarm: bare LF line ends, empty values, trailing whitespace, two requests on one
+     * connection */
+    char buf[8192];
+    assert_int_equal(raw_status(RAW("GET /topics HTTP/1.1\nHost: x\n" READER
+                                    "\nX-E:\nX-S:   \nConnection: close\n\n"),
+                                buf, sizeof(buf)),
+                     200);
+    assert_int_equal(raw_status(RAW("GET /topics HTTP/1.1\r\nHost: x\r\nX-E:\r\n" READER
+                                    "\r\nX-S: a  \t\r\nConnection: close\n\r\n"),
+                                buf, sizeof(buf)),
+                     200);
+    int fd = th_tcp_connect(th_svc.port);
+    const char two[] = "GET /topics HTTP/1.1\r\nHost: x\r\n" READER "\r\nX-A: 1\r\n\r\n"
+                       "GET /topics HTTP/1.1\r\nHost: x\r\nX-B: 2\r\n" READER "\r\n\r\n";
+    assert_int_equal(write(fd, two, sizeof(two) - 1), (ssize_t)(sizeof(two) - 1));
+    for (int i = 0; i < 2; i++) {
+        th_raw_read(fd, buf, sizeof(buf), 5000);
+        if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+            fail_msg("pipelined request %d: %s", i + 1, buf);
+    }
+    close(fd);
+    assert_created("nul1", ADMIN "\r\n" JSON "\r\nX-A: abc\r\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +236,7 @@ int main(void)
         cmocka_unit_test(two_content_type_headers_are_400),
         cmocka_unit_test(header_name_with_whitespace_or_a_non_token_character_is_400),
         cmocka_unit_test(bearer_token_followed_by_whitespace_is_the_token),
+        cmocka_unit_test(nul_or_cr_in_a_header_value_is_400),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
