@@ -107,9 +107,11 @@ ensure_packages() {
 # tzdata: the system's time-zone database (/usr/share/zoneinfo), which the service reads at run
 # time for schedules in a named zone and the unit tests of db/tzfile.c and db/cron.c need (they
 # fail without it): named here, not left to postgresql's dependencies or the base system.
-readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libpq-dev libjansson-dev
-    libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl clang-format
-    tzdata)
+# libgnutls28-dev: HTTPS on the listener (service/tls.c) and --check-health https:// link GnuTLS
+# itself, not only through libmicrohttpd.
+readonly BASE_PACKAGES=(gcc g++ make cmake pkg-config libmicrohttpd-dev libgnutls28-dev libpq-dev
+    libjansson-dev libcmocka-dev libcurl4-openssl-dev libssl-dev postgresql postgresql-contrib curl
+    clang-format tzdata)
 # The fuzz targets of tests/fuzz need clang, libFuzzer and clang's runtimes (libclang_rt.fuzzer
 # and the ASan and UBSan runtimes they link, in libclang-rt-14-dev).
 readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev libclang-rt-14-dev)

@@ -258,8 +258,8 @@ static void config_print_help(FILE *out)
     fprintf(out, "\n  --help                     this text\n"
                  "  --config-markdown          the table above as Markdown (README)\n"
                  "  --version                  release version, git commit and schema version\n"
-                 "  --check-health URL         GET URL; exit 0 on 200 (a container's health "
-                 "check)\n");
+                 "  --check-health URL         GET URL (http:// or https://); exit 0 on 200 (a "
+                 "container's health check)\n");
 }
 
 static void config_print_markdown(FILE *out)

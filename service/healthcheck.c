@@ -1,10 +1,12 @@
-/* `rowlock --check-health URL`: parses an http:// URL, connects with a deadline, sends one GET and
- * reads the status line. Plain sockets only (no libcurl, no TLS): the service listens in plain
- * HTTP and the check runs beside it. Nothing here touches the configuration or the database. */
+/* `rowlock --check-health URL`: parses an http:// or https:// URL, connects with a deadline,
+ * sends one GET and reads the status line, over the socket or over GnuTLS (no libcurl: the image
+ * carries none). Nothing here touches the configuration or the database. */
 #include "service/healthcheck.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -50,12 +52,18 @@ static int parse_port(const char *from, const char *to, char *out, size_t size)
 
 int svc_health_url_parse(const char *url, struct svc_health_url *u, char *why, size_t why_size)
 {
-    static const char scheme[] = "http://";
-    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0) {
-        say(why, why_size, "the URL must start with http:// (the service speaks plain HTTP)");
+    static const char http[] = "http://", https[] = "https://";
+    const char *auth;
+    if (strncmp(url, http, sizeof(http) - 1) == 0) {
+        u->tls = 0;
+        auth = url + sizeof(http) - 1;
+    } else if (strncmp(url, https, sizeof(https) - 1) == 0) {
+        u->tls = 1;
+        auth = url + sizeof(https) - 1;
+    } else {
+        say(why, why_size, "the URL must start with http:// or https://");
         return -1;
     }
-    const char *auth = url + sizeof(scheme) - 1;
     const char *end = auth + strcspn(auth, "/?#");
     if (memchr(auth, '@', (size_t)(end - auth)) != NULL) {
         say(why, why_size, "the URL must not carry user information");
@@ -82,7 +90,7 @@ int svc_health_url_parse(const char *url, struct svc_health_url *u, char *why, s
         }
     }
     if (port_at == NULL)
-        snprintf(u->port, sizeof(u->port), "80");
+        snprintf(u->port, sizeof(u->port), "%s", u->tls ? "443" : "80");
     else if (parse_port(port_at, end, u->port, sizeof(u->port)) != 0) {
         say(why, why_size, "the URL's port must be a number from 1 to 65535");
         return -1;
@@ -156,16 +164,96 @@ static int connect_one(const struct addrinfo *ai, long deadline)
     return -1;
 }
 
-static int send_all(int fd, const char *data, size_t len, long deadline)
+/* The connection: the socket, and the TLS session over it for https:// (else NULL). */
+struct conn {
+    int fd;
+    gnutls_session_t tls;
+    gnutls_certificate_credentials_t cred;
+};
+
+/* The TLS handshake before the deadline, the certificate taken unverified (see healthcheck.h).
+ * 0, or -1 with why. */
+static int tls_start(struct conn *c, const char *host, long deadline, char *why, size_t why_size)
+{
+    unsigned char addr[16];
+    int numeric = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+    if (gnutls_certificate_allocate_credentials(&c->cred) < 0 ||
+        gnutls_init(&c->tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK) < 0 ||
+        gnutls_set_default_priority(c->tls) < 0 ||
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, c->cred) < 0 ||
+        (!numeric && gnutls_server_name_set(c->tls, GNUTLS_NAME_DNS, host, strlen(host)) < 0)) {
+        say(why, why_size, "cannot set up a TLS session");
+        return -1;
+    }
+    gnutls_transport_set_int(c->tls, c->fd);
+    for (;;) {
+        int r = gnutls_handshake(c->tls);
+        if (r == 0)
+            return 0;
+        if (gnutls_error_is_fatal(r)) {
+            snprintf(why, why_size, "TLS handshake failed: %s", gnutls_strerror(r));
+            return -1;
+        }
+        r = wait_fd(c->fd, gnutls_record_get_direction(c->tls) ? POLLOUT : POLLIN, deadline);
+        if (r != 1) {
+            say(why, why_size, r == 0 ? "no TLS handshake before the timeout" : "poll failed");
+            return -1;
+        }
+    }
+}
+
+static void conn_close(struct conn *c)
+{
+    if (c->tls != NULL)
+        gnutls_deinit(c->tls);
+    if (c->cred != NULL)
+        gnutls_certificate_free_credentials(c->cred);
+    if (c->fd >= 0)
+        close(c->fd);
+}
+
+/* Sends up to len bytes: the count, -1 on an error, -2 when the socket is not ready (the
+ * direction to wait for in *events). */
+static ssize_t conn_send(struct conn *c, const char *data, size_t len, short *events)
+{
+    *events = POLLOUT;
+    if (c->tls == NULL) {
+        ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
+        return n >= 0 ? n : errno == EAGAIN || errno == EINTR ? -2 : -1;
+    }
+    ssize_t n = gnutls_record_send(c->tls, data, len);
+    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+        *events = gnutls_record_get_direction(c->tls) ? POLLOUT : POLLIN;
+        return -2;
+    }
+    return n >= 0 ? n : -1;
+}
+
+/* Reads up to size bytes: the count, 0 at the end, -1 on an error, -2 when nothing is there
+ * yet. */
+static ssize_t conn_recv(struct conn *c, char *buf, size_t size)
+{
+    if (c->tls == NULL) {
+        ssize_t n = recv(c->fd, buf, size, 0);
+        return n >= 0 ? n : errno == EAGAIN || errno == EINTR ? -2 : -1;
+    }
+    ssize_t n = gnutls_record_recv(c->tls, buf, size);
+    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+        return -2;
+    if (n == GNUTLS_E_PREMATURE_TERMINATION)
+        return 0;
+    return n >= 0 ? n : -1;
+}
+
+static int send_all(struct conn *c, const char *data, size_t len, long deadline)
 {
     while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        short events;
+        ssize_t n = conn_send(c, data, len, &events);
         if (n > 0) {
             data += n;
             len -= (size_t)n;
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            return -1;
-        } else if (wait_fd(fd, POLLOUT, deadline) != 1) {
+        } else if (n != -2 || wait_fd(c->fd, events, deadline) != 1) {
             return -1;
         }
     }
@@ -173,18 +261,21 @@ static int send_all(int fd, const char *data, size_t len, long deadline)
 }
 
 /* Reads until the end of the status line. Returns the status code, -1 (why says why). */
-static int read_status(int fd, long deadline, char *why, size_t why_size)
+static int read_status(struct conn *c, long deadline, char *why, size_t why_size)
 {
     char line[512];
     size_t have = 0;
     while (have < sizeof(line)) {
-        int r = wait_fd(fd, POLLIN, deadline);
+        /* TLS may hold bytes of a record already read from the socket */
+        int r = c->tls != NULL && gnutls_record_check_pending(c->tls) > 0
+                    ? 1
+                    : wait_fd(c->fd, POLLIN, deadline);
         if (r != 1) {
             say(why, why_size, r == 0 ? "no answer before the timeout" : "poll failed");
             return -1;
         }
-        ssize_t n = recv(fd, line + have, sizeof(line) - have, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        ssize_t n = conn_recv(c, line + have, sizeof(line) - have);
+        if (n == -2)
             continue;
         if (n <= 0) {
             say(why, why_size, "the connection closed before a status line");
@@ -212,14 +303,15 @@ int svc_health_get(const struct svc_health_url *u, long timeout_ms, char *why, s
         snprintf(why, why_size, "cannot resolve %s: %s", u->host, gai_strerror(gai));
         return -1;
     }
-    int fd = -1, err = 0;
-    for (const struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
-        fd = connect_one(ai, deadline);
-        if (fd < 0)
+    struct conn c = {.fd = -1};
+    int err = 0;
+    for (const struct addrinfo *ai = res; ai != NULL && c.fd < 0; ai = ai->ai_next) {
+        c.fd = connect_one(ai, deadline);
+        if (c.fd < 0)
             err = errno;
     }
     freeaddrinfo(res);
-    if (fd < 0) {
+    if (c.fd < 0) {
         snprintf(why, why_size, "cannot connect to %s port %s: %s", u->host, u->port,
                  strerror(err));
         return -1;
@@ -233,11 +325,13 @@ int svc_health_get(const struct svc_health_url *u, long timeout_ms, char *why, s
     int code = -1;
     if (len < 0 || (size_t)len >= sizeof(req))
         say(why, why_size, "the request is too long");
-    else if (send_all(fd, req, (size_t)len, deadline) != 0)
+    else if (u->tls && tls_start(&c, u->host, deadline, why, why_size) != 0)
+        code = -1; /* why says why */
+    else if (send_all(&c, req, (size_t)len, deadline) != 0)
         snprintf(why, why_size, "cannot send the request: %s", strerror(errno));
     else
-        code = read_status(fd, deadline, why, why_size);
-    close(fd);
+        code = read_status(&c, deadline, why, why_size);
+    conn_close(&c);
     return code;
 }
 
@@ -284,7 +378,7 @@ int svc_healthcheck_main(int argc, char **argv, FILE *out, FILE *err)
     if (url == NULL || svc_health_url_parse(url, &u, why, sizeof(why)) != 0) {
         fprintf(err,
                 "rowlock --check-health: %s\nusage: rowlock --check-health "
-                "http://HOST[:PORT]/PATH [--timeout-ms=N]\n",
+                "http[s]://HOST[:PORT]/PATH [--timeout-ms=N]\n",
                 why);
         return 2;
     }

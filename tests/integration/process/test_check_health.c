@@ -1,8 +1,8 @@
 /* `rowlock --check-health URL`, the container health check without curl, run as a process:
  * exit 0 when a running rowlock answers 200 (/healthz and /readyz, by address and by name), 1
  * when it answers anything else (404 from the service, 503 from a stand-in server), when the
- * port is closed, and when a listener never answers (within --timeout-ms, not hanging); 2 for a
- * malformed URL. */
+ * port is closed, when a listener never answers (within --timeout-ms, not hanging), and when
+ * https:// meets plain HTTP; 2 for a malformed URL. */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -120,10 +120,20 @@ static void silent_listener_times_out(void **state)
     close(lfd);
 }
 
+/* https:// to a service speaking plain HTTP: the handshake fails, quickly (the service over
+ * HTTPS is test_tls's) */
+static void https_to_plain_http_fails(void **state)
+{
+    char url[128], out[1024];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/healthz", th_svc.port);
+    assert_int_equal(check(url, "--timeout-ms=3000", out, sizeof(out)), 1);
+    assert_non_null(strstr(out, "TLS handshake failed"));
+}
+
 static void malformed_url_exits_2(void **state)
 {
     char out[1024];
-    assert_int_equal(check("https://127.0.0.1/healthz", NULL, out, sizeof(out)), 2);
+    assert_int_equal(check("ftp://127.0.0.1/healthz", NULL, out, sizeof(out)), 2);
     assert_int_equal(check("127.0.0.1:8080/healthz", NULL, out, sizeof(out)), 2);
     assert_non_null(strstr(out, "usage"));
 }
@@ -133,7 +143,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy_service_passes),    cmocka_unit_test(other_status_fails),
         cmocka_unit_test(unavailable_fails),         cmocka_unit_test(closed_port_fails),
-        cmocka_unit_test(silent_listener_times_out), cmocka_unit_test(malformed_url_exits_2),
+        cmocka_unit_test(https_to_plain_http_fails), cmocka_unit_test(silent_listener_times_out),
+        cmocka_unit_test(malformed_url_exits_2),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
 }

@@ -1,7 +1,7 @@
-/* service/healthcheck.c, the parts without a socket: the http:// URLs `rowlock --check-health`
- * accepts (host, IPv6 in brackets, port, path with its query) and refuses (https, user
- * information, a bad port, white space), the status lines it reads, and the exit status 2 of a
- * malformed command line. */
+/* service/healthcheck.c, the parts without a socket: the http:// and https:// URLs `rowlock
+ * --check-health` accepts (host, IPv6 in brackets, port, path with its query; 80 or 443 by
+ * default) and refuses (another scheme, user information, a bad port, white space), the status
+ * lines it reads, and the exit status 2 of a malformed command line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +18,7 @@ static void parse_ok(const char *url, const char *host, const char *port, const 
     char why[256] = "";
     if (svc_health_url_parse(url, &u, why, sizeof(why)) != 0)
         fail_msg("%s refused: %s", url, why);
+    assert_int_equal(u.tls, strncmp(url, "https:", 6) == 0);
     assert_string_equal(u.host, host);
     assert_string_equal(u.port, port);
     assert_string_equal(u.path, path);
@@ -41,15 +42,18 @@ static void urls_taken_apart(void **state)
     parse_ok("http://[::1]/", "::1", "80", "/");
     parse_ok("http://h:08080/x?y=1", "h", "8080", "/x?y=1");
     parse_ok("http://h:65535?q", "h", "65535", "/?q");
+    parse_ok("https://127.0.0.1:8443/healthz", "127.0.0.1", "8443", "/healthz");
+    parse_ok("https://rowlock.example", "rowlock.example", "443", "/");
+    parse_ok("https://[::1]/readyz", "::1", "443", "/readyz");
 }
 
 static void bad_urls_refused(void **state)
 {
-    const char *bad[] = {"https://h/",      "h:8080/healthz", "http://",           "http://:80/",
-                         "http://u:p@h/",   "http://h:0/",    "http://h:65536",    "http://h:80x/",
-                         "http://h:/",      "http://[::1/",   "http://[::1]x:80/", "http://h/a b",
-                         "http://h/a\r\n",  "http://h:-1/",   "HTTP://h/",         "http://[]:80/",
-                         "http://h:123456/"};
+    const char *bad[] = {"ftp://h/",         "h:8080/healthz", "http://",           "http://:80/",
+                         "http://u:p@h/",    "http://h:0/",    "http://h:65536",    "http://h:80x/",
+                         "http://h:/",       "http://[::1/",   "http://[::1]x:80/", "http://h/a b",
+                         "http://h/a\r\n",   "http://h:-1/",   "HTTP://h/",         "http://[]:80/",
+                         "http://h:123456/", "https://",       "https:/h/",         "HTTPS://h/"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         parse_refused(bad[i]);
 }
@@ -92,13 +96,13 @@ static void command_line(void **state)
 
     const char *no_url[] = {"rowlock", "--check-health"};
     const char *empty[] = {"rowlock", "--check-health="};
-    const char *https[] = {"rowlock", "--check-health", "https://h/"};
+    const char *scheme[] = {"rowlock", "--check-health", "tls://h/"};
     const char *extra[] = {"rowlock", "--check-health", "http://h/", "--verbose"};
     const char *zero[] = {"rowlock", "--check-health", "http://h/", "--timeout-ms=0"};
     const char *junk[] = {"rowlock", "--check-health", "http://h/", "--timeout-ms=5s"};
     assert_int_equal(run(2, no_url), 2);
     assert_int_equal(run(2, empty), 2);
-    assert_int_equal(run(3, https), 2);
+    assert_int_equal(run(3, scheme), 2);
     assert_int_equal(run(4, extra), 2);
     assert_int_equal(run(4, zero), 2);
     assert_int_equal(run(4, junk), 2);
