@@ -30,6 +30,13 @@ static const struct cfg_key config_table[] = {
      "IPv4 or IPv6 address to listen on (:: listens on every IPv6 and IPv4 address)"},
     {"port", "ROWLOCK_PORT", CFG_INT, "8080", 0, 65535, OFF(port),
      "TCP port to listen on (0 picks a free port, logged at startup)"},
+    {"tls-cert-file", "ROWLOCK_TLS_CERT_FILE", CFG_STRING, "", 0, 0, OFF(tls_cert_file),
+     "PEM file of the server's certificate, then its intermediates: the listener speaks HTTPS "
+     "(TLS 1.2 and 1.3, ECDHE with AES-GCM or ChaCha20-Poly1305) and no plain HTTP; read again "
+     "on SIGHUP; empty: plain HTTP (behind a proxy that ends TLS)"},
+    {"tls-key-file", "ROWLOCK_TLS_KEY_FILE", CFG_STRING, "", 0, 0, OFF(tls_key_file),
+     "PEM file of that certificate's private key (not encrypted; keep it 0600), set together "
+     "with --tls-cert-file; read again on SIGHUP"},
     {"threads", "ROWLOCK_THREADS", CFG_INT, "4", 1, 256, OFF(threads),
      "HTTP I/O threads (epoll thread pool); handlers run on the workers"},
     {"workers", "ROWLOCK_WORKERS", CFG_INT, "16", 1, 1000, OFF(workers),
@@ -343,6 +350,12 @@ enum svc_config_result svc_config_load(struct svc_config *cfg, int argc, char **
                 "rowlock: invalid listen-address \"%s\": expected a numeric IPv4 or IPv6 "
                 "address (0.0.0.0, ::, 127.0.0.1, ::1)\n",
                 cfg->listen_address);
+        goto invalid;
+    }
+    if ((cfg->tls_cert_file[0] == '\0') != (cfg->tls_key_file[0] == '\0')) {
+        fprintf(err, "rowlock: --tls-cert-file (ROWLOCK_TLS_CERT_FILE) and --tls-key-file "
+                     "(ROWLOCK_TLS_KEY_FILE) go together: set both for HTTPS, or neither for "
+                     "plain HTTP\n");
         goto invalid;
     }
     if (cfg->db_deadline_ms == 0)

@@ -15,6 +15,8 @@ struct svc_config {
     char *database_url;
     char *listen_address;
     long port;
+    char *tls_cert_file; /* "": plain HTTP */
+    char *tls_key_file;
     long threads;
     long workers;
     long pool_size;

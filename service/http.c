@@ -1,8 +1,8 @@
-/* The daemon: libmicrohttpd started on the listening socket with our limits and callbacks, and
- * stopped with a drain. The request context is made in the URI-log callback (the first one MHD
- * makes for a request, which also gives the raw, still-encoded target) and freed in the
- * completion callback, which writes the access line and request metrics. What a route does
- * belongs to routes/; this file only gets a request to its handler. */
+/* The daemon: libmicrohttpd started on the listening socket with our limits and callbacks (and
+ * TLS when configured), and stopped with a drain. The request context is made in the URI-log
+ * callback (the first one MHD makes for a request, which also gives the raw, still-encoded
+ * target) and freed in the completion callback, which writes the access line and request
+ * metrics. What a route does belongs to routes/; this file only gets a request to its handler. */
 #include "service/http.h"
 
 #include <microhttpd.h>
@@ -22,6 +22,7 @@
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/request_id.h"
+#include "service/tls.h"
 
 /* Access lines are written by the batch while the server runs, at most this late (a kill -9
  * loses this much of them): a write(2) per line was a tenth of a /healthz request's CPU. */
@@ -228,15 +229,26 @@ static struct MHD_Daemon *start_daemon(struct svc_server *s, int fd)
     unsigned mhd_limit = (unsigned)(cfg->connection_limit + 8 * cfg->threads + 16);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO;
+    /* HTTPS (main loaded the pair first): each handshake asks svc_tls_retrieve for the pair in
+     * force, which a reload swaps */
+    struct MHD_OptionItem https[] = {
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)svc_tls_retrieve},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)SVC_TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    struct MHD_OptionItem plain[] = {{MHD_OPTION_END, 0, NULL}};
+    int tls = cfg->tls_cert_file[0] != '\0';
+    if (tls)
+        flags |= MHD_USE_TLS;
     return MHD_start_daemon(
         flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, tls ? https : plain, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)cfg->per_ip_connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 }
 
 /* Frees a server whose daemon did not start. */

@@ -1,7 +1,8 @@
-/* The rowlock process: configuration, logging, the database pool and schema check, the HTTP
- * server with the families' routes, their janitors, and shutdown on SIGTERM/SIGINT (drain, then
- * stop). main is the composition root: it knows the families only as the svc_families table of
- * service/family.h (which routes/families.c defines), so service/ includes nothing of routes/. */
+/* The rowlock process: configuration, logging, the TLS certificate, the database pool and schema
+ * check, the HTTP server with the families' routes, their janitors, and shutdown on
+ * SIGTERM/SIGINT (drain, then stop). main is the composition root: it knows the families only as
+ * the svc_families table of service/family.h (which routes/families.c defines), so service/
+ * includes nothing of routes/. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "service/metrics.h"
 #include "service/notify.h"
 #include "service/process.h"
+#include "service/tls.h"
 #include "service/version.h"
 
 static const char *env_lookup(const char *name)
@@ -293,6 +295,7 @@ struct process {
     struct svc_config cfg;
     sigset_t signals, serving; /* SIGTERM and SIGINT; those and SIGHUP */
     struct svc_auth *auth;
+    struct svc_tls *tls; /* NULL: plain HTTP */
     struct db_pool *pool;
     struct svc_app app;
     struct svc_route *routes;
@@ -344,6 +347,20 @@ static int load_tokens(struct process *p)
     snprintf(n, sizeof(n), "%zu", svc_auth_count(p->auth));
     svc_log(SVC_LOG_INFO, "bearer tokens loaded", SVC_NUM("tokens"), n, NULL);
     return 0;
+}
+
+/* The listener's certificate and key (ROWLOCK_TLS_CERT_FILE, ROWLOCK_TLS_KEY_FILE), checked
+ * before the database is touched; or plain HTTP without them. 0, or 2 to exit. */
+static int load_tls(struct process *p)
+{
+    if (p->cfg.tls_cert_file[0] == '\0')
+        return 0;
+    char why[1024];
+    p->tls = svc_tls_load(p->cfg.tls_cert_file, p->cfg.tls_key_file, why, sizeof(why));
+    if (p->tls != NULL)
+        return 0;
+    svc_log(SVC_LOG_ERROR, "cannot serve HTTPS with this certificate and key", "detail", why, NULL);
+    return 2;
 }
 
 static struct db_pool *open_pool(const struct svc_config *cfg)
@@ -408,7 +425,8 @@ static int serve(struct process *p)
                 "127.0.0.1)",
                 "address", p->cfg.listen_address, NULL);
     svc_log(SVC_LOG_INFO, "listening", "address", p->cfg.listen_address, "reach",
-            svc_listen_reach_name(reach), SVC_NUM("port"), port, SVC_NUM("threads"), threads, NULL);
+            svc_listen_reach_name(reach), SVC_NUM("port"), port, "scheme",
+            p->tls != NULL ? "https" : "http", SVC_NUM("threads"), threads, NULL);
     return 0;
 }
 
@@ -443,6 +461,7 @@ static void teardown(struct process *p)
     svc_metrics_shutdown();
     free(p->routes);
     db_pool_destroy(p->pool);
+    svc_tls_free(p->tls); /* the daemon has stopped: no handshake can use it */
     svc_auth_free(p->auth);
     svc_config_free(&p->cfg);
 }
@@ -462,6 +481,8 @@ int main(int argc, char **argv)
     int rc = setup(&p);
     if (rc == 0)
         rc = load_tokens(&p);
+    if (rc == 0)
+        rc = load_tls(&p);
     if (rc == 0) {
         p.pool = open_pool(&p.cfg);
         rc = p.pool == NULL || database_ready(p.pool, &p.cfg, &p.signals) != 0 ? 1 : 0;
@@ -472,7 +493,7 @@ int main(int argc, char **argv)
         rc = 1;
     } else if (rc == 0) {
         svc_notify("READY=1\nSTATUS=serving"); /* schema checked, socket listening */
-        drain(&p, svc_process_wait(&p.serving, &p.cfg, p.auth));
+        drain(&p, svc_process_wait(&p.serving, &p.cfg, p.auth, p.tls));
     }
     teardown(&p);
     return rc;

@@ -1,6 +1,6 @@
 /* SIGHUP, the watchdog and readiness while serving (see process.h). Runs on the main thread
- * only; what it changes (the token set, the log level) is read by other threads through their
- * own synchronization (auth.c's lock, log.c's atomic). */
+ * only; what it changes (the token set, the log level, the TLS pair) is read by other threads
+ * through their own synchronization (auth.c's lock, log.c's atomic, tls.c's atomic pointer). */
 #include "service/process.h"
 
 #include <errno.h>
@@ -40,13 +40,29 @@ int svc_level_file_apply(const char *path, char *why, size_t whylen)
     return 0;
 }
 
-void svc_process_reload(const struct svc_config *cfg, struct svc_auth *auth)
+/* The TLS certificate and key read again; the pair in force stays when they fail a check. */
+static void reload_tls(struct svc_tls *tls)
+{
+    char why[1024];
+    int r = svc_tls_reload(tls, why, sizeof(why));
+    if (r == 0)
+        svc_log(SVC_LOG_INFO, "TLS certificate and key unchanged", NULL);
+    else if (r < 0)
+        svc_log(SVC_LOG_ERROR, "TLS certificate not reloaded: the previous one stays in force",
+                "detail", why, NULL);
+}
+
+void svc_process_reload(const struct svc_config *cfg, struct svc_auth *auth, struct svc_tls *tls)
 {
     char state[96], why[512], n[24];
     snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%lld\nSTATUS=reloading",
              (long long)(svc_now() * 1e6));
     svc_notify(state);
-    svc_log(SVC_LOG_INFO, "SIGHUP: reloading the tokens file and the log level file", NULL);
+    svc_log(SVC_LOG_INFO,
+            tls != NULL ? "SIGHUP: reloading the tokens file, the log level file and the TLS "
+                          "certificate"
+                        : "SIGHUP: reloading the tokens file and the log level file",
+            NULL);
     if (auth != NULL && svc_auth_reload(auth, cfg->tokens_file, why, sizeof(why)) == 0) {
         snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
         svc_log(SVC_LOG_INFO, "bearer tokens reloaded", SVC_NUM("tokens"), n, NULL);
@@ -67,10 +83,13 @@ void svc_process_reload(const struct svc_config *cfg, struct svc_auth *auth)
             svc_log(SVC_LOG_ERROR, "log level not reloaded: the previous level stays", "detail",
                     why, "level", svc_log_level_name(svc_log_get_level()), NULL);
     }
+    if (tls != NULL)
+        reload_tls(tls);
     svc_notify("READY=1\nSTATUS=serving");
 }
 
-int svc_process_wait(const sigset_t *set, const struct svc_config *cfg, struct svc_auth *auth)
+int svc_process_wait(const sigset_t *set, const struct svc_config *cfg, struct svc_auth *auth,
+                     struct svc_tls *tls)
 {
     long watchdog_ms = svc_notify_watchdog_ms();
     long ping_ms = watchdog_ms / 2 > 0 ? watchdog_ms / 2 : watchdog_ms;
@@ -85,7 +104,7 @@ int svc_process_wait(const sigset_t *set, const struct svc_config *cfg, struct s
             sig = sigwaitinfo(set, NULL);
         }
         if (sig == SIGHUP) {
-            svc_process_reload(cfg, auth);
+            svc_process_reload(cfg, auth, tls);
         } else if (sig > 0) {
             return sig;
         } else if (errno == EAGAIN) { /* the ping interval passed */

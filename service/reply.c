@@ -1,8 +1,9 @@
 /* Replies (see reply.h): every response a handler sends goes through reply_response, which adds
  * the request id and the handler's headers and queues it, or keeps it for the HTTP thread when a
- * worker prepared it. Also the early 413, written to the socket before the body is read. */
+ * worker prepared it. Also the early 413, written to the connection before the body is read. */
 #include "service/reply.h"
 
+#include <gnutls/gnutls.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,36 @@ enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc
  * MHD_NO, which closes the connection; nothing else was written on it for this request. The
  * request is answered 413 whether or not the write reaches a client that may already have reset
  * the connection, as a queued response is: the access line and the metrics say so. */
+/* Writes head and body on the connection at once, without waiting (best effort: the connection
+ * is closed next), then ends the sending side: in the clear, or as one TLS record and a
+ * close_notify over HTTPS (this runs on the connection's own MHD thread, between its reads). */
+static void early_send(struct MHD_Connection *conn, const char *head, size_t hlen, const char *body,
+                       size_t blen)
+{
+    const union MHD_ConnectionInfo *tls =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (tls != NULL && tls->tls_session != NULL) {
+        char *both = malloc(hlen + blen);
+        if (both == NULL)
+            return;
+        memcpy(both, head, hlen);
+        memcpy(both + hlen, body, blen);
+        gnutls_session_t session = (gnutls_session_t)tls->tls_session;
+        if (gnutls_record_send(session, both, hlen + blen) > 0)
+            gnutls_bye(session, GNUTLS_SHUT_WR);
+        free(both);
+        return;
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL)
+        return;
+    struct iovec iov[2] = {{(char *)head, hlen}, {(char *)body, blen}};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+    if (sendmsg(ci->connect_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+        shutdown(ci->connect_fd, SHUT_WR); /* the answer, then the end */
+}
+
 void svc_reply_early_413(struct svc_request *req)
 {
     const struct svc_problem_info *info = SVC_P(PAYLOAD_TOO_LARGE);
@@ -155,16 +186,9 @@ void svc_reply_early_413(struct svc_request *req)
                         "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
                         "Content-Length: %zu\r\n\r\n",
                         req->request_id, body ? blen : svc_problem_fallback_len);
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci != NULL && hlen > 0 && (size_t)hlen < sizeof(head)) {
-        struct iovec iov[2] = {
-            {head, (size_t)hlen},
-            {body ? body : (char *)svc_problem_fallback, body ? blen : svc_problem_fallback_len}};
-        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
-        if (sendmsg(ci->connect_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
-            shutdown(ci->connect_fd, SHUT_WR); /* the answer, then the end */
-    }
+    if (hlen > 0 && (size_t)hlen < sizeof(head))
+        early_send(req->conn, head, (size_t)hlen, body ? body : svc_problem_fallback,
+                   body ? blen : svc_problem_fallback_len);
     free(body);
     req->phase = PHASE_DONE;
 }

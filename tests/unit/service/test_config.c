@@ -19,6 +19,8 @@ static const char *const all_env[] = {
     "ROWLOCK_DATABASE_URL",
     "ROWLOCK_LISTEN_ADDRESS",
     "ROWLOCK_PORT",
+    "ROWLOCK_TLS_CERT_FILE",
+    "ROWLOCK_TLS_KEY_FILE",
     "ROWLOCK_THREADS",
     "ROWLOCK_WORKERS",
     "ROWLOCK_POOL_SIZE",
@@ -129,6 +131,8 @@ static void test_defaults(void **state)
     assert_int_equal(r.cfg.drain_timeout_s, 30);
     assert_int_equal(r.cfg.key_writers, 2);
     assert_string_equal(r.cfg.tokens_file, "");
+    assert_string_equal(r.cfg.tls_cert_file, ""); /* plain HTTP */
+    assert_string_equal(r.cfg.tls_key_file, "");
     assert_true(r.cfg.open_ops);
     assert_int_equal(r.cfg.log_level, SVC_LOG_INFO);
     assert_string_equal(r.out, "");
@@ -504,6 +508,26 @@ static void test_listen_address(void **state)
     expect_invalid(NULL, ARGC(port_in), port_in, "listen-address", "IPv6");
 }
 
+/* The TLS files: both (HTTPS) or neither (plain HTTP); one alone is refused, naming both. */
+static void test_tls_files(void **state)
+{
+    const char *env[] = {"ROWLOCK_TLS_CERT_FILE", "/etc/rowlock/tls.crt", NULL};
+    char *key[] = {"rowlock", "--tls-key-file=/etc/rowlock/tls.key"};
+    struct run r;
+    load(&r, env, ARGC(key), key);
+    assert_int_equal(r.result, SVC_CONFIG_OK);
+    assert_string_equal(r.cfg.tls_cert_file, "/etc/rowlock/tls.crt");
+    assert_string_equal(r.cfg.tls_key_file, "/etc/rowlock/tls.key");
+    run_free(&r);
+    char *cert_alone[] = {"rowlock", "--tls-cert-file=/etc/rowlock/tls.crt"};
+    expect_invalid(NULL, ARGC(cert_alone), cert_alone, "--tls-key-file", "go together");
+    expect_invalid(NULL, ARGC(key), key, "ROWLOCK_TLS_CERT_FILE", "go together");
+    const char *emptied[] = {"ROWLOCK_TLS_CERT_FILE", "/etc/rowlock/tls.crt",
+                             "ROWLOCK_TLS_KEY_FILE", "", NULL};
+    char *none[] = {"rowlock"};
+    expect_invalid(emptied, ARGC(none), none, "--tls-cert-file", "neither");
+}
+
 /* Warnings: an unknown ROWLOCK_ variable (not ROWLOCK_TEST_*, not another program's), and a pool
  * smaller than the workers; none for a configuration without either. */
 static void test_warnings(void **state)
@@ -552,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_free_is_idempotent),
         cmocka_unit_test(test_log_level_name),
         cmocka_unit_test(test_listen_address),
+        cmocka_unit_test(test_tls_files),
         cmocka_unit_test(test_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
