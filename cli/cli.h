@@ -19,11 +19,12 @@ enum cli_exit {
 };
 
 struct cli_conf {
-    const char *url; /* ROWLOCK_URL, no trailing slash */
-    char *token;     /* owned; NULL: no Authorization header */
-    int retries;     /* retries after a 503 or a connection error (ROWLOCK_RETRIES) */
-    int out_tty;     /* stdout is a terminal: tables and progress bars */
-    int err_tty;     /* stderr is a terminal */
+    const char *url;     /* ROWLOCK_URL, no trailing slash */
+    const char *ca_file; /* ROWLOCK_CA_FILE: CAs trusted for https:// (NULL: the system's) */
+    char *token;         /* owned; NULL: no Authorization header */
+    int retries;         /* retries after a 503 or a connection error (ROWLOCK_RETRIES) */
+    int out_tty;         /* stdout is a terminal: tables and progress bars */
+    int err_tty;         /* stderr is a terminal */
 };
 
 /* Prints "rowlock-cli: <fmt>" and a newline on stderr. */

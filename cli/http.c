@@ -161,6 +161,8 @@ static CURLcode http_once(struct cli_http *h, const char *method, const char *pa
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_write);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, hi);
+    if (h->conf->ca_file)
+        curl_easy_setopt(c, CURLOPT_CAINFO, h->conf->ca_file);
     if (h->conf->token) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", h->conf->token);
         hdrs = curl_slist_append(hdrs, auth);
@@ -196,6 +198,9 @@ static CURLcode http_once(struct cli_http *h, const char *method, const char *pa
 static int retryable(CURLcode rc, const struct cli_reply *r, int flags)
 {
     if (flags & CLI_HTTP_ONCE)
+        return 0;
+    /* a certificate that did not verify (or an unreadable CA file) will not on a retry either */
+    if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
         return 0;
     if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
         return 1;
