@@ -118,9 +118,10 @@ readonly FUZZ_PACKAGES=(clang libfuzzer-14-dev libclang-rt-14-dev)
 # What the tests drive besides rowlock: a load balancer in front of several processes (haproxy),
 # the dashboard's browser tests (chromium, headless), the failover test's standby (pg_basebackup
 # comes with postgresql) and its kills (ps, in procps), the previous release's tree for the
-# upgrade test (git archive), and the throwaway CA and certificates of the TLS tests (the openssl
-# command, tests/integration/harness/harness_tls.c).
-readonly TEST_PACKAGES=(haproxy chromium procps git openssl)
+# upgrade test (git archive), the throwaway CA and certificates of the TLS tests (the openssl
+# command, tests/integration/harness/harness_tls.c) and the scan of the HTTPS listener
+# (testssl, tests/integration/process/test_tls_scan.c).
+readonly TEST_PACKAGES=(haproxy chromium procps git openssl testssl.sh)
 
 # build DIR [cmake -D options...] [-- TARGET...]: configures DIR, then builds the targets named,
 # or all of them.
