@@ -213,6 +213,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         msg[--n] = '\0';
+    /* libmicrohttpd's line for every failed TLS handshake: the client's doing (plain HTTP on the
+     * HTTPS port, an old protocol, a scanner), which would otherwise let anyone fill the log
+     * with warnings; nginx logs it at info, here it is debug */
+    if (strcmp(msg, "Error: received handshake message out of context.") == 0) {
+        svc_log(SVC_LOG_DEBUG, "TLS handshake failed", NULL);
+        return;
+    }
     svc_log(SVC_LOG_WARN, "libmicrohttpd", "detail", msg, NULL);
 }
 
