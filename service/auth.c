@@ -16,6 +16,7 @@
 struct auth_token {
     unsigned char digest[DIGEST_LEN];
     unsigned scopes;
+    char name[SVC_AUTH_NAME_MAX + 1];
 };
 
 struct svc_auth {
@@ -60,8 +61,21 @@ static int scope_bits(const char *word, unsigned *bits)
     return -1;
 }
 
-/* Parses one non-comment line into t. Returns 0, or -1 with a reason in *why. */
-static int parse_line(char *line, struct auth_token *t, const char **why)
+/* Takes the value of a name=<name> word into t->name. 0, or -1 when it breaks the rule. */
+static int parse_name(const char *value, struct auth_token *t)
+{
+    size_t n = strlen(value);
+    if (n == 0 || n > SVC_AUTH_NAME_MAX || !isalnum((unsigned char)value[0]))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)value[i]) && strchr("._-", value[i]) == NULL)
+            return -1;
+    memcpy(t->name, value, n + 1);
+    return 0;
+}
+
+/* Parses non-comment line number lineno into t. Returns 0, or -1 with a reason in *why. */
+static int parse_line(char *line, size_t lineno, struct auth_token *t, const char **why)
 {
     const char *sep = " \t,\r\n";
     char *save = NULL;
@@ -75,8 +89,19 @@ static int parse_line(char *line, struct auth_token *t, const char **why)
         return -1;
     }
     t->scopes = 0;
+    t->name[0] = '\0';
     for (char *w = strtok_r(NULL, sep, &save); w != NULL; w = strtok_r(NULL, sep, &save)) {
-        if (scope_bits(w, &t->scopes) != 0) {
+        if (strncmp(w, "name=", 5) == 0) {
+            if (t->name[0] != '\0') {
+                *why = "two names for one token";
+                return -1;
+            }
+            if (parse_name(w + 5, t) != 0) {
+                *why = "bad token name (1 to 64 letters, digits, '.', '_' or '-', starting with a "
+                       "letter or digit)";
+                return -1;
+            }
+        } else if (scope_bits(w, &t->scopes) != 0) {
             *why = "unknown scope (expected read, write, work or admin)";
             return -1;
         }
@@ -85,6 +110,8 @@ static int parse_line(char *line, struct auth_token *t, const char **why)
         *why = "token without scopes";
         return -1;
     }
+    if (t->name[0] == '\0') /* never a name of the file's: those start with a letter or digit */
+        snprintf(t->name, sizeof(t->name), "_line-%zu", lineno);
     if (digest(token, strlen(token), t->digest) != 0) {
         *why = "cannot compute SHA-256";
         return -1;
@@ -122,7 +149,7 @@ struct svc_auth *svc_auth_load(const char *path, FILE *err)
             a->tokens = grown;
         }
         const char *why = NULL;
-        if (parse_line(p, &a->tokens[a->n], &why) != 0) {
+        if (parse_line(p, lineno, &a->tokens[a->n], &why) != 0) {
             fprintf(err, "rowlock: tokens file %s line %zu: %s\n", path, lineno, why);
             goto fail;
         }
@@ -198,8 +225,10 @@ int svc_auth_reload(struct svc_auth *a, const char *path, char *why, size_t whyl
 }
 
 enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
-                                    enum svc_scope scope)
+                                    enum svc_scope scope, char name[SVC_AUTH_NAME_MAX + 1])
 {
+    if (name != NULL)
+        name[0] = '\0';
     if (authorization == NULL)
         return SVC_AUTH_MISSING;
     if (strncasecmp(authorization, "Bearer ", 7) != 0)
@@ -217,13 +246,17 @@ enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *author
         return SVC_AUTH_INVALID;
     unsigned scopes = 0;
     int found = 0;
+    size_t first = 0;                          /* the first line that holds the token names it */
     struct svc_auth *m = (struct svc_auth *)a; /* the lock is not the set's value */
     pthread_rwlock_rdlock(&m->lock);
     for (size_t i = 0; i < m->n; i++) {
         int same = CRYPTO_memcmp(d, m->tokens[i].digest, DIGEST_LEN) == 0;
+        first = same && !found ? i : first;
         found |= same;
         scopes |= same ? m->tokens[i].scopes : 0;
     }
+    if (found && name != NULL)
+        memcpy(name, m->tokens[first].name, sizeof(m->tokens[first].name));
     pthread_rwlock_unlock(&m->lock);
     if (!found)
         return SVC_AUTH_INVALID;

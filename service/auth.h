@@ -10,14 +10,18 @@
 #include "service/router.h"
 
 #define SVC_SCOPE_BIT(s) (1u << (s))
+/* Longest token name (the name=<name> word of a tokens file line). */
+#define SVC_AUTH_NAME_MAX 64
 
 struct svc_auth;
 
-/* Loads the tokens file: one token per line followed by its scopes (read, write, work, admin),
- * separated by spaces or commas; blank lines and lines starting with '#' are ignored; tokens are
- * at least 16 characters. admin grants every scope; no other scope implies another (write does
- * not include read: auth.c says what each allows). Returns a new set (svc_auth_free it), or
- * NULL after writing the file, line and reason to err. */
+/* Loads the tokens file: one token per line followed by its scopes (read, write, work, admin)
+ * and optionally name=<name>, separated by spaces or commas; blank lines and lines starting with
+ * '#' are ignored; tokens are at least 16 characters. A name (what logs call the token; never
+ * the secret) is 1 to SVC_AUTH_NAME_MAX letters, digits, '.', '_' or '-' starting with a letter
+ * or digit; a token without one is named _line-<n>, after its line. admin grants every scope; no
+ * other scope implies another (write does not include read: auth.c says what each allows). Returns
+ * a new set (svc_auth_free it), or NULL after writing the file, line and reason to err. */
 struct svc_auth *svc_auth_load(const char *path, FILE *err);
 void svc_auth_free(struct svc_auth *a);
 size_t svc_auth_count(const struct svc_auth *a);
@@ -30,8 +34,9 @@ enum svc_auth_result { SVC_AUTH_OK, SVC_AUTH_MISSING, SVC_AUTH_INVALID, SVC_AUTH
 
 /* Checks an Authorization header value (may be NULL) for the scope; spaces and TABs after the
  * token are not part of it. Every stored digest is compared, whatever matches, so timing does
- * not depend on which token was presented. */
+ * not depend on which token was presented. When name is not NULL it receives the token's name
+ * for SVC_AUTH_OK and SVC_AUTH_FORBIDDEN, and "" otherwise. */
 enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
-                                    enum svc_scope scope);
+                                    enum svc_scope scope, char name[SVC_AUTH_NAME_MAX + 1]);
 
 #endif

@@ -140,7 +140,7 @@ static const struct cfg_key config_table[] = {
      "enqueue, heads, consumers, job retry and cancel, ledger writes, firing a schedule now; not "
      "read), work (claims and lease writes, all a worker needs), admin (all of these, and "
      "creating, changing and deleting topics, producers, queues, ledgers and schedules); empty "
-     "runs the service open"},
+     "runs the service open; name=<name> on a line names its token in the log"},
     {"open-ops", "ROWLOCK_OPEN_OPS", CFG_BOOL, "true", 0, 0, OFF(open_ops),
      "serve /healthz, /readyz, /metrics and /openapi.json without a token"},
     {"log-level", "ROWLOCK_LOG_LEVEL", CFG_LEVEL, "info", 0, 0, OFF(log_level),

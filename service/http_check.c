@@ -236,7 +236,7 @@ static int check_auth(struct svc_request *req, const struct svc_route *route, en
         (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops))
         return 0;
     static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
-    enum svc_auth_result ar = svc_auth_check(s->auth, req->seen.authorization, route->scope);
+    enum svc_auth_result ar = svc_auth_check(s->auth, req->seen.authorization, route->scope, NULL);
     if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
         svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
         *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",

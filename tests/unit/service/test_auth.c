@@ -1,6 +1,7 @@
 /* Unit tests of service/auth.c on temporary token files: scopes granted per token (admin grants
- * all), read tokens forbidden for write, unknown / missing / non-Bearer headers, and every file
- * error (short token, unknown scope, no scopes, empty or missing file) giving NULL with a message
+ * all), read tokens forbidden for write, unknown / missing / non-Bearer headers,
+ * token names (name=, or _line-<n>), and every file error (short token, unknown scope, no
+ * scopes, bad or repeated name, empty or missing file) giving NULL with a message
  * naming the file and line. Loads expected to fail run in a child so a crash is a clean failure. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,7 +69,7 @@ static void test_valid_file(void **state)
 static void assert_auth(const struct svc_auth *a, const char *header, enum svc_scope scope,
                         enum svc_auth_result want)
 {
-    enum svc_auth_result got = svc_auth_check(a, header, scope);
+    enum svc_auth_result got = svc_auth_check(a, header, scope, NULL);
     if (got != want)
         fail_msg("check(\"%s\", scope %d) gave %d, expected %d", header ? header : "(null)",
                  (int)scope, (int)got, (int)want);
@@ -239,6 +240,47 @@ static void test_file_empty_or_missing(void **state)
     expect_load_error(NULL, "/nonexistent/rowlock-tokens", "cannot read", NULL);
 }
 
+/* The name a check reports: the line's name=, or _line-<n> without one; for a token refused
+ * its scope too (a 403 names who was refused), and "" for an unknown token. */
+static void assert_name(const struct svc_auth *a, const char *header, enum svc_scope scope,
+                        const char *want)
+{
+    char name[SVC_AUTH_NAME_MAX + 1] = "stale";
+    svc_auth_check(a, header, scope, name);
+    if (strcmp(name, want) != 0)
+        fail_msg("check(\"%s\") named \"%s\", expected \"%s\"", header, name, want);
+}
+
+static void test_token_names(void **state)
+{
+    char path[64];
+    struct svc_auth *a = load_ok("# named and not\n" READER " read name=dashboard\n" WRITER
+                                 " name=deploy.bot-2,write\n" ADMIN " admin\n",
+                                 path);
+    assert_auth(a, "Bearer " WRITER, SVC_SCOPE_WRITE, SVC_AUTH_OK);
+    assert_name(a, "Bearer " READER, SVC_SCOPE_READ, "dashboard");
+    assert_name(a, "Bearer " READER, SVC_SCOPE_ADMIN, "dashboard");
+    assert_name(a, "Bearer " WRITER, SVC_SCOPE_WRITE, "deploy.bot-2");
+    assert_name(a, "Bearer " ADMIN, SVC_SCOPE_ADMIN, "_line-4");
+    assert_name(a, "Bearer " WORKER, SVC_SCOPE_READ, "");
+    assert_name(a, NULL, SVC_SCOPE_READ, "");
+    svc_auth_free(a);
+    unlink(path);
+}
+
+static void test_file_bad_names(void **state)
+{
+    expect_load_error(READER " read name=\n", NULL, "line 1", "bad token name");
+    expect_load_error(READER " read name=_x\n", NULL, "line 1", "bad token name");
+    expect_load_error(READER " read name=a/b\n", NULL, "line 1", "bad token name");
+    expect_load_error(READER " read name=a name=b\n", NULL, "line 1", "two names");
+    expect_load_error(READER " read name=" /* 65 characters */
+                             "a123456789012345678901234567890123456789012345678901234567890123"
+                             "4\n",
+                      NULL, "line 1", "bad token name");
+    expect_load_error(READER " name=alone\n", NULL, "line 1", "without scopes");
+}
+
 static void test_null_safe(void **state)
 {
     svc_auth_free(NULL);
@@ -292,8 +334,8 @@ static void *check_loop(void *arg)
 {
     struct checker *c = arg;
     for (int i = 0; i < 20000; i++) {
-        enum svc_auth_result r = svc_auth_check(c->a, "Bearer " READER, SVC_SCOPE_READ);
-        enum svc_auth_result w = svc_auth_check(c->a, "Bearer " ADMIN, SVC_SCOPE_READ);
+        enum svc_auth_result r = svc_auth_check(c->a, "Bearer " READER, SVC_SCOPE_READ, NULL);
+        enum svc_auth_result w = svc_auth_check(c->a, "Bearer " ADMIN, SVC_SCOPE_READ, NULL);
         c->bad += r != SVC_AUTH_OK || w != SVC_AUTH_OK;
     }
     return NULL;
@@ -337,6 +379,8 @@ int main(void)
         cmocka_unit_test(test_file_no_scopes),
         cmocka_unit_test(test_file_separator_only_line),
         cmocka_unit_test(test_file_empty_or_missing),
+        cmocka_unit_test(test_token_names),
+        cmocka_unit_test(test_file_bad_names),
         cmocka_unit_test(test_null_safe),
         cmocka_unit_test(test_reload_replaces_tokens),
         cmocka_unit_test(test_reload_broken_file_keeps_old_tokens),
