@@ -238,20 +238,40 @@ static int json_number_text(const char *s)
     return *p == '\0';
 }
 
-/* Appends the key/value pairs of ap (ended by a NULL key); SVC_NUM keys hold numbers. */
+/* Appends one key/value pair; an SVC_NUM key holds a number. */
+static void log_field(struct svc_buf *b, const char *key, const char *value)
+{
+    int number = key[0] == '#';
+    svc_buf_puts(b, ",");
+    svc_buf_json_string(b, key + number);
+    svc_buf_puts(b, ":");
+    if (number && value != NULL && json_number_text(value))
+        svc_buf_puts(b, value);
+    else
+        svc_buf_json_string(b, value ? value : "");
+}
+
+/* Appends the key/value pairs of ap (ended by a NULL key). */
 static void log_fields(struct svc_buf *b, va_list ap)
 {
-    for (const char *key = va_arg(ap, const char *); key != NULL; key = va_arg(ap, const char *)) {
-        const char *value = va_arg(ap, const char *);
-        int number = key[0] == '#';
-        svc_buf_puts(b, ",");
-        svc_buf_json_string(b, key + number);
-        svc_buf_puts(b, ":");
-        if (number && value != NULL && json_number_text(value))
-            svc_buf_puts(b, value);
-        else
-            svc_buf_json_string(b, value ? value : "");
+    for (const char *key = va_arg(ap, const char *); key != NULL; key = va_arg(ap, const char *))
+        log_field(b, key, va_arg(ap, const char *));
+}
+
+void svc_log_fields(enum svc_log_level level, int always, const char *msg,
+                    const char *const *fields, size_t npairs)
+{
+    if (!always && !svc_log_enabled(level))
+        return;
+    struct svc_buf b;
+    svc_buf_init(&b, 16384);
+    log_begin(&b, level, msg);
+    for (size_t i = 0; i < npairs; i++) {
+        const char *key = fields[2 * i], *value = fields[2 * i + 1];
+        log_field(&b, key, value);
     }
+    log_end(&b);
+    svc_buf_free(&b);
 }
 
 void svc_log(enum svc_log_level level, const char *msg, ...)

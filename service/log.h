@@ -17,6 +17,11 @@ int svc_log_enabled(enum svc_log_level level);
  * key made with SVC_NUM: such a value is written as a JSON number when it is one ("42", "-1.5",
  * "1e3"), and as a string otherwise (never as broken JSON). */
 void svc_log(enum svc_log_level level, const char *msg, ...);
+/* The same with the pairs in an array (fields[2i] the key, fields[2i+1] the value; npairs of
+ * them), for a line whose fields vary; with always set it is written whatever the level set, for
+ * lines a quieter level must not drop (the audit trail). */
+void svc_log_fields(enum svc_log_level level, int always, const char *msg,
+                    const char *const *fields, size_t npairs);
 /* The key of a numeric value: svc_log(..., SVC_NUM("port"), "8080", NULL) writes "port":8080. */
 #define SVC_NUM(key) "#" key
 /* The line svc_log would write (whatever the level), as malloc'd text ending in a newline, for
