@@ -757,23 +757,26 @@ static void route_ledgers_janitor_pass(void *ctx)
 }
 
 static const struct svc_route ledger_routes[] = {
-    {"GET", "/ledgers", route_ledgers_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"PUT", "/ledgers/{ledger}", route_ledger_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER},
-    {"GET", "/ledgers/{ledger}", route_ledger_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/ledgers", route_ledgers_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"PUT", "/ledgers/{ledger}", route_ledger_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/ledgers/{ledger}", route_ledger_get, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
     {"DELETE", "/ledgers/{ledger}", route_ledger_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"POST", "/ledgers/{ledger}/transactions", route_ledger_submit, SVC_SCOPE_WRITE, SVC_BODY_JSON,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"POST", "/ledgers/{ledger}/checkpoints", route_ledger_checkpoint, SVC_SCOPE_WRITE,
-     SVC_BODY_JSON, SVC_RUN_WORKER},
+     SVC_BODY_JSON, SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/ledgers/{ledger}/transactions/{digest}", route_ledger_tx_get, SVC_SCOPE_READ,
-     SVC_BODY_NONE, SVC_RUN_WORKER},
+     SVC_BODY_NONE, SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/ledgers/{ledger}/objects/{id}", route_ledger_object_get, SVC_SCOPE_READ,
-     SVC_BODY_NONE, SVC_RUN_WORKER},
+     SVC_BODY_NONE, SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/ledgers/{ledger}/displays/{type}", route_ledger_display_get, SVC_SCOPE_READ,
-     SVC_BODY_NONE, SVC_RUN_WORKER},
+     SVC_BODY_NONE, SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/ledgers/{ledger}/events", route_ledger_events, SVC_SCOPE_READ, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
 };
 
 const struct svc_family route_ledgers_family = {

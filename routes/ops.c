@@ -281,10 +281,14 @@ static enum svc_outcome route_openapi(struct svc_request *req)
 }
 
 static const struct svc_route ops_routes[] = {
-    {"GET", "/healthz", route_healthz, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_INLINE},
-    {"GET", "/readyz", route_readyz, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/metrics", route_metrics, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/openapi.json", route_openapi, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/healthz", route_healthz, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/readyz", route_readyz, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/metrics", route_metrics, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/openapi.json", route_openapi, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
 };
 
 const struct svc_family route_ops_family = {

@@ -459,15 +459,16 @@ static enum svc_outcome route_schedule_fire(struct svc_request *req)
 }
 
 static const struct svc_route schedule_routes[] = {
-    {"GET", "/schedules", route_schedules_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/schedules", route_schedules_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
     {"PUT", "/schedules/{schedule}", route_schedule_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/schedules/{schedule}", route_schedule_get, SVC_SCOPE_READ, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"DELETE", "/schedules/{schedule}", route_schedule_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"POST", "/schedules/{schedule}/fire", route_schedule_fire, SVC_SCOPE_WRITE, SVC_BODY_NONE,
-     SVC_RUN_WORKER},
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
 };
 
 const struct svc_family route_schedules_family = {

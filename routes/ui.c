@@ -122,11 +122,16 @@ static enum svc_outcome route_whoami(struct svc_request *req)
 }
 
 static const struct svc_route ui_routes[] = {
-    {"GET", "/ui", route_ui_page, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
-    {"GET", "/ui/", route_ui_slash, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
-    {"GET", "/ui/app.js", route_ui_script, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
-    {"GET", "/ui/app.css", route_ui_style, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
-    {"GET", "/whoami", route_whoami, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE},
+    {"GET", "/ui", route_ui_page, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/ui/", route_ui_slash, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/ui/app.js", route_ui_script, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/ui/app.css", route_ui_style, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/whoami", route_whoami, SVC_SCOPE_PUBLIC, SVC_BODY_NONE, SVC_RUN_INLINE,
+     SVC_AUDIT_BY_SCOPE},
 };
 
 const struct svc_family route_ui_family = {

@@ -1,8 +1,9 @@
 /* The daemon: libmicrohttpd started on the listening socket with our limits and callbacks (and
  * TLS when configured), and stopped with a drain. The request context is made in the URI-log
  * callback (the first one MHD makes for a request, which also gives the raw, still-encoded
- * target) and freed in the completion callback, which writes the access line and request
- * metrics. What a route does belongs to routes/; this file only gets a request to its handler. */
+ * target) and freed in the completion callback, which writes the access line, the audit line
+ * of an operator's action and request metrics. What a route does belongs to routes/; this file only
+ * gets a request to its handler. */
 #include "service/http.h"
 
 #include <microhttpd.h>
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "service/audit.h"
 #include "service/buf.h"
 #include "service/clock.h"
 #include "service/conn.h"
@@ -99,6 +101,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         .code = req->problem_code,
     };
     svc_log_access(&a);
+    if (route >= 0 && svc_route_audited(&s->routes[route])) {
+        struct svc_audit_request au = {
+            .request_id = req->request_id,
+            .token = req->token,
+            .method = req->method,
+            .route = &s->routes[route],
+            .match = &req->match,
+            .status = req->status,
+            .code = req->problem_code,
+        };
+        svc_audit_request(&au);
+    }
     svc_conns_mark(s->conns, req->slot, 0, 1, end); /* the next request, if any */
     svc_request_free(req);
     atomic_fetch_sub(&s->in_flight, 1);

@@ -4,10 +4,12 @@
  * JSON numbers. */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "service/audit.h"
 #include "service/auth.h"
 #include "service/config.h"
 #include "service/http_internal.h"
@@ -232,12 +234,17 @@ static int check_route(struct svc_request *req, enum svc_outcome *out)
 static int check_auth(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
 {
     struct svc_server *s = req->server;
+    if (s->auth == NULL)
+        snprintf(req->token, sizeof(req->token), "%s", SVC_AUDIT_OPEN);
     if (s->auth == NULL || route->scope == SVC_SCOPE_PUBLIC ||
         (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops))
         return 0;
     static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
-    enum svc_auth_result ar = svc_auth_check(s->auth, req->seen.authorization, route->scope, NULL);
+    enum svc_auth_result ar =
+        svc_auth_check(s->auth, req->seen.authorization, route->scope, req->token);
     if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
+        snprintf(req->token, sizeof(req->token), "%s",
+                 ar == SVC_AUTH_MISSING ? SVC_AUDIT_NONE : SVC_AUDIT_INVALID);
         svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");
         *out = svc_reply_problem(req, SVC_P(UNAUTHORIZED), "%s",
                                  ar == SVC_AUTH_MISSING ? "send Authorization: Bearer <token>"

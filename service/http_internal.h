@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "service/auth.h"
 #include "service/buf.h"
 #include "service/http.h"
 #include "service/request_id.h"
@@ -112,7 +113,8 @@ struct svc_request {
     double start; /* svc_now() at the first callback */
     int status;   /* 0 until a response is queued */
     const char *problem_code;
-    int resumes; /* times a long-poll was resumed */
+    char token[SVC_AUTH_NAME_MAX + 1]; /* the bearer token's name, or an SVC_AUDIT_* word */
+    int resumes;                       /* times a long-poll was resumed */
     int in_worker;
     struct MHD_Response *pending; /* prepared by a worker, queued on resume */
     int pending_status;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "service/audit.h"
 #include "service/clock.h"
 #include "service/log.h"
 #include "service/notify.h"
@@ -66,14 +67,17 @@ void svc_process_reload(const struct svc_config *cfg, struct svc_auth *auth, str
     if (auth != NULL && svc_auth_reload(auth, cfg->tokens_file, why, sizeof(why)) == 0) {
         snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
         svc_log(SVC_LOG_INFO, "bearer tokens reloaded", SVC_NUM("tokens"), n, NULL);
+        svc_audit_reload(cfg->tokens_file, "done", svc_auth_count(auth), NULL);
     } else if (auth != NULL) {
         snprintf(n, sizeof(n), "%zu", svc_auth_count(auth));
         svc_log(SVC_LOG_ERROR, "tokens file not reloaded: the previous tokens stay in force",
                 "detail", why, SVC_NUM("tokens"), n, NULL);
+        svc_audit_reload(cfg->tokens_file, "failed", svc_auth_count(auth), why);
     } else {
         svc_log(SVC_LOG_WARN,
                 "running open: a reload does not add tokens (restart with ROWLOCK_TOKENS_FILE)",
                 NULL);
+        svc_audit_reload("", "skipped", 0, NULL);
     }
     if (cfg->log_level_file[0] != '\0') {
         if (svc_level_file_apply(cfg->log_level_file, why, sizeof(why)) == 0)

@@ -36,6 +36,12 @@ enum svc_run {
     SVC_RUN_INLINE  /* on the HTTP thread itself: only for handlers that never block */
 };
 
+/* Whether a route's requests are written to the audit trail (service/audit.h). */
+enum svc_audit {
+    SVC_AUDIT_BY_SCOPE, /* when its scope is admin (creating, changing, deleting resources) */
+    SVC_AUDIT_ALWAYS    /* an operator's action under another scope (a job's retry, cancel) */
+};
+
 struct svc_route {
     const char *method; /* "GET", "PUT", ... */
     const char *path;   /* template, e.g. "/topics/{topic}/keys/{key}/head" */
@@ -43,6 +49,7 @@ struct svc_route {
     enum svc_scope scope;
     enum svc_body body;
     enum svc_run run;
+    enum svc_audit audit;
 };
 
 #define SVC_MAX_PARAMS 8

@@ -28,8 +28,9 @@ static enum svc_outcome echo(struct svc_request *req)
 }
 
 static const struct svc_route test_routes[] = {
-    {"POST", "/echo", echo, SVC_SCOPE_WRITE, SVC_BODY_JSON, SVC_RUN_WORKER},
-    {"PATCH", "/merge", echo, SVC_SCOPE_WRITE, SVC_BODY_MERGE_PATCH, SVC_RUN_WORKER},
+    {"POST", "/echo", echo, SVC_SCOPE_WRITE, SVC_BODY_JSON, SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"PATCH", "/merge", echo, SVC_SCOPE_WRITE, SVC_BODY_MERGE_PATCH, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
 };
 
 static const char *no_env(const char *name)

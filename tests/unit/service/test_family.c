@@ -32,7 +32,8 @@ static enum svc_outcome handler(struct svc_request *req)
 static const struct db_upkeep things_upkeep = {.family = "things"};
 static const struct db_upkeep others_upkeep = {.family = "others"};
 static const struct svc_route things_routes[] = {
-    {"GET", "/things/{thing}", handler, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/things/{thing}", handler, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
 };
 
 /* A complete family of resources, for each case to take something away from. */

@@ -15,25 +15,31 @@
 
 /* The handler is never called by the matcher; NULL keeps the table free of fake functions. */
 static const struct svc_route table[] = {
-    {"GET", "/healthz", NULL, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER}, /* 0 */
-    {"GET", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_READ, SVC_BODY_NONE,
-     SVC_RUN_WORKER}, /* 1 */
-    {"PUT", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_WRITE, SVC_BODY_JSON, SVC_RUN_WORKER},
-    {"DELETE", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_WRITE, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/topics/{topic}/keys/{key}/head", NULL, SVC_SCOPE_READ, SVC_BODY_NONE,
-     SVC_RUN_WORKER}, /* 4 */
-    {"GET", "/topics/{topic}/keys/latest", NULL, SVC_SCOPE_READ, SVC_BODY_NONE,
-     SVC_RUN_WORKER},                                                                /* 5 */
-    {"GET", "/topics/{topic}", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER}, /* 6 */
-    {"PATCH", "/topics/{topic}", NULL, SVC_SCOPE_WRITE, SVC_BODY_MERGE_PATCH,
-     SVC_RUN_WORKER}, /* 7 */
+    {"GET", "/healthz", NULL, SVC_SCOPE_OPS, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE}, /* 0 */
+    {"GET", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE}, /* 1 */
+    {"PUT", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_WRITE, SVC_BODY_JSON, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"DELETE", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_WRITE, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/topics/{topic}/keys/{key}/head", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE}, /* 4 */
+    {"GET", "/topics/{topic}/keys/latest", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE}, /* 5 */
+    {"GET", "/topics/{topic}", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE}, /* 6 */
+    {"PATCH", "/topics/{topic}", NULL, SVC_SCOPE_WRITE, SVC_BODY_MERGE_PATCH, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE}, /* 7 */
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
 
 /* Same routes as table[1] and table[5] with the literal one first: order must not matter. */
 static const struct svc_route literal_first[] = {
-    {"GET", "/topics/{topic}/keys/latest", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
-    {"GET", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER},
+    {"GET", "/topics/{topic}/keys/latest", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
+    {"GET", "/topics/{topic}/keys/{key}", NULL, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
+     SVC_AUDIT_BY_SCOPE},
 };
 
 static enum svc_match_result match(const char *method, const char *target, struct svc_match *m)
