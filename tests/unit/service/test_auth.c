@@ -248,7 +248,8 @@ static void assert_name(const struct svc_auth *a, const char *header, enum svc_s
     char name[SVC_AUTH_NAME_MAX + 1] = "stale";
     svc_auth_check(a, header, scope, name);
     if (strcmp(name, want) != 0)
-        fail_msg("check(\"%s\") named \"%s\", expected \"%s\"", header, name, want);
+        fail_msg("check(\"%s\") named \"%s\", expected \"%s\"", header ? header : "(none)", name,
+                 want);
 }
 
 static void test_token_names(void **state)
