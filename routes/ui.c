@@ -104,9 +104,9 @@ static enum svc_outcome route_whoami(struct svc_request *req)
     const char *authorization = svc_req_header(req, "Authorization");
     json_t *list = json_array();
     for (size_t i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++) {
-        enum svc_auth_result ar =
-            app->auth == NULL ? SVC_AUTH_OK
-                              : svc_auth_check(app->auth, authorization, scopes[i].scope, NULL);
+        enum svc_auth_result ar = app->auth == NULL ? SVC_AUTH_OK
+                                                    : svc_auth_check(app->auth, authorization,
+                                                                     scopes[i].scope, NULL, NULL);
         if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
             json_decref(list);
             svc_req_add_header(req, "WWW-Authenticate", "Bearer realm=\"rowlock\"");

@@ -4,6 +4,8 @@
 #include "service/auth.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@ struct auth_token {
     unsigned char digest[DIGEST_LEN];
     unsigned scopes;
     char name[SVC_AUTH_NAME_MAX + 1];
+    struct svc_limit limit; /* -1: the setting's */
 };
 
 struct svc_auth {
@@ -74,6 +77,47 @@ static int parse_name(const char *value, struct auth_token *t)
     return 0;
 }
 
+/* Takes a limit word (rate=, burst=, long_polls=) into t->limit. Returns 1 when w is none, 0
+ * when taken, or -1 with a reason in *why. */
+static int parse_limit(const char *w, struct auth_token *t, const char **why)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        long min;
+        const char *why;
+    } keys[] = {
+        {"rate=", offsetof(struct svc_limit, rate), 0,
+         "bad rate= (requests a second: a whole number from 0, no limit, to 1000000)"},
+        {"burst=", offsetof(struct svc_limit, burst), 1,
+         "bad burst= (requests at once: a whole number from 1 to 1000000)"},
+        {"long_polls=", offsetof(struct svc_limit, long_polls), 0,
+         "bad long_polls= (long-polls at once: a whole number from 0, no cap, to 1000000)"},
+    };
+    _Static_assert(SVC_LIMIT_MAX == 1000000, "the reasons above name the largest value");
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        size_t n = strlen(keys[i].key);
+        if (strncmp(w, keys[i].key, n) != 0)
+            continue;
+        long *field = (long *)((char *)&t->limit + keys[i].off);
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(w + n, &end, 10);
+        if (*field != -1) {
+            *why = "a limit given twice for one token";
+            return -1;
+        }
+        if (!isdigit((unsigned char)w[n]) || *end != '\0' || errno != 0 || v < keys[i].min ||
+            v > SVC_LIMIT_MAX) {
+            *why = keys[i].why;
+            return -1;
+        }
+        *field = v;
+        return 0;
+    }
+    return 1;
+}
+
 /* Parses non-comment line number lineno into t. Returns 0, or -1 with a reason in *why. */
 static int parse_line(char *line, size_t lineno, struct auth_token *t, const char **why)
 {
@@ -90,8 +134,14 @@ static int parse_line(char *line, size_t lineno, struct auth_token *t, const cha
     }
     t->scopes = 0;
     t->name[0] = '\0';
+    t->limit = (struct svc_limit){-1, -1, -1};
     for (char *w = strtok_r(NULL, sep, &save); w != NULL; w = strtok_r(NULL, sep, &save)) {
-        if (strncmp(w, "name=", 5) == 0) {
+        int limit = parse_limit(w, t, why);
+        if (limit < 0)
+            return -1;
+        if (limit == 0) {
+            continue;
+        } else if (strncmp(w, "name=", 5) == 0) {
             if (t->name[0] != '\0') {
                 *why = "two names for one token";
                 return -1;
@@ -225,10 +275,13 @@ int svc_auth_reload(struct svc_auth *a, const char *path, char *why, size_t whyl
 }
 
 enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
-                                    enum svc_scope scope, char name[SVC_AUTH_NAME_MAX + 1])
+                                    enum svc_scope scope, char name[SVC_AUTH_NAME_MAX + 1],
+                                    struct svc_limit *limit)
 {
     if (name != NULL)
         name[0] = '\0';
+    if (limit != NULL)
+        *limit = (struct svc_limit){-1, -1, -1};
     if (authorization == NULL)
         return SVC_AUTH_MISSING;
     if (strncasecmp(authorization, "Bearer ", 7) != 0)
@@ -257,6 +310,8 @@ enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *author
     }
     if (found && name != NULL)
         memcpy(name, m->tokens[first].name, sizeof(m->tokens[first].name));
+    if (found && limit != NULL)
+        *limit = m->tokens[first].limit;
     pthread_rwlock_unlock(&m->lock);
     if (!found)
         return SVC_AUTH_INVALID;

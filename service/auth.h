@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "service/limits.h"
 #include "service/router.h"
 
 #define SVC_SCOPE_BIT(s) (1u << (s))
@@ -20,8 +21,11 @@ struct svc_auth;
  * '#' are ignored; tokens are at least 16 characters. A name (what logs call the token; never
  * the secret) is 1 to SVC_AUTH_NAME_MAX letters, digits, '.', '_' or '-' starting with a letter
  * or digit; a token without one is named _line-<n>, after its line. admin grants every scope; no
- * other scope implies another (write does not include read: auth.c says what each allows). Returns
- * a new set (svc_auth_free it), or NULL after writing the file, line and reason to err. */
+ * other scope implies another (write does not include read: auth.c says what each allows).
+ * rate=<n>, burst=<n> and long_polls=<n> on a line set that token's limits (struct svc_limit;
+ * rate and long_polls 0 to SVC_LIMIT_MAX, 0 for none; burst 1 to SVC_LIMIT_MAX), each at most
+ * once; what a line leaves out comes from the settings. Returns a new set (svc_auth_free it), or
+ * NULL after writing the file, line and reason to err. */
 struct svc_auth *svc_auth_load(const char *path, FILE *err);
 void svc_auth_free(struct svc_auth *a);
 size_t svc_auth_count(const struct svc_auth *a);
@@ -35,8 +39,10 @@ enum svc_auth_result { SVC_AUTH_OK, SVC_AUTH_MISSING, SVC_AUTH_INVALID, SVC_AUTH
 /* Checks an Authorization header value (may be NULL) for the scope; spaces and TABs after the
  * token are not part of it. Every stored digest is compared, whatever matches, so timing does
  * not depend on which token was presented. When name is not NULL it receives the token's name
- * for SVC_AUTH_OK and SVC_AUTH_FORBIDDEN, and "" otherwise. */
+ * for SVC_AUTH_OK and SVC_AUTH_FORBIDDEN, and "" otherwise; when limit is not NULL it receives
+ * the limits of the token's line for them (-1 where the line sets none; all -1 otherwise). */
 enum svc_auth_result svc_auth_check(const struct svc_auth *a, const char *authorization,
-                                    enum svc_scope scope, char name[SVC_AUTH_NAME_MAX + 1]);
+                                    enum svc_scope scope, char name[SVC_AUTH_NAME_MAX + 1],
+                                    struct svc_limit *limit);
 
 #endif

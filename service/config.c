@@ -2,6 +2,7 @@
  * to config_table; --help, --config-markdown (the README table) and validation follow from it. */
 #include "service/config.h"
 
+#include "service/limits.h"
 #include "service/listen.h"
 
 #include <errno.h>
@@ -141,6 +142,19 @@ static const struct cfg_key config_table[] = {
      "read), work (claims and lease writes, all a worker needs), admin (all of these, and "
      "creating, changing and deleting topics, producers, queues, ledgers and schedules); empty "
      "runs the service open; name=<name> on a line names its token in the log"},
+    {"rate-limit", "ROWLOCK_RATE_LIMIT", CFG_INT, "0", 0, SVC_LIMIT_MAX, OFF(rate_limit),
+     "requests a second each token may make, refilled continuously (with no tokens file, all "
+     "requests together); past it, 429 with Retry-After; each process counts its own; "
+     "rate=<n> on a token's line wins; 0: no limit"},
+    {"rate-burst", "ROWLOCK_RATE_BURST", CFG_INT, "20", 1, SVC_LIMIT_MAX, OFF(rate_burst),
+     "requests a token may make at once (the size of its bucket, refilled at its rate); burst=<n> "
+     "on a "
+     "token's line wins"},
+    {"long-poll-limit", "ROWLOCK_LONG_POLL_LIMIT", CFG_INT, "0", 0, SVC_LIMIT_MAX,
+     OFF(long_poll_limit),
+     "long-polls (claims, log reads and ledger transactions that ask to wait) each token may have "
+     "at once in this process; one more is answered 429; long_polls=<n> on a token's line wins; "
+     "0: no cap"},
     {"open-ops", "ROWLOCK_OPEN_OPS", CFG_BOOL, "true", 0, 0, OFF(open_ops),
      "serve /healthz, /readyz, /metrics and /openapi.json without a token"},
     {"log-level", "ROWLOCK_LOG_LEVEL", CFG_LEVEL, "info", 0, 0, OFF(log_level),

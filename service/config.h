@@ -50,6 +50,9 @@ struct svc_config {
     long janitor_batch;
     long key_writers;
     char *tokens_file;
+    long rate_limit;      /* requests a second a token may make; 0: none */
+    long rate_burst;      /* requests at once above the rate */
+    long long_poll_limit; /* long-polls a token may have at once; 0: none */
     bool open_ops;
     long log_level; /* enum svc_log_level */
     char *log_level_file;

@@ -241,7 +241,7 @@ static int check_auth(struct svc_request *req, const struct svc_route *route, en
         return 0;
     static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
     enum svc_auth_result ar =
-        svc_auth_check(s->auth, req->seen.authorization, route->scope, req->token);
+        svc_auth_check(s->auth, req->seen.authorization, route->scope, req->token, NULL);
     if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
         snprintf(req->token, sizeof(req->token), "%s",
                  ar == SVC_AUTH_MISSING ? SVC_AUDIT_NONE : SVC_AUDIT_INVALID);

@@ -1,8 +1,9 @@
 /* Unit tests of service/auth.c on temporary token files: scopes granted per token (admin grants
  * all), read tokens forbidden for write, unknown / missing / non-Bearer headers,
- * token names (name=, or _line-<n>), and every file error (short token, unknown scope, no
- * scopes, bad or repeated name, empty or missing file) giving NULL with a message
- * naming the file and line. Loads expected to fail run in a child so a crash is a clean failure. */
+ * token names (name=, or _line-<n>), their limits (rate=, burst=, long_polls=), and every file
+ * error (short token, unknown scope, no scopes, bad or repeated name, empty or missing file) giving
+ * NULL with a message naming the file and line. Loads expected to fail run in a child so a crash is
+ * a clean failure. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,7 +70,7 @@ static void test_valid_file(void **state)
 static void assert_auth(const struct svc_auth *a, const char *header, enum svc_scope scope,
                         enum svc_auth_result want)
 {
-    enum svc_auth_result got = svc_auth_check(a, header, scope, NULL);
+    enum svc_auth_result got = svc_auth_check(a, header, scope, NULL, NULL);
     if (got != want)
         fail_msg("check(\"%s\", scope %d) gave %d, expected %d", header ? header : "(null)",
                  (int)scope, (int)got, (int)want);
@@ -246,7 +247,7 @@ static void assert_name(const struct svc_auth *a, const char *header, enum svc_s
                         const char *want)
 {
     char name[SVC_AUTH_NAME_MAX + 1] = "stale";
-    svc_auth_check(a, header, scope, name);
+    svc_auth_check(a, header, scope, name, NULL);
     if (strcmp(name, want) != 0)
         fail_msg("check(\"%s\") named \"%s\", expected \"%s\"", header ? header : "(none)", name,
                  want);
@@ -280,6 +281,44 @@ static void test_file_bad_names(void **state)
                              "4\n",
                       NULL, "line 1", "bad token name");
     expect_load_error(READER " name=alone\n", NULL, "line 1", "without scopes");
+}
+
+/* The limits of a token's line, -1 where it sets none (the settings' then); every token's
+ * words in any order beside its scopes and name. */
+static void test_token_limits(void **state)
+{
+    char path[64];
+    struct svc_auth *a =
+        load_ok(READER " read rate=100 name=dashboard burst=200 long_polls=4\n" WRITER
+                       " long_polls=0,write rate=0\n" ADMIN " admin\n",
+                path);
+    struct svc_limit l;
+    assert_int_equal(svc_auth_check(a, "Bearer " READER, SVC_SCOPE_READ, NULL, &l), SVC_AUTH_OK);
+    assert_true(l.rate == 100 && l.burst == 200 && l.long_polls == 4);
+    assert_int_equal(svc_auth_check(a, "Bearer " WRITER, SVC_SCOPE_READ, NULL, &l),
+                     SVC_AUTH_FORBIDDEN);
+    assert_true(l.rate == 0 && l.burst == -1 && l.long_polls == 0);
+    svc_auth_check(a, "Bearer " ADMIN, SVC_SCOPE_ADMIN, NULL, &l);
+    assert_true(l.rate == -1 && l.burst == -1 && l.long_polls == -1);
+    l.rate = 7;
+    svc_auth_check(a, "Bearer " WORKER, SVC_SCOPE_READ, NULL, &l);
+    assert_true(l.rate == -1 && l.burst == -1 && l.long_polls == -1);
+    svc_auth_free(a);
+    unlink(path);
+}
+
+static void test_file_bad_limits(void **state)
+{
+    expect_load_error(READER " read\n" WRITER " write rate=-1\n", NULL, "line 2", "bad rate=");
+    expect_load_error(READER " read rate=1000001\n", NULL, "line 1", "bad rate=");
+    expect_load_error(READER " read rate=\n", NULL, "line 1", "bad rate=");
+    expect_load_error(READER " read rate=+5\n", NULL, "line 1", "bad rate=");
+    expect_load_error(READER " read rate=5/s\n", NULL, "line 1", "bad rate=");
+    expect_load_error(READER " read rate=99999999999999999999\n", NULL, "line 1", "bad rate=");
+    expect_load_error(READER " read burst=0\n", NULL, "line 1", "bad burst=");
+    expect_load_error(READER " read long_polls=x\n", NULL, "line 1", "bad long_polls=");
+    expect_load_error(READER " read burst=2 burst=3\n", NULL, "line 1", "given twice");
+    expect_load_error(READER " read ratex=3\n", NULL, "line 1", "unknown scope");
 }
 
 static void test_null_safe(void **state)
@@ -335,8 +374,8 @@ static void *check_loop(void *arg)
 {
     struct checker *c = arg;
     for (int i = 0; i < 20000; i++) {
-        enum svc_auth_result r = svc_auth_check(c->a, "Bearer " READER, SVC_SCOPE_READ, NULL);
-        enum svc_auth_result w = svc_auth_check(c->a, "Bearer " ADMIN, SVC_SCOPE_READ, NULL);
+        enum svc_auth_result r = svc_auth_check(c->a, "Bearer " READER, SVC_SCOPE_READ, NULL, NULL);
+        enum svc_auth_result w = svc_auth_check(c->a, "Bearer " ADMIN, SVC_SCOPE_READ, NULL, NULL);
         c->bad += r != SVC_AUTH_OK || w != SVC_AUTH_OK;
     }
     return NULL;
@@ -383,6 +422,8 @@ int main(void)
         cmocka_unit_test(test_token_names),
         cmocka_unit_test(test_file_bad_names),
         cmocka_unit_test(test_null_safe),
+        cmocka_unit_test(test_token_limits),
+        cmocka_unit_test(test_file_bad_limits),
         cmocka_unit_test(test_reload_replaces_tokens),
         cmocka_unit_test(test_reload_broken_file_keeps_old_tokens),
         cmocka_unit_test(test_reload_while_checking),

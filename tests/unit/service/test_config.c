@@ -54,6 +54,9 @@ static const char *const all_env[] = {
     "ROWLOCK_PER_IP_CONNECTION_LIMIT",
     "ROWLOCK_DRAIN_TIMEOUT_S",
     "ROWLOCK_TOKENS_FILE",
+    "ROWLOCK_RATE_LIMIT",
+    "ROWLOCK_RATE_BURST",
+    "ROWLOCK_LONG_POLL_LIMIT",
     "ROWLOCK_OPEN_OPS",
     "ROWLOCK_LOG_LEVEL",
     "ROWLOCK_LOG_LEVEL_FILE",
@@ -155,6 +158,8 @@ static void test_env_values(void **state)
         "1024",
         "ROWLOCK_TOKENS_FILE",
         "/etc/tokens",
+        "ROWLOCK_RATE_LIMIT",
+        "50",
         "ROWLOCK_OPEN_OPS",
         "false",
         "ROWLOCK_LOG_LEVEL",
@@ -173,9 +178,12 @@ static void test_env_values(void **state)
     assert_int_equal(r.cfg.threads, 2);
     assert_int_equal(r.cfg.body_limit, 1024);
     assert_string_equal(r.cfg.tokens_file, "/etc/tokens");
+    assert_int_equal(r.cfg.rate_limit, 50);
     assert_false(r.cfg.open_ops);
     assert_int_equal(r.cfg.log_level, SVC_LOG_DEBUG);
     assert_int_equal(r.cfg.pool_size, 16); /* untouched keys keep their default */
+    assert_int_equal(r.cfg.rate_burst, 20);
+    assert_int_equal(r.cfg.long_poll_limit, 0);
     assert_string_equal(r.err, "");
     run_free(&r);
 }
