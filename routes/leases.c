@@ -76,7 +76,8 @@ enum svc_outcome route_leases_claim(struct svc_request *req)
     enum svc_outcome out = SVC_FATAL;
     struct claim_req c;
     const char *queue = route_name_param(req, "queue", &out);
-    if (queue == NULL || claim_parse(req, &c, &out) != 0)
+    if (queue == NULL || claim_parse(req, &c, &out) != 0 ||
+        svc_poll_admit(req, (double)c.wait, &out))
         return out;
     struct svc_poll poll = svc_poll_begin(req, (double)c.wait);
     struct db_claimed *claimed = calloc((size_t)c.max_jobs, sizeof(*claimed));

@@ -330,11 +330,14 @@ static int submission_parse(struct svc_request *req, struct submission *s, enum 
 
 /* Checks the dependencies (when there are inputs: without them the apply itself spots a
  * replay); while they are pending and the request may wait, suspends it (1, in *out). Else
- * applies when they are satisfied, and returns 0 with the verdict in r. */
+ * applies when they are satisfied, and returns 0 with the verdict in r. A wait its token may not
+ * have now is refused before anything (1, the 429 in *out). */
 static int submission_call(struct svc_request *req, const struct submission *s, struct ingested *r,
                            enum svc_outcome *out)
 {
     struct svc_app *app = svc_req_app(req);
+    if (svc_poll_admit(req, (double)s->wait_seconds, out))
+        return 1;
     struct svc_poll poll = svc_poll_begin(req, (double)s->wait_seconds);
     memset(r, 0, sizeof(*r));
     r->st = DB_OK;

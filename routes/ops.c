@@ -252,6 +252,8 @@ static enum svc_outcome route_metrics(struct svc_request *req)
     struct svc_server *server = app->server; /* one atomic read */
     svc_metrics_sample(&b, "rowlock_http_long_polls_waiting", NULL,
                        server ? (double)svc_server_waiting(server) : 0);
+    if (server != NULL)
+        svc_server_render_limits(server, &b);
     svc_metrics_family(&b, "rowlock_http_connection_limit", "gauge",
                        "ROWLOCK_CONNECTION_LIMIT: connections past it are closed at once (each "
                        "waiting long-poll holds one)");

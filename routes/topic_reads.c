@@ -78,7 +78,7 @@ enum svc_outcome route_messages_read(struct svc_request *req)
     if (route_int_query(req, "after", 0, DB_TOPIC_OFFSET_MAX - 1, 0, &after, &out) != 0 ||
         route_int_query(req, "limit", 1, DB_TOPIC_READ_MAX, 100, &limit, &out) != 0 ||
         route_int_query(req, "wait", 0, app->config->max_wait_s, 0, &wait, &out) != 0 ||
-        consumer_query(req, &consumer, &out) != 0)
+        consumer_query(req, &consumer, &out) != 0 || svc_poll_admit(req, (double)wait, &out))
         return out;
     struct svc_poll poll = svc_poll_begin(req, (double)wait);
     struct svc_jpage page;

@@ -278,6 +278,7 @@ static void server_free_unstarted(struct svc_server *s)
     svc_workers_stop(s);
     svc_waiters_destroy(&s->waiters);
     svc_conns_free(s->conns);
+    svc_limits_free(s->limits);
     free(s);
 }
 
@@ -303,6 +304,11 @@ static int server_listen(struct svc_server *s)
     return 0;
 }
 
+int svc_server_render_limits(struct svc_server *s, struct svc_buf *b)
+{
+    return svc_limits_render(s->limits, b);
+}
+
 struct svc_server *svc_server_start(const struct svc_config *cfg, const struct svc_route *routes,
                                     size_t nroutes, const struct svc_auth *auth, void *app)
 {
@@ -323,6 +329,7 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
         free(s);
         return NULL;
     }
+    s->limits = svc_limits_new(); /* out of memory: no limits, rather than no service */
     svc_waiters_init(&s->waiters);
     svc_workers_init(&s->workers); /* requests may queue before the workers have started */
     if (server_listen(s) != 0) {
@@ -383,6 +390,7 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     svc_log_buffer_stop(); /* every request has completed: its access line is written now */
     svc_waiters_destroy(&s->waiters);
     svc_conns_free(s->conns);
+    svc_limits_free(s->limits);
     free(s);
     return cut;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "service/auth.h"
+#include "service/buf.h"
 #include "service/config.h"
 #include "service/problem.h"
 #include "service/reply.h"
@@ -30,6 +31,9 @@ void svc_server_quiesce(struct svc_server *s);
 /* Stops accepting connections, waits up to timeout_s for in-flight requests to finish, then
  * stops the daemon and frees the server. Returns the number of requests cut short. */
 int svc_server_shutdown(struct svc_server *s, int timeout_s);
+/* Appends rowlock_http_limited_total, the requests refused by their token's limits
+ * (limits.h). Returns 0 or -1 (buffer full). */
+int svc_server_render_limits(struct svc_server *s, struct svc_buf *b);
 /* Requests between their first byte and their completion, across all threads. */
 long svc_server_in_flight(const struct svc_server *s);
 

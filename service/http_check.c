@@ -1,7 +1,7 @@
 /* The checks a request passes before its handler runs (see http_internal.h): the headers
  * gathered in one pass, the target's and headers' limits, the body's framing, the route, the
- * bearer token's scope, the body's size and media type, the JSON nesting depth and the range of
- * JSON numbers. */
+ * bearer token's scope and its request rate, the body's size and media type, the JSON nesting depth
+ * and the range of JSON numbers. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 #include "service/audit.h"
 #include "service/auth.h"
+#include "service/clock.h"
 #include "service/config.h"
 #include "service/http_internal.h"
 
@@ -230,18 +231,36 @@ static int check_route(struct svc_request *req, enum svc_outcome *out)
     return 1;
 }
 
-/* The bearer token's scopes against the route's (with tokens configured). */
+/* The limits a request under token name (its line's in tl, -1 where it sets none) is held to:
+ * the settings' where the line is silent. */
+static void limits_of(struct svc_request *req, const struct svc_limit *tl)
+{
+    const struct svc_config *cfg = req->server->cfg;
+    req->limited = req->server->limits != NULL;
+    req->limit.rate = tl->rate >= 0 ? tl->rate : cfg->rate_limit;
+    req->limit.burst = tl->burst >= 0 ? tl->burst : cfg->rate_burst;
+    req->limit.long_polls = tl->long_polls >= 0 ? tl->long_polls : cfg->long_poll_limit;
+}
+
+/* The bearer token's scopes against the route's (with tokens configured). The routes that need
+ * no token (the dashboard's files, and the ops endpoints when open) have no limits either; with
+ * no tokens, every other request is under the one anonymous name's. */
 static int check_auth(struct svc_request *req, const struct svc_route *route, enum svc_outcome *out)
 {
     struct svc_server *s = req->server;
-    if (s->auth == NULL)
+    struct svc_limit tl = {-1, -1, -1};
+    int open_route =
+        route->scope == SVC_SCOPE_PUBLIC || (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops);
+    if (s->auth == NULL) {
         snprintf(req->token, sizeof(req->token), "%s", SVC_AUDIT_OPEN);
-    if (s->auth == NULL || route->scope == SVC_SCOPE_PUBLIC ||
-        (route->scope == SVC_SCOPE_OPS && s->cfg->open_ops))
+        if (!open_route)
+            limits_of(req, &tl);
+    }
+    if (s->auth == NULL || open_route)
         return 0;
     static const char *const scope_names[] = {"read", "read", "write", "work", "admin", ""};
     enum svc_auth_result ar =
-        svc_auth_check(s->auth, req->seen.authorization, route->scope, req->token, NULL);
+        svc_auth_check(s->auth, req->seen.authorization, route->scope, req->token, &tl);
     if (ar == SVC_AUTH_MISSING || ar == SVC_AUTH_INVALID) {
         snprintf(req->token, sizeof(req->token), "%s",
                  ar == SVC_AUTH_MISSING ? SVC_AUDIT_NONE : SVC_AUDIT_INVALID);
@@ -256,7 +275,27 @@ static int check_auth(struct svc_request *req, const struct svc_route *route, en
                                  scope_names[route->scope]);
         return 1;
     }
+    limits_of(req, &tl);
     return 0;
+}
+
+/* The token's request rate, once it is authenticated: past its burst, a 429 with Retry-After
+ * (whole seconds until a request would pass), before the handler has done anything. */
+static int check_rate(struct svc_request *req, enum svc_outcome *out)
+{
+    if (!req->limited || req->limit.rate == 0)
+        return 0;
+    long wait = svc_limits_take(req->server->limits, req->token, &req->limit, svc_now());
+    if (wait == 0)
+        return 0;
+    char after[24];
+    snprintf(after, sizeof(after), "%ld", wait);
+    svc_req_add_header(req, "Retry-After", after);
+    *out = svc_reply_problem(req, SVC_P(RATE_LIMITED),
+                             "the token %s may make %ld requests a second, %ld at once, in this "
+                             "process; try again in %ld s",
+                             req->token, req->limit.rate, req->limit.burst, wait);
+    return 1;
 }
 
 /* The announced body's size and its media type. */
@@ -284,7 +323,7 @@ int svc_http_request_check(struct svc_request *req, enum svc_outcome *out)
     if (check_limits(req, out) || check_headers(req, out) || check_route(req, out))
         return 1;
     const struct svc_route *route = &req->server->routes[req->match.route];
-    return check_auth(req, route, out) || check_body(req, route, out);
+    return check_auth(req, route, out) || check_rate(req, out) || check_body(req, route, out);
 }
 
 /* Depth of the deepest array/object nesting in JSON text, stopping once past limit. */

@@ -12,6 +12,7 @@
 #include "service/auth.h"
 #include "service/buf.h"
 #include "service/http.h"
+#include "service/limits.h"
 #include "service/request_id.h"
 
 /* Headers a handler may add to its reply (svc_req_add_header). */
@@ -70,6 +71,7 @@ struct svc_server {
     const struct svc_route *routes;
     size_t nroutes;
     const struct svc_auth *auth;
+    struct svc_limits *limits; /* each token's buckets and long-polls (limits.h) */
     void *app;
     atomic_long in_flight;
     struct svc_conns *conns; /* the connection limit and request deadlines */
@@ -114,6 +116,9 @@ struct svc_request {
     int status;   /* 0 until a response is queued */
     const char *problem_code;
     char token[SVC_AUTH_NAME_MAX + 1]; /* the bearer token's name, or an SVC_AUDIT_* word */
+    int limited;                       /* token's limits apply (after its authentication) */
+    struct svc_limit limit;            /* those limits, the settings' filled in */
+    struct svc_limit_entry *poll_held; /* the long-poll place it holds (svc_poll_admit) */
     int resumes;                       /* times a long-poll was resumed */
     int in_worker;
     struct MHD_Response *pending; /* prepared by a worker, queued on resume */

@@ -22,6 +22,9 @@ const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
     [SVC_PC_URI_TOO_LONG] = {"uri_too_long", 414, "Request target too long"},
     [SVC_PC_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415, "Unsupported media type"},
     [SVC_PC_HEADERS_TOO_LARGE] = {"headers_too_large", 431, "Request headers too large"},
+    [SVC_PC_RATE_LIMITED] = {"rate_limited", 429, "Token over its request rate"},
+    [SVC_PC_TOO_MANY_LONG_POLLS] = {"too_many_long_polls", 429,
+                                    "Token over its long-polls at once"},
     [SVC_PC_INTERNAL_ERROR] = {"internal_error", 500, "Internal error"},
 };
 

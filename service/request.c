@@ -67,6 +67,7 @@ void svc_request_free(struct svc_request *req)
 {
     if (req->pending != NULL)
         MHD_destroy_response(req->pending);
+    svc_limits_poll_give_back(req->poll_held);
     svc_match_free(&req->match);
     svc_buf_free(&req->body);
     json_decref(req->json);

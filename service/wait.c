@@ -28,6 +28,23 @@ void svc_waiters_destroy(struct svc_waiters *w)
     pthread_mutex_destroy(&w->mu);
 }
 
+int svc_poll_admit(struct svc_request *req, double wait_s, enum svc_outcome *out)
+{
+    if (wait_s <= 0 || !req->limited || req->limit.long_polls == 0 || req->resumes > 0 ||
+        req->poll_held != NULL)
+        return 0;
+    if (svc_limits_poll_take(req->server->limits, req->token, &req->limit, &req->poll_held) == 0)
+        return 0;
+    svc_req_add_header(req, "Retry-After", "1");
+    *out =
+        svc_reply_problem(req, SVC_P(TOO_MANY_LONG_POLLS),
+                          "the token %s may have %ld long-poll%s waiting at once in this "
+                          "process; send this one again once one has returned, or without a "
+                          "wait",
+                          req->token, req->limit.long_polls, req->limit.long_polls == 1 ? "" : "s");
+    return 1;
+}
+
 struct svc_poll svc_poll_begin(const struct svc_request *req, double wait_s)
 {
     struct svc_waiters *w = &req->server->waiters;

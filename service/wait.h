@@ -27,6 +27,11 @@ struct svc_poll {
     double deadline;     /* on the svc_now() clock: when the request began, plus its wait */
 };
 
+/* Admits a long-poll the client asked for (wait_s above 0), before its handler looks for
+ * anything: it takes one of its token's long-poll places (struct svc_limit), held until the
+ * request completes; a resumed run holds its place already. Returns 0 to go on, or 1 with a 429
+ * too_many_long_polls queued (the outcome in *out) when they are all taken. */
+int svc_poll_admit(struct svc_request *req, double wait_s, enum svc_outcome *out);
 /* Starts a run: reads the wake generation before the handler looks for data (so that a wake in
  * between is not lost) and sets the deadline wait_s after the request began (every run of one
  * request has the same deadline). */
