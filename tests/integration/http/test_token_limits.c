@@ -168,14 +168,18 @@ static void *claim_run(void *arg)
     return NULL;
 }
 
-/* WORKER may have one long-poll: while its first claim waits, a second waiting claim is
- * refused (and counted), a claim that does not wait is served, and once the first returned a
- * waiting claim is served again. */
+/* WORKER may have one long-poll: while its first claim waits, another request that asks to
+ * wait (a claim, a log read, a ledger transaction) is refused, counted and does nothing, a
+ * claim that does not wait is served, and once the first returned a waiting claim is served
+ * again. */
 static void long_poll_cap(void **state)
 {
     struct th_service svc = start_with_tokens(
-        DEPLOYER " admin name=deployer\n" WORKER " work name=worker long_polls=1\n", NULL);
+        DEPLOYER " admin name=deployer\n" WORKER " read,write,work name=worker long_polls=1\n",
+        NULL);
     assert_int_equal(status_as(svc.port, DEPLOYER, "PUT", "/queues/lp", "{}"), 201);
+    assert_int_equal(status_as(svc.port, DEPLOYER, "PUT", "/topics/lpt", "{}"), 201);
+    assert_int_equal(status_as(svc.port, DEPLOYER, "PUT", "/ledgers/lpl", "{}"), 201);
     struct claim first = {svc.port, WORKER, "{\"owner\":\"a\",\"wait_seconds\":4}", 0, 0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, claim_run, &first), 0);
@@ -188,18 +192,28 @@ static void long_poll_cap(void **state)
             &r);
     assert_limited(&r, "too_many_long_polls");
     th_response_free(&r);
+    send_as(svc.port, WORKER, "GET", "/topics/lpt/messages?wait=2", NULL, &r);
+    assert_limited(&r, "too_many_long_polls");
+    th_response_free(&r);
+    send_as(svc.port, WORKER, "POST", "/ledgers/lpl/transactions",
+            "{\"digest\":\"d1\",\"writes\":[{\"object_id\":\"o\",\"type\":\"t\",\"version\":1,"
+            "\"value\":{}}],\"wait_seconds\":2}",
+            &r);
+    assert_limited(&r, "too_many_long_polls");
+    th_response_free(&r);
+    assert_int_equal(status_as(svc.port, WORKER, "GET", "/ledgers/lpl/transactions/d1", NULL), 404);
     assert_int_equal(status_as(svc.port, WORKER, "POST", "/queues/lp/leases", "{\"owner\":\"b\"}"),
                      200);
-    assert_true(limited_total(svc.port, "worker", "long_polls") == 1.0);
+    assert_true(limited_total(svc.port, "worker", "long_polls") == 3.0);
 
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(first.status, 200);
-    assert_true(first.took >= 3.0); /* it did wait: the refusal was another request's */
+    assert_true(first.took >= 3.0); /* it did wait: the refusals were the others' */
     struct claim again = {svc.port, WORKER, "{\"owner\":\"b\",\"wait_seconds\":1}", 0, 0};
     claim_run(&again);
     assert_int_equal(again.status, 200);
     assert_true(again.took >= 0.5);
-    assert_true(limited_total(svc.port, "worker", "long_polls") == 1.0);
+    assert_true(limited_total(svc.port, "worker", "long_polls") == 3.0);
     assert_int_equal(th_service_stop(&svc), 0);
 }
 
