@@ -259,7 +259,7 @@ static void operator_actions_are_audited_once_by_token_name(void **state)
     expect_audit(&svc, "queue-put", "deployer", "PUT /queues/{queue}", "queues", "audit-q", 201,
                  NULL);
     put(level, "info\n"); /* the access lines that expect_no_audit waits for */
-    hup_audited(&svc, 1, "done");
+    json_decref(hup_audited(&svc, 1, "done"));
     job_cancel_and_retry(&svc);
     call(&svc, ADMIN, "queue-delete", "DELETE", "/queues/audit-q", NULL, 200, NULL);
     expect_audit(&svc, "queue-delete", "deployer", "DELETE /queues/{queue}", "queues", "audit-q",
