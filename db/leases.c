@@ -71,14 +71,16 @@
  * each branch is a subquery of its own. One index over both states (jobs_claim, before
  * migration 17) took an entry at every claim, and listing or counting a queue's leases read
  * them among its whole backlog. */
-#define CLAIM_LOCK(cols, takeable, lim)                                                            \
-    "SELECT * FROM (SELECT * FROM (SELECT " cols                                                   \
-    " FROM rowlock.jobs j WHERE j.queue_id = $1 AND " LEASE_PENDING                                \
-    " ORDER BY j.priority DESC, j.claimable_at, j.id LIMIT " lim " FOR UPDATE OF j "               \
-    "SKIP LOCKED) p UNION ALL SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE "           \
-    "j.queue_id = $1 AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY j.priority DESC, "          \
-    "j.claimable_at, j.id LIMIT " lim " FOR UPDATE OF j SKIP LOCKED) e) u "                        \
-    "ORDER BY u.priority DESC, u.claimable_at, u.id LIMIT " lim
+/* A claim's order over rows r (an alias and a dot, or ""): priority, due time, id. */
+#define CLAIM_ORDER(r) r "priority DESC, " r "claimable_at, " r "id"
+/* clang-format off */
+#define CLAIM_LOCK(cols, takeable, lim) \
+    "SELECT * FROM (SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE j.queue_id = $1 AND " \
+    LEASE_PENDING " ORDER BY " CLAIM_ORDER("j.") " LIMIT " lim " FOR UPDATE OF j " \
+    "SKIP LOCKED) p UNION ALL SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE " \
+    "j.queue_id = $1 AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY " CLAIM_ORDER("j.") \
+    " LIMIT " lim " FOR UPDATE OF j SKIP LOCKED) e) u ORDER BY " CLAIM_ORDER("u.") " LIMIT " lim
+/* clang-format on */
 
 /* Statements that join a few rows to rowlock.jobs also name them as an array: the claims their
  * candidates' tuple ids ("j.ctid = ANY (...)", a TID scan: the candidates are locked by FOR UPDATE
@@ -102,7 +104,7 @@ static const struct db_stmt st_claim = {
     "WITH q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
     "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.priority, j.claimable_at, "
     LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt", LEASE_TAKEABLE_BY("$2"), "$3") "), "
-    CLAIM_FIT("locked", "", "locked.priority DESC, locked.claimable_at, locked.id", "$5") ", "
+    CLAIM_FIT("locked", "", CLAIM_ORDER("locked."), "$5") ", "
     "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
     "  fence = j.fence + 1, state = 'processing', owner = $2, "
     "  lease_expires_at = now() + make_interval(secs => coalesce($4::float8, q.lease_seconds)), "
@@ -134,7 +136,7 @@ static const struct db_stmt st_claim_many = {
     "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, "
     "j.claimable_at", LEASE_TAKEABLE, "$5") "), "
     "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.budget, claims.i "
-    "  FROM (SELECT locked.*, row_number() OVER (ORDER BY priority DESC, claimable_at, id) "
+    "  FROM (SELECT locked.*, row_number() OVER (ORDER BY " CLAIM_ORDER("") ") "
     "  AS k FROM locked) n JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "
     "offered AS (SELECT dealt.*, " LEASE_NEXT_ATTEMPT("dealt", "dealt.claimer") " AS "
     "  next_attempt FROM dealt), "
