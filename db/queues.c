@@ -67,8 +67,8 @@ static const struct db_stmt st_queue_list = {
  *
  * The queue's row is locked FOR KEY SHARE, once a statement: a queue's delete (which locks it
  * FOR UPDATE first) and an enqueue wait for each other, and an enqueue that waited finds no
- * queue, inserts nothing and answers no row. It does what the foreign key's check of each job
- * does, without relying on it.
+ * queue, inserts nothing and answers no row. The jobs have no foreign key to their queue
+ * (migration 18): this lock is what keeps a job from going into a deleted queue.
  *
  * A job with a dedupe key takes the key's row in rowlock.job_dedupe first: the first job of the
  * batch with that key upserts it, which waits for any other enqueue or settlement holding it and
@@ -478,12 +478,12 @@ enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_q
     return st;
 }
 
-/* Delete: the queue's row locked first (an enqueue's foreign key check waits for it, and then
- * finds no queue), a quick look for a job in processing, then every job's row locked (a claim
- * that locked one first has finished by then, and its job is seen as processing), then all of
- * it deleted: the attempt history and dedupe windows (no foreign keys), then the queue (its jobs
- * and its janitor row go with it, by their foreign keys' ON DELETE CASCADE, and the jobs' bodies
- * with them, by the trigger job_bodies_gone of migration 16). */
+/* Delete: the queue's row locked first (an enqueue's lock of it, FOR KEY SHARE, waits for it,
+ * and then finds no queue), a quick look for a job in processing, then every job's row locked (a
+ * claim that locked one first has finished by then, and its job is seen as processing), then all
+ * of it deleted: the attempt history and dedupe windows (no foreign keys), then the queue (its
+ * jobs go with it by the trigger queue_jobs_gone of migration 18, their bodies by
+ * job_bodies_gone of migration 16, and its janitor row by its foreign key's cascade). */
 static const struct db_stmt st_queue_lock = {
     "queue_lock", "SELECT id FROM rowlock.queues WHERE name = $1 FOR UPDATE", 1};
 static const struct db_stmt st_queue_busy = {
@@ -725,12 +725,6 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
                    err, &a->verdict);
     db_arrays_free(&arr);
-    if (st == DB_ERR_HARD && strcmp(err->sqlstate, "23503") == 0) {
-        /* the queue was deleted while the jobs went in: their foreign key check waited for the
-         * delete, and found no queue */
-        db_hint_set(&queue_hints, a->queue, 0);
-        return DB_ABORTED;
-    }
     if (st != DB_OK || !found)
         return st;
     if (PQntuples(r) == 0 && a->n > 0) {

@@ -44,6 +44,9 @@ static const struct {
     /* topics' logs and heads moved to the shared rowlock.topic_messages and topic_heads, their
      * generated tables dropped (the release before migrations reads them) */
     {12, 12},
+    /* the jobs' claim and listing indexes over every state (jobs_claim, jobs_listing) dropped,
+     * and their foreign key to the queue, whose check builds before schema 17 rely on */
+    {18, 17},
 };
 
 /* Migrations whose comments were reworded after databases had recorded them: the checksum of

@@ -52,7 +52,7 @@ test   build all of build/ (the service, the CLI, the tests and benches), build-
        the three ctest suites against a throwaway cluster, then remove it; build build-fuzz/
        (clang, ROWLOCK_FUZZ=ON) and fuzz each of its targets for about a minute in all; builds
        the releases named by db/schema/released/6/RELEASE (the release before migrations)
-       into build-prev/ and db/schema/released/14/RELEASE into build-release-14/ for the
+       into build-prev/ and db/schema/released/17/RELEASE into build-release-17/ for the
        upgrade tests (ROWLOCK_TEST_PREV_BINARY, ROWLOCK_TEST_LAST_RELEASE_BINARY). Exits
        non-zero if any suite failed or a fuzz target crashed or broke one of its properties.
        --quick: the inner loop, about two minutes once built: build/ and the releases only, and
@@ -656,7 +656,7 @@ cmd_test() {
     # the newest release, which serves beside this build during a rolling upgrade
     export ROWLOCK_TEST_PREV_BINARY ROWLOCK_TEST_LAST_RELEASE_BINARY
     ROWLOCK_TEST_PREV_BINARY=$(build_release 6 build-prev)
-    ROWLOCK_TEST_LAST_RELEASE_BINARY=$(build_release 14 build-release-14)
+    ROWLOCK_TEST_LAST_RELEASE_BINARY=$(build_release 17 build-release-17)
     prepare_state_dir
 
     trap test_on_exit EXIT

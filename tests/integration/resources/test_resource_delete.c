@@ -233,11 +233,11 @@ static void *http_thread(void *arg)
 }
 
 /* The interleaving forced: a DELETE has locked the queue's row (the test's own transaction,
- * doing what the DELETE's first statement does), an enqueue's jobs go in and their foreign key
- * check waits for that lock, the DELETE deletes the queue and commits. The enqueue must answer
- * 404 queue_not_found (the check's foreign_key_violation is the queue gone), not a 500, and
- * leave nothing. A claim waiting on the queue (long-poll) is woken by a DELETE and answers 404
- * at once, not at the end of its wait. */
+ * doing what the DELETE's first statement does), an enqueue's lock of that row (FOR KEY SHARE,
+ * what keeps a job out of a deleted queue: the jobs have no foreign key) waits for it, the
+ * DELETE deletes the queue and commits. The enqueue must answer 404 queue_not_found, not a 500
+ * nor a 201, and leave nothing. A claim waiting on the queue (long-poll) is woken by a DELETE and
+ * answers 404 at once, not at the end of its wait. */
 static void enqueue_and_waiting_claim_meet_a_delete(void **state)
 {
     (void)state;

@@ -16,9 +16,9 @@
  * 12), and this build finds it current. A second case starts from a database as a build of
  * schema version 11 left it, with consumers, and migrates only migration 12 over it. A third
  * starts from a database as a build of schema version 13 left it, filled, and migrates only
- * migration 14 (schedules) over it: every row kept, the new tables empty, and the database
- * still declaring that it serves builds of schema 12 on (an expand step, so the builds of a
- * rolling upgrade's older half keep serving it); a schedule on the old queue then fires into
+ * migration 14 (schedules) over it: every row kept, the new tables empty, and migration 14
+ * declaring that it serves builds of schema 12 on (an expand step, so the builds of a rolling
+ * upgrade's older half keep serving it); a schedule on the old queue then fires into
  * it, and the old queue cannot be deleted while the schedule targets it. */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -332,7 +332,8 @@ static void check_migration_9_added(PGconn *c)
 }
 
 /* What migration 12 did: no generated table of a topic is left; each topic has its sequence;
- * the database serves builds of schema 12 on. */
+ * the database served builds of schema 12 on, until migration 18 (the next contract step) raised
+ * that to 17. */
 static void check_migration_12(PGconn *c)
 {
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_class c JOIN pg_namespace n "
@@ -344,12 +345,14 @@ static void check_migration_12(PGconn *c)
                      0);
     assert_int_equal(tsf_int(c, "SELECT serves_from FROM rowlock.migrations WHERE number = 12"),
                      12);
-    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 12);
+    assert_int_equal(tsf_int(c, "SELECT serves_from FROM rowlock.migrations WHERE number = 18"),
+                     17);
+    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 17);
 }
 
 /* What migration 14 added: the schedules' tables, empty, and nothing of what the database
- * serves changed (an expand step: serves_from stays 12, so builds of schema 12 and 13 serve
- * it). */
+ * serves changed (an expand step, as every migration after it up to 17: serves_from stays 12,
+ * so builds of schema 12 and 13 serve it; migration 18, a contract step, raises it to 17). */
 static void check_migration_14(PGconn *c)
 {
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.schedules"), 0);
@@ -358,8 +361,10 @@ static void check_migration_14(PGconn *c)
                      0);
     assert_int_equal(tsf_int(c, "SELECT serves_from FROM rowlock.migrations WHERE number = 14"),
                      12);
-    assert_int_equal(tsf_int(c, "SELECT max(serves_from) FROM rowlock.migrations"), 12);
-    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 12);
+    assert_int_equal(tsf_int(c, "SELECT max(serves_from) FROM rowlock.migrations "
+                                "WHERE number BETWEEN 13 AND 17"),
+                     12);
+    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 17);
 }
 
 /* A schedule on queue q, which the previous release created and filled: fired now, its job is

@@ -1,16 +1,19 @@
 /* THE ROLLING UPGRADE FROM THE LAST RELEASE. A database is filled through the binary of the
- * newest release (db/schema/released/14/RELEASE, built by deploy/local.sh test into
- * build-release-14/; its path in ROWLOCK_TEST_LAST_RELEASE_BINARY): a queue with a pending job
+ * newest release (db/schema/released/17/RELEASE, built by deploy/local.sh test into
+ * build-release-17/; its path in ROWLOCK_TEST_LAST_RELEASE_BINARY): a queue with a pending job
  * and a processing one holding dedupe keys, a job under a live lease, a succeeded and a failed
- * one with attempt history. This build migrates it (--migrate-only, migration 15 on): every job,
- * body, attempt and dedupe key is as it was, and the database still serves builds of schema 12
- * on. A job's body goes with the job whichever build deletes it (migration 16's trigger in place
- * of the foreign key's cascade). Then the release and this build serve it at once, as during a
- * rolling upgrade: each honours the keys held before, the lease taken before is completed with its
- * fence, each reads what the other wrote, a PUT through the release leaves this build's retention
- * and dedupe window in place, and what the release cannot know (a window outliving its job, a job
- * deleted at completion) is answered as documented in docs/operations/upgrades.md. */
+ * one with attempt history, and a job deleted at completion whose dedupe window outlives it.
+ * This build migrates it (--migrate-only, migration 18 on, the contract of migration 17): every
+ * job, body, attempt and dedupe key is as it was, the claim and listing indexes over every state
+ * and the jobs' foreign key to their queue are gone, and the database serves builds of schema
+ * 17 on. Then the release and this build serve it at once, as during a rolling upgrade: each
+ * honours the keys held before, the lease taken before is completed with its fence, each reads
+ * what the other wrote, leases go back and forth between them, a queue deleted through either
+ * takes every job, body and attempt with it (the trigger queue_jobs_gone in place of the foreign
+ * key's cascade), and enqueues through both racing the queue's delete leave no job without its
+ * queue. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +34,7 @@ struct filled {
     json_int_t live_fence; /* its fence */
     json_int_t done;       /* failed once, then succeeded */
     json_int_t failed;     /* failed twice: out of attempts */
+    json_int_t gone;       /* queue qd, dedupe key k-gone: deleted at completion, its window held */
 };
 
 static const char *last_release(void)
@@ -38,8 +42,8 @@ static const char *last_release(void)
     const char *p = getenv("ROWLOCK_TEST_LAST_RELEASE_BINARY");
     if (p == NULL || p[0] == '\0' || access(p, X_OK) != 0)
         fail_msg("ROWLOCK_TEST_LAST_RELEASE_BINARY is not set to the last release's binary "
-                 "(\"%s\"): deploy/local.sh test builds it into build-release-14/ from the "
-                 "commit in db/schema/released/14/RELEASE",
+                 "(\"%s\"): deploy/local.sh test builds it into build-release-17/ from the "
+                 "commit in db/schema/released/17/RELEASE",
                  p ? p : "");
     return p;
 }
@@ -71,18 +75,24 @@ static json_t *enqueue(int port, const char *key, long want)
     return th_call(port, "POST", "/queues/q/jobs", body, want);
 }
 
-/* Claims the next job for owner; *fence gets its fence. Returns its id. */
-static json_int_t claim(int port, const char *owner, json_int_t *fence)
+/* Claims the next job of queue for owner; *fence gets its fence. Returns its id. */
+static json_int_t claim_in(int port, const char *queue, const char *owner, json_int_t *fence)
 {
-    char body[128];
+    char path[96], body[128];
+    snprintf(path, sizeof(path), "/queues/%s/leases", queue);
     snprintf(body, sizeof(body), "{\"owner\":\"%s\",\"max_jobs\":1}", owner);
-    json_t *r = th_call(port, "POST", "/queues/q/leases", body, 200);
+    json_t *r = th_call(port, "POST", path, body, 200);
     json_t *lease = json_array_get(json_object_get(r, "leases"), 0);
     assert_non_null(lease);
     json_int_t id = int_at(lease, "job_id");
     *fence = int_at(lease, "fence");
     json_decref(r);
     return id;
+}
+
+static json_int_t claim(int port, const char *owner, json_int_t *fence)
+{
+    return claim_in(port, "q", owner, fence);
 }
 
 /* Settles job id's lease (owner, fence) with verb (complete or fail); want: the status. */
@@ -154,10 +164,24 @@ static void fill(int port, struct filled *f)
     r = enqueue(port, "k-pending", 201);
     f->pending = int_at(r, "id");
     json_decref(r);
+    json_decref(th_call(port, "PUT", "/queues/qd",
+                        "{\"succeeded_retention_seconds\":0,\"dedupe_window_seconds\":3600}", 201));
+    r = th_call(port, "POST", "/queues/qd/jobs", "{\"payload\":1,\"dedupe_key\":\"k-gone\"}", 201);
+    f->gone = int_at(r, "id");
+    json_decref(r);
+    r = th_call(port, "POST", "/queues/qd/leases", "{\"owner\":\"w\",\"max_jobs\":1}", 200);
+    json_t *lease = json_array_get(json_object_get(r, "leases"), 0);
+    assert_int_equal(int_at(lease, "job_id"), f->gone);
+    char path[96], body[96];
+    snprintf(path, sizeof(path), "/queues/qd/leases/%" JSON_INTEGER_FORMAT "/complete", f->gone);
+    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" JSON_INTEGER_FORMAT "}",
+             int_at(lease, "fence"));
+    json_decref(r);
+    json_decref(th_call(port, "POST", path, body, 200));
 }
 
-/* Every job, body, attempt and dedupe key of the queue, and the queue's columns of schema 14,
- * as text (the caller frees it). */
+/* Every job, body, attempt, dedupe key and window, and every queue, as text (the caller frees
+ * it). */
 static char *queue_rows(PGconn *c)
 {
     static const char sql[] =
@@ -166,12 +190,8 @@ static char *queue_rows(PGconn *c)
         "(SELECT json_agg(a ORDER BY a.job_id, a.fence)::text FROM rowlock.job_attempts a), "
         "(SELECT json_agg(x ORDER BY x.job_id, x.fence)::text FROM rowlock.job_attempt_history "
         "x), "
-        "(SELECT json_agg(k ORDER BY k.dedupe_key)::text FROM (SELECT queue_id, dedupe_key, id "
-        "FROM rowlock.jobs WHERE dedupe_key IS NOT NULL AND state IN ('pending', 'processing')) "
-        "k), "
-        "(SELECT json_agg(q ORDER BY q.id)::text FROM (SELECT id, name, max_attempts, "
-        "lease_seconds, backoff_base_seconds, backoff_max_seconds, retention_seconds, "
-        "created_at, updated_at FROM rowlock.queues) q)";
+        "(SELECT json_agg(d ORDER BY d.queue_id, d.dedupe_key)::text FROM rowlock.job_dedupe d), "
+        "(SELECT json_agg(q ORDER BY q.id)::text FROM rowlock.queues q)";
     PGresult *r = th_sql(c, sql);
     char *out = NULL;
     size_t len = 0;
@@ -183,8 +203,9 @@ static char *queue_rows(PGconn *c)
     return out;
 }
 
-/* Migrates the database at url with this build, checking that the queue's rows are as they
- * were and that the database still serves builds of schema 12 on. */
+/* Migrates the database at url with this build, checking that the queues' rows are as they
+ * were, that what the contract removes is gone and that the database serves builds of schema 17
+ * on. */
 static void migrate(PGconn *c, const char *url)
 {
     static const char *const migrate_only[] = {"ROWLOCK_MIGRATE_ONLY=true", NULL};
@@ -198,9 +219,14 @@ static void migrate(PGconn *c, const char *url)
     assert_string_equal(before, after);
     free(before);
     free(after);
-    assert_int_equal(tsf_int(c, "SELECT max(serves_from) FROM rowlock.migrations"), 12);
-    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 12);
-    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.job_dedupe"), 0);
+    assert_int_equal(tsf_int(c, "SELECT max(serves_from) FROM rowlock.migrations"), 17);
+    assert_int_equal(tsf_int(c, "SELECT version FROM rowlock.schema_version"), 17);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_indexes WHERE schemaname = 'rowlock' "
+                                "AND indexname IN ('jobs_claim', 'jobs_listing')"),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_constraint WHERE conrelid = "
+                                "'rowlock.jobs'::regclass AND contype = 'f'"),
+                     0);
 }
 
 /* Both builds honour the keys held before the upgrade and serve what the other wrote. */
@@ -214,6 +240,13 @@ static void both_serve_the_old_rows(int old, int now, const struct filled *f)
         json_decref(r);
         assert_job(ports[i], f->done, "succeeded", 2);
         assert_job(ports[i], f->failed, "failed", 2);
+        /* the window of the job the release deleted as it ended answers for it */
+        r = th_call(ports[i], "POST", "/queues/qd/jobs",
+                    "{\"payload\":2,\"dedupe_key\":\"k-gone\"}", 200);
+        assert_int_equal(int_at(r, "id"), f->gone);
+        assert_string_equal(text_at(r, "state"), "succeeded");
+        assert_true(json_is_false(json_object_get(r, "kept")));
+        json_decref(r);
     }
     json_t *r = enqueue(now, "k-live", 200);
     assert_int_equal(int_at(r, "id"), f->live);
@@ -230,109 +263,111 @@ static void both_serve_the_old_rows(int old, int now, const struct filled *f)
     assert_job(now, f->pending, "succeeded", 1);
 }
 
-/* This build's retention and dedupe window, with the release serving beside it. */
-static void the_new_settings_during_the_window(int old, int now, PGconn *c)
+/* A queue created through one build, with a job in each state (pending, processing, succeeded,
+ * failed with attempt history), deleted through the other with force: every job, body and
+ * attempt goes with it, whichever build deletes it (the jobs by the trigger queue_jobs_gone,
+ * their bodies by job_bodies_gone). */
+static void queue_deletes_take_every_job(int old, int now, PGconn *c)
 {
-    static const char cfg[] = "{\"max_attempts\":2,\"lease_seconds\":3600,"
-                              "\"backoff_base_seconds\":0,\"succeeded_retention_seconds\":0,"
-                              "\"dedupe_window_seconds\":3600}";
-    json_decref(th_call(now, "PUT", "/queues/q", cfg, 200));
-    /* the release's PUT writes the columns it knows: the retention and window stay */
-    json_decref(th_call(old, "PUT", "/queues/q",
-                        "{\"max_attempts\":3,\"lease_seconds\":3600,\"backoff_base_seconds\":0}",
-                        200));
-    json_t *q = th_get_json(now, "/queues/q");
-    assert_int_equal(int_at(q, "max_attempts"), 3);
-    assert_int_equal(int_at(q, "succeeded_retention_seconds"), 0);
-    assert_int_equal(int_at(q, "dedupe_window_seconds"), 3600);
-    json_decref(q);
-
-    /* a job taken and completed through this build is deleted at completion; its key's window
-     * answers for it here; the release, which knows no windows, sees no job and no key */
-    json_t *r = enqueue(now, "k-w", 201);
-    json_int_t id = int_at(r, "id"), fence;
-    json_decref(r);
-    assert_int_equal(claim(now, "worker-2", &fence), id);
-    settle(now, id, "worker-2", fence, "complete", 200);
-    assert_job(old, id, "", 0);
-    assert_job(now, id, "", 0);
-    char sql[160];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64,
-             (int64_t)id);
-    assert_int_equal(tsf_int(c, sql), 0);
-    r = enqueue(now, "k-w", 200);
-    assert_int_equal(int_at(r, "id"), id);
-    assert_string_equal(text_at(r, "state"), "succeeded");
-    assert_true(json_is_false(json_object_get(r, "kept")));
-    json_decref(r);
-
-    /* a job completed through the release is kept (it deletes nothing; this build's janitor
-     * would purge it at its next visit, which this test never lets come), and a key
-     * enqueued through this build is held by its window whichever build finished the job */
-    r = enqueue(now, "k-x", 201);
-    id = int_at(r, "id");
-    json_decref(r);
-    assert_int_equal(claim(old, "worker-3", &fence), id);
-    settle(old, id, "worker-3", fence, "complete", 200);
-    assert_job(now, id, "succeeded", 1);
-    r = enqueue(now, "k-x", 200);
-    assert_int_equal(int_at(r, "id"), id);
-    assert_true(json_is_true(json_object_get(r, "kept")));
-    json_decref(r);
-    /* the windows taken through this build: k-w's and k-x's (k-pending's and k-live's rows,
-     * taken with no window, hold their keys only while their jobs are unfinished) */
-    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.job_dedupe WHERE expires_at > now()"),
-                     2);
+    for (int i = 0; i < 2; i++) {
+        const int maker = i == 0 ? now : old, deleter = i == 0 ? old : now;
+        json_decref(th_call(maker, "PUT", "/queues/q2",
+                            "{\"max_attempts\":2,\"lease_seconds\":3600,"
+                            "\"backoff_base_seconds\":0}",
+                            201));
+        char *qid = NULL;
+        PGresult *r = th_sql(c, "SELECT id FROM rowlock.queues WHERE name = 'q2'");
+        qid = strdup(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        json_decref(th_call(maker, "POST", "/queues/q2/jobs",
+                            "{\"jobs\":[{\"payload\":1,\"priority\":3},{\"payload\":2,"
+                            "\"priority\":2},{\"payload\":3,\"priority\":1},{\"payload\":4}]}",
+                            201));
+        json_int_t fence, id;
+        id = claim_in(maker, "q2", "w", &fence); /* fails, then runs again: attempt history */
+        char path[128], body[128];
+        snprintf(path, sizeof(path), "/queues/q2/leases/%" JSON_INTEGER_FORMAT "/fail", id);
+        snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" JSON_INTEGER_FORMAT "}", fence);
+        json_decref(th_call(maker, "POST", path, body, 200));
+        assert_int_equal(claim_in(deleter, "q2", "w", &fence), id);
+        snprintf(path, sizeof(path), "/queues/q2/leases/%" JSON_INTEGER_FORMAT "/fail", id);
+        snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" JSON_INTEGER_FORMAT "}", fence);
+        json_decref(th_call(deleter, "POST", path, body, 200)); /* failed for good */
+        id = claim_in(maker, "q2", "w", &fence);
+        snprintf(path, sizeof(path), "/queues/q2/leases/%" JSON_INTEGER_FORMAT "/complete", id);
+        snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" JSON_INTEGER_FORMAT "}", fence);
+        json_decref(th_call(maker, "POST", path, body, 200));
+        claim_in(maker, "q2", "w", &fence); /* processing */
+        char sql[512];
+        snprintf(sql, sizeof(sql),
+                 "SELECT (SELECT count(*) FROM rowlock.jobs WHERE queue_id = %s) + "
+                 "(SELECT count(*) FROM rowlock.job_bodies b WHERE NOT EXISTS (SELECT FROM "
+                 "rowlock.jobs j WHERE j.id = b.job_id AND j.queue_id <> %s)) + "
+                 "(SELECT count(*) FROM rowlock.job_attempts a WHERE NOT EXISTS (SELECT FROM "
+                 "rowlock.jobs j WHERE j.id = a.job_id AND j.queue_id <> %s))",
+                 qid, qid, qid);
+        assert_int_equal(tsf_int(c, sql), 4 + 4 + 1);
+        json_t *d = th_call(deleter, "DELETE", "/queues/q2?force=true", NULL, 200);
+        assert_int_equal(int_at(d, "processing_deleted"), 1);
+        json_decref(d);
+        assert_int_equal(tsf_int(c, sql), 0);
+        free(qid);
+    }
 }
 
-/* The jobs the release deletes take their bodies with them: its queue delete (the queues'
- * cascade to the jobs) and its purge know nothing of the trigger that replaced the bodies'
- * foreign key. */
-static void the_release_deletes_bodies_too(int old, int now, PGconn *c)
+/* Enqueues through one build while the other deletes the queue, over and over. */
+struct racer {
+    int port;
+    int stop;
+    int created; /* 201s */
+};
+
+static void *enqueuer(void *arg)
 {
-    json_decref(th_call(old, "PUT", "/queues/q2",
-                        "{\"max_attempts\":1,\"lease_seconds\":3600,\"backoff_base_seconds\":0}",
-                        201));
-    json_decref(th_call(now, "POST", "/queues/q2/jobs",
-                        "{\"jobs\":[{\"payload\":{\"n\":1}},{\"payload\":{\"n\":2}},"
-                        "{\"payload\":{\"n\":3}}]}",
-                        201));
-    /* one job completed through the release, then purged by its janitor once the release sets
-     * a retention of a second */
-    json_t *r = th_call(old, "POST", "/queues/q2/leases", "{\"owner\":\"w\",\"max_jobs\":1}", 200);
-    json_t *lease = json_array_get(json_object_get(r, "leases"), 0);
-    char path[128], body[96], job[160], job_body[160];
-    json_int_t purged = int_at(lease, "job_id");
-    snprintf(path, sizeof(path), "/queues/q2/leases/%" JSON_INTEGER_FORMAT "/complete", purged);
-    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%" JSON_INTEGER_FORMAT "}",
-             int_at(lease, "fence"));
-    json_decref(r);
-    json_decref(th_call(old, "POST", path, body, 200));
-    json_decref(th_call(old, "PUT", "/queues/q2",
-                        "{\"max_attempts\":1,\"lease_seconds\":3600,\"backoff_base_seconds\":0,"
-                        "\"retention_seconds\":1}",
-                        200));
-    snprintf(job, sizeof(job), "SELECT count(*) FROM rowlock.jobs WHERE id = %" PRId64,
-             (int64_t)purged);
-    snprintf(job_body, sizeof(job_body),
-             "SELECT count(*) FROM rowlock.job_bodies WHERE job_id = %" PRId64, (int64_t)purged);
-    assert_int_equal(tsf_int(c, job_body), 1);
-    for (int i = 0; i < 500 && tsf_int(c, job) != 0; i++)
+    struct racer *e = arg;
+    static const char *const json[] = {"Content-Type: application/json", NULL};
+    static const char body[] = "{\"jobs\":[{\"payload\":1},{\"payload\":2},{\"payload\":3}]}";
+    while (!__atomic_load_n(&e->stop, __ATOMIC_SEQ_CST)) {
+        struct th_response r;
+        if (th_http(e->port, "POST", "/queues/qr/jobs", json, body, strlen(body), &r) == 0) {
+            if (r.status == 201)
+                e->created++;
+            else if (r.status != 404)
+                fail_msg("an enqueue racing the queue's delete answered %ld: %s", r.status,
+                         r.body ? r.body : "");
+            th_response_free(&r);
+        }
+    }
+    return NULL;
+}
+
+/* The jobs have no foreign key to their queue any more: an enqueue through either build that
+ * meets the queue's delete (through either build) either goes in before it, and goes with the
+ * queue, or finds no queue (404). No job is left without its queue. */
+static void enqueues_racing_deletes_leave_no_orphan(int old, int now, PGconn *c)
+{
+    struct racer e[2] = {{old, 0, 0}, {now, 0, 0}};
+    pthread_t t[2];
+    json_decref(th_call(now, "PUT", "/queues/qr", "{}", 201));
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, enqueuer, &e[i]), 0);
+    for (int round = 0; round < 40; round++) {
         usleep(20 * 1000);
-    assert_int_equal(tsf_int(c, job), 0);
-    assert_int_equal(tsf_int(c, job_body), 0);
-    /* the other two go with their queue, deleted through the release */
-    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.job_bodies b JOIN rowlock.jobs j "
-                                "ON j.id = b.job_id JOIN rowlock.queues q ON q.id = j.queue_id "
-                                "WHERE q.name = 'q2'"),
-                     2);
-    json_decref(th_call(old, "DELETE", "/queues/q2", NULL, 200));
-    /* no body is left without its job, nor a job without its body */
+        const int port = round % 2 ? old : now;
+        json_decref(th_call(port, "DELETE", "/queues/qr?force=true", NULL, 200));
+        json_decref(th_call(round % 3 ? now : old, "PUT", "/queues/qr", "{}", 201));
+    }
+    for (int i = 0; i < 2; i++) {
+        __atomic_store_n(&e[i].stop, 1, __ATOMIC_SEQ_CST);
+        pthread_join(t[i], NULL);
+    }
+    assert_true(e[0].created > 0 && e[1].created > 0);
+    json_decref(th_call(old, "DELETE", "/queues/qr?force=true", NULL, 200));
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs j WHERE NOT EXISTS "
+                                "(SELECT FROM rowlock.queues q WHERE q.id = j.queue_id)"),
+                     0);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.job_bodies b WHERE NOT EXISTS "
                                 "(SELECT FROM rowlock.jobs j WHERE j.id = b.job_id)"),
-                     0);
-    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs j WHERE NOT EXISTS "
-                                "(SELECT FROM rowlock.job_bodies b WHERE b.job_id = j.id)"),
                      0);
 }
 
@@ -379,10 +414,9 @@ static json_int_t q3_count(int port, const char *state)
     return n;
 }
 
-/* Leases go back and forth between the builds: the release claims and lists through its indexes
- * (jobs_claim, jobs_listing), this build through migration 17's (jobs_pending, jobs_leased,
- * jobs_listed), and each takes over a lease the other let run out, with the next fence and
- * attempt; each counts and lists the processing job the other holds. */
+/* Leases go back and forth between the builds, both claiming and listing through migration 17's
+ * partial indexes alone: each takes over a lease the other let run out, with the next fence and
+ * attempt, and each counts and lists the processing job the other holds. */
 static void leases_cross_the_builds(int old, int now)
 {
     json_decref(th_call(now, "PUT", "/queues/q3",
@@ -439,33 +473,28 @@ static void leases_cross_the_builds(int old, int now)
     json_decref(d);
 }
 
-static void release_14_and_this_build_serve_one_database(void **state)
+static void release_17_and_this_build_serve_one_database(void **state)
 {
     (void)state;
     const char *release = last_release();
-    static const char *const fast_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=100", NULL};
     char url[1024];
     struct filled f;
     struct th_service old, now;
-    assert_int_equal(th_db_create("rolling14", url, sizeof(url)), 0);
-    assert_int_equal(th_service_start_binary(&old, release, url, fast_janitor), 0);
+    assert_int_equal(th_db_create("rolling17", url, sizeof(url)), 0);
+    assert_int_equal(th_service_start_binary(&old, release, url, NULL), 0);
     fill(old.port, &f);
     assert_int_equal(th_service_stop(&old), 0);
     PGconn *c = th_pg(url);
-    assert_int_equal(tsf_int(c, "SELECT max(number) FROM rowlock.migrations"), 14);
+    assert_int_equal(tsf_int(c, "SELECT max(number) FROM rowlock.migrations"), 17);
     migrate(c, url);
 
-    assert_int_equal(th_service_start_binary(&old, release, url, fast_janitor), 0);
-    /* this build's janitor waits its interval before its first pass, so it makes none during
-     * the test: its purge of a job the release kept where this build keeps none would race the
-     * checks below */
-    static const char *const slow_janitor[] = {"ROWLOCK_JANITOR_INTERVAL_MS=3600000", NULL};
-    assert_int_equal(th_service_start(&now, url, slow_janitor), 0);
+    assert_int_equal(th_service_start_binary(&old, release, url, NULL), 0);
+    assert_int_equal(th_service_start(&now, url, NULL), 0);
     assert_true(th_service_logged(&now, "schema current"));
     both_serve_the_old_rows(old.port, now.port, &f);
-    the_new_settings_during_the_window(old.port, now.port, c);
-    the_release_deletes_bodies_too(old.port, now.port, c);
     leases_cross_the_builds(old.port, now.port);
+    queue_deletes_take_every_job(old.port, now.port, c);
+    enqueues_racing_deletes_leave_no_orphan(old.port, now.port, c);
     assert_int_equal(th_service_stop(&old), 0);
     assert_int_equal(th_service_stop(&now), 0);
     PQfinish(c);
@@ -474,7 +503,7 @@ static void release_14_and_this_build_serve_one_database(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(release_14_and_this_build_serve_one_database),
+        cmocka_unit_test(release_17_and_this_build_serve_one_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
