@@ -252,6 +252,11 @@ static enum svc_outcome route_metrics(struct svc_request *req)
     struct svc_server *server = app->server; /* one atomic read */
     svc_metrics_sample(&b, "rowlock_http_long_polls_waiting", NULL,
                        server ? (double)svc_server_waiting(server) : 0);
+    svc_metrics_family(&b, "rowlock_http_requests_in_flight", "gauge",
+                       "Requests begun and not yet ended (this scrape included): what a SIGTERM "
+                       "would wait for");
+    svc_metrics_sample(&b, "rowlock_http_requests_in_flight", NULL,
+                       server ? (double)svc_server_in_flight(server) : 0);
     if (server != NULL)
         svc_server_render_limits(server, &b);
     svc_metrics_family(&b, "rowlock_http_connection_limit", "gauge",

@@ -43,6 +43,7 @@ static void metrics_pass_promtool(void **state)
                               "rowlock_db_transactions_total",
                               "rowlock_build_info",
                               "rowlock_http_connection_limit",
+                              "rowlock_http_requests_in_flight",
                               "process_cpu_seconds_total",
                               "process_resident_memory_bytes",
                               "process_virtual_memory_bytes",
