@@ -21,6 +21,7 @@ struct svc_conn {
     int fd;
     _Atomic uint64_t step; /* see svc_conns_mark */
     int cut;
+    void *request; /* see svc_conns_set_request: read and written on its MHD thread only */
 };
 
 static uint64_t step_of(int in_request, int receiving, double now)
@@ -120,4 +121,15 @@ int svc_conns_cut_late(struct svc_conns *c, double now)
     }
     pthread_mutex_unlock(&c->mu);
     return cut;
+}
+
+void svc_conns_set_request(struct svc_conn *conn, void *request)
+{
+    if (conn != NULL)
+        conn->request = request;
+}
+
+void *svc_conns_request(const struct svc_conn *conn)
+{
+    return conn != NULL ? conn->request : NULL;
 }

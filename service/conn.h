@@ -28,6 +28,11 @@ void svc_conns_closed(struct svc_conns *c, struct svc_conn *conn);
  * clock restarts at now on every step. conn may be NULL. */
 void svc_conns_mark(struct svc_conns *c, struct svc_conn *conn, int in_request, int receiving,
                     double now);
+/* The request in progress on conn (opaque here; NULL: none), kept so that whoever closes the
+ * connection can end a request the HTTP library forgot. Only the connection's own thread may set
+ * or read it. Both are no-ops (NULL) when conn is NULL. */
+void svc_conns_set_request(struct svc_conn *conn, void *request);
+void *svc_conns_request(const struct svc_conn *conn);
 /* Shuts down (shutdown(2), both ways) the sockets whose request missed its deadline at now; the
  * HTTP library then sees them closed. Returns how many were cut. */
 int svc_conns_cut_late(struct svc_conns *c, double now);

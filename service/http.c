@@ -1,9 +1,10 @@
 /* The daemon: libmicrohttpd started on the listening socket with our limits and callbacks (and
  * TLS when configured), and stopped with a drain. The request context is made in the URI-log
  * callback (the first one MHD makes for a request, which also gives the raw, still-encoded
- * target) and freed in the completion callback, which writes the access line, the audit line
- * of an operator's action and request metrics. What a route does belongs to routes/; this file only
- * gets a request to its handler. */
+ * target) and ended in the completion callback, which writes the access line, the audit line
+ * of an operator's action and request metrics. The connection's entry (conn.h) holds the request
+ * in progress, so that one MHD forgets to complete is ended when its connection closes. What a
+ * route does belongs to routes/; this file only gets a request to its handler. */
 #include "service/http.h"
 
 #include <microhttpd.h>
@@ -42,46 +43,14 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return svc_conns_admit(s->conns) ? MHD_YES : MHD_NO;
 }
 
-/* Called before libmicrohttpd closes the socket, so the deadline never cuts a reused one. */
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-    struct svc_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = svc_conns_opened(s->conns, info ? info->connect_fd : -1, svc_now());
-        return;
-    }
-    svc_conns_closed(s->conns, *socket_context);
-    *socket_context = NULL;
-}
-
 /* ---- request life cycle ---- */
 
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+/* The end of a request: its access line, audit line and metrics, then it is freed and no longer
+ * in flight. conn, when not NULL, tells the status libmicrohttpd sent for a request it answered
+ * by itself; NULL when nothing was sent (a request MHD forgot, ended as its connection closes). */
+static void request_end(struct svc_server *s, struct MHD_Connection *conn, struct svc_request *req)
 {
-    struct svc_server *s = cls;
-    struct svc_request *req = svc_request_new(s, conn, uri);
-    if (req == NULL)
-        return NULL;
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    req->slot = info != NULL ? info->socket_context : NULL;
-    svc_conns_mark(s->conns, req->slot, 1, 1, req->start);
-    atomic_fetch_add(&s->in_flight, 1);
-    return req;
-}
-
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-    struct svc_server *s = cls;
-    struct svc_request *req = *con_cls;
-    if (req == NULL)
-        return;
-    *con_cls = NULL;
-    if (req->status == 0) {
+    if (req->status == 0 && conn != NULL) {
         /* libmicrohttpd answered by itself (a malformed header, say): log what it sent */
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
@@ -113,9 +82,64 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         };
         svc_audit_request(&au);
     }
+    if (svc_conns_request(req->slot) == req)
+        svc_conns_set_request(req->slot, NULL);
     svc_conns_mark(s->conns, req->slot, 0, 1, end); /* the next request, if any */
     svc_request_free(req);
     atomic_fetch_sub(&s->in_flight, 1);
+}
+
+/* Called before libmicrohttpd closes the socket, so the deadline never cuts a reused one. A
+ * request still on the connection is one MHD will never complete: libmicrohttpd 0.9.75 closes
+ * some connections without calling the completion callback (a query of more parts than its
+ * memory holds: it queues a 431, never sends it, and closes the connection at its timeout or
+ * the client's hang-up). It is ended here, with no status (nothing was sent), so that it is neither
+ * leaked nor counted in flight forever. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct svc_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = svc_conns_opened(s->conns, info ? info->connect_fd : -1, svc_now());
+        return;
+    }
+    struct svc_request *left = svc_conns_request(*socket_context);
+    /* (a request with a worker is never left here: MHD closes no suspended connection) */
+    if (left != NULL && left->phase != PHASE_WORKER)
+        request_end(s, NULL, left);
+    svc_conns_closed(s->conns, *socket_context);
+    *socket_context = NULL;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct svc_server *s = cls;
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct svc_conn *slot = info != NULL ? info->socket_context : NULL;
+    struct svc_request *left = svc_conns_request(slot);
+    if (left != NULL && left->phase != PHASE_WORKER) /* the previous one, never completed */
+        request_end(s, NULL, left);
+    struct svc_request *req = svc_request_new(s, conn, uri);
+    if (req == NULL)
+        return NULL;
+    req->slot = slot;
+    svc_conns_set_request(slot, req);
+    svc_conns_mark(s->conns, req->slot, 1, 1, req->start);
+    atomic_fetch_add(&s->in_flight, 1);
+    return req;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct svc_request *req = *con_cls;
+    if (req == NULL)
+        return;
+    *con_cls = NULL;
+    request_end(cls, conn, req);
 }
 
 /* Runs the route's handler once the body (if any) is complete. */
