@@ -32,6 +32,15 @@
 #define ACCESS_LOG_FLUSH_MS 5
 /* How often a shutdown looks whether the requests in flight have finished. */
 #define DRAIN_POLL_MS 10
+/* Most parts a target's query may have, split at each '&' (empty ones too); more are a 414 at
+ * once, as is a target past the URL limit. libmicrohttpd 0.9.75 keeps one record per part (64
+ * bytes) in the connection's memory and, when they do not fit, drops the request without a word:
+ * it queues a 431 that is never sent, never completes the request, and holds the connection
+ * until a timeout (a 1.5 KB target of 2,000 '&' did, and a 78 KB one of 64 parts). 64 parts
+ * take 4 KiB, well within what MHD leaves free when it splits a target within the URL limit
+ * (half its pool, which is larger than twice that limit), and a route reads at most
+ * SVC_MAX_QUERY parameters. */
+#define QUERY_PARTS_MAX 64
 
 /* ---- connections: the global limit and the request deadline (service/conn.c) ---- */
 
@@ -93,8 +102,9 @@ static void request_end(struct svc_server *s, struct MHD_Connection *conn, struc
  * request still on the connection is one MHD will never complete: libmicrohttpd 0.9.75 closes
  * some connections without calling the completion callback (a query of more parts than its
  * memory holds: it queues a 431, never sends it, and closes the connection at its timeout or
- * the client's hang-up). It is ended here, with no status (nothing was sent), so that it is neither
- * leaked nor counted in flight forever. */
+ * the client's hang-up; on_uri refuses those targets first, this is the net for any other). It
+ * is ended here, with no status (nothing was sent), so that it is neither leaked nor counted in
+ * flight forever. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -113,6 +123,19 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = NULL;
 }
 
+/* How many parts the query of target has, split at each '&': as many records as libmicrohttpd
+ * makes of it (0 without a query). */
+static size_t query_parts(const char *target)
+{
+    const char *q = strchr(target, '?');
+    if (q == NULL || q[1] == '\0')
+        return 0;
+    size_t n = 1;
+    for (q++; *q != '\0'; q++)
+        n += *q == '&';
+    return n;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     struct svc_server *s = cls;
@@ -129,7 +152,26 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     svc_conns_set_request(slot, req);
     svc_conns_mark(s->conns, req->slot, 1, 1, req->start);
     atomic_fetch_add(&s->in_flight, 1);
-    return req;
+    /* MHD splits the query once this returns, before any header is read, into records in the
+     * connection's memory: a target that may not fit is answered now (no header seen, so no
+     * client request id and no method), the request ended, and MHD left to close the
+     * connection (no context: its access handler refuses it) */
+    char detail[160];
+    size_t parts = query_parts(req->target), len = strlen(req->target);
+    if (len > (size_t)s->cfg->url_limit)
+        snprintf(detail, sizeof(detail), "the request target is longer than %ld bytes",
+                 s->cfg->url_limit);
+    else if (parts > QUERY_PARTS_MAX)
+        snprintf(detail, sizeof(detail),
+                 "the query has %zu parts separated by \"&\"; at most %d are read (and a route "
+                 "takes at most %d parameters)",
+                 parts, QUERY_PARTS_MAX, SVC_MAX_QUERY);
+    else
+        return req;
+    svc_request_id_take(req->request_id, NULL);
+    svc_reply_early(req, SVC_P(URI_TOO_LONG), "URI Too Long", detail);
+    request_end(s, NULL, req);
+    return NULL;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -216,7 +258,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     struct svc_request *req = *con_cls;
     if (req == NULL)
-        return MHD_NO; /* out of memory in on_uri */
+        return MHD_NO; /* answered early by on_uri, or out of memory there: close */
     if (req->phase == PHASE_NEW)
         return request_begin(req, conn, method, version);
     if (req->phase == PHASE_DONE) {

@@ -138,15 +138,11 @@ static int content_type_ok(const char *ct, enum svc_body body)
            strncasecmp(ct, "application/merge-patch+json", 28) == 0;
 }
 
-/* The target's length and the headers' total. */
+/* The headers' total (the target's length is on_uri's, in http.c: a target past the URL limit
+ * is answered before its headers are read). */
 static int check_limits(struct svc_request *req, enum svc_outcome *out)
 {
     const struct svc_config *cfg = req->server->cfg;
-    if (strlen(req->target) > (size_t)cfg->url_limit) {
-        *out = svc_reply_problem(req, SVC_P(URI_TOO_LONG),
-                                 "the request target is longer than %ld bytes", cfg->url_limit);
-        return 1;
-    }
     if (req->seen.total > (size_t)cfg->header_limit) {
         *out = svc_reply_problem(req, SVC_P(HEADERS_TOO_LARGE),
                                  "request headers total more than %ld bytes", cfg->header_limit);

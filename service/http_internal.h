@@ -13,6 +13,7 @@
 #include "service/buf.h"
 #include "service/http.h"
 #include "service/limits.h"
+#include "service/problem.h"
 #include "service/request_id.h"
 
 /* Headers a handler may add to its reply (svc_req_add_header). */
@@ -142,8 +143,13 @@ void svc_request_free(struct svc_request *req);
 /* Queues what a worker prepared for req (PHASE_READY): MHD_YES, or MHD_NO (drop the connection)
  * when it prepared nothing or the queueing failed. */
 enum MHD_Result svc_reply_prepared(struct svc_request *req);
-/* Writes a 413 problem straight to the socket, with Connection: close, while the body is still
- * arriving; the caller then returns MHD_NO. */
+/* Writes a problem (info's status, the status line's reason, detail) straight to the socket,
+ * with Connection: close, and ends the connection's sending side: for a request libmicrohttpd
+ * cannot be asked to answer (yet). req's status and code say so; nothing else may be written
+ * for it, and the connection must be closed next (MHD_NO, or no context for the request). */
+void svc_reply_early(struct svc_request *req, const struct svc_problem_info *info,
+                     const char *reason, const char *detail);
+/* svc_reply_early's 413, while the body is still arriving; the caller then returns MHD_NO. */
 void svc_reply_early_413(struct svc_request *req);
 
 /* ---- wait.c ---- */

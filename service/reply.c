@@ -1,6 +1,7 @@
 /* Replies (see reply.h): every response a handler sends goes through reply_response, which adds
  * the request id and the handler's headers and queues it, or keeps it for the HTTP thread when a
- * worker prepared it. Also the early 413, written to the connection before the body is read. */
+ * worker prepared it. Also the early answers, written to the connection before libmicrohttpd has
+ * the request whole: the 413 before the body is read, the 414 of a query it cannot hold. */
 #include "service/reply.h"
 
 #include <gnutls/gnutls.h>
@@ -171,24 +172,30 @@ static void early_send(struct MHD_Connection *conn, const char *head, size_t hle
         shutdown(ci->connect_fd, SHUT_WR); /* the answer, then the end */
 }
 
-void svc_reply_early_413(struct svc_request *req)
+void svc_reply_early(struct svc_request *req, const struct svc_problem_info *info,
+                     const char *reason, const char *detail)
 {
-    const struct svc_problem_info *info = SVC_P(PAYLOAD_TOO_LARGE);
     req->status = info->status;
     req->problem_code = info->code;
-    char detail[96];
-    snprintf(detail, sizeof(detail), "the body exceeds %ld bytes", req->server->cfg->body_limit);
     size_t blen = 0;
     char *body = svc_problem_encode(info, detail, req->request_id, NULL, &blen);
     char head[512];
-    int hlen = snprintf(head, sizeof(head),
-                        "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n"
-                        "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
-                        "Content-Length: %zu\r\n\r\n",
-                        req->request_id, body ? blen : svc_problem_fallback_len);
+    int hlen =
+        snprintf(head, sizeof(head),
+                 "HTTP/1.1 %d %s\r\nConnection: close\r\n"
+                 "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
+                 "Content-Length: %zu\r\n\r\n",
+                 info->status, reason, req->request_id, body ? blen : svc_problem_fallback_len);
     if (hlen > 0 && (size_t)hlen < sizeof(head))
         early_send(req->conn, head, (size_t)hlen, body ? body : svc_problem_fallback,
                    body ? blen : svc_problem_fallback_len);
     free(body);
     req->phase = PHASE_DONE;
+}
+
+void svc_reply_early_413(struct svc_request *req)
+{
+    char detail[96];
+    snprintf(detail, sizeof(detail), "the body exceeds %ld bytes", req->server->cfg->body_limit);
+    svc_reply_early(req, SVC_P(PAYLOAD_TOO_LARGE), "Content Too Large", detail);
 }
