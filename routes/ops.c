@@ -15,6 +15,7 @@
 #include "service/log.h"
 #include "service/metrics.h"
 #include "service/openapi.h"
+#include "service/tls.h"
 #include "service/version.h"
 
 enum ops_problem { OPS_PC_SCHEMA_NOT_READY, OPS_PC_COUNT };
@@ -264,6 +265,13 @@ static enum svc_outcome route_metrics(struct svc_request *req)
                        "waiting long-poll holds one)");
     svc_metrics_sample(&b, "rowlock_http_connection_limit", NULL,
                        (double)app->config->connection_limit);
+    double not_after;
+    if (svc_tls_not_after(&not_after)) {
+        svc_metrics_family(&b, "rowlock_tls_certificate_expiry_timestamp_seconds", "gauge",
+                           "End of the validity (notAfter) of the TLS certificate served now, "
+                           "since the Unix epoch; a reload on SIGHUP that swaps it moves it");
+        svc_metrics_sample(&b, "rowlock_tls_certificate_expiry_timestamp_seconds", NULL, not_after);
+    }
     svc_metrics_render_build(&b, DB_SCHEMA_VERSION);
     svc_metrics_render_process(&b);
     svc_metrics_family(&b, "rowlock_process_start_time_seconds", "gauge",

@@ -25,6 +25,7 @@ struct tls_pair {
     unsigned ncerts;
     gnutls_privkey_t key;
     unsigned char digest[32]; /* of both files' bytes: a reload of the same files is no swap */
+    time_t not_after;         /* the server certificate's, or (time_t)-1 when unreadable */
     struct tls_pair *retired; /* the pair this one replaced */
 };
 
@@ -133,6 +134,19 @@ static int import_key(struct tls_pair *p, const gnutls_datum_t *cert, const gnut
     return 0;
 }
 
+/* The end of the validity period of p's server certificate (its notAfter), or (time_t)-1. */
+static time_t leaf_not_after(const struct tls_pair *p)
+{
+    gnutls_x509_crt_t crt = NULL;
+    time_t until = (time_t)-1;
+    if (gnutls_x509_crt_init(&crt) == 0 &&
+        gnutls_x509_crt_import(crt, &p->certs[0].cert, GNUTLS_X509_FMT_DER) == 0)
+        until = gnutls_x509_crt_get_expiration_time(crt);
+    if (crt != NULL)
+        gnutls_x509_crt_deinit(crt);
+    return until;
+}
+
 /* A new pair from the two files. NULL with why. */
 static struct tls_pair *pair_read(const char *cert_file, const char *key_file, char *why,
                                   size_t whylen)
@@ -144,6 +158,7 @@ static struct tls_pair *pair_read(const char *cert_file, const char *key_file, c
              import_chain(p, &cert, cert_file, why, whylen) == 0 &&
              import_key(p, &cert, &key, cert_file, key_file, why, whylen) == 0;
     if (ok) {
+        p->not_after = leaf_not_after(p);
         gnutls_hash_hd_t h = NULL;
         ok = gnutls_hash_init(&h, GNUTLS_DIG_SHA256) == 0;
         if (ok) {
@@ -276,4 +291,14 @@ int svc_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, 
     *pcert_length = p->ncerts;
     *pkey = p->key;
     return 0;
+}
+
+int svc_tls_not_after(double *out)
+{
+    struct svc_tls *t = atomic_load(&tls_serving);
+    struct tls_pair *p = t != NULL ? atomic_load_explicit(&t->current, memory_order_acquire) : NULL;
+    if (p == NULL || p->not_after == (time_t)-1)
+        return 0;
+    *out = (double)p->not_after;
+    return 1;
 }

@@ -33,6 +33,11 @@ struct svc_tls *svc_tls_load(const char *cert_file, const char *key_file, char *
  * nothing to do), or -1 with why. Main thread only. */
 int svc_tls_reload(struct svc_tls *t, char *why, size_t whylen);
 
+/* The end of the validity period (notAfter) of the certificate the listener serves now, as
+ * seconds since the Unix epoch, into *out: 1, or 0 when it serves none (plain HTTP) or its date
+ * could not be read. A reload that swaps the pair changes it. Any thread. */
+int svc_tls_not_after(double *out);
+
 /* Releases t and every pair it served; only once no connection can handshake (the daemon
  * stopped). NULL is a no-op. */
 void svc_tls_free(struct svc_tls *t);

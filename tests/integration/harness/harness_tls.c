@@ -31,15 +31,20 @@ int th_tls_init(struct th_tls *t)
 
 int th_tls_server(struct th_tls *t, const char *name, const char *serial_hex)
 {
+    return th_tls_server_days(t, name, serial_hex, 2);
+}
+
+int th_tls_server_days(struct th_tls *t, const char *name, const char *serial_hex, int days)
+{
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
              "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nbasicConstraints=CA:FALSE\\n"
              "keyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth\\n' > %s.ext && "
              "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -noenc -keyout %s.key "
              "-out %s.csr -subj '/CN=%s' && "
-             "openssl x509 -req -in %s.csr -CA ca.pem -CAkey ca.key -set_serial 0x%s -days 2 "
+             "openssl x509 -req -in %s.csr -CA ca.pem -CAkey ca.key -set_serial 0x%s -days %d "
              "-extfile %s.ext -out %s.pem && chmod 0600 %s.key",
-             name, name, name, name, name, serial_hex, name, name, name);
+             name, name, name, name, name, serial_hex, days, name, name, name);
     return run_in(t, cmd);
 }
 

@@ -14,9 +14,11 @@ struct th_tls {
  * what failed. */
 int th_tls_init(struct th_tls *t);
 /* Makes <name>.pem (the certificate, signed by the CA, serial serial_hex, subject CN=<name>,
- * names 127.0.0.1 and localhost) and <name>.key (its unencrypted key) in t's directory. 0, or -1
- * after printing what failed. */
+ * names 127.0.0.1 and localhost, valid two days) and <name>.key (its unencrypted key) in t's
+ * directory. 0, or -1 after printing what failed. */
 int th_tls_server(struct th_tls *t, const char *name, const char *serial_hex);
+/* The same, valid days days from now (th_tls_server: 2). */
+int th_tls_server_days(struct th_tls *t, const char *name, const char *serial_hex, int days);
 /* The path of file in t's directory, written to out (size bytes); returns out. */
 const char *th_tls_path(const struct th_tls *t, const char *file, char *out, size_t size);
 /* Copies file from to file to in t's directory (atomically: a new file renamed over the old).

@@ -6,7 +6,9 @@
  * certificate and half a configuration stop startup (exit 2) with a message naming the file and
  * the reason. SIGHUP with a new certificate in the files: a keep-alive connection opened before
  * it keeps answering on the same connection, a new connection is served the new certificate (its
- * serial), and a reload of a broken pair keeps the certificate in force. */
+ * serial), and a reload of a broken pair keeps the certificate in force. /metrics gives the
+ * expiry of the certificate in force, moved by a rotation and not by a refused reload (and no
+ * such series over plain HTTP). */
 #include <curl/curl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
@@ -31,7 +33,8 @@ static char ca[128], live_pem[128], live_key[128];
 static int setup(void **state)
 {
     if (th_tls_init(&tls) != 0 || th_tls_server(&tls, "first", "1a") != 0 ||
-        th_tls_server(&tls, "second", "2b") != 0 || th_tls_server(&tls, "other", "3c") != 0)
+        th_tls_server(&tls, "second", "2b") != 0 || th_tls_server(&tls, "other", "3c") != 0 ||
+        th_tls_server_days(&tls, "late", "4d", 30) != 0)
         return -1;
     th_tls_path(&tls, "ca.pem", ca, sizeof(ca));
     th_tls_path(&tls, "live.pem", live_pem, sizeof(live_pem));
@@ -380,6 +383,68 @@ static void sighup_rotates_without_dropping_connections(void **state)
     assert_int_equal(th_service_stop(&svc), 0);
 }
 
+/* The notAfter of the PEM certificate in t's file name, as Unix time. */
+static double not_after_of(const char *name)
+{
+    char file[128];
+    gnutls_datum_t pem = {NULL, 0};
+    gnutls_x509_crt_t crt = NULL;
+    assert_int_equal(gnutls_load_file(th_tls_path(&tls, name, file, sizeof(file)), &pem), 0);
+    assert_int_equal(gnutls_x509_crt_init(&crt), 0);
+    assert_int_equal(gnutls_x509_crt_import(crt, &pem, GNUTLS_X509_FMT_PEM), 0);
+    time_t until = gnutls_x509_crt_get_expiration_time(crt);
+    gnutls_x509_crt_deinit(crt);
+    gnutls_free(pem.data);
+    assert_true(until != (time_t)-1);
+    return (double)until;
+}
+
+#define EXPIRY "rowlock_tls_certificate_expiry_timestamp_seconds"
+
+/* The value of series in svc's /metrics, read over HTTPS; -1 when it has no such series. */
+static double https_metric(struct th_service *svc, const char *series)
+{
+    CURL *c = https_client(ca);
+    struct th_buf b = {0};
+    CURLcode rc;
+    assert_int_equal(https_get(c, svc->port, "/metrics", &b, &rc), 200);
+    curl_easy_cleanup(c);
+    char key[128];
+    snprintf(key, sizeof(key), "\n%s ", series);
+    const char *at = b.data != NULL ? strstr(b.data, key) : NULL;
+    double v = at != NULL ? atof(at + strlen(key)) : -1;
+    free(b.data);
+    return v;
+}
+
+static void the_certificates_expiry_is_a_metric_that_follows_a_rotation(void **state)
+{
+    double first = not_after_of("first.pem"), late = not_after_of("late.pem");
+    assert_true(late - first > 20 * 86400); /* two days, thirty days */
+    use_pair("first");
+    struct th_service svc;
+    start_https(&svc);
+    assert_true(https_metric(&svc, EXPIRY) == first);
+
+    use_pair("late");
+    hup_and_await(&svc, "\"serial\":\"4d\"");
+    assert_true(https_metric(&svc, EXPIRY) == late);
+
+    /* a pair refused by the reload: the certificate in force, and its expiry, stay */
+    use_pair("first");
+    assert_int_equal(th_tls_copy(&tls, "other.key", "live.key"), 0);
+    hup_and_await(&svc, "TLS certificate not reloaded: the previous one stays in force");
+    assert_true(https_metric(&svc, EXPIRY) == late);
+    assert_int_equal(th_service_stop(&svc), 0);
+
+    /* plain HTTP serves no certificate: no series */
+    struct th_service plain;
+    assert_int_equal(th_service_start(&plain, th_svc_dburl, NULL), 0);
+    assert_true(th_metric(plain.port, "rowlock_http_connection_limit") > 0);
+    assert_true(th_metric(plain.port, EXPIRY) == -1);
+    assert_int_equal(th_service_stop(&plain), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +454,7 @@ int main(void)
         cmocka_unit_test(an_early_413_arrives_over_tls),
         cmocka_unit_test(a_bad_pair_stops_startup),
         cmocka_unit_test(sighup_rotates_without_dropping_connections),
+        cmocka_unit_test(the_certificates_expiry_is_a_metric_that_follows_a_rotation),
     };
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int failed = cmocka_run_group_tests(tests, setup, teardown);
