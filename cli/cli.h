@@ -40,6 +40,8 @@ int cli_cmd_jobs(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_job(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_retry(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_cancel(const struct cli_conf *conf, int argc, char **argv);
+int cli_cmd_pause(const struct cli_conf *conf, int argc, char **argv);
+int cli_cmd_resume(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_produce(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_tail(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_head(const struct cli_conf *conf, int argc, char **argv);

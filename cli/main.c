@@ -25,6 +25,8 @@ static const struct command commands[] = {
     {"job", cli_cmd_job, "job QUEUE ID: one job with its attempt history"},
     {"retry", cli_cmd_retry, "retry QUEUE ID: the operator's retry of a finished job"},
     {"cancel", cli_cmd_cancel, "cancel QUEUE ID: the operator's cancel of a job"},
+    {"pause", cli_cmd_pause, "pause QUEUE: claims hand out nothing until resume"},
+    {"resume", cli_cmd_resume, "resume QUEUE: a paused queue hands out jobs again"},
     {"produce", cli_cmd_produce, "produce TOPIC [--producer P]: produce NDJSON messages"},
     {"tail", cli_cmd_tail, "tail TOPIC [--follow] [--from X] [--consumer C]: read the log"},
     {"head", cli_cmd_head, "head get|patch|put|delete TOPIC KEY [JSON]: a key's head"},
@@ -78,11 +80,11 @@ static void usage(FILE *f)
                "ROWLOCK_RETRIES (default 4). A certificate that does not verify is never\n"
                "skipped, nor retried (exit 5).\n"
                "scopes the token needs (when the service has tokens): work needs work alone;\n"
-               "enqueue, produce, retry, cancel, head put|patch|delete, ledger\n"
-               "submit|checkpoint and schedules fire need write; jobs, job, tail, head get,\n"
-               "ledger object|events and schedules list|get need read; tail --consumer needs\n"
-               "read,write; schedules put|delete need admin. write does not include read;\n"
-               "admin includes every scope.\n"
+               "enqueue, produce, retry, cancel, pause, resume, head put|patch|delete,\n"
+               "ledger submit|checkpoint and schedules fire need write; jobs, job, tail, head\n"
+               "get, ledger object|events and schedules list|get need read; tail --consumer\n"
+               "needs read,write; schedules put|delete need admin. write does not include\n"
+               "read; admin includes every scope.\n"
                "exit codes: 0 ok, 1 other error, 2 usage or invalid input, 3 not found,\n"
                "4 conflict, 5 unavailable after retries, 6 server error.\n"
                "`rowlock-cli COMMAND --help` describes one command.\n");

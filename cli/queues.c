@@ -1,5 +1,6 @@
 /* rowlock-cli's queue commands besides work: enqueue (arguments or NDJSON stdin, batched),
- * jobs (every page, a table on a terminal), job (with its attempt history), retry and cancel. */
+ * jobs (every page, a table on a terminal), job (with its attempt history), retry and cancel,
+ * pause and resume. */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -260,4 +261,45 @@ int cli_cmd_cancel(const struct cli_conf *conf, int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     return get_and_print(conf, "DELETE", path);
+}
+
+/* pause QUEUE, resume QUEUE: both idempotent, so retried like a GET when an answer is lost. */
+static int queue_pause(const struct cli_conf *conf, int argc, char **argv, const char *verb,
+                       const char *usage)
+{
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: rowlock-cli %s QUEUE\n\n%s\n", verb, usage);
+        return 0;
+    }
+    if (argc != 2) {
+        cli_errorf("usage: %s QUEUE", verb);
+        return CLI_EXIT_USAGE;
+    }
+    char path[1024], *q = cli_escape(argv[1]);
+    snprintf(path, sizeof(path), "/queues/%s/%s", q ? q : "", verb);
+    free(q);
+    struct cli_http *h = cli_http_new(conf);
+    struct cli_reply rep;
+    cli_http_call(h, "POST", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
+    int rc = cli_reply_exit(&rep);
+    if (rc == 0)
+        cli_out_json(conf, rep.json);
+    cli_reply_clear(&rep);
+    cli_http_free(h);
+    return rc;
+}
+
+int cli_cmd_pause(const struct cli_conf *conf, int argc, char **argv)
+{
+    return queue_pause(conf, argc, argv, "pause",
+                       "Pauses the queue: its claims hand out nothing (waiting ones keep waiting)\n"
+                       "until it is resumed; enqueues go on, and leases already held go on.\n"
+                       "Pausing a paused queue changes nothing. Prints the queue.");
+}
+
+int cli_cmd_resume(const struct cli_conf *conf, int argc, char **argv)
+{
+    return queue_pause(conf, argc, argv, "resume",
+                       "Resumes a paused queue: its claims hand out jobs again, and the claims\n"
+                       "waiting on it are woken. Prints the queue.");
 }

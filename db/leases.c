@@ -71,14 +71,20 @@
  * each branch is a subquery of its own. One index over both states (jobs_claim, before
  * migration 17) took an entry at every claim, and listing or counting a queue's leases read
  * them among its whole backlog. */
+/* A claim's queue: its row when it hands out jobs (QUEUE_RUNNING), none while it is paused.
+ * Each branch of CLAIM_LOCK reads nothing without it (a one-time filter: no job is looked at,
+ * none locked). */
+#define CLAIM_QUEUE                                                                                \
+    "q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1 "               \
+    "AND " QUEUE_RUNNING("") ")"
 /* A claim's order over rows r (an alias and a dot, or ""): priority, due time, id. */
 #define CLAIM_ORDER(r) r "priority DESC, " r "claimable_at, " r "id"
 /* clang-format off */
 #define CLAIM_LOCK(cols, takeable, lim) \
     "SELECT * FROM (SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE j.queue_id = $1 AND " \
-    LEASE_PENDING " ORDER BY " CLAIM_ORDER("j.") " LIMIT " lim " FOR UPDATE OF j " \
+    "EXISTS (SELECT FROM q) AND " LEASE_PENDING " ORDER BY " CLAIM_ORDER("j.") " LIMIT " lim " FOR UPDATE OF j " \
     "SKIP LOCKED) p UNION ALL SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE " \
-    "j.queue_id = $1 AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY " CLAIM_ORDER("j.") \
+    "j.queue_id = $1 AND EXISTS (SELECT FROM q) AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY " CLAIM_ORDER("j.") \
     " LIMIT " lim " FOR UPDATE OF j SKIP LOCKED) e) u ORDER BY " CLAIM_ORDER("u.") " LIMIT " lim
 /* clang-format on */
 
@@ -101,7 +107,7 @@
 /* clang-format off */
 static const struct db_stmt st_claim = {
     "leases_claim",
-    "WITH q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
+    "WITH " CLAIM_QUEUE ", "
     "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.priority, j.claimable_at, "
     LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt", LEASE_TAKEABLE_BY("$2"), "$3") "), "
     CLAIM_FIT("locked", "", CLAIM_ORDER("locked."), "$5") ", "
@@ -127,7 +133,7 @@ static const struct db_stmt st_claim = {
 /* clang-format off */
 static const struct db_stmt st_claim_many = {
     "leases_claim_many",
-    "WITH q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1), "
+    "WITH " CLAIM_QUEUE ", "
     "claims AS (SELECT c.owner, c.lease, c.budget, c.i, "
     "  sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "
     "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "

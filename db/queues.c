@@ -18,10 +18,11 @@
     "id, name, max_attempts, lease_seconds, backoff_base_seconds, backoff_max_seconds, "           \
     "retention_seconds, " DB_TS("created_at") ", " DB_TS("updated_at") ", "                        \
     QUEUE_RETENTION("", "succeeded") ", " QUEUE_RETENTION("", "failed") ", "                       \
-    QUEUE_RETENTION("", "cancelled") ", dedupe_window_seconds"
+    QUEUE_RETENTION("", "cancelled") ", dedupe_window_seconds, "                                   \
+    "coalesce(" DB_TS("paused_at") ", '')"
 /* clang-format on */
 /* the columns QUEUE_COLUMNS reads, for a query that reads more after them */
-#define QUEUE_NCOLUMNS 13
+#define QUEUE_NCOLUMNS 14
 
 static const struct db_stmt st_queue_resolve = {
     "queue_resolve", "SELECT " QUEUE_COLUMNS " FROM rowlock.queues WHERE name = $1", 1};
@@ -42,6 +43,16 @@ static const struct db_stmt st_queue_upsert = {
     "RETURNING (xmax = 0), " QUEUE_COLUMNS,
     10};
 static const struct db_stmt st_queue_stats = {"queue_stats", QUEUE_STATS("$1"), 1};
+/* Pause ($2 true) or resume: paused_at keeps when the queue was first paused. The first column
+ * says whether this statement changed it. */
+static const struct db_stmt st_queue_pause = {
+    "queue_pause",
+    "WITH was AS (SELECT id AS was_id, paused_at AS was_paused FROM rowlock.queues "
+    "  WHERE name = $1 FOR NO KEY UPDATE) "
+    "UPDATE rowlock.queues SET paused_at = CASE WHEN $2::bool THEN coalesce(was_paused, now()) "
+    "  END FROM was WHERE id = was_id "
+    "RETURNING (was_paused IS NULL) = $2::bool, " QUEUE_COLUMNS,
+    2};
 /* clang-format off */
 static const struct db_stmt st_queue_list = {
     "queue_list",
@@ -303,6 +314,7 @@ static void queue_from_row(const PGresult *r, int row, int col, struct db_queue 
             *per_state[i] = DB_RETENTION_DELETE;
     }
     q->cfg.dedupe_window_seconds = atoi(PQgetvalue(r, row, col + 12));
+    db_copy(q->paused_at, sizeof(q->paused_at), PQgetvalue(r, row, col + 13));
 }
 
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s)
@@ -313,6 +325,7 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     s->failed = strtoll(PQgetvalue(r, row, col + 3), NULL, 10);
     s->oldest_pending_age_seconds = atof(PQgetvalue(r, row, col + 4));
     s->dedupe_keys = strtoll(PQgetvalue(r, row, col + 5), NULL, 10);
+    s->paused_since = atof(PQgetvalue(r, row, col + 6));
 }
 
 /* Resolves the queue by name in the caller's transaction; 0 when there is none. */
@@ -437,6 +450,44 @@ enum db_status db_queues_put(struct db_pool *pool, const char *name,
     struct put_queue a = {name, cfg, out, DB_Q_OK};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, put_queue_tx, &a, err);
     *verdict = a.verdict;
+    return st;
+}
+
+struct pause_queue {
+    const char *name;
+    int pause;
+    struct db_queue *out;
+    int changed;
+    enum db_queue_verdict verdict;
+};
+
+static enum db_status pause_queue_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct pause_queue *a = arg;
+    const char *params[] = {a->name, a->pause ? "true" : "false"};
+    PGresult *r = NULL;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    a->changed = 0;
+    enum db_status st = db_query(c, &st_queue_pause, params, &r, err);
+    if (st != DB_OK)
+        return st;
+    if (PQntuples(r) == 1) {
+        a->changed = PQgetvalue(r, 0, 0)[0] == 't';
+        queue_from_row(r, 0, 1, a->out);
+        a->verdict = DB_Q_OK;
+    }
+    PQclear(r);
+    return DB_OK;
+}
+
+enum db_status db_queues_pause(struct db_pool *pool, const char *name, int pause,
+                               struct db_queue *out, int *changed, enum db_queue_verdict *verdict,
+                               struct db_error *err)
+{
+    struct pause_queue a = {name, pause, out, 0, DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, pause_queue_tx, &a, err);
+    *verdict = a.verdict;
+    *changed = a.changed;
     return st;
 }
 

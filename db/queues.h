@@ -43,12 +43,14 @@ struct db_queue {
     char name[DB_NAME_SIZE];
     struct db_queue_config cfg;
     char created_at[DB_TIME_TEXT], updated_at[DB_TIME_TEXT];
+    char paused_at[DB_TIME_TEXT]; /* when it was paused; "" while it runs */
 };
 
 struct db_queue_stats {
     int64_t pending, processing, succeeded, failed;
     double oldest_pending_age_seconds;
     int64_t dedupe_keys; /* keys held by a dedupe window now */
+    double paused_since; /* when the queue was paused, seconds since the epoch; 0: running */
 };
 
 /* Why a queue call did not do what was asked. */
@@ -83,6 +85,13 @@ enum db_status db_queues_get(struct db_pool *pool, const char *name, struct db_q
 enum db_status db_queues_delete(struct db_pool *pool, const char *name, int force,
                                 int64_t *processing, enum db_queue_verdict *verdict,
                                 struct db_error *err);
+/* Pauses (pause 1) or resumes (0) the queue: while it is paused, enqueues go on and claims hand
+ * out nothing; leases already held go on. Pausing a paused queue (resuming a running one)
+ * changes nothing: *out is the queue as it is, with when it was first paused. *changed is 1
+ * when this call paused or resumed it. */
+enum db_status db_queues_pause(struct db_pool *pool, const char *name, int pause,
+                               struct db_queue *out, int *changed, enum db_queue_verdict *verdict,
+                               struct db_error *err);
 typedef void (*db_queue_each)(const struct db_queue *q, const struct db_queue_stats *s, void *ctx);
 enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit,
                               db_queue_each each, void *ctx, struct db_error *err);

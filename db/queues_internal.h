@@ -31,8 +31,9 @@ static inline enum db_status finish(enum db_status st)
  * state = 'processing', as every fenced write does, cannot turn to a scan of the whole index. */
 #define JOBS_LEASED "j.state = 'processing' AND j.claimable_at IS NOT NULL"
 
-/* A queue's counts by state, oldest due pending age and dedupe keys held by a window (qid: SQL
- * of the queue's id), as db_queue_stats_from_row reads them: a SELECT of one row. Each state is
+/* A queue's counts by state, oldest due pending age, dedupe keys held by a window and when it
+ * was paused (qid: SQL of the queue's id), as db_queue_stats_from_row reads them: a SELECT of
+ * one row. Each state is
  * counted on the partial index that holds it (migration 17): the pending jobs' count and the
  * oldest one due on jobs_pending (a pending job's claimable_at is its run_at), the processing
  * ones on jobs_leased, the finished ones on jobs_listed. */
@@ -43,12 +44,17 @@ static inline enum db_status finish(enum db_status st)
 #define QUEUE_STATS(qid) \
     "SELECT p.n, " QUEUE_JOBS_WHERE(qid, JOBS_LEASED) ", " QUEUE_JOBS_IN(qid, "succeeded") ", " \
     QUEUE_JOBS_IN(qid, "failed") ", p.oldest, (SELECT count(*) FROM rowlock.job_dedupe d " \
-    "WHERE d.queue_id = " qid " AND d.expires_at > now()) " \
+    "WHERE d.queue_id = " qid " AND d.expires_at > now()), (SELECT coalesce(extract(epoch FROM " \
+    "pq.paused_at), 0) FROM rowlock.queues pq WHERE pq.id = " qid ") " \
     "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
     "FILTER (WHERE j.claimable_at <= now())), 0) AS oldest FROM rowlock.jobs j " \
     "WHERE j.queue_id = " qid " AND j.state = 'pending') p"
 /* clang-format on */
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s);
+
+/* A queue that hands out jobs: not paused (rowlock.queues; q: its alias and a dot, or ""). A
+ * claim reads its queue's row with it, and a paused queue's claims lock and take nothing. */
+#define QUEUE_RUNNING(q) q "paused_at IS NULL"
 
 /* How long a queue (rowlock.queues; q: its alias and a dot, or "") keeps its jobs that end in
  * state (succeeded, failed or cancelled), in seconds: its own setting for the state, else

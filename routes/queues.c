@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,8 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
                   "cancelled_retention_seconds", kept_seconds(q->cfg.cancelled_retention_seconds),
                   "dedupe_window_seconds", q->cfg.dedupe_window_seconds, "created_at",
                   q->created_at, "updated_at", q->updated_at);
+    j = queue_with(j, "paused", json_boolean(q->paused_at[0] != '\0'));
+    j = queue_with(j, "paused_at", q->paused_at[0] ? json_string(q->paused_at) : json_null());
     if (s == NULL)
         return j;
     return queue_with(j, "counts",
@@ -371,6 +374,39 @@ static enum svc_outcome route_queue_delete(struct svc_request *req)
     return svc_reply_json(req, 200,
                           json_pack("{s:s, s:b, s:I}", "name", name, "deleted", 1,
                                     "processing_deleted", (json_int_t)processing));
+}
+
+/* POST /queues/{queue}/pause and /resume: while a queue is paused, enqueues go on and claims
+ * hand out nothing (a waiting claim keeps waiting); leases already held go on. Both answer the
+ * queue as it is; pausing a paused queue keeps when it was first paused. A resume wakes the
+ * claims waiting on the queue, in every process. */
+static enum svc_outcome queue_pause(struct svc_request *req, int pause)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *name = route_name_param(req, "queue", &out);
+    if (name == NULL)
+        return out;
+    struct db_queue q;
+    int changed = 0;
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st = db_queues_pause(app->pool, name, pause, &q, &changed, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK)
+        return queue_refused(req, st, &err, name, v, 0);
+    if (!pause && changed)
+        queue_wake(req, name, -1);
+    return svc_reply_json(req, 200, queue_json(&q, NULL));
+}
+
+static enum svc_outcome route_queue_pause(struct svc_request *req)
+{
+    return queue_pause(req, 1);
+}
+
+static enum svc_outcome route_queue_resume(struct svc_request *req)
+{
+    return queue_pause(req, 0);
 }
 
 static void queue_one(const struct db_queue *q, const struct db_queue_stats *s, void *ctx)
@@ -828,6 +864,10 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     svc_metrics_sample(r->lines[1], "rowlock_queue_oldest_pending_age_seconds", l.data,
                        s->oldest_pending_age_seconds);
     svc_metrics_sample(r->lines[2], "rowlock_queue_dedupe_keys", l.data, (double)s->dedupe_keys);
+    svc_metrics_sample(r->lines[3], "rowlock_queue_paused", l.data, s->paused_since > 0 ? 1 : 0);
+    if (s->paused_since > 0)
+        svc_metrics_sample(r->lines[4], "rowlock_queue_paused_since_timestamp_seconds", l.data,
+                           floor(s->paused_since)); /* whole seconds, printed whole */
     svc_buf_free(&l);
 }
 
@@ -838,11 +878,13 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
 static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int *ok)
 {
     struct svc_app *app = ctx;
-    struct svc_buf jobs, ages, keys;
+    struct svc_buf jobs, ages, keys, paused, since;
     svc_buf_init(&jobs, 16 * 1024 * 1024);
     svc_buf_init(&ages, 16 * 1024 * 1024);
     svc_buf_init(&keys, 16 * 1024 * 1024);
-    struct stats_render r = {{&jobs, &ages, &keys}};
+    svc_buf_init(&paused, 16 * 1024 * 1024);
+    svc_buf_init(&since, 16 * 1024 * 1024);
+    struct stats_render r = {{&jobs, &ages, &keys, &paused, &since}};
     int64_t dead = 0;
     double oldest = 0;
     struct db_error err;
@@ -862,6 +904,15 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
                        "Dedupe keys held by a dedupe window (dedupe_window_seconds)");
     if (*ok && keys.data)
         svc_buf_append(out, keys.data, keys.len);
+    svc_metrics_family(out, "rowlock_queue_paused", "gauge",
+                       "1 while the queue is paused (its claims hand out nothing), else 0");
+    if (*ok && paused.data)
+        svc_buf_append(out, paused.data, paused.len);
+    svc_metrics_family(out, "rowlock_queue_paused_since_timestamp_seconds", "gauge",
+                       "When a paused queue was paused, seconds since the epoch (paused queues "
+                       "only)");
+    if (*ok && since.data)
+        svc_buf_append(out, since.data, since.len);
     svc_metrics_family(out, "rowlock_queue_dead_tuples", "gauge",
                        "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
     svc_metrics_sample(out, "rowlock_queue_dead_tuples", NULL, (double)dead);
@@ -871,6 +922,8 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
     svc_buf_free(&jobs);
     svc_buf_free(&ages);
     svc_buf_free(&keys);
+    svc_buf_free(&paused);
+    svc_buf_free(&since);
     return st == DB_ERR_TIMEOUT && budget_ms > 0;
 }
 
@@ -959,6 +1012,10 @@ static const struct svc_route queue_routes[] = {
      SVC_AUDIT_BY_SCOPE},
     {"DELETE", "/queues/{queue}", route_queue_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"POST", "/queues/{queue}/pause", route_queue_pause, SVC_SCOPE_WRITE, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
+    {"POST", "/queues/{queue}/resume", route_queue_resume, SVC_SCOPE_WRITE, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
     {"POST", "/queues/{queue}/jobs", route_jobs_enqueue, SVC_SCOPE_WRITE, SVC_BODY_JSON,
      SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/queues/{queue}/jobs", route_jobs_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,

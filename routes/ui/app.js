@@ -295,7 +295,7 @@ function queuesTable(queues) {
   return table(`Queues (${queues.length})`,
     ['Queue', { label: 'Pending', num: 1 }, { label: 'Processing', num: 1 }, { label: 'Succeeded', num: 1 }, { label: 'Failed', num: 1 }, { label: 'Oldest pending', num: 1 }],
     queues.map((q) => h('tr', { 'data-key': q.name, 'data-queue': q.name },
-      h('th', { scope: 'row' }, link(qHref(q.name), q.name)),
+      h('th', { scope: 'row' }, link(qHref(q.name), q.name), q.paused ? [' ', badge('paused')] : null),
       td(fmtNum(q.counts?.pending), 1), td(fmtNum(q.counts?.processing), 1),
       td(fmtNum(q.counts?.succeeded), 1), td(fmtNum(q.counts?.failed), 1),
       td(fmtAge(q.counts?.oldest_pending_age_seconds), 1))));
@@ -366,7 +366,12 @@ const queueView = {
     const reasons = ms.filter((x) => x.name === 'rowlock_queue_fence_rejections_total' && x.labels.queue === name);
     return [
       h('p', { class: 'crumbs' }, link('#/queues', 'Queues'), ' / '),
-      h('h1', {}, `Queue ${name}`),
+      h('h1', {}, `Queue ${name} `, d.queue.paused ? badge('paused') : null),
+      d.queue.paused ? h('p', { class: 'hint', 'data-testid': 'paused' },
+        'Paused since ', fmtTime(d.queue.paused_at), ': claims hand out nothing until it is resumed; enqueues and the leases already held go on.') : null,
+      can('write') ? h('div', { class: 'actions' }, d.queue.paused
+        ? h('button', { type: 'button', class: 'primary', 'data-action': 'resume', 'data-queue': name }, 'Resume queue')
+        : h('button', { type: 'button', class: 'danger', 'data-action': 'pause', 'data-queue': name }, 'Pause queue')) : null,
       cards('Jobs by state', [
         ...STATES.map((s2) => [s2[0].toUpperCase() + s2.slice(1), fmtNum(c[s2]), `count-${s2}`]),
         ['Oldest pending', fmtAge(c.oldest_pending_age_seconds), 'oldest-pending'],
@@ -789,6 +794,10 @@ const WRITES = {
     path: `/queues/${enc(queue)}/jobs/${enc(job)}/retry`, done: () => `Job #${job} pending again.` }),
   cancel: ({ queue, job }) => ({ verb: 'Cancel', ask: `Cancel job #${job} of queue ${queue}?`, yes: 'Cancel job', method: 'DELETE',
     path: `/queues/${enc(queue)}/jobs/${enc(job)}`, done: () => `Job #${job} cancelled.` }),
+  pause: ({ queue }) => ({ verb: 'Pause', ask: `Pause queue ${queue}? Its claims hand out nothing until it is resumed; enqueues and the leases already held go on.`,
+    yes: 'Pause queue', method: 'POST', path: `/queues/${enc(queue)}/pause`, done: () => `Queue ${queue} paused.` }),
+  resume: ({ queue }) => ({ verb: 'Resume', ask: `Resume queue ${queue}? Its claims hand out jobs again.`, yes: 'Resume queue',
+    method: 'POST', path: `/queues/${enc(queue)}/resume`, done: () => `Queue ${queue} resumed.` }),
   fire: ({ schedule, queue }) => ({ verb: 'Fire now', ask: `Fire schedule ${schedule} now? One job goes into queue ${queue}; the next tick stays where it is.`,
     yes: 'Fire now', method: 'POST', path: `/schedules/${enc(schedule)}/fire`,
     done: (r) => `Schedule ${schedule} fired: job #${r.job_id} in queue ${r.queue}.` }),

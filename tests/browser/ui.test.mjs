@@ -383,6 +383,41 @@ test('a failed job is retried from the page, after a confirmation', async () => 
   await page.context().close();
 });
 
+test('a queue is paused and resumed from its page, and a paused queue says so in the list', async () => {
+  await ok('PUT', '/queues/held', { lease_seconds: 30 });
+  await ok('POST', '/queues/held/jobs', { payload: { n: 1 } });
+  const page = await openPage(ADMIN);
+  await go(page, '#/queues/held', 'queues');
+  await page.getByRole('button', { name: 'Pause queue' }).click();
+  await page.getByRole('button', { name: 'Keep it as it is' }).click(); // declined: nothing happens
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await ok('GET', '/queues/held')).paused, false);
+  await page.getByRole('button', { name: 'Pause queue' }).click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await ok('GET', '/queues/held')).paused === true, 'the queue paused');
+  await page.getByRole('button', { name: 'Resume queue' }).waitFor();
+  await until(async () => /^Paused since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d/.test(await text(page.locator('[data-testid="paused"]'))), 'the paused note');
+  assert.match(await text(page.locator('main h1')), /paused/);
+  // a claim hands out nothing while it is paused
+  assert.equal((await ok('POST', '/queues/held/leases', { owner: 'w', max_jobs: 5 })).leases.length, 0);
+  await shot(page, 'queue-paused');
+  await axe(page, 'queue-paused');
+  await go(page, '#/queues', 'queues');
+  await until(async () => /paused/.test(await text(page.locator('tr[data-queue="held"]'))), 'the badge in the list');
+  await go(page, '#/queues/held', 'queues');
+  await page.getByRole('button', { name: 'Resume queue' }).click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await ok('GET', '/queues/held')).paused === false, 'the queue resumed');
+  await page.getByRole('button', { name: 'Pause queue' }).waitFor();
+  assert.equal((await ok('POST', '/queues/held/leases', { owner: 'w', max_jobs: 5 })).leases.length, 1);
+  await page.context().close();
+  const reader = await openPage(READER);
+  await go(reader, '#/queues/held', 'queues');
+  await until(async () => (await text(reader.locator('main h1'))).includes('held'), 'the queue page');
+  assert.equal(await reader.locator('[data-action="pause"], [data-action="resume"]').count(), 0);
+  await reader.context().close();
+});
+
 test('a read-only token sees no action buttons', async () => {
   const failed = await failedJob('readonly');
   const { id: pending } = await ok('POST', '/queues/readonly/jobs', { payload: {} });

@@ -4,7 +4,8 @@
  * token with the work scope alone runs a worker; a service answering 503 is retried, honouring
  * Retry-After, then exit 5, and so is a port where nothing listens; a malformed NDJSON line is
  * reported by its number, the lines before it are sent and nothing after it (all but it with
- * --skip-bad); a worker whose COMMAND cannot run exits 2 and hands its job back. */
+ * --skip-bad); a worker whose COMMAND cannot run exits 2 and hands its job back. pause and resume
+ * set and clear a queue's pause (a read token is forbidden, an unknown queue exits 3). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -162,6 +163,40 @@ static void bad_token_shows_its_code(void **state)
     assert_int_equal(cli(env, NULL, "enqueue tok '{}'", err, sizeof(err)), 0);
     assert_int_equal(cli(NULL, NULL, "--token-file /nonexistent jobs tok", err, sizeof(err)), 2);
     assert_int_equal(queue_jobs("tok"), 1);
+}
+
+/* The queue's paused member, read through the service. */
+static int queue_paused(const char *queue)
+{
+    const char *hdrs[] = {"Authorization: Bearer " ADMIN_TOKEN, NULL};
+    char path[256];
+    struct th_response r;
+    snprintf(path, sizeof(path), "/queues/%s", queue);
+    assert_int_equal(th_http(th_svc.port, "GET", path, hdrs, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    int paused = json_is_true(json_object_get(r.json, "paused"));
+    th_response_free(&r);
+    return paused;
+}
+
+static void pause_and_resume(void **state)
+{
+    char err[4096], env[256];
+    snprintf(env, sizeof(env), "ROWLOCK_TOKEN_FILE=%s", token_file);
+    admin_put("/queues/held");
+    assert_int_equal(cli(env, NULL, "pause held", err, sizeof(err)), 0);
+    assert_true(queue_paused("held"));
+    assert_int_equal(cli(env, NULL, "pause held", err, sizeof(err)), 0); /* again: no change */
+    assert_true(queue_paused("held"));
+    assert_int_equal(cli("ROWLOCK_TOKEN=" READ_TOKEN, NULL, "resume held", err, sizeof(err)), 1);
+    assert_non_null(strstr(err, "rowlock-cli: forbidden: "));
+    assert_true(queue_paused("held"));
+    assert_int_equal(cli(env, NULL, "resume held", err, sizeof(err)), 0);
+    assert_false(queue_paused("held"));
+    assert_int_equal(cli(env, NULL, "pause nosuch", err, sizeof(err)), 3);
+    assert_non_null(strstr(err, "rowlock-cli: queue_not_found: "));
+    assert_int_equal(cli(env, NULL, "pause", err, sizeof(err)), 2);
+    assert_int_equal(cli(env, NULL, "resume held extra", err, sizeof(err)), 2);
 }
 
 /* A worker's token needs the work scope alone: claims, heartbeats and settlements, never a read
@@ -335,6 +370,7 @@ int main(void)
         cmocka_unit_test(service_down_retries_then_exit_5),
         cmocka_unit_test(malformed_line_stops_there),
         cmocka_unit_test(missing_command_hands_back),
+        cmocka_unit_test(pause_and_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,15 +3,16 @@
  * build-release-17/; its path in ROWLOCK_TEST_LAST_RELEASE_BINARY): a queue with a pending job
  * and a processing one holding dedupe keys, a job under a live lease, a succeeded and a failed
  * one with attempt history, and a job deleted at completion whose dedupe window outlives it.
- * This build migrates it (--migrate-only, migration 18 on, the contract of migration 17): every
- * job, body, attempt and dedupe key is as it was, the claim and listing indexes over every state
- * and the jobs' foreign key to their queue are gone, and the database serves builds of schema
+ * This build migrates it (--migrate-only, migrations 18 (the contract of migration 17) and 19):
+ * every job, body, attempt and dedupe key is as it was, the claim and listing indexes over every
+ * state and the jobs' foreign key to their queue are gone, and the database serves builds of schema
  * 17 on. Then the release and this build serve it at once, as during a rolling upgrade: each
  * honours the keys held before, the lease taken before is completed with its fence, each reads
  * what the other wrote, leases go back and forth between them, a queue deleted through either
  * takes every job, body and attempt with it (the trigger queue_jobs_gone in place of the foreign
- * key's cascade), and enqueues through both racing the queue's delete leave no job without its
- * queue. */
+ * key's cascade), enqueues through both racing the queue's delete leave no job without its
+ * queue, and a queue paused through this build (migration 19) stays paused through the release's
+ * PUT, though the release, which knows no pause, hands out its jobs. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -191,7 +192,8 @@ static char *queue_rows(PGconn *c)
         "(SELECT json_agg(x ORDER BY x.job_id, x.fence)::text FROM rowlock.job_attempt_history "
         "x), "
         "(SELECT json_agg(d ORDER BY d.queue_id, d.dedupe_key)::text FROM rowlock.job_dedupe d), "
-        "(SELECT json_agg(q ORDER BY q.id)::text FROM rowlock.queues q)";
+        /* (the columns added since are checked on their own) */
+        "(SELECT json_agg(to_jsonb(q) - 'paused_at' ORDER BY q.id)::text FROM rowlock.queues q)";
     PGresult *r = th_sql(c, sql);
     char *out = NULL;
     size_t len = 0;
@@ -227,6 +229,36 @@ static void migrate(PGconn *c, const char *url)
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_constraint WHERE conrelid = "
                                 "'rowlock.jobs'::regclass AND contype = 'f'"),
                      0);
+    /* migration 19: every queue runs */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queues WHERE paused_at IS NULL"),
+                     tsf_int(c, "SELECT count(*) FROM rowlock.queues"));
+}
+
+/* A queue paused through this build: its claims hand out nothing, the release's PUT leaves the
+ * pause in place, and the release, which knows no pause, still hands out its jobs (as
+ * docs/operations/upgrades.md says); resumed, this build's claims take them again. */
+static void a_pause_during_the_window(int old, int now)
+{
+    json_decref(th_call(now, "PUT", "/queues/qp", "{}", 201));
+    json_decref(th_call(now, "POST", "/queues/qp/jobs",
+                        "{\"jobs\":[{\"payload\":1},{\"payload\":2}]}", 201));
+    json_decref(th_call(now, "POST", "/queues/qp/pause", NULL, 200));
+    json_decref(th_call(old, "PUT", "/queues/qp", "{\"max_attempts\":3}", 200));
+    json_t *q = th_get_json(now, "/queues/qp");
+    assert_true(json_is_true(json_object_get(q, "paused")));
+    assert_int_equal(int_at(q, "max_attempts"), 3);
+    json_decref(q);
+    json_t *r = th_call(now, "POST", "/queues/qp/leases", "{\"owner\":\"w\",\"max_jobs\":5}", 200);
+    assert_int_equal(json_array_size(json_object_get(r, "leases")), 0);
+    json_decref(r);
+    r = th_call(old, "POST", "/queues/qp/leases", "{\"owner\":\"w\",\"max_jobs\":1}", 200);
+    assert_int_equal(json_array_size(json_object_get(r, "leases")), 1);
+    json_decref(r);
+    json_decref(th_call(now, "POST", "/queues/qp/resume", NULL, 200));
+    r = th_call(now, "POST", "/queues/qp/leases", "{\"owner\":\"w\",\"max_jobs\":5}", 200);
+    assert_int_equal(json_array_size(json_object_get(r, "leases")), 1);
+    json_decref(r);
+    json_decref(th_call(now, "DELETE", "/queues/qp?force=true", NULL, 200));
 }
 
 /* Both builds honour the keys held before the upgrade and serve what the other wrote. */
@@ -495,6 +527,7 @@ static void release_17_and_this_build_serve_one_database(void **state)
     leases_cross_the_builds(old.port, now.port);
     queue_deletes_take_every_job(old.port, now.port, c);
     enqueues_racing_deletes_leave_no_orphan(old.port, now.port, c);
+    a_pause_during_the_window(old.port, now.port);
     assert_int_equal(th_service_stop(&old), 0);
     assert_int_equal(th_service_stop(&now), 0);
     PQfinish(c);
