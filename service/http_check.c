@@ -95,7 +95,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
             h->lengths_differ = 1;
         first = &h->content_length;
     } else if (klen == 17 && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
-        h->transfer_encoding = 1;
+        h->transfer_encoding++;
+        first = &h->transfer_coding;
     }
     if (single != NULL && h->repeated == NULL && (first == NULL || *first != NULL))
         h->repeated = single;
@@ -123,7 +124,61 @@ static const char *framing_problem(const struct req_headers *h)
         return "the request has Content-Length headers with different values";
     if (h->lengths > 0 && h->transfer_encoding)
         return "the request has both Content-Length and Transfer-Encoding";
+    if (h->transfer_encoding > 1)
+        return "the request has more than one Transfer-Encoding header; send one: chunked";
     return NULL;
+}
+
+/* The transfer codings of a Transfer-Encoding value (a list): 0 when it is "chunked" alone, the
+ * one libmicrohttpd decodes; 1 when chunked is misapplied (not last, or twice: RFC 9112 section
+ * 6.1) or written with parameters or whitespace libmicrohttpd does not strip, whose body cannot
+ * be framed (400); 2 when it names another coding (gzip, say), which is
+ * not implemented (501). libmicrohttpd takes any other value than "chunked" for a body that lasts
+ * until the connection closes, and would wait for that end. */
+static int transfer_codings(const char *v)
+{
+    const char *start = v;
+    int chunked = 0, other = 0, chunked_last = 0;
+    while (*v != '\0') {
+        v += strspn(v, " \t,");
+        size_t n = strcspn(v, " \t,;");
+        if (n == 0)
+            break;
+        int is_chunked = n == 7 && strncasecmp(v, "chunked", 7) == 0;
+        chunked += is_chunked;
+        other += !is_chunked;
+        chunked_last = is_chunked;
+        v += n;
+        v += strcspn(v, ","); /* parameters of a coding */
+    }
+    if (chunked == 1 && chunked_last && other == 0)
+        return strcasecmp(start, "chunked") == 0 ? 0 : 1; /* parameters, whitespace */
+    return chunked > 1 || (chunked == 1 && !chunked_last) || other == 0 ? 1 : 2;
+}
+
+/* A Transfer-Encoding other than chunked alone: 400 or 501 (transfer_codings), with the
+ * connection closed after the answer, as its body's end is unknown. */
+static int check_transfer_coding(struct svc_request *req, enum svc_outcome *out)
+{
+    const char *v = req->seen.transfer_coding;
+    if (v == NULL)
+        return 0;
+    switch (transfer_codings(v)) {
+    case 0:
+        return 0;
+    case 1:
+        *out = svc_reply_problem(req, SVC_P(BAD_REQUEST),
+                                 "Transfer-Encoding \"%.64s\": chunked comes once, last (RFC "
+                                 "9112 section 6.1) and alone; the body's end cannot be known",
+                                 v);
+        return 1;
+    default:
+        *out = svc_reply_problem(req, SVC_P(NOT_IMPLEMENTED),
+                                 "Transfer-Encoding \"%.64s\": the only transfer coding read "
+                                 "is chunked, alone",
+                                 v);
+        return 1;
+    }
 }
 
 /* Is the media type (ignoring parameters, case-insensitive) one of the route's? */
@@ -152,7 +207,7 @@ static int check_limits(struct svc_request *req, enum svc_outcome *out)
 }
 
 /* The headers' form (RFC 9110, 9112): names that are tokens, each of Host, Content-Type and
- * Authorization at most once, and an unambiguous framing of the body. */
+ * Authorization at most once, and an unambiguous framing of the body in a transfer coding read. */
 static int check_headers(struct svc_request *req, enum svc_outcome *out)
 {
     const char *name = req->seen.bad_name;
@@ -188,7 +243,7 @@ static int check_headers(struct svc_request *req, enum svc_outcome *out)
         *out = svc_reply_problem(req, SVC_P(BAD_REQUEST), "%s", framing);
         return 1;
     }
-    return 0;
+    return check_transfer_coding(req, out);
 }
 
 /* The route of the method and target (req->match). */

@@ -88,7 +88,8 @@ struct svc_server {
 struct req_headers {
     size_t total; /* bytes of names and values, 4 a header more */
     const char *request_id, *content_type, *authorization, *content_length;
-    int host, transfer_encoding;
+    const char *transfer_coding; /* the first Transfer-Encoding header's value */
+    int host, transfer_encoding; /* how many of each */
     int lengths, lengths_differ; /* Content-Length headers, and whether their values differ */
     const char *repeated; /* the first of Host, Content-Type and Authorization to come twice */
     const char *bad_name; /* the first header name that is not a token, like "X-A " of "X-A : 1" */

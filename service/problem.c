@@ -26,6 +26,7 @@ const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
     [SVC_PC_TOO_MANY_LONG_POLLS] = {"too_many_long_polls", 429,
                                     "Token over its long-polls at once"},
     [SVC_PC_INTERNAL_ERROR] = {"internal_error", 500, "Internal error"},
+    [SVC_PC_NOT_IMPLEMENTED] = {"not_implemented", 501, "Not implemented"},
 };
 
 /* The registered families' rows, in registration order (written before serving only). */

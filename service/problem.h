@@ -33,6 +33,7 @@ enum svc_core_problem {
     SVC_PC_RATE_LIMITED,
     SVC_PC_TOO_MANY_LONG_POLLS,
     SVC_PC_INTERNAL_ERROR,
+    SVC_PC_NOT_IMPLEMENTED,
     SVC_PC_COUNT
 };
 extern const struct svc_problem_info svc_core_problems[SVC_PC_COUNT];
