@@ -20,8 +20,8 @@ struct svc_conn {
     struct svc_conn *prev, *next;
     int fd;
     _Atomic uint64_t step; /* see svc_conns_mark */
-    int cut;
-    void *request; /* see svc_conns_set_request: read and written on its MHD thread only */
+    atomic_int cut;        /* set by the ticker, read by the connection's thread */
+    void *request;         /* see svc_conns_set_request: read and written on its MHD thread only */
 };
 
 static uint64_t step_of(int in_request, int receiving, double now)
@@ -121,6 +121,11 @@ int svc_conns_cut_late(struct svc_conns *c, double now)
     }
     pthread_mutex_unlock(&c->mu);
     return cut;
+}
+
+int svc_conns_was_cut(const struct svc_conn *conn)
+{
+    return conn != NULL && atomic_load(&conn->cut);
 }
 
 void svc_conns_set_request(struct svc_conn *conn, void *request)

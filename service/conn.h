@@ -36,5 +36,7 @@ void *svc_conns_request(const struct svc_conn *conn);
 /* Shuts down (shutdown(2), both ways) the sockets whose request missed its deadline at now; the
  * HTTP library then sees them closed. Returns how many were cut. */
 int svc_conns_cut_late(struct svc_conns *c, double now);
+/* Did svc_conns_cut_late cut conn? (0 for NULL.) */
+int svc_conns_was_cut(const struct svc_conn *conn);
 
 #endif

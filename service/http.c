@@ -149,6 +149,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     if (req == NULL)
         return NULL;
     req->slot = slot;
+    /* A Cookie header of ours, empty, ahead of the client's: libmicrohttpd parses the first one
+     * found (which rowlock never reads) into a copy in the connection's memory before any other
+     * callback, and answers a large one with its own HTML 431; the headers' size is checked by
+     * rowlock instead (http_check.c skips this one) */
+    MHD_set_connection_value(conn, MHD_HEADER_KIND, svc_http_cookie_stand_in, "");
     svc_conns_set_request(slot, req);
     svc_conns_mark(s->conns, req->slot, 1, 1, req->start);
     atomic_fetch_add(&s->in_flight, 1);
@@ -174,6 +179,31 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return NULL;
 }
 
+/* A request the client ended by closing its sending side (a half-close) before it was whole:
+ * libmicrohttpd closes the connection without a word, but such a client still reads, so it is
+ * told why, unless the request's deadline cut it (the socket is shut both ways then). This runs
+ * before libmicrohttpd closes the socket, on the connection's thread. */
+static void answer_cut_short(struct svc_request *req)
+{
+    char detail[192];
+    if (req->phase == PHASE_NEW)
+        snprintf(detail, sizeof(detail),
+                 "the client ended the request before the end of its headers");
+    else if (req->seen.content_length != NULL)
+        snprintf(detail, sizeof(detail),
+                 "the client ended the request after %zu bytes of its body of %.24s "
+                 "(Content-Length)",
+                 req->body.len, req->seen.content_length);
+    else
+        snprintf(detail, sizeof(detail),
+                 "the client ended the request after %zu bytes of its chunked body, before the "
+                 "last chunk",
+                 req->body.len);
+    if (req->phase == PHASE_NEW)
+        svc_request_id_take(req->request_id, NULL);
+    svc_reply_early(req, SVC_P(BAD_REQUEST), "Bad Request", detail);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -181,6 +211,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     *con_cls = NULL;
+    if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT && req->status == 0 &&
+        (req->phase == PHASE_NEW || req->phase == PHASE_BODY) && !svc_conns_was_cut(req->slot))
+        answer_cut_short(req);
     request_end(cls, conn, req);
 }
 

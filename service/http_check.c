@@ -58,6 +58,8 @@ static void block_gap(struct header_block *b, uintptr_t next, uintptr_t least, u
     }
 }
 
+const char svc_http_cookie_stand_in[] = MHD_HTTP_HEADER_COOKIE;
+
 /* Notes one header in the struct header_block cls (names are compared by length first). Host,
  * Content-Type and Authorization take one value, not a list (RFC 9110 section 5.3): a second one
  * is noted in h->repeated, as which of the two counts depends on who reads the request. */
@@ -66,6 +68,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
 {
     struct header_block *b = cls;
     struct req_headers *h = b->h;
+    if (key == svc_http_cookie_stand_in)
+        return MHD_YES; /* not the client's */
     value = value ? value : "";
     h->total += klen + vlen + 4;
     uintptr_t at = (uintptr_t)key, end = (uintptr_t)value + vlen;

@@ -184,6 +184,8 @@ int svc_ticker_start(struct svc_server *s);
 void svc_ticker_stop(struct svc_server *s);
 
 /* ---- http_check.c ---- */
+/* The name of the empty Cookie header on_uri adds to every request (known by its address). */
+extern const char svc_http_cookie_stand_in[];
 /* Gathers conn's headers into h in one pass; method is the one libmicrohttpd handed over (it
  * marks where the request's header block starts). */
 void svc_http_scan_headers(struct req_headers *h, struct MHD_Connection *conn, const char *method);
