@@ -40,7 +40,8 @@ struct run {
     double lease_until; /* the lease surely holds until this monotonic time */
     double next_hb;
     int lost, timed_out, aborted;
-    double term_sent; /* timeout: SIGTERM sent at, SIGKILL 2 s later */
+    int cancelled;    /* an operator cancelled the job: SIGTERM, then SIGKILL (lost: no settle) */
+    double term_sent; /* timeout or cancel: SIGTERM sent at, SIGKILL 2 s later */
 };
 
 /* Pipes for the child; the parent's ends are non-blocking, every end close-on-exec and above
@@ -276,8 +277,8 @@ static int pipes_open(const struct run *r)
     return r->fd[1] >= 0 || r->fd[2] >= 0 || r->fd[3] >= 0;
 }
 
-/* Heartbeats j's lease. Returns 0 (extended), 1 (refused: the lease is lost) or -1 (no answer;
- * try again soon). */
+/* Heartbeats j's lease. Returns 0 (extended), 1 (refused: the lease is lost), 2 (refused: an
+ * operator cancelled the job) or -1 (no answer; try again soon). */
 static int job_heartbeat(const struct cli_job *j, struct run *r, struct cli_http *http)
 {
     char path[512];
@@ -300,6 +301,11 @@ static int job_heartbeat(const struct cli_job *j, struct run *r, struct cli_http
     if (rc == 0 && rep.status == 200) {
         r->lease_until = sent + (double)j->lease_s;
         result = 0;
+    } else if (rc == 0 && rep.status == 409 && strcmp(rep.code, "job_cancelled") == 0) {
+        cli_errorf("work: job %lld: cancelled by an operator; stopping its command (SIGTERM, "
+                   "then SIGKILL after 2 s)",
+                   j->id);
+        result = 2;
     } else if (rc == 0 && (rep.status == 409 || rep.status == 404)) {
         cli_errorf("work: job %lld: heartbeat refused (%s: %s); killing its command", j->id,
                    rep.code, rep.detail);
@@ -329,13 +335,18 @@ static void job_checks(const struct cli_job *j, struct run *r, struct cli_http *
         r->next_hb = hb == 0 ? now + third : now + (third / 2 < 0.5 ? third / 2 : 0.5);
         if (hb == 1)
             r->lost = 1;
+        if (hb == 2) {
+            r->lost = r->cancelled = 1;
+            r->term_sent = now;
+            run_kill(r, SIGTERM);
+        }
     }
     if (!r->lost && now >= r->lease_until) {
         cli_errorf("work: job %lld: lease ran out without a heartbeat answer; killing its command",
                    j->id);
         r->lost = 1;
     }
-    if (r->lost)
+    if (r->lost && (!r->cancelled || now - r->term_sent >= 2.0))
         run_kill(r, SIGKILL);
     if (wc->timeout_s > 0 && !r->timed_out && now - started >= (double)wc->timeout_s) {
         r->timed_out = 1;

@@ -302,6 +302,8 @@ static enum db_queue_verdict lease_verdict(const PGresult *r, int row, int col, 
     const char *state = PQgetvalue(r, row, col);
     if (strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0)
         return DB_Q_JOB_TERMINAL;
+    if (strcmp(state, "cancelled") == 0)
+        return DB_Q_JOB_CANCELLED;
     if (PQgetisnull(r, row, col + 1) || strcmp(PQgetvalue(r, row, col + 1), owner) != 0)
         return DB_Q_OWNER_MISMATCH;
     if (strtoll(PQgetvalue(r, row, col + 2), NULL, 10) != fence)

@@ -48,20 +48,24 @@ static const struct db_stmt st_expire = {
     "  AS deleted FROM w UNION ALL SELECT queue_id, true FROM gone) x "
     "JOIN rowlock.queues q ON q.id = x.queue_id GROUP BY q.name",
     1};
+/* A finished job j (b its body) that was cancelled: in that state, or failed as builds before
+ * migration 20 cancel (JOB_CANCELLED). */
+#define ENDED_CANCELLED "(j.state = 'cancelled' OR " JOB_CANCELLED("b") ")"
 /* The purge of one due queue: $1 queue id, $2 batch, $3, $4, $5 its succeeded, failed and
- * cancelled retentions. Each state's expired jobs are one range of jobs_finished_state (a
- * cancelled job is a failed one, JOB_CANCELLED), oldest first, at most $2 of each. Rows:
+ * cancelled retentions. The expired jobs of each are ranges of jobs_finished_state (failed and
+ * cancelled ones together, ENDED_CANCELLED telling them apart), oldest first, at most $2 of
+ * each. Rows:
  * purged, and whether a state's batch was full. */
 static const struct db_stmt st_purge = {
     "queue_purge",
     "WITH ds AS (SELECT j.id, 'succeeded' AS final FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.state = 'succeeded' AND j.finished_at < now() - make_interval(secs => $3::float8) "
     "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
-    "df AS (SELECT j.id, CASE WHEN " JOB_CANCELLED("b") " THEN 'cancelled' ELSE 'failed' END "
+    "df AS (SELECT j.id, CASE WHEN " ENDED_CANCELLED " THEN 'cancelled' ELSE 'failed' END "
     "  AS final FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
-    "  WHERE j.queue_id = $1 AND j.state = 'failed' "
+    "  WHERE j.queue_id = $1 AND j.state IN ('failed', 'cancelled') "
     "  AND j.finished_at < now() - make_interval(secs => least($4, $5)::float8) "
-    "  AND j.finished_at < now() - make_interval(secs => (CASE WHEN " JOB_CANCELLED("b")
+    "  AND j.finished_at < now() - make_interval(secs => (CASE WHEN " ENDED_CANCELLED
     " THEN $5 ELSE $4 END)::float8) "
     "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
     "doomed AS (SELECT * FROM ds UNION ALL SELECT * FROM df), "
@@ -100,7 +104,8 @@ static const struct db_stmt st_queue_next_due = {
         KEPT_LEAST(KEPT_LEAST("$3::integer", "$4::integer"), "$5::integer") ", 0), 3600), 3600)), "
         "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 AND state = 'succeeded' "
         "  AND finished_at IS NOT NULL) + make_interval(secs => $3::integer), "
-        "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 AND state = 'failed' "
+        "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 "
+        "  AND state IN ('failed', 'cancelled') "
         "  AND finished_at IS NOT NULL) + make_interval(secs => "
         KEPT_LEAST("$4::integer", "$5::integer") ")) END"),
     5};

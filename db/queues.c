@@ -218,11 +218,12 @@ static const struct db_stmt st_job_retry = {
     "job_retry",
     "UPDATE rowlock.jobs j SET state = 'pending', attempts = 0, run_at = now(), "
     "claimable_at = now(), finished_at = NULL, updated_at = now() "
-    "WHERE j.id = $1 AND j.queue_id = $2 AND j.state = 'failed' RETURNING j.id",
+    "WHERE j.id = $1 AND j.queue_id = $2 AND j.state IN ('failed', 'cancelled') RETURNING j.id",
     2};
-/* Cancel: an unfinished job becomes failed with last_error {"cancelled": true}, or is deleted
- * when its queue keeps no cancelled jobs. Columns: the state it had, whether it was cancelled,
- * whether it was deleted. */
+/* Cancel: an unfinished job becomes cancelled, with last_error {"cancelled": true} (as a cancel
+ * wrote before cancelled was a state of its own), or is deleted when its queue keeps no cancelled
+ * jobs; its owner's next fenced write is refused as cancelled (lease_verdict). Columns: the state
+ * it had, whether it was cancelled, whether it was deleted. */
 /* clang-format off */
 static const struct db_stmt st_job_cancel = {
     "job_cancel",
@@ -230,7 +231,7 @@ static const struct db_stmt st_job_cancel = {
     "  WHERE q.id = $2), "
     "target AS (SELECT j.id, j.state, j.fence FROM rowlock.jobs j WHERE j.id = $1 AND "
     "  j.queue_id = $2 FOR UPDATE), "
-    "w AS (UPDATE rowlock.jobs j SET state = 'failed', owner = NULL, lease_expires_at = NULL, "
+    "w AS (UPDATE rowlock.jobs j SET state = 'cancelled', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
     /* a running attempt ends as failed; a pending job's last attempt has ended already */
     "  attempt_ended_at = CASE WHEN j.state = 'processing' THEN now() ELSE j.attempt_ended_at "
@@ -288,6 +289,7 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
                                         "lease_fence_mismatch",
                                         "lease_expired",
                                         "job_terminal",
+                                        "job_cancelled",
                                         "job_not_failed",
                                         "bad_input",
                                         "queue_busy",
@@ -326,6 +328,7 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     s->oldest_pending_age_seconds = atof(PQgetvalue(r, row, col + 4));
     s->dedupe_keys = strtoll(PQgetvalue(r, row, col + 5), NULL, 10);
     s->paused_since = atof(PQgetvalue(r, row, col + 6));
+    s->cancelled = strtoll(PQgetvalue(r, row, col + 7), NULL, 10);
 }
 
 /* Resolves the queue by name in the caller's transaction; 0 when there is none. */

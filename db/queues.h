@@ -47,7 +47,7 @@ struct db_queue {
 };
 
 struct db_queue_stats {
-    int64_t pending, processing, succeeded, failed;
+    int64_t pending, processing, succeeded, failed, cancelled;
     double oldest_pending_age_seconds;
     int64_t dedupe_keys; /* keys held by a dedupe window now */
     double paused_since; /* when the queue was paused, seconds since the epoch; 0: running */
@@ -64,7 +64,8 @@ enum db_queue_verdict {
     DB_Q_FENCE_MISMATCH,
     DB_Q_LEASE_EXPIRED,
     DB_Q_JOB_TERMINAL,
-    DB_Q_NOT_FAILED,       /* operator retry of a job that is not failed */
+    DB_Q_JOB_CANCELLED,    /* a fenced write on a job an operator cancelled */
+    DB_Q_NOT_FAILED,       /* operator retry of a job that is neither failed nor cancelled */
     DB_Q_BAD_INPUT,        /* a value PostgreSQL refused (for example a run_at it cannot read) */
     DB_Q_QUEUE_BUSY,       /* delete: the queue has jobs in processing (and force was not set) */
     DB_Q_QUEUE_REFERENCED, /* delete: schedules (db/schedules.h) target the queue */

@@ -45,7 +45,8 @@ static inline enum db_status finish(enum db_status st)
     "SELECT p.n, " QUEUE_JOBS_WHERE(qid, JOBS_LEASED) ", " QUEUE_JOBS_IN(qid, "succeeded") ", " \
     QUEUE_JOBS_IN(qid, "failed") ", p.oldest, (SELECT count(*) FROM rowlock.job_dedupe d " \
     "WHERE d.queue_id = " qid " AND d.expires_at > now()), (SELECT coalesce(extract(epoch FROM " \
-    "pq.paused_at), 0) FROM rowlock.queues pq WHERE pq.id = " qid ") " \
+    "pq.paused_at), 0) FROM rowlock.queues pq WHERE pq.id = " qid "), " \
+    QUEUE_JOBS_IN(qid, "cancelled") " " \
     "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
     "FILTER (WHERE j.claimable_at <= now())), 0) AS oldest FROM rowlock.jobs j " \
     "WHERE j.queue_id = " qid " AND j.state = 'pending') p"
@@ -60,8 +61,8 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
  * state (succeeded, failed or cancelled), in seconds: its own setting for the state, else
  * retention_seconds. 0: not kept. */
 #define QUEUE_RETENTION(q, state) "coalesce(" q state "_retention_seconds, " q "retention_seconds)"
-/* A finished job's state for retention (j is rowlock.jobs, b its job_bodies row): a cancelled
- * job is failed with last_error {"cancelled": true}. */
+/* A failed job cancelled the way builds before migration 20 cancel (b is its job_bodies row):
+ * with last_error {"cancelled": true}. Kept and purged as a cancelled one. */
 #define JOB_CANCELLED(b) "(" b ".last_error = '{\"cancelled\": true}'::jsonb)"
 /* What goes with jobs deleted by the CTE gone (returning id, queue_id, dedupe_key and final,
  * the state they ended in): their attempt history, and in the dedupe window that names one of

@@ -35,6 +35,7 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_LEASE_FENCE_MISMATCH] = {"lease_fence_mismatch", 409, "Stale lease fence"},
     [QUEUE_PC_LEASE_EXPIRED] = {"lease_expired", 409, "Lease expired"},
     [QUEUE_PC_JOB_TERMINAL] = {"job_terminal", 409, "Job already finished"},
+    [QUEUE_PC_JOB_CANCELLED] = {"job_cancelled", 409, "Job cancelled"},
     [QUEUE_PC_JOB_NOT_FAILED] = {"job_not_failed", 409, "Job is not failed"},
     [QUEUE_PC_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
     [QUEUE_PC_QUEUE_HAS_SCHEDULES] = {"queue_has_schedules", 409, "Schedules target the queue"},
@@ -193,9 +194,15 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *que
     case DB_Q_JOB_TERMINAL:
         return svc_reply_problem(req, QUEUE_P(JOB_TERMINAL), "job %" PRId64 " is already finished",
                                  id);
+    case DB_Q_JOB_CANCELLED:
+        return svc_reply_problem(req, QUEUE_P(JOB_CANCELLED),
+                                 "job %" PRId64 " was cancelled by an operator; stop working on it",
+                                 id);
     case DB_Q_NOT_FAILED:
         return svc_reply_problem(req, QUEUE_P(JOB_NOT_FAILED),
-                                 "job %" PRId64 " is not failed; only failed jobs are retried", id);
+                                 "job %" PRId64 " is neither failed nor cancelled; only those are "
+                                 "retried",
+                                 id);
     case DB_Q_QUEUE_BUSY:
         return svc_reply_problem(req, QUEUE_P(QUEUE_BUSY),
                                  "queue %s has jobs in processing; DELETE with ?force=true "
@@ -223,7 +230,7 @@ enum svc_outcome queue_refused(struct svc_request *req, enum db_status st,
 /* Counts a refused lease write by its reason. */
 void queue_count_rejection(const char *queue, enum db_queue_verdict v)
 {
-    if (v != DB_Q_JOB_NOT_FOUND && (v < DB_Q_OWNER_MISMATCH || v > DB_Q_JOB_TERMINAL))
+    if (v != DB_Q_JOB_NOT_FOUND && (v < DB_Q_OWNER_MISMATCH || v > DB_Q_JOB_CANCELLED))
         return;
     char labels[200];
     snprintf(labels, sizeof(labels), "%s\x1f%s", queue, db_queue_verdict_name(v));
@@ -261,9 +268,10 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
     if (s == NULL)
         return j;
     return queue_with(j, "counts",
-                      json_pack("{s:I, s:I, s:I, s:I, s:f, s:I}", "pending", (json_int_t)s->pending,
-                                "processing", (json_int_t)s->processing, "succeeded",
-                                (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
+                      json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:I}", "pending",
+                                (json_int_t)s->pending, "processing", (json_int_t)s->processing,
+                                "succeeded", (json_int_t)s->succeeded, "failed",
+                                (json_int_t)s->failed, "cancelled", (json_int_t)s->cancelled,
                                 "oldest_pending_age_seconds", s->oldest_pending_age_seconds,
                                 "dedupe_keys", (json_int_t)s->dedupe_keys));
 }
@@ -770,10 +778,11 @@ static int state_query(struct svc_request *req, const char **state, enum svc_out
 {
     *state = svc_req_query(req, "state");
     if (*state == NULL || strcmp(*state, "pending") == 0 || strcmp(*state, "processing") == 0 ||
-        strcmp(*state, "succeeded") == 0 || strcmp(*state, "failed") == 0)
+        strcmp(*state, "succeeded") == 0 || strcmp(*state, "failed") == 0 ||
+        strcmp(*state, "cancelled") == 0)
         return 0;
     *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
-                             "state is pending, processing, succeeded or failed");
+                             "state is pending, processing, succeeded, failed or cancelled");
     return -1;
 }
 
@@ -822,7 +831,7 @@ static enum svc_outcome job_admin(struct svc_request *req, int retry)
         queue_wake(req, queue, 1);
     return svc_reply_json(
         req, 200,
-        json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "failed"));
+        json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "cancelled"));
 }
 
 static enum svc_outcome route_job_retry(struct svc_request *req)
@@ -854,9 +863,9 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     struct svc_buf l;
     svc_buf_init(&l, 1024);
     svc_metrics_label(&l, "queue", queue);
-    const char *states[] = {"pending", "processing", "succeeded", "failed"};
-    int64_t counts[] = {s->pending, s->processing, s->succeeded, s->failed};
-    for (int i = 0; i < 4; i++) {
+    const char *states[] = {"pending", "processing", "succeeded", "failed", "cancelled"};
+    int64_t counts[] = {s->pending, s->processing, s->succeeded, s->failed, s->cancelled};
+    for (int i = 0; i < 5; i++) {
         char labels[1200];
         snprintf(labels, sizeof(labels), "%s,state=\"%s\"", l.data, states[i]);
         svc_metrics_sample(r->lines[0], "rowlock_queue_jobs", labels, (double)counts[i]);

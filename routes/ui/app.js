@@ -293,11 +293,11 @@ const overviewView = {
 
 function queuesTable(queues) {
   return table(`Queues (${queues.length})`,
-    ['Queue', { label: 'Pending', num: 1 }, { label: 'Processing', num: 1 }, { label: 'Succeeded', num: 1 }, { label: 'Failed', num: 1 }, { label: 'Oldest pending', num: 1 }],
+    ['Queue', { label: 'Pending', num: 1 }, { label: 'Processing', num: 1 }, { label: 'Succeeded', num: 1 }, { label: 'Failed', num: 1 }, { label: 'Cancelled', num: 1 }, { label: 'Oldest pending', num: 1 }],
     queues.map((q) => h('tr', { 'data-key': q.name, 'data-queue': q.name },
       h('th', { scope: 'row' }, link(qHref(q.name), q.name), q.paused ? [' ', badge('paused')] : null),
       td(fmtNum(q.counts?.pending), 1), td(fmtNum(q.counts?.processing), 1),
-      td(fmtNum(q.counts?.succeeded), 1), td(fmtNum(q.counts?.failed), 1),
+      td(fmtNum(q.counts?.succeeded), 1), td(fmtNum(q.counts?.failed), 1), td(fmtNum(q.counts?.cancelled), 1),
       td(fmtAge(q.counts?.oldest_pending_age_seconds), 1))));
 }
 
@@ -334,7 +334,7 @@ const queuesView = {
   render(d) { return [h('h1', {}, 'Queues'), queuesTable(d.queues)]; },
 };
 
-const STATES = ['pending', 'processing', 'succeeded', 'failed'];
+const STATES = ['pending', 'processing', 'succeeded', 'failed', 'cancelled'];
 
 // How long a queue keeps the jobs that end in a state (0: deleted by the statement that ends them).
 const kept = (sec) => (sec === 0 ? 'deleted at end' : `kept ${fmtAge(sec)}`);
@@ -449,8 +449,8 @@ const jobView = {
       crumbs,
       h('h1', {}, `Job #${j.id} `, badge(j.state)),
       h('div', { class: 'actions' },
-        write && j.state === 'failed' ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry', 'data-queue': p.queue, 'data-job': j.id }, 'Retry job') : null,
-        write && j.state === 'pending' ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel', 'data-queue': p.queue, 'data-job': j.id }, 'Cancel job') : null),
+        write && (j.state === 'failed' || j.state === 'cancelled') ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry', 'data-queue': p.queue, 'data-job': j.id }, 'Retry job') : null,
+        write && (j.state === 'pending' || j.state === 'processing') ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel', 'data-queue': p.queue, 'data-job': j.id }, 'Cancel job') : null),
       h('dl', { class: 'kv' },
         [['State', badge(j.state)], ['Attempts', `${j.attempts} of ${j.max_attempts}`], ['Fence', j.fence],
           ['Owner', j.owner || '–'], ['Lease expires', fmtTime(j.lease_expires_at)], ['Priority', j.priority],

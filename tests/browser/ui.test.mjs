@@ -356,7 +356,7 @@ async function failedJob(queue) {
   return id;
 }
 
-test('a failed job is retried from the page, after a confirmation', async () => {
+test('a failed job is retried from the page, after a confirmation; a pending and a running job are cancelled, and a cancelled one retried', async () => {
   const id = await failedJob('retry');
   const page = await openPage(ADMIN);
   await go(page, `#/queues/retry/jobs/${id}`, 'queues');
@@ -379,7 +379,21 @@ test('a failed job is retried from the page, after a confirmation', async () => 
   await page.getByRole('button', { name: 'Cancel job' }).waitFor(); // a pending job may be cancelled
   await page.getByRole('button', { name: 'Cancel job' }).click();
   await page.locator('#confirm-yes').click();
-  await until(async () => (await ok('GET', `/queues/retry/jobs/${id}`)).last_error?.cancelled === true, 'the job cancelled');
+  await until(async () => (await ok('GET', `/queues/retry/jobs/${id}`)).state === 'cancelled', 'the job cancelled');
+  await until(async () => /cancelled/.test(await text(page.locator('main h1'))), 'the cancelled badge');
+  // a cancelled job may be retried too; a running one cancelled from its page
+  await page.getByRole('button', { name: 'Retry job' }).click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await ok('GET', `/queues/retry/jobs/${id}`)).state === 'pending', 'the cancelled job pending again');
+  const c = await ok('POST', '/queues/retry/leases', { owner: 'w2', max_jobs: 1 });
+  assert.equal(c.leases[0].job_id, id);
+  await until(async () => (await text(page.locator('main h1'))).includes('processing'), 'the job running');
+  await page.getByRole('button', { name: 'Cancel job' }).click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => (await ok('GET', `/queues/retry/jobs/${id}`)).state === 'cancelled', 'the running job cancelled');
+  const hb = await api('PATCH', `/queues/retry/leases/${id}`, { owner: 'w2', fence: c.leases[0].fence });
+  assert.equal(hb.status, 409);
+  assert.equal(hb.body.code, 'job_cancelled');
   await page.context().close();
 });
 

@@ -222,7 +222,7 @@ static int job_check(int i)
     long long attempts = json_integer_value(json_object_get(job, "attempts"));
     int done = done_count(ids[i]), bad = 0;
     if (i == HANG_I) {
-        bad = strcmp(state, "failed") != 0 || done != 0 || !history_has(job, "handed_back");
+        bad = strcmp(state, "cancelled") != 0 || done != 0 || !history_has(job, "handed_back");
     } else if (i % FAIL_ALL == 0 && i != LONG_I) {
         json_t *err = json_object_get(job, "last_error");
         bad = strcmp(state, "failed") != 0 || attempts != 3 || done != 0 ||

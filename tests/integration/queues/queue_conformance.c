@@ -24,7 +24,7 @@ const char *qc_outcome_name(enum qc_outcome o)
 {
     static const char *const names[] = {
         "ok",       "owner_mismatch", "fence_mismatch", "lease_expired",
-        "terminal", "not_found",      "error"};
+        "terminal", "cancelled",      "not_found",      "error"};
     return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "unknown";
 }
 

@@ -19,6 +19,7 @@ enum qc_outcome {
     QC_FENCE_MISMATCH,
     QC_LEASE_EXPIRED,
     QC_TERMINAL,
+    QC_CANCELLED, /* a fenced write on a job an operator cancelled */
     QC_NOT_FOUND,
     QC_ERROR,
 };
@@ -107,9 +108,13 @@ struct qc_impl {
                                int64_t fence);
     /* QC_OK with *out filled, or QC_NOT_FOUND. */
     enum qc_outcome (*get_job)(void *ctx, const char *queue, int64_t job_id, struct qc_job *out);
-    /* Operator cancel: an unfinished job ends failed, marked cancelled (or is deleted, on a queue
-     * that keeps no cancelled jobs); a finished one is refused. */
+    /* Operator cancel: an unfinished job ends cancelled (or is deleted, on a queue that keeps no
+     * cancelled jobs); a finished one is refused. */
     enum qc_outcome (*cancel)(void *ctx, const char *queue, int64_t job_id);
+    /* 1: a cancelled job is in a state of its own, "cancelled", and its holder's writes are
+     * refused as QC_CANCELLED; 0 (releases before migration 20): it is failed, marked cancelled,
+     * and its holder's writes are refused as QC_TERMINAL. */
+    int cancelled_state;
     /* Completes n leases of owner in one request, each fenced and answered on its own in
      * items[i].outcome. QC_OK when the request itself was accepted (whatever the items got),
      * else QC_ERROR. */

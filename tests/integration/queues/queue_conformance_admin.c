@@ -58,29 +58,43 @@ static void expect_batch(const struct env *e, const char *owner, struct qc_settl
         _fail(__FILE__, line);
 }
 
-/* Cancel of a pending job ends it without spending an attempt: it reads failed and cancelled
- * while kept, not found once deleted, and is not claimable. */
+/* The state a cancelled job reads while kept. */
+static const char *cancelled_state(const struct env *e)
+{
+    return e->impl->cancelled_state ? "cancelled" : "failed";
+}
+
+/* What its holder's writes get once an operator cancelled it. */
+static enum qc_outcome cancelled_refusal(const struct env *e)
+{
+    if (e->retention != QC_KEPT)
+        return QC_NOT_FOUND;
+    return e->impl->cancelled_state ? QC_CANCELLED : QC_TERMINAL;
+}
+
+/* Cancel of a pending job ends it without spending an attempt: it reads cancelled while kept,
+ * not found once deleted, and is not claimable. */
 void qc_case_cancel_pending(struct env *e)
 {
     qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     int64_t id = qc_job_add(e);
     EXPECT(job_cancel(e, id), QC_OK);
-    EXPECT_FINAL(e, id, "failed", 0, ANY_FENCE);
+    EXPECT_FINAL(e, id, cancelled_state(e), 0, ANY_FENCE);
     EXPECT_CANCELLED(e, id);
     CLAIM_NONE(e, "worker-a");
 }
 
 /* Cancel of a processing job ends the running attempt as failed: every write of its holder,
- * heartbeat and complete first, is then refused (terminal while kept, not found once deleted)
- * and the job is not claimable. */
+ * heartbeat and complete first, is then refused (as cancelled while kept, not found once
+ * deleted) and the job is not claimable. */
 void qc_case_cancel_processing(struct env *e)
 {
     qc_queue_create(e, 5, LONG_LEASE_S, 0, 0);
     int64_t id = qc_job_add(e);
     struct qc_lease a = CLAIM_ONE(e, "worker-a", 0);
     EXPECT(job_cancel(e, id), QC_OK);
-    EXPECT_WRITES(e, id, "worker-a", a.fence, W_ALL, qc_ended(e));
-    EXPECT_FINAL(e, id, "failed", 1, a.fence);
+    EXPECT_WRITES(e, id, "worker-a", a.fence, W_ALL, cancelled_refusal(e));
+    EXPECT_FINAL(e, id, cancelled_state(e), 1, a.fence);
     EXPECT_CANCELLED(e, id);
     CLAIM_NONE(e, "worker-b");
     if (e->retention == QC_DELETED)
@@ -109,7 +123,7 @@ void qc_case_cancel_finished(struct env *e)
     int64_t cancelled = qc_job_add(e);
     EXPECT(job_cancel(e, cancelled), QC_OK);
     EXPECT(job_cancel(e, cancelled), qc_ended(e));
-    EXPECT_FINAL(e, cancelled, "failed", 0, ANY_FENCE);
+    EXPECT_FINAL(e, cancelled, cancelled_state(e), 0, ANY_FENCE);
 }
 
 /* A batch completion answers each item on its own: of three live leases, the item with a wrong

@@ -42,6 +42,8 @@ static enum qc_outcome outcome_of(const char *what, enum db_status st, enum db_q
         return QC_LEASE_EXPIRED;
     case DB_Q_JOB_TERMINAL:
         return QC_TERMINAL;
+    case DB_Q_JOB_CANCELLED:
+        return QC_CANCELLED;
     case DB_Q_JOB_NOT_FOUND:
         return QC_NOT_FOUND;
     default:
@@ -250,6 +252,7 @@ int main(void)
             .get_job = c_get_job,
             .cancel = c_cancel,
             .complete_batch = c_complete_batch,
+            .cancelled_state = 1,
         };
         int kept = qc_run("queue_conformance_c_api", &impl, QC_KEPT);
         int deleted = qc_run("queue_conformance_c_api", &impl, QC_DELETED);

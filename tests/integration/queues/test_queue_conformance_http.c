@@ -37,6 +37,7 @@ static const struct {
     {"lease_fence_mismatch", 409, QC_FENCE_MISMATCH},
     {"lease_expired", 409, QC_LEASE_EXPIRED},
     {"job_terminal", 409, QC_TERMINAL},
+    {"job_cancelled", 409, QC_CANCELLED},
     {"job_not_found", 404, QC_NOT_FOUND},
 };
 
@@ -241,7 +242,12 @@ static enum qc_outcome h_cancel(void *ctx, const char *queue, int64_t job_id)
     struct th_response r;
     enum qc_outcome o = call(ctx, "DELETE", path, NULL, &r);
     const char *state = json_string_value(json_object_get(r.json, "state"));
-    if (o == QC_OK && (r.status != 200 || state == NULL || strcmp(state, "failed") != 0 ||
+#ifdef CONFORMANCE_PREVIOUS_RELEASE
+    const char *want = "failed"; /* before migration 20 */
+#else
+    const char *want = "cancelled";
+#endif
+    if (o == QC_OK && (r.status != 200 || state == NULL || strcmp(state, want) != 0 ||
                        json_integer_value(json_object_get(r.json, "id")) != job_id)) {
         fprintf(stderr, "DELETE %s: unexpected %ld %s\n", path, r.status, r.body);
         o = QC_ERROR;
@@ -344,6 +350,9 @@ int main(void)
         .get_job = h_get_job,
         .cancel = h_cancel,
         .complete_batch = h_complete_batch,
+#ifndef CONFORMANCE_PREVIOUS_RELEASE
+        .cancelled_state = 1,
+#endif
     };
 #ifdef CONFORMANCE_PREVIOUS_RELEASE
     int failed = qc_run("queue_conformance_previous_release", &impl, QC_KEPT);

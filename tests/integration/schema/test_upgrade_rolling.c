@@ -2,9 +2,11 @@
  * newest release (db/schema/released/17/RELEASE, built by deploy/local.sh test into
  * build-release-17/; its path in ROWLOCK_TEST_LAST_RELEASE_BINARY): a queue with a pending job
  * and a processing one holding dedupe keys, a job under a live lease, a succeeded and a failed
- * one with attempt history, and a job deleted at completion whose dedupe window outlives it.
- * This build migrates it (--migrate-only, migrations 18 (the contract of migration 17) and 19):
- * every job, body, attempt and dedupe key is as it was, the claim and listing indexes over every
+ * one with attempt history, a job cancelled (failed, marked cancelled, as the release cancels)
+ * and a job deleted at completion whose dedupe window outlives it.
+ * This build migrates it (--migrate-only, migrations 18 (the contract of migration 17) to 20):
+ * every job, body, attempt and dedupe key is as it was (but the cancelled job, whose state is
+ * now cancelled), the claim and listing indexes over every
  * state and the jobs' foreign key to their queue are gone, and the database serves builds of schema
  * 17 on. Then the release and this build serve it at once, as during a rolling upgrade: each
  * honours the keys held before, the lease taken before is completed with its fence, each reads
@@ -36,6 +38,7 @@ struct filled {
     json_int_t done;       /* failed once, then succeeded */
     json_int_t failed;     /* failed twice: out of attempts */
     json_int_t gone;       /* queue qd, dedupe key k-gone: deleted at completion, its window held */
+    json_int_t cancelled;  /* cancelled while pending: failed with last_error {"cancelled": true} */
 };
 
 static const char *last_release(void)
@@ -165,6 +168,12 @@ static void fill(int port, struct filled *f)
     r = enqueue(port, "k-pending", 201);
     f->pending = int_at(r, "id");
     json_decref(r);
+    r = enqueue(port, NULL, 201);
+    f->cancelled = int_at(r, "id");
+    json_decref(r);
+    char cancel[96];
+    snprintf(cancel, sizeof(cancel), "/queues/q/jobs/%" JSON_INTEGER_FORMAT, f->cancelled);
+    json_decref(th_call(port, "DELETE", cancel, NULL, 200));
     json_decref(th_call(port, "PUT", "/queues/qd",
                         "{\"succeeded_retention_seconds\":0,\"dedupe_window_seconds\":3600}", 201));
     r = th_call(port, "POST", "/queues/qd/jobs", "{\"payload\":1,\"dedupe_key\":\"k-gone\"}", 201);
@@ -186,7 +195,9 @@ static void fill(int port, struct filled *f)
 static char *queue_rows(PGconn *c)
 {
     static const char sql[] =
-        "SELECT (SELECT json_agg(j ORDER BY j.id)::text FROM rowlock.jobs j), "
+        /* (a job cancelled the old way takes the state of its own: checked on its own) */
+        "SELECT (SELECT json_agg(to_jsonb(j) || jsonb_build_object('state', CASE WHEN j.state = "
+        "'cancelled' THEN 'failed' ELSE j.state END) ORDER BY j.id)::text FROM rowlock.jobs j), "
         "(SELECT json_agg(b ORDER BY b.job_id)::text FROM rowlock.job_bodies b), "
         "(SELECT json_agg(a ORDER BY a.job_id, a.fence)::text FROM rowlock.job_attempts a), "
         "(SELECT json_agg(x ORDER BY x.job_id, x.fence)::text FROM rowlock.job_attempt_history "
@@ -229,6 +240,8 @@ static void migrate(PGconn *c, const char *url)
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM pg_constraint WHERE conrelid = "
                                 "'rowlock.jobs'::regclass AND contype = 'f'"),
                      0);
+    /* migration 20: the job cancelled the old way is cancelled */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs WHERE state = 'cancelled'"), 1);
     /* migration 19: every queue runs */
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queues WHERE paused_at IS NULL"),
                      tsf_int(c, "SELECT count(*) FROM rowlock.queues"));
@@ -272,6 +285,7 @@ static void both_serve_the_old_rows(int old, int now, const struct filled *f)
         json_decref(r);
         assert_job(ports[i], f->done, "succeeded", 2);
         assert_job(ports[i], f->failed, "failed", 2);
+        assert_job(ports[i], f->cancelled, "cancelled", 0);
         /* the window of the job the release deleted as it ended answers for it */
         r = th_call(ports[i], "POST", "/queues/qd/jobs",
                     "{\"payload\":2,\"dedupe_key\":\"k-gone\"}", 200);
