@@ -69,6 +69,14 @@ function fmtTime(iso) {
 }
 const json = (v) => h('pre', {}, v === null || v === undefined ? 'null' : JSON.stringify(v, null, 2));
 const badge = (state) => h('span', { class: `state state-${state}` }, state);
+// A job's state as the page shows it: a pending job not due yet is "scheduled" (its first run is
+// ahead: run_at or delay_seconds) or "retrying" (waiting out its backoff after a failed attempt).
+const jobState = (j) => (j.state === 'pending' && Date.parse(j.run_at) > Date.now()
+  ? (j.attempts > 0 ? 'retrying' : 'scheduled') : j.state);
+const jobBadge = (j) => {
+  const st = jobState(j);
+  return st === j.state ? badge(st) : h('span', { class: `state state-${st}`, title: `pending, due ${j.run_at}` }, st);
+};
 
 // ---- the API ----
 
@@ -390,7 +398,7 @@ const queueView = {
         [{ label: 'Id', num: 1 }, 'State', { label: 'Attempts', num: 1 }, 'Owner', 'Updated', 'Last error'],
         d.jobs.jobs.map((j) => h('tr', { 'data-key': j.id, 'data-job': j.id },
           h('th', { scope: 'row', class: 'num' }, link(`${qHref(name)}/jobs/${j.id}`, `#${j.id}`)),
-          td(badge(j.state)), td(`${j.attempts} / ${j.max_attempts}`, 1), td(j.owner || '–'),
+          td(jobBadge(j)), td(`${j.attempts} / ${j.max_attempts}`, 1), td(j.owner || '–'),
           td(fmtTime(j.updated_at)), td(j.last_error ? JSON.stringify(j.last_error).slice(0, 80) : '–')))),
       h('nav', { class: 'pager', 'aria-label': 'Job pages' },
         p.after !== '0' ? link(`${base}&after=0`, 'First page') : null,
@@ -447,12 +455,12 @@ const jobView = {
     const write = can('write');
     return [
       crumbs,
-      h('h1', {}, `Job #${j.id} `, badge(j.state)),
+      h('h1', {}, `Job #${j.id} `, jobBadge(j)),
       h('div', { class: 'actions' },
         write && (j.state === 'failed' || j.state === 'cancelled') ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry', 'data-queue': p.queue, 'data-job': j.id }, 'Retry job') : null,
         write && (j.state === 'pending' || j.state === 'processing') ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel', 'data-queue': p.queue, 'data-job': j.id }, 'Cancel job') : null),
       h('dl', { class: 'kv' },
-        [['State', badge(j.state)], ['Attempts', `${j.attempts} of ${j.max_attempts}`], ['Fence', j.fence],
+        [['State', jobBadge(j)], ['Attempts', `${j.attempts} of ${j.max_attempts}`], ['Fence', j.fence],
           ['Owner', j.owner || '–'], ['Lease expires', fmtTime(j.lease_expires_at)], ['Priority', j.priority],
           ['Run at', fmtTime(j.run_at)], ['Created', fmtTime(j.created_at)], ['Updated', fmtTime(j.updated_at)],
           ['Finished', fmtTime(j.finished_at)], ['Dedupe key', j.dedupe_key || '–']]

@@ -432,6 +432,25 @@ test('a queue is paused and resumed from its page, and a paused queue says so in
   await reader.context().close();
 });
 
+test('pending jobs not due yet read scheduled or retrying, in the list and on their page', async () => {
+  await ok('PUT', '/queues/later', { backoff_base_seconds: 3600, max_attempts: 3 });
+  const { id: now } = await ok('POST', '/queues/later/jobs', { payload: { n: 1 } });
+  const c = await ok('POST', '/queues/later/leases', { owner: 'w', max_jobs: 1 });
+  await ok('POST', `/queues/later/leases/${now}/fail`, { owner: 'w', fence: c.leases[0].fence, retry: true });
+  const { id: later } = await ok('POST', '/queues/later/jobs', { payload: { n: 2 }, delay_seconds: 3600 });
+  const { id: due } = await ok('POST', '/queues/later/jobs', { payload: { n: 3 } });
+  const page = await openPage(ADMIN);
+  await go(page, '#/queues/later', 'queues');
+  const row = (id) => page.locator(`tr[data-job="${id}"]`);
+  await until(async () => (await row(due).count()) === 1, 'the jobs listed');
+  assert.match(await text(row(now)), /retrying/);
+  assert.match(await text(row(later)), /scheduled/);
+  assert.match(await text(row(due)), /pending/);
+  await go(page, `#/queues/later/jobs/${later}`, 'queues');
+  await until(async () => /scheduled/.test(await text(page.locator('main h1'))), 'the scheduled badge');
+  await page.context().close();
+});
+
 test('a read-only token sees no action buttons', async () => {
   const failed = await failedJob('readonly');
   const { id: pending } = await ok('POST', '/queues/readonly/jobs', { payload: {} });
