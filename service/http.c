@@ -44,11 +44,14 @@
 
 /* ---- connections: the global limit and the request deadline (service/conn.c) ---- */
 
-/* Over the limit a connection is closed as soon as it is accepted (libmicrohttpd's own limit is
- * set higher, so that it never leaves connections waiting in the listen backlog). */
+/* Over the limit, or once the server drains, a connection is closed as soon as it is accepted
+ * (libmicrohttpd's own limit is set higher, so that it never leaves connections waiting in the
+ * listen backlog). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     struct svc_server *s = cls;
+    if (atomic_load(&s->draining))
+        return MHD_NO;
     return svc_conns_admit(s->conns) ? MHD_YES : MHD_NO;
 }
 
@@ -415,7 +418,6 @@ struct svc_server *svc_server_start(const struct svc_config *cfg, const struct s
     if (s == NULL)
         return NULL;
     s->cfg = cfg;
-    s->listen_fd = MHD_INVALID_SOCKET;
     s->routes = routes;
     s->nroutes = nroutes;
     s->auth = auth;
@@ -459,14 +461,12 @@ long svc_server_in_flight(const struct svc_server *s)
 
 void svc_server_quiesce(struct svc_server *s)
 {
-    if (s == NULL || s->quiesced)
-        return;
-    /* MHD stops polling the socket; shutting it down makes new connections fail at once. It is
-     * closed after MHD_stop_daemon, as MHD's threads may still hold it until then. */
-    s->listen_fd = MHD_quiesce_daemon(s->daemon);
-    if (s->listen_fd != MHD_INVALID_SOCKET)
-        shutdown(s->listen_fd, SHUT_RDWR);
-    s->quiesced = 1;
+    /* Not MHD_quiesce_daemon: with an epoll thread of its own, libmicrohttpd 0.9.75 removes the
+     * listening socket from its epoll set both there and in that thread's loop, unguarded, and
+     * aborts the process when the thread's removal comes second. The socket stays open and
+     * polled; on_accept closes every new connection at once, so that it fails at once. */
+    if (s != NULL)
+        atomic_store(&s->draining, 1);
 }
 
 int svc_server_shutdown(struct svc_server *s, int timeout_s)
@@ -482,9 +482,7 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     while (atomic_load(&s->in_flight) > 0 && svc_now() - start < timeout_s)
         svc_clock_sleep_ms(DRAIN_POLL_MS);
     int cut = (int)atomic_load(&s->in_flight);
-    MHD_stop_daemon(s->daemon);
-    if (s->listen_fd != MHD_INVALID_SOCKET)
-        close(s->listen_fd);
+    MHD_stop_daemon(s->daemon); /* closes the listening socket too */
     svc_workers_stop(s);
     svc_log_buffer_stop(); /* every request has completed: its access line is written now */
     svc_waiters_destroy(&s->waiters);

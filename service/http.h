@@ -26,7 +26,8 @@ struct svc_server;
 struct svc_server *svc_server_start(const struct svc_config *cfg, const struct svc_route *routes,
                                     size_t nroutes, const struct svc_auth *auth, void *app);
 uint16_t svc_server_port(const struct svc_server *s);
-/* Stops accepting connections (closes the listening socket); requests in flight go on. */
+/* Stops taking connections (each new one is closed as soon as it is accepted); requests in flight
+ * and their connections go on. */
 void svc_server_quiesce(struct svc_server *s);
 /* Stops accepting connections, waits up to timeout_s for in-flight requests to finish, then
  * stops the daemon and frees the server. Returns the number of requests cut short. */

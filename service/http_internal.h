@@ -65,8 +65,7 @@ struct svc_publisher {
 /* The server (http.c makes and frees it). */
 struct svc_server {
     struct MHD_Daemon *daemon;
-    int quiesced;         /* the listening socket is shut down */
-    MHD_socket listen_fd; /* closed only after MHD_stop_daemon: MHD threads may still use it */
+    _Atomic int draining; /* no new connection: each is closed as soon as it is accepted */
     uint16_t port;        /* bound (the configured one, or the one picked for port 0) */
     const struct svc_config *cfg;
     const struct svc_route *routes;
