@@ -180,7 +180,7 @@ build_fuzz() {
 # on top of the committed seeds; returns non-zero when any target failed (its log and the
 # failing input are named).
 fuzz_all() {
-    local seconds=$1 t name rc failed=0 log_file
+    local seconds=$1 t name rc failed=0 log_file dict
     mkdir -p "$STATE/fuzz/artifacts"
     for t in "$ROOT"/build-fuzz/tests/fuzz/fuzz_*; do
         if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
@@ -188,8 +188,11 @@ fuzz_all() {
         mkdir -p "$STATE/fuzz/$name"
         log_file=$STATE/logs/fuzz-$name.log
         rc=0
+        # a target's words (tests/fuzz/<target>.dict), when it has some
+        dict=()
+        [ ! -f "$ROOT/tests/fuzz/$name.dict" ] || dict=(-dict="$ROOT/tests/fuzz/$name.dict")
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-            "$t" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
+            "$t" "${dict[@]}" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=10 \
             -artifact_prefix="$STATE/fuzz/artifacts/" -print_final_stats=1 \
             "$STATE/fuzz/$name" "$ROOT/tests/fuzz/corpus/$name" >"$log_file" 2>&1 || rc=$?
         if [ "$rc" -eq 0 ]; then
