@@ -108,12 +108,13 @@ int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)
     return rc;
 }
 
-/* GETs path and prints the answer as JSON; returns the exit code. */
-static int get_and_print(const struct cli_conf *conf, const char *method, const char *path)
+/* Sends method path (no body; flags: CLI_HTTP_IDEMPOTENT when a lost answer may be asked again)
+ * and prints the answer as JSON; returns the exit code. */
+static int get_and_print(const struct cli_conf *conf, const char *method, const char *path,
+                         int flags)
 {
     struct cli_http *h = cli_http_new(conf);
     struct cli_reply rep;
-    int flags = strcmp(method, "POST") == 0 ? 0 : CLI_HTTP_IDEMPOTENT;
     int rc = cli_http_call(h, method, path, NULL, flags, 60, &rep);
     rc = cli_reply_exit(&rep);
     if (rc == 0)
@@ -250,7 +251,7 @@ int cli_cmd_retry(const struct cli_conf *conf, int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     strcat(path, "/retry");
-    return get_and_print(conf, "POST", path);
+    return get_and_print(conf, "POST", path, 0);
 }
 
 int cli_cmd_cancel(const struct cli_conf *conf, int argc, char **argv)
@@ -260,7 +261,7 @@ int cli_cmd_cancel(const struct cli_conf *conf, int argc, char **argv)
                             sizeof(path));
     if (rc)
         return rc < 0 ? 0 : rc;
-    return get_and_print(conf, "DELETE", path);
+    return get_and_print(conf, "DELETE", path, CLI_HTTP_IDEMPOTENT);
 }
 
 /* pause QUEUE, resume QUEUE: both idempotent, so retried like a GET when an answer is lost. */
@@ -278,15 +279,7 @@ static int queue_pause(const struct cli_conf *conf, int argc, char **argv, const
     char path[1024], *q = cli_escape(argv[1]);
     snprintf(path, sizeof(path), "/queues/%s/%s", q ? q : "", verb);
     free(q);
-    struct cli_http *h = cli_http_new(conf);
-    struct cli_reply rep;
-    cli_http_call(h, "POST", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
-    int rc = cli_reply_exit(&rep);
-    if (rc == 0)
-        cli_out_json(conf, rep.json);
-    cli_reply_clear(&rep);
-    cli_http_free(h);
-    return rc;
+    return get_and_print(conf, "POST", path, CLI_HTTP_IDEMPOTENT);
 }
 
 int cli_cmd_pause(const struct cli_conf *conf, int argc, char **argv)
