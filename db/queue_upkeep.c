@@ -54,8 +54,7 @@ static const struct db_stmt st_expire = {
 /* The purge of one due queue: $1 queue id, $2 batch, $3, $4, $5 its succeeded, failed and
  * cancelled retentions. The expired jobs of each are ranges of jobs_finished_state (failed and
  * cancelled ones together, ENDED_CANCELLED telling them apart), oldest first, at most $2 of
- * each. Rows:
- * purged, and whether a state's batch was full. */
+ * each. Rows: purged, and whether a state's batch was full. */
 static const struct db_stmt st_purge = {
     "queue_purge",
     "WITH ds AS (SELECT j.id, 'succeeded' AS final FROM rowlock.jobs j WHERE j.queue_id = $1 "

@@ -31,12 +31,12 @@ static inline enum db_status finish(enum db_status st)
  * state = 'processing', as every fenced write does, cannot turn to a scan of the whole index. */
 #define JOBS_LEASED "j.state = 'processing' AND j.claimable_at IS NOT NULL"
 
-/* A queue's counts by state, oldest due pending age, dedupe keys held by a window and when it
- * was paused (qid: SQL of the queue's id), as db_queue_stats_from_row reads them: a SELECT of
- * one row. Each state is
- * counted on the partial index that holds it (migration 17): the pending jobs' count and the
- * oldest one due on jobs_pending (a pending job's claimable_at is its run_at), the processing
- * ones on jobs_leased, the finished ones on jobs_listed. */
+/* A queue's counts by state, oldest due pending age, dedupe keys held by a window, when it was
+ * paused and its cancelled jobs (qid: SQL of the queue's id), as db_queue_stats_from_row reads
+ * them: a SELECT of one row. Each state is counted on the partial index that holds it
+ * (migration 17): the pending jobs' count and the oldest one due on jobs_pending (a pending
+ * job's claimable_at is its run_at), the processing ones on jobs_leased, the finished ones on
+ * jobs_listed. */
 #define QUEUE_JOBS_WHERE(qid, where)                                                               \
     "(SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = " qid " AND " where ")"
 #define QUEUE_JOBS_IN(qid, state) QUEUE_JOBS_WHERE(qid, "j.state = '" state "'")
