@@ -34,8 +34,13 @@
     "j.owner = " owner " AND j.fence = " fence " AND j.state = 'processing'"
 #define LEASE_OWNED LEASE_OWNED_BY("$3", "$4")
 /* Fenced writes (heartbeat, complete, fail) also need a live lease: at expiry a takeover is
- * already licensed, so the old owner must not win that race. */
-#define LEASE_LIVE_BY(owner, fence) LEASE_OWNED_BY(owner, fence) " AND j.lease_expires_at > now()"
+ * already licensed, so the old owner must not win that race. Live is judged on the clock as the
+ * write runs, not at its transaction's start: a claim of a limited queue counts a lease whose
+ * expiry it saw pass as no longer holding its slot, and writes its row (db/leases.c,
+ * CLAIM_LIMITED), so that a write that found the lease live before waits for that claim and
+ * judges the row again, on a clock past the expiry. */
+#define LEASE_LIVE_NOW              "j.lease_expires_at > clock_timestamp()"
+#define LEASE_LIVE_BY(owner, fence) LEASE_OWNED_BY(owner, fence) " AND " LEASE_LIVE_NOW
 #define LEASE_LIVE                  LEASE_LIVE_BY("$3", "$4")
 
 /* The row as it is, for classifying a refusal (LEASE_AS_WAS: id, state, owner, fence, live). A
@@ -44,7 +49,7 @@
  * the job and read it (made to run after the update w by reading it), so that the verdict is
  * judged on the row as it is once whoever held it committed. Locking first would write a
  * row-lock record and look the row up twice for every write that applies. */
-#define LEASE_AS_WAS "j.id, j.state, j.owner, j.fence, j.lease_expires_at > now() AS live"
+#define LEASE_AS_WAS "j.id, j.state, j.owner, j.fence, " LEASE_LIVE_NOW " AS live"
 #define LEASE_JOB    "j.id = $1 AND j.queue_id = $2"
 #define LEASE_REFUSED_AFTER(done)                                                                  \
     "target AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j "                                      \

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/combine.h"
+#include "db/hints.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
@@ -29,7 +30,7 @@
 #define CLAIM_RETURNING                                                                            \
     "j.id, j.fence, j.attempts, j.priority, j.lease_expires_at, cand.was, cand.was_fence, "        \
     "cand.attempt_no, cand.attempt_owner, cand.attempt_claimed_at, cand.attempt_ended_at, "        \
-    "cand.attempt_outcome, cand.fit_payload"
+    "cand.attempt_outcome, cand.fit_payload, j.concurrency_key"
 /* The superseded attempt moves to the history (as lease_expired when it never ended). */
 #define CLAIM_SUPERSEDED                                                                           \
     "superseded AS (INSERT INTO rowlock.job_attempts (job_id, fence, attempt, owner, claimed_at, " \
@@ -40,11 +41,19 @@
  * reclaimed, lease expiry, payload, and the lease's length in seconds (its expiry less now(),
  * the transaction's time the claim set it from, whichever lease the claim asked for). */
 /* clang-format off */
-#define CLAIMED \
+#define CLAIMED_FROM(t) \
     "w.id, w.fence, w.attempts, w.priority, w.was = 'processing', " \
     DB_TS("w.lease_expires_at") ", w.fit_payload, " \
-    "round(extract(epoch FROM w.lease_expires_at - now()))::int"
+    "round(extract(epoch FROM w.lease_expires_at - " t "))::int, w.concurrency_key"
+#define CLAIMED CLAIMED_FROM("now()")
+/* A row of a claim's answer that is no lease: k (its first column) says what it is. */
+#define CLAIM_NOTE(k, a, b, c, text) \
+    "SELECT " k ", (" a ")::bigint, (" b ")::bigint, (" c ")::int, NULL::int, NULL::bool, " \
+    "NULL::text, (" text ")::text, NULL::int, NULL::text"
 /* clang-format on */
+/* A claim's answer in order: the notes first (k below 1), then each claimer's leases (k), each
+ * claimer's by priority then id. */
+#define CLAIM_ANSWER_ORDER "ORDER BY 1, 5 DESC, 2"
 
 /* A claim's answer carries each job's payload: of the rows locked (rows, in claim order within
  * each partition, one per claim), cand keeps those whose payloads' JSON text fits in budget
@@ -74,17 +83,24 @@
 /* A claim's queue: its row when it hands out jobs (QUEUE_RUNNING), none while it is paused.
  * Each branch of CLAIM_LOCK reads nothing without it (a one-time filter: no job is looked at,
  * none locked). */
+/* A queue with a limit (QUEUE_LIMITED) is claimed from only by the limited claim below, in a
+ * transaction that locked its row first: a claim that finds it limited locks and takes nothing,
+ * and answers a note (CLAIM_NOTE, k -1) that sends its claimers there. */
 #define CLAIM_QUEUE                                                                                \
-    "q AS MATERIALIZED (SELECT id, lease_seconds FROM rowlock.queues WHERE id = $1 "               \
-    "AND " QUEUE_RUNNING("") ")"
+    "q AS MATERIALIZED (SELECT lq.id, lq.lease_seconds, " QUEUE_LIMITED(                           \
+        "lq.") " AS limited "                                                                      \
+               "FROM rowlock.queues lq WHERE lq.id = $1 AND " QUEUE_RUNNING("lq.") ")"
+#define CLAIM_UNLIMITED "EXISTS (SELECT FROM q WHERE NOT q.limited)"
+#define CLAIM_LIMITED_NOTE                                                                         \
+    CLAIM_NOTE("-1", "NULL", "NULL", "NULL", "NULL") " FROM q WHERE q.limited"
 /* A claim's order over rows r (an alias and a dot, or ""): priority, due time, id. */
 #define CLAIM_ORDER(r) r "priority DESC, " r "claimable_at, " r "id"
 /* clang-format off */
-#define CLAIM_LOCK(cols, takeable, lim) \
+#define CLAIM_LOCK(cols, takeable, lim, gate) \
     "SELECT * FROM (SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE j.queue_id = $1 AND " \
-    "EXISTS (SELECT FROM q) AND " LEASE_PENDING " ORDER BY " CLAIM_ORDER("j.") " LIMIT " lim " FOR UPDATE OF j " \
+    gate " AND " LEASE_PENDING " ORDER BY " CLAIM_ORDER("j.") " LIMIT " lim " FOR UPDATE OF j " \
     "SKIP LOCKED) p UNION ALL SELECT * FROM (SELECT " cols " FROM rowlock.jobs j WHERE " \
-    "j.queue_id = $1 AND EXISTS (SELECT FROM q) AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY " CLAIM_ORDER("j.") \
+    "j.queue_id = $1 AND " gate " AND " LEASE_EXPIRED " AND (" takeable ") ORDER BY " CLAIM_ORDER("j.") \
     " LIMIT " lim " FOR UPDATE OF j SKIP LOCKED) e) u ORDER BY " CLAIM_ORDER("u.") " LIMIT " lim
 /* clang-format on */
 
@@ -109,7 +125,8 @@ static const struct db_stmt st_claim = {
     "leases_claim",
     "WITH " CLAIM_QUEUE ", "
     "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.priority, j.claimable_at, "
-    LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt", LEASE_TAKEABLE_BY("$2"), "$3") "), "
+    LEASE_NEXT_ATTEMPT("j", "$2") " AS next_attempt", LEASE_TAKEABLE_BY("$2"), "$3",
+    CLAIM_UNLIMITED) "), "
     CLAIM_FIT("locked", "", CLAIM_ORDER("locked."), "$5") ", "
     "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
     "  fence = j.fence + 1, state = 'processing', owner = $2, "
@@ -119,9 +136,49 @@ static const struct db_stmt st_claim = {
     "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
     "  FROM cand, q WHERE j.ctid = cand.was_tid AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "
     "  RETURNING " CLAIM_RETURNING "), " CLAIM_SUPERSEDED " "
-    "SELECT 1, " CLAIMED " FROM w ORDER BY w.priority DESC, w.id",
+    "SELECT 1, " CLAIMED " FROM w UNION ALL " CLAIM_LIMITED_NOTE " " CLAIM_ANSWER_ORDER,
     5};
 /* clang-format on */
+
+/* Claims for several owners at once: what st_claim does, in one statement for concurrent
+ * claims combined (db/combine.h). $1 queue id, $2 owners, $3 max jobs, $4 lease seconds (NULL:
+ * queue's), $6 payload byte budgets (NULL: none), one element a claim, $5 the sum of $3. The
+ * rows locked, in claim order, are dealt to the claims in turn, each its max, and each claim
+ * keeps what fits its budget. Only rows any claimer may take are candidates: an expired lease
+ * without attempts left, which only its own owner may re-claim, is left to a claim that runs
+ * alone or to the janitor (as if that owner's claim came a moment later). */
+/* The claims of a combined claim ($2 owners, $3 max jobs, $4 leases, $6 budgets): each one's
+ * share (lo, hi] of the rows in claim order. */
+#define CLAIM_CLAIMERS                                                                             \
+    "claims AS (SELECT c.owner, c.lease, c.budget, c.i, "                                          \
+    "  sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "                                                \
+    "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "                                    \
+    "  FROM unnest($2::text[], $3::int[], $4::float8[], $6::bigint[]) WITH ORDINALITY "            \
+    "  AS c(owner, max_jobs, lease, budget, i))"
+/* Rows (SQL of a query, each row with its rank k in claim order) dealt to the claims in turn, each
+ * its max, then each claim's share cut to what fits its budget (cand). */
+#define CLAIM_DEAL(rows)                                                                           \
+    "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.budget, claims.i "        \
+    "  FROM (" rows ") n JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "                   \
+    "offered AS (SELECT dealt.*, " LEASE_NEXT_ATTEMPT(                                             \
+        "dealt", "dealt.claimer") " AS "                                                           \
+                                  "  next_attempt FROM dealt), " CLAIM_FIT(                        \
+                                      "offered", "PARTITION BY offered.i", "offered.k",            \
+                                      "offered.budget")
+/* The update of a combined claim's rows (cand), its leases from time t (from: more of the FROM
+ * list), returning CLAIM_RETURNING and the claim's number; then the history it supersedes. */
+#define CLAIM_TAKE(t, from)                                                                        \
+    "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "                               \
+    "  fence = j.fence + 1, state = 'processing', owner = cand.claimer, "                          \
+    "  lease_expires_at = " t " + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "  \
+    "  claimable_at = " t " + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "      \
+    "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = cand.claimer, "         \
+    "  attempt_claimed_at = " t ", attempt_ended_at = NULL, attempt_outcome = NULL "               \
+    "  FROM cand, q" from " WHERE j.ctid = cand.was_tid "                                          \
+    "  AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "                                        \
+    "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED
+/* What a combined claim locks of each row. */
+#define CLAIM_MANY_COLS CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, j.claimable_at"
 
 /* Claims for several owners at once: what st_claim does, in one statement for concurrent
  * claims combined (db/combine.h). $1 queue id, $2 owners, $3 max jobs, $4 lease seconds (NULL:
@@ -133,31 +190,128 @@ static const struct db_stmt st_claim = {
 /* clang-format off */
 static const struct db_stmt st_claim_many = {
     "leases_claim_many",
-    "WITH " CLAIM_QUEUE ", "
-    "claims AS (SELECT c.owner, c.lease, c.budget, c.i, "
-    "  sum(c.max_jobs) OVER (ORDER BY c.i) AS hi, "
-    "  sum(c.max_jobs) OVER (ORDER BY c.i) - c.max_jobs AS lo "
-    "  FROM unnest($2::text[], $3::int[], $4::float8[], $6::bigint[]) WITH ORDINALITY "
-    "  AS c(owner, max_jobs, lease, budget, i)), "
-    "locked AS (" CLAIM_LOCK(CLAIM_WAS ", j.state, j.owner, j.attempts, j.priority, "
-    "j.claimable_at", LEASE_TAKEABLE, "$5") "), "
-    "dealt AS (SELECT n.*, claims.owner AS claimer, claims.lease, claims.budget, claims.i "
-    "  FROM (SELECT locked.*, row_number() OVER (ORDER BY " CLAIM_ORDER("") ") "
-    "  AS k FROM locked) n JOIN claims ON n.k > claims.lo AND n.k <= claims.hi), "
-    "offered AS (SELECT dealt.*, " LEASE_NEXT_ATTEMPT("dealt", "dealt.claimer") " AS "
-    "  next_attempt FROM dealt), "
-    CLAIM_FIT("offered", "PARTITION BY offered.i", "offered.k", "offered.budget") ", "
-    "w AS (UPDATE rowlock.jobs j SET attempts = cand.next_attempt, "
-    "  fence = j.fence + 1, state = 'processing', owner = cand.claimer, "
-    "  lease_expires_at = now() + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "
-    "  claimable_at = now() + make_interval(secs => coalesce(cand.lease, q.lease_seconds)), "
-    "  updated_at = now(), attempt_no = cand.next_attempt, attempt_owner = cand.claimer, "
-    "  attempt_claimed_at = now(), attempt_ended_at = NULL, attempt_outcome = NULL "
-    "  FROM cand, q WHERE j.ctid = cand.was_tid AND j.ctid = ANY (ARRAY(SELECT was_tid FROM cand)) "
-    "  RETURNING " CLAIM_RETURNING ", cand.i), " CLAIM_SUPERSEDED " "
-    "SELECT w.i, " CLAIMED " FROM w ORDER BY w.i, w.priority DESC, w.id",
+    "WITH " CLAIM_QUEUE ", " CLAIM_CLAIMERS ", "
+    "locked AS (" CLAIM_LOCK(CLAIM_MANY_COLS, LEASE_TAKEABLE, "$5", CLAIM_UNLIMITED) "), "
+    CLAIM_DEAL("SELECT locked.*, row_number() OVER (ORDER BY " CLAIM_ORDER("") ") AS k "
+    "FROM locked") ", "
+    CLAIM_TAKE("now()", "") " "
+    "SELECT w.i, " CLAIMED " FROM w UNION ALL " CLAIM_LIMITED_NOTE " " CLAIM_ANSWER_ORDER,
     6};
 /* clang-format on */
+
+/* ---- the limited claim ----
+ *
+ * A queue with a limit (QUEUE_LIMITED: concurrency or rate, the queue's or its keys') is
+ * claimed from by one transaction at a time: it locks the queue's row (st_queue_lock, FOR NO
+ * KEY UPDATE: enqueues, which lock it FOR KEY SHARE, go on), then claims with st_claim_limited
+ * in statements of their own, whose snapshots see every lease the claims before committed. So
+ * what it counts is exact:
+ *   - A lease holds its slot while it is live (its expiry ahead of the claim's now()). An expired
+ *     one frees it once this claim has locked and written its row (expired, touched: SKIP
+ *     LOCKED, so that a lease a write holds now still counts), as a fenced write judges liveness
+ *     on the clock when it runs (LEASE_LIVE_NOW) and, finding the row written by the claim
+ *     after it found it live, judges it again.
+ *   - A rate is a token bucket (rowlock.queue_limiter: key '' the queue's, else a key's) of
+ *     rate_burst tokens, refilled rate_limit per rate_period_seconds, at clk: the clock as the
+ *     statement runs, after the lock, so that the buckets' times only move on. Each job a claim
+ *     hands out takes a token; its lease runs from clk, and clk is its attempt's claimed_at.
+ * Of the rows locked (at most $5, in claim order), those of keys already found full ($7) left
+ * out, each key keeps what its room allows (the least of its free slots and whole tokens),
+ * then the queue's room cuts the rest in claim order; what is left is dealt as in
+ * st_claim_many. A first note (k 0) says how many due rows a key's limit held back, how many
+ * the queue's, whether the queue still has a limit, and the keys held back so far ($7 and this
+ * statement's, an array's text), so that the transaction can claim again past those keys while
+ * its claimers want more. The rows it held back stay locked by it until it ends. */
+/* clang-format off */
+#define LIMIT_TOKENS(b, rl, rp, rb) \
+    "least(" rb ", coalesce(" b ".tokens + " rl "::float8 / " rp " * " \
+    "greatest(0, extract(epoch FROM clk.t - " b ".refilled_at)), " rb "))"
+/* A room: the least of free slots and whole tokens (NULL: no limit). */
+#define LIMIT_ROOM(r) "least(" r ".cfree, floor(" r ".tokens))"
+static const struct db_stmt st_claim_limited = {
+    "leases_claim_limited",
+    "WITH q AS MATERIALIZED (SELECT lq.id, lq.lease_seconds, lq.concurrency_limit AS cl, "
+    "  lq.key_concurrency_limit AS kcl, lq.rate_limit AS rl, lq.rate_period_seconds AS rp, "
+    "  coalesce(lq.rate_burst, lq.rate_limit) AS rb, lq.key_rate_limit AS krl, "
+    "  lq.key_rate_period_seconds AS krp, coalesce(lq.key_rate_burst, lq.key_rate_limit) AS krb "
+    "  FROM rowlock.queues lq WHERE lq.id = $1 AND " QUEUE_RUNNING("lq.") "), "
+    "clk AS MATERIALIZED (SELECT clock_timestamp() AS t), " CLAIM_CLAIMERS ", "
+    "locked AS (" CLAIM_LOCK(CLAIM_MANY_COLS ", j.concurrency_key", LEASE_TAKEABLE, "$5",
+    "EXISTS (SELECT FROM q) AND (j.concurrency_key IS NULL OR "
+    "j.concurrency_key <> ALL ($7::text[]))") "), "
+    "expired AS (SELECT j.ctid AS tid, j.id, j.concurrency_key FROM rowlock.jobs j "
+    "  WHERE j.queue_id = $1 AND EXISTS (SELECT FROM q) AND " LEASE_EXPIRED " "
+    "  FOR NO KEY UPDATE OF j SKIP LOCKED), "
+    "keys AS (SELECT DISTINCT l.concurrency_key AS key FROM locked l "
+    "  WHERE l.concurrency_key IS NOT NULL), "
+    "bucket AS (SELECT b.key, b.tokens, b.refilled_at FROM rowlock.queue_limiter b "
+    "  WHERE b.queue_id = $1 AND b.key = ANY (ARRAY(SELECT key FROM keys) || ''::text)), "
+    "klim AS (SELECT k.key, coalesce(o.concurrency_limit, q.kcl) AS cl, "
+    "  CASE WHEN o.rate_limit IS NOT NULL THEN o.rate_limit ELSE q.krl END AS rl, "
+    "  CASE WHEN o.rate_limit IS NOT NULL THEN o.rate_period_seconds ELSE q.krp END AS rp, "
+    "  CASE WHEN o.rate_limit IS NOT NULL THEN coalesce(o.rate_burst, o.rate_limit) "
+    "  ELSE q.krb END AS rb "
+    "  FROM keys k CROSS JOIN q LEFT JOIN rowlock.queue_keys o ON o.queue_id = $1 "
+    "  AND o.key = k.key), "
+    "kroom AS (SELECT kl.key, CASE WHEN kl.cl IS NOT NULL THEN kl.cl - "
+    "  (SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED " "
+    "  AND j.concurrency_key = kl.key) + (SELECT count(*) FROM expired e "
+    "  WHERE e.concurrency_key = kl.key) END AS cfree, "
+    "  CASE WHEN kl.rl IS NOT NULL THEN " LIMIT_TOKENS("b", "kl.rl", "kl.rp", "kl.rb") " END "
+    "  AS tokens FROM klim kl CROSS JOIN clk LEFT JOIN bucket b ON b.key = kl.key), "
+    "qroom AS (SELECT CASE WHEN q.cl IS NOT NULL THEN q.cl - "
+    "  (SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED ") + "
+    "  (SELECT count(*) FROM expired) END AS cfree, "
+    "  CASE WHEN q.rl IS NOT NULL THEN " LIMIT_TOKENS("b", "q.rl", "q.rp", "q.rb") " END "
+    "  AS tokens FROM q CROSS JOIN clk LEFT JOIN bucket b ON b.key = ''), "
+    "keyfit AS (SELECT r.*, r.concurrency_key IS NULL OR r.kr <= coalesce(" LIMIT_ROOM("kr") ", "
+    "  r.kr) AS key_ok, r.kr > coalesce(kr.cfree, r.kr) AS by_slots FROM (SELECT l.*, "
+    "  row_number() OVER (PARTITION BY l.concurrency_key ORDER BY " CLAIM_ORDER("l.") ") AS kr "
+    "  FROM locked l) r LEFT JOIN kroom kr ON kr.key = r.concurrency_key), "
+    "fitted AS (SELECT f.*, row_number() OVER (ORDER BY " CLAIM_ORDER("f.") ") AS k "
+    "  FROM keyfit f WHERE f.key_ok), "
+    "qcut AS (SELECT count(*) FILTER (WHERE f.k > coalesce(" LIMIT_ROOM("qr") ", f.k)) AS n "
+    "  FROM fitted f, qroom qr), "
+    CLAIM_DEAL("SELECT f.* FROM fitted f, qroom qr WHERE f.k <= coalesce(" LIMIT_ROOM("qr")
+    ", f.k)") ", "
+    CLAIM_TAKE("clk.t", ", clk") ", "
+    "touched AS (UPDATE rowlock.jobs j SET claimable_at = j.claimable_at FROM expired e "
+    "  WHERE j.ctid = e.tid AND j.ctid = ANY (ARRAY(SELECT tid FROM expired)) "
+    "  AND NOT EXISTS (SELECT FROM cand WHERE cand.id = e.id)), "
+    "charged AS (SELECT w.concurrency_key AS key, count(*) AS n FROM w "
+    "  WHERE w.concurrency_key IS NOT NULL GROUP BY w.concurrency_key), "
+    "tally AS (SELECT count(*) FILTER (WHERE NOT f.key_ok AND f.by_slots) AS hkc, "
+    "  count(*) FILTER (WHERE NOT f.key_ok AND NOT f.by_slots) AS hkr, "
+    "  (SELECT CASE WHEN qr.tokens IS NULL OR qr.cfree <= floor(qr.tokens) THEN qcut.n ELSE 0 "
+    "  END FROM qroom qr, qcut) AS hc, (SELECT CASE WHEN qr.tokens IS NULL OR qr.cfree <= "
+    "  floor(qr.tokens) THEN 0 ELSE qcut.n END FROM qroom qr, qcut) AS hr, "
+    "  (SELECT qr.tokens - (SELECT count(*) FROM w) FROM qroom qr) AS qtokens FROM keyfit f), "
+    "buckets AS (INSERT INTO rowlock.queue_limiter AS b (queue_id, key, tokens, refilled_at, "
+    "  held_concurrency, held_key_concurrency, held_rate, held_key_rate) "
+    "  SELECT $1, '', coalesce(t.qtokens, 0), clk.t, t.hc, t.hkc, t.hr, t.hkr FROM tally t, clk "
+    "  WHERE t.qtokens IS NOT NULL OR t.hc + t.hkc + t.hr + t.hkr > 0 "
+    "  UNION ALL SELECT $1, kr.key, kr.tokens - c.n, clk.t, 0, 0, 0, 0 "
+    "  FROM kroom kr JOIN charged c ON c.key = kr.key, clk WHERE kr.tokens IS NOT NULL "
+    "  ON CONFLICT (queue_id, key) DO UPDATE SET "
+    "  tokens = CASE WHEN b.key = '' AND (SELECT qtokens FROM tally) IS NULL THEN b.tokens "
+    "  ELSE EXCLUDED.tokens END, "
+    "  refilled_at = CASE WHEN b.key = '' AND (SELECT qtokens FROM tally) IS NULL "
+    "  THEN b.refilled_at ELSE EXCLUDED.refilled_at END, "
+    "  held_concurrency = b.held_concurrency + EXCLUDED.held_concurrency, "
+    "  held_key_concurrency = b.held_key_concurrency + EXCLUDED.held_key_concurrency, "
+    "  held_rate = b.held_rate + EXCLUDED.held_rate, "
+    "  held_key_rate = b.held_key_rate + EXCLUDED.held_key_rate) "
+    "SELECT w.i, " CLAIMED_FROM("clk.t") " FROM w, clk UNION ALL "
+    CLAIM_NOTE("0", "(SELECT count(*) FROM keyfit WHERE NOT key_ok)", "(SELECT n FROM qcut)",
+    "(SELECT " QUEUE_LIMITED("lq.") "::int FROM rowlock.queues lq WHERE lq.id = $1)",
+    "(SELECT coalesce(array_agg(DISTINCT f.concurrency_key), '{}') FROM keyfit f "
+    "WHERE NOT f.key_ok) || $7::text[]") " "
+    CLAIM_ANSWER_ORDER,
+    7};
+/* clang-format on */
+/* The limited claim's first statement: the queue's row, locked. */
+static const struct db_stmt st_queue_lock = {
+    "leases_queue_lock", "SELECT 1 FROM rowlock.queues WHERE id = $1 FOR NO KEY UPDATE", 1};
 
 /* Fenced writes: $1 job id, $2 queue id, $3 owner, $4 fence, then their own. */
 /* clang-format off */
@@ -317,7 +471,9 @@ void db_claimed_clear(struct db_claimed *c, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(c[i].payload);
+        free(c[i].concurrency_key);
         c[i].payload = NULL;
+        c[i].concurrency_key = NULL;
     }
 }
 
@@ -339,6 +495,17 @@ struct claim {
 };
 
 static struct db_combiner claims = DB_COMBINER_INIT(1, DB_QUEUE_BATCH_MAX, DB_COMBINE_BATCH_MAX);
+
+/* Queues this process found limited (QUEUE_LIMITED), by name: a hint (db/hints.h) that sends
+ * their claims straight to the limited claim. A claim without it that finds its queue limited
+ * claims nothing and says so (CLAIM_LIMITED_NOTE); a limited claim that finds the queue no
+ * longer limited forgets it. */
+static struct db_hints limited_hints = DB_HINTS_INIT;
+
+int db_queue_limited_hint(const char *queue)
+{
+    return db_hint_get(&limited_hints, queue) != 0;
+}
 
 static void claim_reset(struct claim *a)
 {
@@ -363,16 +530,39 @@ static void claimed_row(struct claim *a, const PGresult *r, int i)
     db_copy(o->lease_expires_at, sizeof(o->lease_expires_at), PQgetvalue(r, i, 6));
     o->payload = strdup(PQgetvalue(r, i, 7));
     o->lease_seconds = atoi(PQgetvalue(r, i, 8));
-    if (o->payload == NULL)
+    o->concurrency_key = PQgetisnull(r, i, 9) ? NULL : strdup(PQgetvalue(r, i, 9));
+    if (o->payload == NULL || (o->concurrency_key == NULL && !PQgetisnull(r, i, 9)))
         a->copy_failed = 1;
+}
+
+/* The claims of one transaction: reqs[i]->arg are struct claim. */
+struct claim_batch {
+    struct db_combine_req **reqs;
+    size_t n;
+    int limited; /* the queue has a limit: its claims go to claim_limited_tx */
+};
+
+/* Hands out the leases of a claim's result: each row k (its first column) to claim k (1-based),
+ * a note (k -1) that the queue is limited to b->limited. Returns the rows of other notes. */
+static void claim_rows(struct claim_batch *b, const PGresult *r)
+{
+    for (int i = 0; i < PQntuples(r); i++) {
+        long k = strtol(PQgetvalue(r, i, 0), NULL, 10);
+        if (k == -1)
+            b->limited = 1;
+        else if (k >= 1 && (size_t)k <= b->n)
+            claimed_row(b->reqs[k - 1]->arg, r, i);
+    }
 }
 
 static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
-    struct claim *a = arg;
+    struct claim_batch *b = arg;
+    struct claim *a = b->reqs[0]->arg;
     struct db_queue q;
     int found;
     claim_reset(a);
+    b->limited = 0;
     char max[DB_INT_TEXT], lease[DB_INT_TEXT], budget[DB_INT_TEXT];
     snprintf(max, sizeof(max), "%d", a->max_jobs);
     snprintf(lease, sizeof(lease), "%d", a->lease_seconds);
@@ -383,18 +573,14 @@ static enum db_status claim_tx(struct db_conn *c, void *arg, struct db_error *er
     enum db_status st = db_queue_stmt_in(c, a->queue, &st_claim, params, 0, 1, &q, &found, &r, err);
     if (st != DB_OK || !found)
         return st;
-    for (int i = 0; i < PQntuples(r); i++)
-        claimed_row(a, r, i);
+    claim_rows(b, r);
     PQclear(r);
     a->verdict = DB_Q_OK;
     return DB_OK;
 }
 
-struct claim_batch {
-    struct db_combine_req **reqs;
-    size_t n;
-};
-
+/* The claim arrays' column col of claim i: owner, jobs it still wants (max less what it got),
+ * lease, budget. */
 static const char *claim_column(const void *items, size_t i, size_t col, char *buf, size_t size)
 {
     const struct claim *a = ((struct db_combine_req *const *)items)[i]->arg;
@@ -402,7 +588,7 @@ static const char *claim_column(const void *items, size_t i, size_t col, char *b
     case 0:
         return a->owner;
     case 1:
-        snprintf(buf, size, "%d", a->max_jobs);
+        snprintf(buf, size, "%d", a->max_jobs - (int)a->n);
         return buf;
     case 2:
         if (a->lease_seconds <= 0)
@@ -417,15 +603,34 @@ static const char *claim_column(const void *items, size_t i, size_t col, char *b
     }
 }
 
+/* The jobs b's claims still want. */
+static long claim_wanted(const struct claim_batch *b)
+{
+    long total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct claim *a = b->reqs[i]->arg;
+        total += a->max_jobs - (long)a->n;
+    }
+    return total;
+}
+
+static void claim_batch_reset(struct claim_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        claim_reset(b->reqs[i]->arg);
+}
+
+static void claim_batch_found(struct claim_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        ((struct claim *)b->reqs[i]->arg)->verdict = DB_Q_OK;
+}
+
 static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct claim_batch *b = arg;
-    long total = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        struct claim *a = b->reqs[i]->arg;
-        claim_reset(a);
-        total += a->max_jobs;
-    }
+    claim_batch_reset(b);
+    b->limited = 0;
     const struct claim *first = b->reqs[0]->arg;
     struct db_queue q;
     int found;
@@ -434,39 +639,112 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     if (st != DB_OK)
         return st;
     char sum[DB_INT_TEXT];
-    snprintf(sum, sizeof(sum), "%ld", total);
+    snprintf(sum, sizeof(sum), "%ld", claim_wanted(b));
     const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum, arr.arr[3]};
     PGresult *r = NULL;
     st = db_queue_stmt_in(c, first->queue, &st_claim_many, params, 0, 1, &q, &found, &r, err);
     db_arrays_free(&arr);
     if (st != DB_OK || !found)
         return st;
-    for (int i = 0; i < PQntuples(r); i++) {
-        size_t k = strtoul(PQgetvalue(r, i, 0), NULL, 10);
-        if (k >= 1 && k <= b->n)
-            claimed_row(b->reqs[k - 1]->arg, r, i);
-    }
+    claim_rows(b, r);
     PQclear(r);
-    for (size_t i = 0; i < b->n; i++)
-        ((struct claim *)b->reqs[i]->arg)->verdict = DB_Q_OK;
+    claim_batch_found(b);
     return DB_OK;
+}
+
+/* Statements of the limited claim one transaction runs at most: each after the first claims
+ * past the keys the ones before found full, while its claimers want more. */
+#define CLAIM_LIMITED_ROUNDS 4
+
+/* The limited claim (st_claim_limited): the queue's row locked, then rounds of claims. */
+static enum db_status claim_limited_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct claim_batch *b = arg;
+    claim_batch_reset(b);
+    const struct claim *first = b->reqs[0]->arg;
+    char *held_keys = NULL; /* the keys found full so far, an array's text */
+    char qid[DB_INT_TEXT] = "";
+    enum db_status st = DB_OK;
+    for (int round = 0; round < CLAIM_LIMITED_ROUNDS && st == DB_OK; round++) {
+        struct db_arrays arr = {0, 0, NULL};
+        st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
+        if (st != DB_OK)
+            break;
+        char sum[DB_INT_TEXT];
+        snprintf(sum, sizeof(sum), "%ld", claim_wanted(b));
+        const char *params[] = {NULL,
+                                arr.arr[0],
+                                arr.arr[1],
+                                arr.arr[2],
+                                sum,
+                                arr.arr[3],
+                                held_keys != NULL ? held_keys : "{}"};
+        PGresult *r = NULL, *locked = NULL;
+        if (round == 0) {
+            struct db_queue q;
+            int found;
+            const char *lparams[] = {NULL};
+            struct db_queue_call calls[] = {{&st_queue_lock, lparams, 0, &locked},
+                                            {&st_claim_limited, params, 0, &r}};
+            st = db_queue_stmts_in(c, first->queue, calls, 2, 0, &q, &found, err);
+            PQclear(locked);
+            if (st == DB_OK && !found) {
+                db_arrays_free(&arr);
+                break;
+            }
+            if (st == DB_OK) {
+                claim_batch_found(b);
+                db_i64(qid, sizeof(qid), q.id);
+            }
+        } else {
+            params[0] = qid;
+            st = db_query(c, &st_claim_limited, params, &r, err);
+        }
+        db_arrays_free(&arr);
+        if (st != DB_OK)
+            break;
+        claim_rows(b, r);
+        /* the note (k 0) sorts first */
+        int more = 0;
+        if (PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 0), "0") == 0) {
+            long long key_held = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+            long long queue_held = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+            if (strcmp(PQgetvalue(r, 0, 3), "0") == 0)
+                db_hint_set(&limited_hints, first->queue, 0);
+            more = key_held > 0 && queue_held == 0 && claim_wanted(b) > 0;
+            free(held_keys);
+            held_keys = strdup(PQgetvalue(r, 0, 7));
+            if (held_keys == NULL)
+                more = 0;
+        }
+        PQclear(r);
+        if (!more)
+            break;
+    }
+    free(held_keys);
+    return st;
 }
 
 /* Claims run on generic plans (planned once a connection, not at every claim, where planning is
  * a large share of a short statement's time): with auto, PostgreSQL keeps choosing a custom plan,
  * as a generic one guesses LIMIT $3 at a tenth of the backlog and so looks dearer. The generic plan
  * is the custom one (the claim index, then primary-key lookups, held to them by the "= ANY" above)
- * at any backlog (docs/architecture.md, "The queue's rows", generic plans). */
+ * at any backlog (docs/architecture.md, "The queue's rows", generic plans). A claim of a queue
+ * not known to be limited that finds it limited has claimed nothing, and runs again limited. */
 static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
 {
-    if (n == 1) {
-        struct claim *a = batch[0]->arg;
-        a->st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, claim_tx, a, &a->err);
-        return;
-    }
-    struct claim_batch b = {batch, n};
+    const struct claim *first = batch[0]->arg;
+    struct claim_batch b = {batch, n, 0};
     struct db_error err = {"", ""};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, claim_many_tx, &b, &err);
+    enum db_status st = DB_OK;
+    if (db_hint_get(&limited_hints, first->queue) == 0) {
+        st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, n == 1 ? claim_tx : claim_many_tx, &b,
+                       &err);
+        if (st == DB_OK && b.limited)
+            db_hint_set(&limited_hints, first->queue, 1);
+    }
+    if (db_hint_get(&limited_hints, first->queue) != 0)
+        st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, claim_limited_tx, &b, &err);
     for (size_t i = 0; i < n; i++) {
         struct claim *a = batch[i]->arg;
         a->st = st;

@@ -19,10 +19,11 @@
     "retention_seconds, " DB_TS("created_at") ", " DB_TS("updated_at") ", "                        \
     QUEUE_RETENTION("", "succeeded") ", " QUEUE_RETENTION("", "failed") ", "                       \
     QUEUE_RETENTION("", "cancelled") ", dedupe_window_seconds, "                                   \
-    "coalesce(" DB_TS("paused_at") ", '')"
+    "coalesce(" DB_TS("paused_at") ", '')"                                                       \
+    ", " QUEUE_LIMITS("")
 /* clang-format on */
 /* the columns QUEUE_COLUMNS reads, for a query that reads more after them */
-#define QUEUE_NCOLUMNS 14
+#define QUEUE_NCOLUMNS 22
 
 static const struct db_stmt st_queue_resolve = {
     "queue_resolve", "SELECT " QUEUE_COLUMNS " FROM rowlock.queues WHERE name = $1", 1};
@@ -30,8 +31,10 @@ static const struct db_stmt st_queue_upsert = {
     "queue_upsert",
     "INSERT INTO rowlock.queues AS q (name, max_attempts, lease_seconds, backoff_base_seconds, "
     "backoff_max_seconds, retention_seconds, succeeded_retention_seconds, "
-    "failed_retention_seconds, cancelled_retention_seconds, dedupe_window_seconds) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+    "failed_retention_seconds, cancelled_retention_seconds, dedupe_window_seconds, "
+    "concurrency_limit, rate_limit, rate_period_seconds, rate_burst, key_concurrency_limit, "
+    "key_rate_limit, key_rate_period_seconds, key_rate_burst) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) "
     "ON CONFLICT (name) DO UPDATE SET max_attempts = EXCLUDED.max_attempts, "
     "lease_seconds = EXCLUDED.lease_seconds, backoff_base_seconds = "
     "EXCLUDED.backoff_base_seconds, backoff_max_seconds = EXCLUDED.backoff_max_seconds, "
@@ -39,9 +42,15 @@ static const struct db_stmt st_queue_upsert = {
     "succeeded_retention_seconds = EXCLUDED.succeeded_retention_seconds, "
     "failed_retention_seconds = EXCLUDED.failed_retention_seconds, "
     "cancelled_retention_seconds = EXCLUDED.cancelled_retention_seconds, "
-    "dedupe_window_seconds = EXCLUDED.dedupe_window_seconds, updated_at = now() "
+    "dedupe_window_seconds = EXCLUDED.dedupe_window_seconds, "
+    "concurrency_limit = EXCLUDED.concurrency_limit, rate_limit = EXCLUDED.rate_limit, "
+    "rate_period_seconds = EXCLUDED.rate_period_seconds, rate_burst = EXCLUDED.rate_burst, "
+    "key_concurrency_limit = EXCLUDED.key_concurrency_limit, "
+    "key_rate_limit = EXCLUDED.key_rate_limit, "
+    "key_rate_period_seconds = EXCLUDED.key_rate_period_seconds, "
+    "key_rate_burst = EXCLUDED.key_rate_burst, updated_at = now() "
     "RETURNING (xmax = 0), " QUEUE_COLUMNS,
-    10};
+    18};
 static const struct db_stmt st_queue_stats = {"queue_stats", QUEUE_STATS("$1"), 1};
 /* Pause ($2 true) or resume: paused_at keeps when the queue was first paused. The first column
  * says whether this statement changed it. */
@@ -98,8 +107,9 @@ static const struct db_stmt st_enqueue = {
     "WITH q AS (SELECT id, max_attempts, dedupe_window_seconds FROM rowlock.queues WHERE id = $1 "
     "  FOR KEY SHARE), "
     "input AS (SELECT nextval('rowlock.jobs_id_seq') AS id, u.* FROM (SELECT * FROM "
-    "  unnest($2::text[], $3::text[], $4::text[], $5::float8[], $6::int[], $7::int[], $9::int[]) "
-    "  WITH ORDINALITY AS x(payload, dedupe, run_at, delay, priority, max_attempts, win, i) "
+    "  unnest($2::text[], $3::text[], $4::text[], $5::float8[], $6::int[], $7::int[], $9::int[], "
+    "  $10::text[]) WITH ORDINALITY AS x(payload, dedupe, run_at, delay, priority, max_attempts, "
+    "  win, ckey, i) "
     "  ORDER BY i) u), "
     "timed AS (SELECT input.*, coalesce(run_at::timestamptz, now() + make_interval(secs => "
     "  delay)) AS due, coalesce(input.win, q.dedupe_window_seconds) AS hold, "
@@ -115,8 +125,9 @@ static const struct db_stmt st_enqueue = {
     "  final_state = " DEDUPE_TAKE("d", "final_state") " "
     "  RETURNING d.dedupe_key, d.job_id, d.final_state), "
     "ins AS (INSERT INTO rowlock.jobs (id, queue_id, state, priority, run_at, claimable_at, "
-    "  max_attempts, dedupe_key) SELECT t.id, q.id, 'pending', t.priority, t.due, t.due, "
-    "  coalesce(nullif(t.max_attempts, 0), q.max_attempts), t.dedupe FROM timed t, q "
+    "  max_attempts, dedupe_key, concurrency_key) SELECT t.id, q.id, 'pending', t.priority, "
+    "  t.due, t.due, coalesce(nullif(t.max_attempts, 0), q.max_attempts), t.dedupe, t.ckey "
+    "  FROM timed t, q "
     "  WHERE t.dedupe IS NULL OR t.id IN (SELECT job_id FROM win) ORDER BY t.i "
     "  ON CONFLICT (queue_id, dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN "
     "  ('pending', 'processing') DO NOTHING RETURNING id), "
@@ -135,7 +146,7 @@ static const struct db_stmt st_enqueue = {
     "  CASE WHEN r.created IS NULL THEN (SELECT j.state FROM rowlock.jobs j WHERE j.id = r.id) "
     "  END, r.final_state, coalesce(r.orphan, false), r.drawn "
     "FROM res r ORDER BY r.i",
-    9};
+    10};
 /* clang-format on */
 
 /* The job holding a dedupe key that the enqueue above found taken but could not see: a
@@ -171,7 +182,7 @@ static const struct db_stmt st_enqueue_dedupe_repoint = {
     "coalesce(" DB_TS("j.lease_expires_at") ", ''), " DB_TS("j.run_at") ", " \
     DB_TS("j.created_at") ", " DB_TS("j.updated_at") ", " \
     "coalesce(" DB_TS("j.finished_at") ", ''), j.dedupe_key, " \
-    "b.payload::text, b.progress::text, b.result::text, b.last_error::text"
+    "b.payload::text, b.progress::text, b.result::text, b.last_error::text, j.concurrency_key"
 /* clang-format on */
 static const struct db_stmt st_job_get = {
     "job_get",
@@ -293,7 +304,8 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
                                         "job_not_failed",
                                         "bad_input",
                                         "queue_busy",
-                                        "queue_has_schedules"};
+                                        "queue_has_schedules",
+                                        "key_not_found"};
     return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "unknown";
 }
 
@@ -317,6 +329,29 @@ static void queue_from_row(const PGresult *r, int row, int col, struct db_queue 
     }
     q->cfg.dedupe_window_seconds = atoi(PQgetvalue(r, row, col + 12));
     db_copy(q->paused_at, sizeof(q->paused_at), PQgetvalue(r, row, col + 13));
+    db_queue_limits_from_row(r, row, col + 14, &q->cfg.limits);
+    db_queue_limits_from_row(r, row, col + 18, &q->cfg.key_limits);
+}
+
+void db_queue_limits_from_row(const PGresult *r, int row, int col, struct db_queue_limits *l)
+{
+    l->concurrency = atoi(PQgetvalue(r, row, col));
+    l->rate = atoi(PQgetvalue(r, row, col + 1));
+    l->rate_period_seconds = atof(PQgetvalue(r, row, col + 2));
+    l->rate_burst = atoi(PQgetvalue(r, row, col + 3));
+}
+
+/* A set of limits' parameters (4 texts from p on, NULL for each limit not set). */
+void db_queue_limits_params(const struct db_queue_limits *l, char text[4][32], const char **p)
+{
+    snprintf(text[0], 32, "%d", l->concurrency);
+    snprintf(text[1], 32, "%d", l->rate);
+    snprintf(text[2], 32, "%.6f", l->rate_period_seconds);
+    snprintf(text[3], 32, "%d", l->rate_burst);
+    p[0] = l->concurrency > 0 ? text[0] : NULL;
+    p[1] = l->rate > 0 ? text[1] : NULL;
+    p[2] = l->rate > 0 ? text[2] : NULL;
+    p[3] = l->rate > 0 && l->rate_burst > 0 ? text[3] : NULL;
 }
 
 void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queue_stats *s)
@@ -329,6 +364,8 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     s->dedupe_keys = strtoll(PQgetvalue(r, row, col + 5), NULL, 10);
     s->paused_since = atof(PQgetvalue(r, row, col + 6));
     s->cancelled = strtoll(PQgetvalue(r, row, col + 7), NULL, 10);
+    for (int i = 0; i < DB_LIMIT_KINDS; i++)
+        s->held_back[i] = strtoll(PQgetvalue(r, row, col + 8 + i), NULL, 10);
 }
 
 /* Resolves the queue by name in the caller's transaction; 0 when there is none. */
@@ -352,13 +389,19 @@ enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct d
 /* Queue ids by name, as hints (db/hints.h). */
 static struct db_hints queue_hints = DB_HINTS_INIT;
 
-enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struct db_stmt *stmt,
-                                const char **params, int qid_param, int commit, struct db_queue *q,
-                                int *found, PGresult **out, struct db_error *err)
+enum db_status db_queue_stmts_in(struct db_conn *c, const char *name,
+                                 const struct db_queue_call *calls, size_t n, int commit,
+                                 struct db_queue *q, int *found, struct db_error *err)
 {
     char qid[DB_INT_TEXT];
+    struct db_call pipe[1 + DB_QUEUE_CALLS_MAX];
     *found = 0;
-    *out = NULL;
+    if (n == 0 || n > DB_QUEUE_CALLS_MAX) {
+        db_error_set(err, "", "%zu statements in one queue workflow's round trip", n);
+        return DB_ERR_HARD;
+    }
+    for (size_t i = 0; i < n; i++)
+        *calls[i].out = NULL;
     int64_t hint = db_hint_get(&queue_hints, name);
     if (hint == 0) {
         enum db_status st = db_queue_resolve_in(c, name, q, found, err);
@@ -366,20 +409,22 @@ enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struc
             return st;
         db_hint_set(&queue_hints, name, q->id);
         db_i64(qid, sizeof(qid), q->id);
-        params[qid_param] = qid;
-        if (commit)
-            db_tx_commit_with_next(c);
-        return db_query(c, stmt, params, out, err);
+    } else {
+        db_i64(qid, sizeof(qid), hint);
     }
-    db_i64(qid, sizeof(qid), hint);
-    params[qid_param] = qid;
-    const char *rparams[] = {name};
-    PGresult *r = NULL;
-    struct db_call calls[] = {{.st = &st_queue_resolve, .params = rparams, .out = &r},
-                              {.st = stmt, .params = params, .out = out}};
+    for (size_t i = 0; i < n; i++) {
+        calls[i].params[calls[i].qid_param] = qid;
+        pipe[1 + i] =
+            (struct db_call){.st = calls[i].stmt, .params = calls[i].params, .out = calls[i].out};
+    }
     if (commit)
         db_tx_commit_with_next(c);
-    enum db_status st = db_query_pipeline(c, calls, 2, err);
+    if (hint == 0)
+        return db_query_pipeline(c, pipe + 1, n, err);
+    const char *rparams[] = {name};
+    PGresult *r = NULL;
+    pipe[0] = (struct db_call){.st = &st_queue_resolve, .params = rparams, .out = &r};
+    enum db_status st = db_query_pipeline(c, pipe, 1 + n, err);
     if (st != DB_OK)
         return st;
     *found = PQntuples(r) == 1;
@@ -388,14 +433,24 @@ enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struc
     PQclear(r);
     if (*found && q->id == hint)
         return DB_OK;
-    /* the queue is gone or has another id now: stmt ran on an id no queue has, where it finds
-     * no row to change; the transaction runs again without the hint */
+    /* the queue is gone or has another id now: the statements ran on an id no queue has, where
+     * they find no row to change; the transaction runs again without the hint */
     db_hint_set(&queue_hints, name, *found ? q->id : 0);
-    PQclear(*out);
-    *out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        PQclear(*calls[i].out);
+        *calls[i].out = NULL;
+    }
     *found = 0;
     db_error_set(err, "", "queue %s is no longer id %" PRId64, name, hint);
     return DB_ERR_REDO;
+}
+
+enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struct db_stmt *stmt,
+                                const char **params, int qid_param, int commit, struct db_queue *q,
+                                int *found, PGresult **out, struct db_error *err)
+{
+    struct db_queue_call call = {stmt, params, qid_param, out};
+    return db_queue_stmts_in(c, name, &call, 1, commit, q, found, err);
 }
 
 enum db_status db_queue_arrays(struct db_arrays *arr, const void *items, size_t n, size_t ncols,
@@ -430,7 +485,10 @@ static enum db_status put_queue_tx(struct db_conn *c, void *arg, struct db_error
     const int per_state[] = {a->cfg->succeeded_retention_seconds, a->cfg->failed_retention_seconds,
                              a->cfg->cancelled_retention_seconds, a->cfg->dedupe_window_seconds};
     char text[4][DB_INT_TEXT];
-    const char *params[10] = {a->name, ma, ls, bb, bm, rs};
+    const char *params[18] = {a->name, ma, ls, bb, bm, rs};
+    char limits[2][4][32];
+    db_queue_limits_params(&a->cfg->limits, limits[0], params + 10);
+    db_queue_limits_params(&a->cfg->key_limits, limits[1], params + 14);
     for (int i = 0; i < 4; i++) {
         snprintf(text[i], sizeof(text[i]), "%d", per_state[i] < 0 ? 0 : per_state[i]);
         /* NULL: retention_seconds */
@@ -680,11 +738,13 @@ static const char *job_column(const void *items, size_t i, size_t col, char *buf
     case 5:
         snprintf(buf, size, "%d", j->max_attempts);
         return buf;
-    default:
+    case 6:
         if (j->dedupe_window == 0)
             return NULL; /* the queue's */
         snprintf(buf, size, "%d", j->dedupe_window < 0 ? 0 : j->dedupe_window);
         return buf;
+    default:
+        return j->concurrency_key;
     }
 }
 
@@ -770,11 +830,11 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     int found;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st = db_queue_arrays(&arr, a->jobs, a->n, 7, job_column, err);
+    enum db_status st = db_queue_arrays(&arr, a->jobs, a->n, 8, job_column, err);
     if (st != DB_OK)
         return st;
     const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3],
-                            arr.arr[4], arr.arr[5], a->notify,  arr.arr[6]};
+                            arr.arr[4], arr.arr[5], a->notify,  arr.arr[6], arr.arr[7]};
     PGresult *r = NULL;
     st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
                    err, &a->verdict);
@@ -838,6 +898,7 @@ void db_job_clear(struct db_job *j)
     free(j->progress);
     free(j->result);
     free(j->last_error);
+    free(j->concurrency_key);
     free(j->history);
     memset(j, 0, sizeof(*j));
 }
@@ -862,6 +923,7 @@ static void job_from_row(const PGresult *r, int i, struct db_job *j)
     j->progress = dup_or_null(r, i, 14);
     j->result = dup_or_null(r, i, 15);
     j->last_error = dup_or_null(r, i, 16);
+    j->concurrency_key = dup_or_null(r, i, 17);
 }
 
 struct get_job {
@@ -973,7 +1035,7 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_job j;
         job_from_row(a.rows, i, &j);
-        *more = PQgetvalue(a.rows, i, 17)[0] == 't';
+        *more = PQgetvalue(a.rows, i, 18)[0] == 't';
         each(&j, ctx);
         db_job_clear(&j);
     }

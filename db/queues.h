@@ -18,6 +18,19 @@
 #define DB_OWNER_MAX  255
 #define DB_OWNER_SIZE (DB_OWNER_MAX + 1)
 
+/* Limits on claims (0: none): at most concurrency leases live at once; at most rate claims
+ * per rate_period_seconds, with bursts of rate_burst (0: rate). A queue's own count every job
+ * of it; its key_limits, every key's own (db_queue_key_put overrides them for one key). */
+#define DB_LIMIT_MAX       1000000
+#define DB_RATE_PERIOD_MAX 86400.0
+#define DB_RATE_PERIOD_MIN 0.001
+struct db_queue_limits {
+    int concurrency;
+    int rate;
+    double rate_period_seconds;
+    int rate_burst;
+};
+
 struct db_queue_config {
     int max_attempts;
     int lease_seconds;
@@ -32,6 +45,7 @@ struct db_queue_config {
     /* An enqueue's dedupe key is held this long after it (0: only while its job is pending or
      * processing), whatever happens to the job. */
     int dedupe_window_seconds;
+    struct db_queue_limits limits, key_limits;
 };
 #define DB_RETENTION_INHERIT 0
 #define DB_RETENTION_DELETE  (-1)
@@ -51,7 +65,12 @@ struct db_queue_stats {
     double oldest_pending_age_seconds;
     int64_t dedupe_keys; /* keys held by a dedupe window now */
     double paused_since; /* when the queue was paused, seconds since the epoch; 0: running */
+    /* due jobs claims left because of each limit (DB_LIMIT_KINDS, in db_limit_kind_names'
+     * order: concurrency, key_concurrency, rate, key_rate), since the queue was created */
+    int64_t held_back[4];
 };
+#define DB_LIMIT_KINDS 4
+extern const char *const db_limit_kind_names[DB_LIMIT_KINDS];
 
 /* Why a queue call did not do what was asked. */
 enum db_queue_verdict {
@@ -69,6 +88,7 @@ enum db_queue_verdict {
     DB_Q_BAD_INPUT,        /* a value PostgreSQL refused (for example a run_at it cannot read) */
     DB_Q_QUEUE_BUSY,       /* delete: the queue has jobs in processing (and force was not set) */
     DB_Q_QUEUE_REFERENCED, /* delete: schedules (db/schedules.h) target the queue */
+    DB_Q_KEY_NOT_FOUND,    /* a concurrency key without limits of its own */
 };
 const char *db_queue_verdict_name(enum db_queue_verdict v);
 
@@ -97,6 +117,34 @@ typedef void (*db_queue_each)(const struct db_queue *q, const struct db_queue_st
 enum db_status db_queues_list(struct db_pool *pool, const char *after, int limit,
                               db_queue_each each, void *ctx, struct db_error *err);
 
+/* A concurrency key of a queue: the limits it has of its own (own: set by db_queue_key_put; 0
+ * for each not set, which the queue's key_limits give), those in effect, and its live leases. */
+struct db_queue_key {
+    char *key; /* owned: db_queue_key_clear */
+    int own;
+    struct db_queue_limits limits, in_effect;
+    int64_t processing;
+    char created_at[DB_TIME_TEXT], updated_at[DB_TIME_TEXT]; /* "" without limits of its own */
+};
+void db_queue_key_clear(struct db_queue_key *k);
+/* Sets the key's own limits (DB_Q_CREATED when it had none). A limit of its own not set takes
+ * the queue's for every key; a rate of its own replaces the queue's rate as a whole. */
+enum db_status db_queue_key_put(struct db_pool *pool, const char *queue, const char *key,
+                                const struct db_queue_limits *limits, struct db_queue_key *out,
+                                enum db_queue_verdict *verdict, struct db_error *err);
+/* Any key, with limits of its own or not. */
+enum db_status db_queue_key_get(struct db_pool *pool, const char *queue, const char *key,
+                                struct db_queue_key *out, enum db_queue_verdict *verdict,
+                                struct db_error *err);
+/* Drops the key's own limits (DB_Q_KEY_NOT_FOUND: it had none). */
+enum db_status db_queue_key_delete(struct db_pool *pool, const char *queue, const char *key,
+                                   enum db_queue_verdict *verdict, struct db_error *err);
+/* The keys with limits of their own, after after (NULL: from the first) in key order. */
+typedef void (*db_queue_key_each)(const struct db_queue_key *k, void *ctx);
+enum db_status db_queue_keys_list(struct db_pool *pool, const char *queue, const char *after,
+                                  int limit, db_queue_key_each each, void *ctx,
+                                  enum db_queue_verdict *verdict, struct db_error *err);
+
 struct db_job_in {
     const char *payload;    /* JSON text */
     const char *dedupe_key; /* or NULL */
@@ -105,6 +153,7 @@ struct db_job_in {
     int priority;           /* higher first */
     int max_attempts;       /* 0: the queue's */
     int dedupe_window; /* seconds its key is held (0: the queue's; DB_NO_DEDUPE_WINDOW: none) */
+    const char *concurrency_key; /* or NULL: the key its queue's per-key limits count it under */
 };
 #define DB_NO_DEDUPE_WINDOW (-1)
 
@@ -150,6 +199,7 @@ struct db_job {
         updated_at[DB_TIME_TEXT], finished_at[DB_TIME_TEXT];
     char *dedupe_key;
     char *payload, *progress, *result, *last_error; /* JSON text or NULL */
+    char *concurrency_key;                          /* or NULL */
     struct db_attempt *history;
     size_t nhistory;
     struct db_queue_config queue; /* the queue's settings, read with it (also when not found) */
@@ -182,8 +232,9 @@ struct db_claimed {
     int attempt, priority;
     int reclaimed; /* taken over from an expired lease */
     char lease_expires_at[DB_TIME_TEXT];
-    int lease_seconds; /* the lease's length: what the claim asked for, else the queue's */
-    char *payload;     /* JSON text, owned: db_claimed_clear */
+    int lease_seconds;     /* the lease's length: what the claim asked for, else the queue's */
+    char *payload;         /* JSON text, owned: db_claimed_clear */
+    char *concurrency_key; /* or NULL; owned likewise */
 };
 void db_claimed_clear(struct db_claimed *c, size_t n);
 
@@ -202,6 +253,10 @@ struct db_jobs_deleted {
     unsigned long long succeeded, failed, cancelled;
 };
 void db_jobs_deleted_get(struct db_jobs_deleted *out);
+
+/* 1 when this process has seen the queue limited (a concurrency or rate limit): a settlement
+ * there may free a slot that a waiting claim can take. A hint, possibly stale. */
+int db_queue_limited_hint(const char *queue);
 
 /* Claims up to max_jobs claimable jobs for owner in one statement (pending and due, or
  * processing with an expired lease), highest priority first, then oldest. lease_seconds 0: the

@@ -40,13 +40,20 @@ static inline enum db_status finish(enum db_status st)
 #define QUEUE_JOBS_WHERE(qid, where)                                                               \
     "(SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = " qid " AND " where ")"
 #define QUEUE_JOBS_IN(qid, state) QUEUE_JOBS_WHERE(qid, "j.state = '" state "'")
+/* Due jobs a claim of the queue left because of a limit (what: concurrency, key_concurrency,
+ * rate or key_rate), since the queue was created. */
+#define QUEUE_HELD(qid, what)                                                                      \
+    "coalesce((SELECT l.held_" what " FROM rowlock.queue_limiter l WHERE l.queue_id = " qid        \
+    " AND l.key = ''), 0)"
 /* clang-format off */
 #define QUEUE_STATS(qid) \
     "SELECT p.n, " QUEUE_JOBS_WHERE(qid, JOBS_LEASED) ", " QUEUE_JOBS_IN(qid, "succeeded") ", " \
     QUEUE_JOBS_IN(qid, "failed") ", p.oldest, (SELECT count(*) FROM rowlock.job_dedupe d " \
     "WHERE d.queue_id = " qid " AND d.expires_at > now()), (SELECT coalesce(extract(epoch FROM " \
     "pq.paused_at), 0) FROM rowlock.queues pq WHERE pq.id = " qid "), " \
-    QUEUE_JOBS_IN(qid, "cancelled") " " \
+    QUEUE_JOBS_IN(qid, "cancelled") ", " QUEUE_HELD(qid, "concurrency") ", " \
+    QUEUE_HELD(qid, "key_concurrency") ", " QUEUE_HELD(qid, "rate") ", " \
+    QUEUE_HELD(qid, "key_rate") " " \
     "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
     "FILTER (WHERE j.claimable_at <= now())), 0) AS oldest FROM rowlock.jobs j " \
     "WHERE j.queue_id = " qid " AND j.state = 'pending') p"
@@ -56,6 +63,23 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
 /* A queue that hands out jobs: not paused (rowlock.queues; q: its alias and a dot, or ""). A
  * claim reads its queue's row with it, and a paused queue's claims lock and take nothing. */
 #define QUEUE_RUNNING(q) q "paused_at IS NULL"
+
+/* A queue's limits (q: rowlock.queues' alias and a dot, or ""), as db_queue_limits_from_row
+ * reads them: its own (4 columns), then every key's (4): 0 for each not set. */
+#define QUEUE_LIMITS(q)                                                                            \
+    "coalesce(" q "concurrency_limit, 0), coalesce(" q "rate_limit, 0), coalesce(" q               \
+    "rate_period_seconds, 0), coalesce(" q "rate_burst, 0), coalesce(" q                           \
+    "key_concurrency_limit, 0), coalesce(" q "key_rate_limit, 0), coalesce(" q                     \
+    "key_rate_period_seconds, 0), coalesce(" q "key_rate_burst, 0)"
+void db_queue_limits_from_row(const PGresult *r, int row, int col, struct db_queue_limits *l);
+void db_queue_limits_params(const struct db_queue_limits *l, char text[4][32], const char **p);
+
+/* A queue with a concurrency or rate limit, of its own or of its keys (rowlock.queues; q: its
+ * alias and a dot): its claims run one after another (db/leases.c, the limited claim). */
+#define QUEUE_LIMITED(q)                                                                           \
+    "(" q "concurrency_limit IS NOT NULL OR " q "key_concurrency_limit IS NOT NULL OR " q          \
+    "rate_limit IS NOT NULL OR " q "key_rate_limit IS NOT NULL OR EXISTS (SELECT FROM "            \
+    "rowlock.queue_keys qk WHERE qk.queue_id = " q "id))"
 
 /* How long a queue (rowlock.queues; q: its alias and a dot, or "") keeps its jobs that end in
  * state (succeeded, failed or cancelled), in seconds: its own setting for the state, else
@@ -113,6 +137,18 @@ enum db_status db_queue_resolve_in(struct db_conn *c, const char *name, struct d
 enum db_status db_queue_stmt_in(struct db_conn *c, const char *name, const struct db_stmt *stmt,
                                 const char **params, int qid_param, int commit, struct db_queue *q,
                                 int *found, PGresult **out, struct db_error *err);
+/* The same for n statements in one round trip (at most DB_QUEUE_CALLS_MAX), each with the
+ * queue's id as its params[qid_param]; on DB_ERR_REDO or no such queue every *out is NULL. */
+#define DB_QUEUE_CALLS_MAX 3
+struct db_queue_call {
+    const struct db_stmt *stmt;
+    const char **params;
+    int qid_param;
+    PGresult **out;
+};
+enum db_status db_queue_stmts_in(struct db_conn *c, const char *name,
+                                 const struct db_queue_call *calls, size_t n, int commit,
+                                 struct db_queue *q, int *found, struct db_error *err);
 /* A batch's column arrays as db_arrays_build makes them (free with db_arrays_free);
  * DB_ERR_HARD when out of memory. */
 enum db_status db_queue_arrays(struct db_arrays *arr, const void *items, size_t n, size_t ncols,

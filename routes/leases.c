@@ -57,12 +57,13 @@ static enum svc_outcome claim_render(struct svc_request *req, const char *queue,
         const struct db_claimed *c = &claimed[i];
         reclaimed += c->reclaimed != 0;
         struct svc_jpage_raw payload = {"payload", c->payload, c->payload ? strlen(c->payload) : 0};
-        svc_jpage_item(&page,
-                       json_pack("{s:I, s:I, s:i, s:i, s:s, s:i}", "job_id", (json_int_t)c->id,
-                                 "fence", (json_int_t)c->fence, "attempt", c->attempt, "priority",
-                                 c->priority, "lease_expires_at", c->lease_expires_at,
-                                 "lease_seconds", c->lease_seconds),
-                       &payload, 1);
+        json_t *item =
+            json_pack("{s:I, s:I, s:i, s:i, s:s, s:i}", "job_id", (json_int_t)c->id, "fence",
+                      (json_int_t)c->fence, "attempt", c->attempt, "priority", c->priority,
+                      "lease_expires_at", c->lease_expires_at, "lease_seconds", c->lease_seconds);
+        if (c->concurrency_key != NULL)
+            item = queue_with(item, "concurrency_key", json_string(c->concurrency_key));
+        svc_jpage_item(&page, item, &payload, 1);
     }
     svc_counter_vec_add(queue_m_claims, queue, n);
     if (reclaimed)
@@ -187,9 +188,11 @@ static enum svc_outcome lease_render(struct svc_request *req, const struct lease
     case OP_COMPLETE:
         svc_counter_vec_add(queue_m_completions, w->queue, 1);
         state = "succeeded";
+        queue_wake_limited(req, w->queue);
         break;
     case OP_FAIL:
         svc_counter_vec_add(queue_m_failures, w->queue, 1);
+        queue_wake_limited(req, w->queue);
         break;
     case OP_HANDBACK:
     case OP_RELEASE:
@@ -358,6 +361,8 @@ static enum svc_outcome settle_render(struct svc_request *req, const char *queue
                            ok ? "completed" : db_queue_verdict_name(b->s[i].verdict)));
     }
     svc_counter_vec_add(queue_m_completions, queue, completed);
+    if (completed > 0 && db_queue_limited_hint(queue))
+        queue_wake(req, queue, (long)completed);
     return svc_reply_json(
         req, 200, json_pack("{s:I, s:o}", "completed", (json_int_t)completed, "results", arr));
 }

@@ -39,6 +39,7 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_JOB_NOT_FAILED] = {"job_not_failed", 409, "Job is not failed"},
     [QUEUE_PC_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
     [QUEUE_PC_QUEUE_HAS_SCHEDULES] = {"queue_has_schedules", 409, "Schedules target the queue"},
+    [QUEUE_PC_KEY_NOT_FOUND] = {"key_not_found", 404, "No limits of its own for this key"},
 };
 
 static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
@@ -103,6 +104,15 @@ void queue_wake(struct svc_request *req, const char *queue, long n)
 {
     char channel[SVC_CHANNEL_MAX];
     svc_req_wake_n(req, queue_channel(queue, channel, sizeof(channel)), n);
+}
+
+/* A settlement freed a slot: in a queue with a limit, a claim waiting on it may now take a
+ * job (one that waits for a full key or queue is answered when a slot frees, not at its next
+ * re-check). Elsewhere nothing waits for a slot. */
+void queue_wake_limited(struct svc_request *req, const char *queue)
+{
+    if (db_queue_limited_hint(queue))
+        queue_wake(req, queue, 1);
 }
 
 /* ---- validation ---- */
@@ -208,6 +218,11 @@ static enum svc_outcome verdict_problem(struct svc_request *req, const char *que
                                  "queue %s has jobs in processing; DELETE with ?force=true "
                                  "deletes them too",
                                  queue);
+    case DB_Q_KEY_NOT_FOUND:
+        return svc_reply_problem(req, QUEUE_P(KEY_NOT_FOUND),
+                                 "this key of queue %s has no limits of its own (it has the "
+                                 "queue's key_limits)",
+                                 queue);
     case DB_Q_QUEUE_REFERENCED:
         return svc_reply_problem(req, QUEUE_P(QUEUE_HAS_SCHEDULES),
                                  "schedules target queue %s; delete them (or point them at "
@@ -265,8 +280,14 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
                   q->created_at, "updated_at", q->updated_at);
     j = queue_with(j, "paused", json_boolean(q->paused_at[0] != '\0'));
     j = queue_with(j, "paused_at", q->paused_at[0] ? json_string(q->paused_at) : json_null());
+    j = queue_with(j, "limits", queue_limits_json(&q->cfg.limits));
+    j = queue_with(j, "key_limits", queue_limits_json(&q->cfg.key_limits));
     if (s == NULL)
         return j;
+    json_t *held = json_object();
+    for (int i = 0; i < DB_LIMIT_KINDS; i++)
+        held = queue_with(held, db_limit_kind_names[i], json_integer((json_int_t)s->held_back[i]));
+    j = queue_with(j, "limits_held_back", held);
     return queue_with(j, "counts",
                       json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:I}", "pending",
                                 (json_int_t)s->pending, "processing", (json_int_t)s->processing,
@@ -274,6 +295,68 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
                                 (json_int_t)s->failed, "cancelled", (json_int_t)s->cancelled,
                                 "oldest_pending_age_seconds", s->oldest_pending_age_seconds,
                                 "dedupe_keys", (json_int_t)s->dedupe_keys));
+}
+
+json_t *queue_limits_json(const struct db_queue_limits *l)
+{
+    json_t *rate = json_null();
+    if (l->rate > 0)
+        rate =
+            json_pack("{s:i, s:f, s:i}", "limit", l->rate, "period_seconds", l->rate_period_seconds,
+                      "burst", l->rate_burst > 0 ? l->rate_burst : l->rate);
+    json_t *j = json_object();
+    j = queue_with(j, "concurrency",
+                   l->concurrency > 0 ? json_integer(l->concurrency) : json_null());
+    return queue_with(j, "rate", rate);
+}
+
+int queue_limits_parse(json_t *obj, const char *name, struct db_queue_limits *l, char *why,
+                       size_t size)
+{
+    memset(l, 0, sizeof(*l));
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v))
+        return 1;
+    static const char *const allowed[] = {"concurrency", "rate", NULL};
+    static const char *const rate_allowed[] = {"limit", "period_seconds", "burst", NULL};
+    long long conc, rate, burst;
+    double period;
+    if (!json_is_object(v)) {
+        snprintf(why, size,
+                 "\"%s\" is an object: {\"concurrency\": N, \"rate\": {\"limit\": N, "
+                 "\"period_seconds\": S, \"burst\": N}}",
+                 name);
+        return 0;
+    }
+    if (!route_only_members(v, allowed, why, size) ||
+        !route_int_member(v, "concurrency", 1, DB_LIMIT_MAX, 0, 1, &conc, why, size))
+        return 0;
+    l->concurrency = (int)conc;
+    json_t *r = json_object_get(v, "rate");
+    if (r == NULL || json_is_null(r))
+        return 1;
+    if (!json_is_object(r)) {
+        snprintf(why, size,
+                 "\"%s\".\"rate\" is an object: {\"limit\": N, \"period_seconds\": S, "
+                 "\"burst\": N}",
+                 name);
+        return 0;
+    }
+    if (!route_only_members(r, rate_allowed, why, size))
+        return 0;
+    if (json_object_get(r, "limit") == NULL || json_object_get(r, "period_seconds") == NULL) {
+        snprintf(why, size, "a rate in \"%s\" has a \"limit\" and a \"period_seconds\"", name);
+        return 0;
+    }
+    if (!route_int_member(r, "limit", 1, DB_LIMIT_MAX, 0, 0, &rate, why, size) ||
+        !route_num_member(r, "period_seconds", DB_RATE_PERIOD_MIN, DB_RATE_PERIOD_MAX, 0, &period,
+                          why, size) ||
+        !route_int_member(r, "burst", 1, DB_LIMIT_MAX, 0, 0, &burst, why, size))
+        return 0;
+    l->rate = (int)rate;
+    l->rate_period_seconds = period;
+    l->rate_burst = (int)burst;
+    return 1;
 }
 
 /* PUT /queues/{queue}'s body: the queue's configuration. 0, or -1 after replying 400. */
@@ -290,8 +373,11 @@ static int queue_config_parse(struct svc_request *req, struct db_queue_config *c
                                           "failed_retention_seconds",
                                           "cancelled_retention_seconds",
                                           "dedupe_window_seconds",
+                                          "limits",
+                                          "key_limits",
                                           NULL};
     long long ma, ls, rs, sr, fr, cr, dw;
+    struct db_queue_limits limits, key_limits;
     double bb, bm;
     char why[160] = "the body must be a JSON object";
     if (!json_is_object(b) || !route_only_members(b, allowed, why, sizeof(why)) ||
@@ -309,7 +395,9 @@ static int queue_config_parse(struct svc_request *req, struct db_queue_config *c
         !route_int_member(b, "cancelled_retention_seconds", 0, DB_RETENTION_MAX, -1, 0, &cr, why,
                           sizeof(why)) ||
         !route_int_member(b, "dedupe_window_seconds", 0, DB_DEDUPE_WINDOW_MAX, 0, 0, &dw, why,
-                          sizeof(why))) {
+                          sizeof(why)) ||
+        !queue_limits_parse(b, "limits", &limits, why, sizeof(why)) ||
+        !queue_limits_parse(b, "key_limits", &key_limits, why, sizeof(why))) {
         *out = svc_reply_problem(req, ROUTE_P(INVALID_CONFIG), "%s", why);
         return -1;
     }
@@ -321,7 +409,9 @@ static int queue_config_parse(struct svc_request *req, struct db_queue_config *c
                                     .succeeded_retention_seconds = retention_in(sr),
                                     .failed_retention_seconds = retention_in(fr),
                                     .cancelled_retention_seconds = retention_in(cr),
-                                    .dedupe_window_seconds = (int)dw};
+                                    .dedupe_window_seconds = (int)dw,
+                                    .limits = limits,
+                                    .key_limits = key_limits};
     return 0;
 }
 
@@ -459,6 +549,7 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
                                           "priority",
                                           "max_attempts",
                                           "dedupe_window_seconds",
+                                          "concurrency_key",
                                           NULL};
     long long prio, ma, win;
     double delay;
@@ -485,6 +576,13 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
             snprintf(why, size, "\"dedupe_key\" is a string");
         return PARSE_INVALID;
     }
+    json_t *ck = json_object_get(j, "concurrency_key");
+    if (ck != NULL && !json_is_null(ck) &&
+        (!json_is_string(ck) || !route_key_ok(json_string_value(ck), why, size))) {
+        if (!json_is_string(ck))
+            snprintf(why, size, "\"concurrency_key\" is a string");
+        return PARSE_INVALID;
+    }
     if (ra != NULL && (!json_is_string(ra) || !route_rfc3339_ok(json_string_value(ra)))) {
         snprintf(why, size, "\"run_at\" is an RFC 3339 timestamp string");
         return PARSE_INVALID;
@@ -507,7 +605,8 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
                               .max_attempts = (int)ma,
                               .dedupe_window = win < 0    ? 0 /* the queue's */
                                                : win == 0 ? DB_NO_DEDUPE_WINDOW
-                                                          : (int)win};
+                                                          : (int)win,
+                              .concurrency_key = json_string_value(ck)};
     return PARSE_OK;
 }
 
@@ -647,13 +746,14 @@ static json_t *str_or_null(const char *s)
 /* A job's members but its stored JSON (payload, progress, result, last_error): see JOB_RAW. */
 static json_t *job_env(const struct db_job *j)
 {
-    return json_pack("{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o}", "id",
-                     (json_int_t)j->id, "state", j->state, "priority", j->priority, "attempts",
-                     j->attempts, "max_attempts", j->max_attempts, "fence", (json_int_t)j->fence,
-                     "owner", str_or_null(j->owner), "lease_expires_at",
-                     str_or_null(j->lease_expires_at), "run_at", j->run_at, "created_at",
-                     j->created_at, "updated_at", j->updated_at, "finished_at",
-                     str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key));
+    json_t *env = json_pack(
+        "{s:I, s:s, s:i, s:i, s:i, s:I, s:o, s:o, s:s, s:s, s:s, s:o, s:o}", "id",
+        (json_int_t)j->id, "state", j->state, "priority", j->priority, "attempts", j->attempts,
+        "max_attempts", j->max_attempts, "fence", (json_int_t)j->fence, "owner",
+        str_or_null(j->owner), "lease_expires_at", str_or_null(j->lease_expires_at), "run_at",
+        j->run_at, "created_at", j->created_at, "updated_at", j->updated_at, "finished_at",
+        str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key));
+    return queue_with(env, "concurrency_key", str_or_null(j->concurrency_key));
 }
 
 #define JOB_RAW 4
@@ -1025,6 +1125,14 @@ static const struct svc_route queue_routes[] = {
      SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
     {"POST", "/queues/{queue}/resume", route_queue_resume, SVC_SCOPE_WRITE, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
+    {"GET", "/queues/{queue}/keys", route_queue_keys_list, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"PUT", "/queues/{queue}/keys/{key}", route_queue_key_put, SVC_SCOPE_ADMIN, SVC_BODY_JSON,
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"GET", "/queues/{queue}/keys/{key}", route_queue_key_get, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"DELETE", "/queues/{queue}/keys/{key}", route_queue_key_delete, SVC_SCOPE_ADMIN, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"POST", "/queues/{queue}/jobs", route_jobs_enqueue, SVC_SCOPE_WRITE, SVC_BODY_JSON,
      SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"GET", "/queues/{queue}/jobs", route_jobs_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,

@@ -23,6 +23,7 @@ enum queue_problem {
     QUEUE_PC_JOB_NOT_FAILED,
     QUEUE_PC_QUEUE_BUSY,
     QUEUE_PC_QUEUE_HAS_SCHEDULES,
+    QUEUE_PC_KEY_NOT_FOUND,
     QUEUE_PC_COUNT
 };
 extern const struct svc_problem_info queue_problems[QUEUE_PC_COUNT];
@@ -64,8 +65,21 @@ enum svc_outcome queue_page_reply(struct svc_request *req, struct svc_jpage *pag
 enum svc_outcome queue_refused(struct svc_request *req, enum db_status st,
                                const struct db_error *err, const char *queue,
                                enum db_queue_verdict v, int64_t id);
+/* A queue's or key's limits as the API shows them: {"concurrency": N or null, "rate": {"limit",
+ * "period_seconds", "burst"} or null}. */
+json_t *queue_limits_json(const struct db_queue_limits *l);
+/* obj's member name (absent or null: no limits) as limits into *l. 1, or 0 with why. */
+int queue_limits_parse(json_t *obj, const char *name, struct db_queue_limits *l, char *why,
+                       size_t size);
+/* routes/queue_keys.c: a queue's concurrency keys. */
+enum svc_outcome route_queue_key_put(struct svc_request *req);
+enum svc_outcome route_queue_key_get(struct svc_request *req);
+enum svc_outcome route_queue_key_delete(struct svc_request *req);
+enum svc_outcome route_queue_keys_list(struct svc_request *req);
 /* Wakes n claims waiting on the queue (-1: every one). */
 void queue_wake(struct svc_request *req, const char *queue, long n);
+/* Wakes one when the queue has a limit (a settlement there frees a slot). */
+void queue_wake_limited(struct svc_request *req, const char *queue);
 
 /* routes/leases.c: the handlers of claims, lease writes and settlements. */
 enum svc_outcome route_leases_claim(struct svc_request *req);

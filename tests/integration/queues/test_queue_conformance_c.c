@@ -79,7 +79,7 @@ static enum qc_outcome c_enqueue(void *ctx, const char *queue, const char *paylo
                                  const char *dedupe_key, double delay_seconds, int priority,
                                  int64_t *id, int *duplicate)
 {
-    struct db_job_in in = {payload, dedupe_key, NULL, delay_seconds, priority, 0, 0};
+    struct db_job_in in = {payload, dedupe_key, NULL, delay_seconds, priority, 0, 0, NULL};
     struct db_job_ref ref = {0, DB_Q_OK, "", 0};
     enum db_queue_verdict v;
     struct db_error err;

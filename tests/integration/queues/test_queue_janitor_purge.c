@@ -45,7 +45,7 @@ static void make_queue_with(const char *name, const struct db_queue_config *cfg)
 
 static void make_queue(const char *name)
 {
-    struct db_queue_config cfg = {3, 60, 0, 0, 3600, 0, 0, 0, 0};
+    struct db_queue_config cfg = {3, 60, 0, 0, 3600, 0, 0, 0, 0, {0, 0, 0, 0}, {0, 0, 0, 0}};
     struct db_queue q;
     enum db_queue_verdict v;
     struct db_error err;

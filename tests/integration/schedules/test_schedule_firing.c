@@ -40,7 +40,7 @@ static int setup(void **state)
     (void)state;
     if (th_db_open("sched_dst", 2, &pool, &sql) != 0)
         return -1;
-    struct db_queue_config cfg = {3, 60, 0, 0, 3600, 0, 0, 0, 0};
+    struct db_queue_config cfg = {3, 60, 0, 0, 3600, 0, 0, 0, 0, {0, 0, 0, 0}, {0, 0, 0, 0}};
     struct db_queue q;
     enum db_queue_verdict v;
     struct db_error err;
