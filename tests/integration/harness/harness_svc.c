@@ -105,10 +105,16 @@ void th_client_free(struct th_client *c)
 long th_client_call(struct th_client *c, const char *method, const char *path, const char *body,
                     json_t **out)
 {
+    return th_client_call_port(c, th_svc.port, method, path, body, out);
+}
+
+long th_client_call_port(struct th_client *c, int port, const char *method, const char *path,
+                         const char *body, json_t **out)
+{
     char url[256];
     struct curl_slist *hl = curl_slist_append(NULL, "Content-Type: application/json");
     hl = curl_slist_append(hl, "Expect:");
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", th_svc.port, path);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
     c->buf.len = 0;
     curl_easy_setopt(c->curl, CURLOPT_URL, url);
     curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);

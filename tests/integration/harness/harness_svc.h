@@ -56,5 +56,8 @@ void th_client_free(struct th_client *c);
  * not JSON. */
 long th_client_call(struct th_client *c, const char *method, const char *path, const char *body,
                     json_t **out);
+/* The same to the service listening on port (one of several a test started). */
+long th_client_call_port(struct th_client *c, int port, const char *method, const char *path,
+                         const char *body, json_t **out);
 
 #endif

@@ -33,6 +33,8 @@ static const struct shard_table shared_tables[] = {
     {"job_bodies", "queue_id"},
     {"job_attempts", "queue_id"},
     {"job_dedupe", "queue_id"},
+    {"queue_keys", "queue_id"},
+    {"queue_limiter", "queue_id"},
     /* schedules */
     {"schedule_fires", "schedule_id"},
     /* every family's upkeep; and the three it replaced, kept for builds of schema 12 */

@@ -190,21 +190,30 @@ static void fill(int port, struct filled *f)
     json_decref(th_call(port, "POST", path, body, 200));
 }
 
+/* A queue (q) with a limit of any kind. */
+#define QUEUE_LIMITS_SET                                                                           \
+    "num_nonnulls(q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.key_rate_limit) " \
+    "> 0"
+
 /* Every job, body, attempt, dedupe key and window, and every queue, as text (the caller frees
  * it). */
 static char *queue_rows(PGconn *c)
 {
     static const char sql[] =
         /* (a job cancelled the old way takes the state of its own: checked on its own) */
-        "SELECT (SELECT json_agg(to_jsonb(j) || jsonb_build_object('state', CASE WHEN j.state = "
-        "'cancelled' THEN 'failed' ELSE j.state END) ORDER BY j.id)::text FROM rowlock.jobs j), "
+        "SELECT (SELECT json_agg((to_jsonb(j) - 'concurrency_key') || jsonb_build_object('state', "
+        "CASE WHEN j.state = 'cancelled' THEN 'failed' ELSE j.state END) ORDER BY j.id)::text "
+        "FROM rowlock.jobs j), "
         "(SELECT json_agg(b ORDER BY b.job_id)::text FROM rowlock.job_bodies b), "
         "(SELECT json_agg(a ORDER BY a.job_id, a.fence)::text FROM rowlock.job_attempts a), "
         "(SELECT json_agg(x ORDER BY x.job_id, x.fence)::text FROM rowlock.job_attempt_history "
         "x), "
         "(SELECT json_agg(d ORDER BY d.queue_id, d.dedupe_key)::text FROM rowlock.job_dedupe d), "
         /* (the columns added since are checked on their own) */
-        "(SELECT json_agg(to_jsonb(q) - 'paused_at' ORDER BY q.id)::text FROM rowlock.queues q)";
+        "(SELECT json_agg(to_jsonb(q) - ARRAY['paused_at', 'concurrency_limit', "
+        "'key_concurrency_limit', 'rate_limit', 'rate_period_seconds', 'rate_burst', "
+        "'key_rate_limit', 'key_rate_period_seconds', 'key_rate_burst'] ORDER BY q.id)::text "
+        "FROM rowlock.queues q)";
     PGresult *r = th_sql(c, sql);
     char *out = NULL;
     size_t len = 0;
@@ -245,6 +254,13 @@ static void migrate(PGconn *c, const char *url)
     /* migration 19: every queue runs */
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queues WHERE paused_at IS NULL"),
                      tsf_int(c, "SELECT count(*) FROM rowlock.queues"));
+    /* migration 21: no job has a concurrency key, no queue a limit, no key limits of its own */
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs WHERE concurrency_key IS NOT "
+                                "NULL"),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queues q WHERE " QUEUE_LIMITS_SET),
+                     0);
+    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queue_keys"), 0);
 }
 
 /* A queue paused through this build: its claims hand out nothing, the release's PUT leaves the
