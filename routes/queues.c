@@ -947,7 +947,7 @@ static enum svc_outcome route_job_cancel(struct svc_request *req)
 /* ---- metrics and janitor ---- */
 
 struct stats_render {
-    struct svc_buf *lines[5];
+    struct svc_buf *lines[6];
 };
 
 static void stats_one(const char *queue, const struct db_queue_stats *s,
@@ -977,6 +977,14 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     if (s->paused_since > 0)
         svc_metrics_sample(r->lines[4], "rowlock_queue_paused_since_timestamp_seconds", l.data,
                            floor(s->paused_since)); /* whole seconds, printed whole */
+    for (int i = 0; i < DB_LIMIT_KINDS; i++) {
+        if (s->held_back[i] == 0)
+            continue; /* a queue no limit held back has none of these series */
+        char labels[1200];
+        snprintf(labels, sizeof(labels), "%s,limit=\"%s\"", l.data, db_limit_kind_names[i]);
+        svc_metrics_sample(r->lines[5], "rowlock_queue_limit_held_back_total", labels,
+                           (double)s->held_back[i]);
+    }
     svc_buf_free(&l);
 }
 
@@ -987,13 +995,14 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
 static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int *ok)
 {
     struct svc_app *app = ctx;
-    struct svc_buf jobs, ages, keys, paused, since;
+    struct svc_buf jobs, ages, keys, paused, since, held;
+    svc_buf_init(&held, 16 * 1024 * 1024);
     svc_buf_init(&jobs, 16 * 1024 * 1024);
     svc_buf_init(&ages, 16 * 1024 * 1024);
     svc_buf_init(&keys, 16 * 1024 * 1024);
     svc_buf_init(&paused, 16 * 1024 * 1024);
     svc_buf_init(&since, 16 * 1024 * 1024);
-    struct stats_render r = {{&jobs, &ages, &keys, &paused, &since}};
+    struct stats_render r = {{&jobs, &ages, &keys, &paused, &since, &held}};
     int64_t dead = 0;
     double oldest = 0;
     struct db_error err;
@@ -1022,6 +1031,12 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
                        "only)");
     if (*ok && since.data)
         svc_buf_append(out, since.data, since.len);
+    svc_metrics_family(out, "rowlock_queue_limit_held_back_total", "counter",
+                       "Due jobs a claim left because a limit of the queue was reached, by limit "
+                       "(concurrency, key_concurrency, rate, key_rate), since the queue was "
+                       "created (queues a limit held back only)");
+    if (*ok && held.data)
+        svc_buf_append(out, held.data, held.len);
     svc_metrics_family(out, "rowlock_queue_dead_tuples", "gauge",
                        "Dead tuples in the queue tables (vacuum has not reclaimed them yet)");
     svc_metrics_sample(out, "rowlock_queue_dead_tuples", NULL, (double)dead);
@@ -1033,6 +1048,7 @@ static int queue_gauges_count(void *ctx, int budget_ms, struct svc_buf *out, int
     svc_buf_free(&keys);
     svc_buf_free(&paused);
     svc_buf_free(&since);
+    svc_buf_free(&held);
     return st == DB_ERR_TIMEOUT && budget_ms > 0;
 }
 

@@ -18,6 +18,10 @@
 #   rowlock-deleted rowlock-batch on a queue that keeps no succeeded job
 #                   (succeeded_retention_seconds 0): each completion deletes its job, body and
 #                   attempt history in its own statement, as graphile-worker does
+#   rowlock-keyed   rowlock-batch with a per-key concurrency limit that never binds: jobs spread
+#                   over KEYED_KEYS (100) concurrency keys, a limit of KEYED_LIMIT (1000) a key,
+#                   above what WORKERS x BATCH can hold; the claims run as a limited queue's do
+#                   (db/leases.c, the limited claim: the queue's row locked, claims one at a time)
 #   rowlock-large   for reference: the same with LARGE_WORKERS (4) workers and max_jobs
 #                   LARGE_BATCH (500), the shape of the peers' fastest configurations
 #   pgbench-batch   the ceiling: pgbench -M prepared, CLIENTS clients, each transaction of the
@@ -128,13 +132,15 @@ readonly PGBOSS_WORKERS="${PGBOSS_WORKERS:-4}"
 readonly PGBOSS_BATCH="${PGBOSS_BATCH:-500}"
 readonly LARGE_WORKERS="${LARGE_WORKERS:-4}"
 readonly LARGE_BATCH="${LARGE_BATCH:-500}"
+readonly KEYED_KEYS="${KEYED_KEYS:-100}"
+readonly KEYED_LIMIT="${KEYED_LIMIT:-1000}"
 readonly TIMEOUT_S="${TIMEOUT_S:-600}"
 readonly ROUNDS="${ROUNDS:-$((PIN == 1 ? 3 : 1))}"
 readonly BUDGET=4194304 # ROWLOCK_RESPONSE_BUDGET's default, bound by the pgbench claims
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
-ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-large pgbench-batch pgbench-combined pgbench-auto"
+ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-keyed rowlock-large pgbench-batch pgbench-combined pgbench-auto"
 ALL_SYSTEMS="$ALL_SYSTEMS pgbench-bare"
 readonly ALL_SYSTEMS="$ALL_SYSTEMS pgbench-1 graphile-worker pg-boss"
 readonly SYSTEMS="${SYSTEMS:-$ALL_SYSTEMS}"
@@ -496,7 +502,7 @@ new_queue() {
 # enqueue: JOBS jobs into QUEUE over HTTP, ENQUEUE_BATCH a request; prints the seconds it took.
 enqueue() {
     local out
-    out=$("$WORKER_BIN" enqueue "$BASE" "$QUEUE" "$JOBS" "$ENQUEUE_BATCH") || {
+    out=$("$WORKER_BIN" enqueue "$BASE" "$QUEUE" "$JOBS" "$ENQUEUE_BATCH" ${ENQUEUE_KEYS:-}) || {
         alive
         die "enqueueing into $QUEUE failed"
     }
@@ -661,7 +667,7 @@ run_rowlock() {
     PGC[$system]=$(per_job "$p0" "$p1")
     SRV[$system]=$(per_job "$c0" "$c1")
     CLI[$system]=$(us_per_job "$(kv cpu_s "$out")")
-    if [ -n "$config" ]; then
+    if [[ $config == *succeeded_retention_seconds* ]]; then
         check_deleted "$system" "$rc" "$out" "$chk" "$m0" "$m1"
     else
         check_kept "$system" "$rc" "$out" "$chk"
@@ -887,6 +893,7 @@ declare -A NAME
 NAME[rowlock-1]="rowlock, batch-1"
 NAME[rowlock-batch]="rowlock, batch-$BATCH"
 NAME[rowlock-deleted]="rowlock, batch-$BATCH, deleted at end"
+NAME[rowlock-keyed]="rowlock, batch-$BATCH, $KEYED_KEYS keys limited to $KEYED_LIMIT"
 NAME[rowlock-large]="rowlock, batch-$LARGE_BATCH x $LARGE_WORKERS"
 NAME[pgbench-batch]="pgbench ceiling, batch-$BATCH"
 NAME[pgbench-combined]="pgbench, combined $COMBINE_CLIENTS x $((WORKERS / COMBINE_CLIENTS)) x $BATCH"
@@ -943,6 +950,10 @@ run_system() {
     rowlock-batch) run_rowlock "$system" "$BATCH" "$WORKERS" ;;
     rowlock-deleted)
         run_rowlock "$system" "$BATCH" "$WORKERS" '{"succeeded_retention_seconds": 0}'
+        ;;
+    rowlock-keyed)
+        ENQUEUE_KEYS=$KEYED_KEYS run_rowlock "$system" "$BATCH" "$WORKERS" \
+            "{\"key_limits\": {\"concurrency\": $KEYED_LIMIT}}"
         ;;
     rowlock-large) run_rowlock "$system" "$LARGE_BATCH" "$LARGE_WORKERS" ;;
     pgbench-batch) run_pgbench "$system" batch "$BATCH" ;;
@@ -1080,6 +1091,7 @@ rb=${BEST_RES[rowlock-batch]:-}
 target_line ">= $TARGET_CEILING of the pgbench ceiling" "$rb" "$ceiling" "$TARGET_CEILING"
 target_line ">= graphile-worker" "$rb" "${BEST_RES[graphile-worker]:-}" "$TARGET_GRAPHILE"
 target_line ">= 2x pg-boss" "$rb" "${BEST_RES[pg-boss]:-}" "$TARGET_PGBOSS"
+target_line "per-key limit never binding >= 0.9x none" "${BEST_RES[rowlock-keyed]:-}" "$rb" 0.9
 if [ -n "${BEST_RES[rowlock-1]:-}" ] && [ -n "${BEST_RES[pgbench-1]:-}" ]; then
     awk -v a="${BEST_RES[rowlock-1]}" -v b="${BEST_RES[pgbench-1]}" 'BEGIN {
         printf "  (no target) rowlock batch-1 / pgbench batch-1: %.3f\n", (b > 0 ? a / b : 0) }'

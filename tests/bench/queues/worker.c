@@ -1,9 +1,10 @@
 /* tests/bench/queues/worker.c: the HTTP client of tests/bench/queues.sh. Built by that script
  * (cc -O2 worker.c -lcurl -ljansson -lpthread); not part of the CMake build.
  *
- * worker enqueue BASE QUEUE JOBS BATCH
+ * worker enqueue BASE QUEUE JOBS BATCH [KEYS]
  *   POSTs JOBS jobs to BASE/queues/QUEUE/jobs, BATCH a request ({"jobs": [...]}), payloads
- *   {"i": 0} .. {"i": JOBS-1}, one keep-alive connection. Prints "enqueued=N seconds=S".
+ *   {"i": 0} .. {"i": JOBS-1}, one keep-alive connection; with KEYS, job i has the concurrency
+ *   key "k<i % KEYS>". Prints "enqueued=N seconds=S".
  *
  * worker work BASE QUEUE JOBS WORKERS MAX_JOBS [TIMEOUT_S]
  *   WORKERS threads, each with its own keep-alive connection (one libcurl easy handle) and owner
@@ -127,7 +128,7 @@ static long post(struct client *c, const char *url, const char *body)
 
 /* ---- enqueue ---- */
 
-static int enqueue(const char *base, const char *queue, long jobs, long batch)
+static int enqueue(const char *base, const char *queue, long jobs, long batch, long keys)
 {
     struct client c;
     if (client_init(&c) != 0)
@@ -140,9 +141,15 @@ static int enqueue(const char *base, const char *queue, long jobs, long batch)
     while (done < jobs && rc == 0) {
         long n = jobs - done < batch ? jobs - done : batch;
         json_t *arr = json_array();
-        for (long i = 0; i < n; i++)
-            json_array_append_new(arr,
-                                  json_pack("{s:{s:I}}", "payload", "i", (json_int_t)(done + i)));
+        for (long i = 0; i < n; i++) {
+            json_t *job = json_pack("{s:{s:I}}", "payload", "i", (json_int_t)(done + i));
+            if (keys > 0) {
+                char key[32];
+                snprintf(key, sizeof(key), "k%ld", (done + i) % keys);
+                json_object_set_new(job, "concurrency_key", json_string(key));
+            }
+            json_array_append_new(arr, job);
+        }
         json_t *b = json_pack("{s:o}", "jobs", arr);
         char *text = json_dumps(b, JSON_COMPACT);
         json_decref(b);
@@ -451,14 +458,15 @@ int main(int argc, char **argv)
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
         return 1;
     int rc;
-    if (argc == 6 && strcmp(argv[1], "enqueue") == 0) {
-        rc = enqueue(argv[2], argv[3], arg_long(argv[4], "JOBS", 1), arg_long(argv[5], "BATCH", 1));
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "enqueue") == 0) {
+        rc = enqueue(argv[2], argv[3], arg_long(argv[4], "JOBS", 1), arg_long(argv[5], "BATCH", 1),
+                     argc == 7 ? arg_long(argv[6], "KEYS", 1) : 0);
     } else if ((argc == 7 || argc == 8) && strcmp(argv[1], "work") == 0) {
         rc = work(argv[2], argv[3], arg_long(argv[4], "JOBS", 1),
                   (int)arg_long(argv[5], "WORKERS", 1), arg_long(argv[6], "MAX_JOBS", 1),
                   argc == 8 ? (double)arg_long(argv[7], "TIMEOUT_S", 1) : 600.0);
     } else {
-        fprintf(stderr, "usage: worker enqueue BASE QUEUE JOBS BATCH\n"
+        fprintf(stderr, "usage: worker enqueue BASE QUEUE JOBS BATCH [KEYS]\n"
                         "       worker work BASE QUEUE JOBS WORKERS MAX_JOBS [TIMEOUT_S]\n");
         rc = 2;
     }

@@ -319,6 +319,14 @@ static void concurrency_is_exact(void **state)
     /* the limits bound, and leases ran out mid-run */
     assert_true(held_back("conc", "concurrency") > 0);
     assert_true(held_back("conc", "key_concurrency") > 0);
+    /* /metrics says so too, and GET of the queue */
+    assert_true(th_metric(svc[2].port, "rowlock_queue_limit_held_back_total{queue=\"conc\","
+                                       "limit=\"key_concurrency\"}") > 0);
+    json_t *q = th_get_json(svc[0].port, "/queues/conc");
+    json_t *hb = json_object_get(q, "limits_held_back");
+    assert_true(json_integer_value(json_object_get(hb, "concurrency")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(hb, "rate")), 0);
+    json_decref(q);
     assert_true(expired > 0);
     assert_true(nrec > 200);
     free(a);
