@@ -27,6 +27,7 @@ static const struct command commands[] = {
     {"cancel", cli_cmd_cancel, "cancel QUEUE ID: the operator's cancel of a job"},
     {"pause", cli_cmd_pause, "pause QUEUE: claims hand out nothing until resume"},
     {"resume", cli_cmd_resume, "resume QUEUE: a paused queue hands out jobs again"},
+    {"keys", cli_cmd_keys, "keys list|get|put|delete QUEUE [KEY] ...: concurrency keys' limits"},
     {"produce", cli_cmd_produce, "produce TOPIC [--producer P]: produce NDJSON messages"},
     {"tail", cli_cmd_tail, "tail TOPIC [--follow] [--from X] [--consumer C]: read the log"},
     {"head", cli_cmd_head, "head get|patch|put|delete TOPIC KEY [JSON]: a key's head"},
@@ -82,8 +83,9 @@ static void usage(FILE *f)
                "scopes the token needs (when the service has tokens): work needs work alone;\n"
                "enqueue, produce, retry, cancel, pause, resume, head put|patch|delete,\n"
                "ledger submit|checkpoint and schedules fire need write; jobs, job, tail, head\n"
-               "get, ledger object|events and schedules list|get need read; tail --consumer\n"
-               "needs read,write; schedules put|delete need admin. write does not include\n"
+               "get, ledger object|events, schedules list|get and keys list|get need read;\n"
+               "tail --consumer needs read,write; schedules put|delete and keys put|delete\n"
+               "need admin. write does not include\n"
                "read; admin includes every scope.\n"
                "exit codes: 0 ok, 1 other error, 2 usage or invalid input, 3 not found,\n"
                "4 conflict, 5 unavailable after retries, 6 server error.\n"

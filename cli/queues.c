@@ -49,7 +49,7 @@ static void enqueue_usage(FILE *f)
                "of NDJSON on stdin, in batches of --batch (default 500, at most 1000) jobs per\n"
                "request. --jobs: each line is a whole job ({\"payload\": ..., \"dedupe_key\",\n"
                "\"dedupe_window_seconds\", \"priority\", \"delay_seconds\", \"run_at\",\n"
-               "\"max_attempts\"}). A line that is not JSON is reported by its number and\n"
+               "\"max_attempts\", \"concurrency_key\"}). A line that is not JSON is reported by its number and\n"
                "nothing after it is sent (the lines before it are), unless --skip-bad. Prints\n"
                "{\"created\",\"duplicates\",\"lines\"}; a progress count on a terminal.\n");
 }
