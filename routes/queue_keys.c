@@ -30,7 +30,7 @@ static const char *key_params(struct svc_request *req, const char **queue, enum 
     const char *key = svc_req_param(req, "key");
     char why[160];
     if (key == NULL || !route_key_ok(key, why, sizeof(why))) {
-        *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER), "key: %s",
+        *out = svc_reply_problem(req, ROUTE_P(INVALID_KEY), "concurrency key: %s",
                                  key == NULL ? "missing" : why);
         return NULL;
     }
