@@ -355,6 +355,34 @@ function queueSettings(q, c) {
     + `succeeded ${kept(q.succeeded_retention_seconds)}, failed ${kept(q.failed_retention_seconds)}, cancelled ${kept(q.cancelled_retention_seconds)}; ${win}.`;
 }
 
+// A queue's or key's limits as words: "at most 20 at once, 10 per 1 s (bursts of 10)".
+function limitsText(l) {
+  const parts = [];
+  if (l && l.concurrency) parts.push(`at most ${fmtNum(l.concurrency)} at once`);
+  if (l && l.rate) parts.push(`${fmtNum(l.rate.limit)} per ${l.rate.period_seconds} s (bursts of ${fmtNum(l.rate.burst)})`);
+  return parts.length ? parts.join(', ') : 'none';
+}
+
+// The queue's limits, how often each held a job back, and the keys with limits of their own.
+function queueLimits(q, keys) {
+  const held = q.limits_held_back || {};
+  const limited = limitsText(q.limits) !== 'none' || limitsText(q.key_limits) !== 'none' || keys.length > 0;
+  return [
+    h('h2', {}, 'Limits'),
+    h('p', { class: 'hint', 'data-testid': 'queue-limits' },
+      `The queue: ${limitsText(q.limits)}. Each concurrency key: ${limitsText(q.key_limits)}.`),
+    limited ? cards('Jobs held back by a limit', [
+      ['Queue concurrency', fmtNum(held.concurrency), 'held-concurrency'],
+      ['Key concurrency', fmtNum(held.key_concurrency), 'held-key_concurrency'],
+      ['Queue rate', fmtNum(held.rate), 'held-rate'],
+      ['Key rate', fmtNum(held.key_rate), 'held-key_rate'],
+    ]) : null,
+    keys.length ? table('Keys with limits of their own', ['Key', 'Limits', { label: 'Processing', num: 1 }],
+      keys.map((k) => h('tr', { 'data-key': k.key },
+        h('th', { scope: 'row' }, k.key), td(limitsText(k.limits_in_effect)), td(fmtNum(k.processing), 1)))) : null,
+  ];
+}
+
 const queueView = {
   title: (p) => `Queue ${p.queue}`,
   async load(p) {
@@ -363,9 +391,10 @@ const queueView = {
     const i = st.trail.indexOf(p.after);
     if (i >= 0) st.trail.length = i + 1; else st.trail.push(p.after);
     const q = `/queues/${enc(p.queue)}`;
-    const [queue, jobs] = await Promise.all([api(q),
-      api(`${q}/jobs?limit=${PAGE}&after=${enc(p.after)}${p.state ? `&state=${p.state}` : ''}`)]);
-    return { queue, jobs, prev: st.trail.length > 1 ? st.trail[st.trail.length - 2] : null };
+    const [queue, jobs, keys] = await Promise.all([api(q),
+      api(`${q}/jobs?limit=${PAGE}&after=${enc(p.after)}${p.state ? `&state=${p.state}` : ''}`),
+      api(`${q}/keys?limit=100`)]);
+    return { queue, jobs, keys: keys.keys, prev: st.trail.length > 1 ? st.trail[st.trail.length - 2] : null };
   },
   render(d, p, ms) {
     const c = d.queue.counts || {};
@@ -385,6 +414,7 @@ const queueView = {
         ['Oldest pending', fmtAge(c.oldest_pending_age_seconds), 'oldest-pending'],
       ]),
       h('p', { class: 'hint', 'data-testid': 'queue-settings' }, queueSettings(d.queue, c)),
+      ...queueLimits(d.queue, d.keys),
       h('h2', {}, 'Throughput'),
       throughputChart(name),
       h('h3', {}, 'Fence rejections by reason'),
@@ -395,10 +425,10 @@ const queueView = {
         ['', ...STATES].map((s2) => h('li', { 'data-key': s2 || 'all' },
           link(`${qHref(name)}?state=${s2}`, s2 || 'all', { 'aria-current': p.state === s2 ? 'true' : null })))),
       table(`Jobs${p.state ? ` (${p.state})` : ''}, after id ${p.after}`,
-        [{ label: 'Id', num: 1 }, 'State', { label: 'Attempts', num: 1 }, 'Owner', 'Updated', 'Last error'],
+        [{ label: 'Id', num: 1 }, 'State', { label: 'Attempts', num: 1 }, 'Key', 'Owner', 'Updated', 'Last error'],
         d.jobs.jobs.map((j) => h('tr', { 'data-key': j.id, 'data-job': j.id },
           h('th', { scope: 'row', class: 'num' }, link(`${qHref(name)}/jobs/${j.id}`, `#${j.id}`)),
-          td(jobBadge(j)), td(`${j.attempts} / ${j.max_attempts}`, 1), td(j.owner || '–'),
+          td(jobBadge(j)), td(`${j.attempts} / ${j.max_attempts}`, 1), td(j.concurrency_key || '–'), td(j.owner || '–'),
           td(fmtTime(j.updated_at)), td(j.last_error ? JSON.stringify(j.last_error).slice(0, 80) : '–')))),
       h('nav', { class: 'pager', 'aria-label': 'Job pages' },
         p.after !== '0' ? link(`${base}&after=0`, 'First page') : null,
@@ -463,7 +493,8 @@ const jobView = {
         [['State', jobBadge(j)], ['Attempts', `${j.attempts} of ${j.max_attempts}`], ['Fence', j.fence],
           ['Owner', j.owner || '–'], ['Lease expires', fmtTime(j.lease_expires_at)], ['Priority', j.priority],
           ['Run at', fmtTime(j.run_at)], ['Created', fmtTime(j.created_at)], ['Updated', fmtTime(j.updated_at)],
-          ['Finished', fmtTime(j.finished_at)], ['Dedupe key', j.dedupe_key || '–']]
+          ['Finished', fmtTime(j.finished_at)], ['Dedupe key', j.dedupe_key || '–'],
+          ['Concurrency key', j.concurrency_key || '–']]
           .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
       h('h2', {}, 'Attempt history'),
       (j.history || []).length ? h('ol', { class: 'timeline', 'aria-label': 'Attempts, oldest first' }, j.history.map((a) => {

@@ -397,6 +397,33 @@ test('a failed job is retried from the page, after a confirmation; a pending and
   await page.context().close();
 });
 
+test('a queue page shows its limits, how often each held a job back, its keys and each job\'s key', async () => {
+  await ok('PUT', '/queues/tenants', { lease_seconds: 30, limits: { concurrency: 5 },
+    key_limits: { concurrency: 1, rate: { limit: 10, period_seconds: 2, burst: 3 } } });
+  await ok('PUT', '/queues/tenants/keys/big', { limits: { concurrency: 2 } });
+  await ok('POST', '/queues/tenants/jobs', { jobs: [
+    { payload: { n: 1 }, concurrency_key: 'small' }, { payload: { n: 2 }, concurrency_key: 'small' },
+    { payload: { n: 3 }, concurrency_key: 'big' }, { payload: { n: 4 }, concurrency_key: 'big' },
+    { payload: { n: 5 }, concurrency_key: 'big' }] });
+  const claimed = (await ok('POST', '/queues/tenants/leases', { owner: 'w', max_jobs: 10 })).leases;
+  assert.deepEqual(claimed.map((l) => l.concurrency_key).sort(), ['big', 'big', 'small']);
+  const q = await ok('GET', '/queues/tenants');
+  const page = await openPage(ADMIN);
+  await go(page, '#/queues/tenants', 'queues');
+  await until(async () => /The queue: at most 5 at once/.test(await text(page.locator('[data-testid="queue-limits"]'))), 'the limits');
+  assert.match(await text(page.locator('[data-testid="queue-limits"]')), /Each concurrency key: at most 1 at once, 10 per 2 s \(bursts of 3\)/);
+  assert.equal(await text(page.locator('[data-testid="held-key_concurrency"] dd')), String(q.limits_held_back.key_concurrency));
+  assert.ok(q.limits_held_back.key_concurrency > 0);
+  assert.match(await text(page.locator('tr[data-key="big"]')), /at most 2 at once, 10 per 2 s \(bursts of 3\)\s*2/);
+  const first = claimed[0];
+  assert.match(await text(page.locator(`tr[data-job="${first.job_id}"]`)), new RegExp(first.concurrency_key));
+  await shot(page, 'queue-limits');
+  await axe(page, 'queue-limits');
+  await go(page, `#/queues/tenants/jobs/${first.job_id}`, 'queues');
+  await until(async () => /Concurrency key\s*(big|small)/.test(await page.locator('dl.kv').innerText()), 'the job\'s key');
+  await page.context().close();
+});
+
 test('a queue is paused and resumed from its page, and a paused queue says so in the list', async () => {
   await ok('PUT', '/queues/held', { lease_seconds: 30 });
   await ok('POST', '/queues/held/jobs', { payload: { n: 1 } });
