@@ -118,6 +118,24 @@ static const struct db_stmt st_dedupe_expire = {
     "  WHERE d.queue_id = old.queue_id AND d.dedupe_key = old.dedupe_key RETURNING 1) "
     "SELECT count(*) FROM gone",
     1};
+/* Rate buckets of concurrency keys that are full by now (or whose key has no rate any more),
+ * across all queues: $1 batch. A full bucket is what a key without one has, so deleting it
+ * changes no claim; keys come and go, and their buckets with them. */
+static const struct db_stmt st_buckets_full = {
+    "queues_buckets_full",
+    "WITH old AS (SELECT l.queue_id, l.key FROM rowlock.queue_limiter l "
+    "  JOIN rowlock.queues q ON q.id = l.queue_id "
+    "  LEFT JOIN rowlock.queue_keys k ON k.queue_id = l.queue_id AND k.key = l.key "
+    "  WHERE l.key <> '' AND coalesce(CASE WHEN k.rate_limit IS NOT NULL THEN l.tokens + "
+    "  k.rate_limit / k.rate_period_seconds * extract(epoch FROM now() - l.refilled_at) >= "
+    "  coalesce(k.rate_burst, k.rate_limit) ELSE l.tokens + q.key_rate_limit / "
+    "  q.key_rate_period_seconds * extract(epoch FROM now() - l.refilled_at) >= "
+    "  coalesce(q.key_rate_burst, q.key_rate_limit) END, true) "
+    "  LIMIT $1 FOR UPDATE OF l SKIP LOCKED) "
+    ", gone AS (DELETE FROM rowlock.queue_limiter l USING old "
+    "  WHERE l.queue_id = old.queue_id AND l.key = old.key RETURNING 1) "
+    "SELECT count(*) FROM gone",
+    1};
 /* What slows every Postgres queue: dead tuples in its tables, and the oldest transaction that
  * holds back vacuum (its snapshot keeps dead tuples alive). */
 static const struct db_stmt st_vacuum_health = {
@@ -239,10 +257,13 @@ enum db_status db_queues_janitor(struct db_pool *pool, int batch, db_queue_janit
     struct db_error purge_err;
     struct queues_pass p = {.batch = batch, .each = each, .ctx = ctx};
     struct expiry x = {each, ctx};
-    /* the expiry sweep across all queues, then the dedupe windows that have passed */
+    /* the expiry sweep across all queues, then the dedupe windows that have passed and the keys'
+     * full rate buckets */
     enum db_status st = sweep(pool, &st_expire, batch, expired_rows, &x, err);
     if (st == DB_OK)
         st = sweep(pool, &st_dedupe_expire, batch, counted, NULL, err);
+    if (st == DB_OK)
+        st = sweep(pool, &st_buckets_full, batch, counted, NULL, err);
     enum db_status purge = db_upkeep_run(pool, &db_queues_upkeep, &p, &purge_err);
     if (st == DB_OK && purge != DB_OK) {
         *err = purge_err;
