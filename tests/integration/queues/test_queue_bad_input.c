@@ -74,6 +74,8 @@ static const struct th_read queue_reads[] = {
     {"bodies", NULL, "SELECT * FROM rowlock.job_bodies ORDER BY job_id", NULL},
     {"attempts", NULL, "SELECT * FROM rowlock.job_attempts ORDER BY job_id, fence", NULL},
     {"queue_seq", NULL, "SELECT last_value, is_called FROM rowlock.queues_id_seq", NULL},
+    {"key_rows", NULL, "SELECT * FROM rowlock.queue_keys ORDER BY queue_id, key", NULL},
+    {"limiter_rows", NULL, "SELECT * FROM rowlock.queue_limiter ORDER BY queue_id, key", NULL},
 };
 static const struct th_state queue_state = {queue_reads, N(queue_reads), NULL};
 
@@ -188,6 +190,26 @@ static void invalid_config_is_400_invalid_config(void **state)
         "{\"retention_seconds\":true}",
         "{\"colour\":\"red\"}",
         "{\"max_attempts\":3,\"name\":\"q\"}",
+        /* limits, the queue's and every key's: below 1, over the maximum, a rate with no
+         * period (or no limit), unknown members, the wrong types */
+        "{\"limits\":{\"concurrency\":0}}",
+        "{\"limits\":{\"concurrency\":1000001}}",
+        "{\"limits\":{\"concurrency\":\"2\"}}",
+        "{\"limits\":{\"concurrency\":1.5}}",
+        "{\"limits\":{\"rate\":{\"limit\":5}}}",
+        "{\"limits\":{\"rate\":{\"period_seconds\":1}}}",
+        "{\"limits\":{\"rate\":{\"limit\":0,\"period_seconds\":1}}}",
+        "{\"limits\":{\"rate\":{\"limit\":5,\"period_seconds\":0}}}",
+        "{\"limits\":{\"rate\":{\"limit\":5,\"period_seconds\":86401}}}",
+        "{\"limits\":{\"rate\":{\"limit\":5,\"period_seconds\":1,\"burst\":0}}}",
+        "{\"limits\":{\"rate\":{\"limit\":5,\"period_seconds\":1,\"colour\":1}}}",
+        "{\"limits\":{\"rate\":7}}",
+        "{\"limits\":{\"colour\":1}}",
+        "{\"limits\":5}",
+        "{\"key_limits\":{\"concurrency\":0}}",
+        "{\"key_limits\":{\"rate\":{\"limit\":5}}}",
+        "{\"key_limits\":{\"rate\":{\"limit\":1000001,\"period_seconds\":1}}}",
+        "{\"key_limits\":[]}",
         "[]",
         "7",
         "\"q\"",
@@ -202,6 +224,8 @@ static void invalid_jobs_are_400_invalid_job(void **state)
 {
     char long_dedupe[1100];
     snprintf(long_dedupe, sizeof(long_dedupe), "{\"payload\":1,\"dedupe_key\":\"%01025d\"}", 0);
+    char long_key[1100];
+    snprintf(long_key, sizeof(long_key), "{\"payload\":1,\"concurrency_key\":\"%01025d\"}", 0);
     const char *bodies[] = {
         "{}",
         "{\"dedupe_key\":\"k\"}",
@@ -221,6 +245,10 @@ static void invalid_jobs_are_400_invalid_job(void **state)
         "{\"payload\":1,\"dedupe_key\":7}",
         "{\"payload\":1,\"dedupe_key\":null}",
         long_dedupe,
+        "{\"payload\":1,\"concurrency_key\":\"\"}",
+        "{\"payload\":1,\"concurrency_key\":7}",
+        "{\"payload\":1,\"concurrency_key\":[\"k\"]}",
+        long_key,
         "{\"jobs\":[]}",
         "{\"jobs\":{}}",
         "{\"jobs\":null}",
@@ -471,6 +499,45 @@ static void cancel_of_a_finished_job_is_409_job_terminal(void **state)
     th_bad_expect_all(&queue_state, bad, N(bad), 409, "job_terminal");
 }
 
+/* A concurrency key's own limits: a body that sets none or breaks a rule is 400 invalid_config,
+ * a key that breaks the key rules 400 invalid_key, an unknown queue 404, and taking back the
+ * limits of a key without its own 404 key_not_found; nothing changes. */
+static void bad_key_limits_are_refused(void **state)
+{
+    const char *bodies[] = {
+        "{}",
+        "{\"limits\":null}",
+        "{\"limits\":{}}",
+        "{\"limits\":{\"concurrency\":0}}",
+        "{\"limits\":{\"concurrency\":1000001}}",
+        "{\"limits\":{\"rate\":{\"limit\":1}}}",
+        "{\"limits\":{\"rate\":{\"limit\":1,\"period_seconds\":-1}}}",
+        "{\"limits\":{\"concurrency\":1},\"colour\":1}",
+        "{\"concurrency\":1}",
+        "[]",
+    };
+    th_bad_expect_bodies(&queue_state, "PUT", "/queues/q/keys/k", JSON, bodies, N(bodies), 400,
+                         "invalid_config");
+    char long_key[1100] = "/queues/q/keys/";
+    memset(long_key + strlen(long_key), 'k', 1025);
+    const struct th_req bad_keys[] = {
+        {"PUT", "/queues/q/keys/%FF", JSON, "{\"limits\":{\"concurrency\":1}}"},
+        {"GET", "/queues/q/keys/%FF", NULL, NULL},
+        {"DELETE", "/queues/q/keys/%FF", NULL, NULL},
+        {"PUT", long_key, JSON, "{\"limits\":{\"concurrency\":1}}"},
+    };
+    th_bad_expect_all(&queue_state, bad_keys, N(bad_keys), 400, "invalid_key");
+    const struct th_req unknown[] = {
+        {"PUT", "/queues/nosuch/keys/k", JSON, "{\"limits\":{\"concurrency\":1}}"},
+        {"GET", "/queues/nosuch/keys/k", NULL, NULL},
+        {"DELETE", "/queues/nosuch/keys/k", NULL, NULL},
+        {"GET", "/queues/nosuch/keys", NULL, NULL},
+    };
+    th_bad_expect_all(&queue_state, unknown, N(unknown), 404, "queue_not_found");
+    const struct th_req none[] = {{"DELETE", "/queues/q/keys/k", NULL, NULL}};
+    th_bad_expect_all(&queue_state, none, N(none), 404, "key_not_found");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +557,7 @@ int main(void)
         cmocka_unit_test(malformed_json_is_400_invalid_json),
         cmocka_unit_test(retry_of_a_job_not_failed_is_409_job_not_failed),
         cmocka_unit_test(cancel_of_a_finished_job_is_409_job_terminal),
+        cmocka_unit_test(bad_key_limits_are_refused),
         /* last: a value accepted here leaves a job that could upset the snapshots of others */
         cmocka_unit_test(run_at_that_is_not_rfc3339_is_400_invalid_job),
     };
