@@ -44,8 +44,10 @@
 static struct th_service svc[PROCESSES];
 static _Atomic int ports[PROCESSES]; /* 0 while the process is down */
 
-/* the janitor often, so that it deletes the keys' full rate buckets within the test */
-static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=300", NULL};
+/* the janitor often, so that it deletes the keys' full rate buckets within the test; long-polls
+ * re-checked only every 5 s, so that one answered sooner was woken */
+static const char *const env[] = {"ROWLOCK_JANITOR_INTERVAL_MS=300",
+                                  "ROWLOCK_POLL_INTERVAL_MS=5000", NULL};
 
 static int setup(void **state)
 {
@@ -490,10 +492,67 @@ static void heartbeat_at_expiry_keeps_its_slot(void **state)
                      1);
 }
 
+/* A claim waiting on process 1 for a key that is full is answered, with the key's next job, when
+ * a completion on process 0 frees the slot: by the wake-up, well before its re-check. */
+struct poll {
+    int port;
+    double answered;
+    int64_t job;
+};
+
+static void *long_poll(void *arg)
+{
+    struct poll *p = arg;
+    json_t *out = th_call(p->port, "POST", "/queues/woken/leases",
+                          "{\"owner\":\"b\",\"max_jobs\":5,\"wait_seconds\":20}", 200);
+    p->answered = th_now();
+    json_t *l = json_array_get(json_object_get(out, "leases"), 0);
+    p->job = l ? json_integer_value(json_object_get(l, "job_id")) : 0;
+    json_decref(out);
+    return NULL;
+}
+
+static void waiting_claim_is_woken_when_a_slot_frees(void **state)
+{
+    (void)state;
+    json_decref(th_call(svc[0].port, "PUT", "/queues/woken",
+                        "{\"key_limits\": {\"concurrency\": 1}}", 201));
+    json_decref(th_call(svc[0].port, "POST", "/queues/woken/jobs",
+                        "{\"jobs\": [{\"payload\": 1, \"concurrency_key\": \"x\"}, "
+                        "{\"payload\": 2, \"concurrency_key\": \"x\"}]}",
+                        201));
+    int64_t fence = 0, first = 0;
+    json_t *c = th_call(svc[0].port, "POST", "/queues/woken/leases",
+                        "{\"owner\":\"a\",\"max_jobs\":5}", 200);
+    json_t *leases = json_object_get(c, "leases");
+    assert_int_equal(json_array_size(leases), 1); /* the key's one slot */
+    first = json_integer_value(json_object_get(json_array_get(leases, 0), "job_id"));
+    fence = json_integer_value(json_object_get(json_array_get(leases, 0), "fence"));
+    json_decref(c);
+    struct poll p = {.port = svc[1].port};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, long_poll, &p), 0);
+    /* the claim is waiting once its process counts it */
+    for (int i = 0; i < 500 && th_metric(svc[1].port, "rowlock_http_long_polls_waiting") < 1; i++)
+        usleep(10 * 1000);
+    assert_true(th_metric(svc[1].port, "rowlock_http_long_polls_waiting") >= 1);
+    char path[128], body[128];
+    snprintf(path, sizeof(path), "/queues/woken/leases/%lld/complete", (long long)first);
+    snprintf(body, sizeof(body), "{\"owner\":\"a\",\"fence\":%lld}", (long long)fence);
+    double done = th_now();
+    json_decref(th_call(svc[0].port, "POST", path, body, 200));
+    pthread_join(t, NULL);
+    print_message("the waiting claim was answered %.0f ms after the completion\n",
+                  (p.answered - done) * 1000);
+    assert_true(p.job > 0 && p.job != first);
+    assert_true(p.answered - done < 2.5); /* the re-check comes after 5 s */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(heartbeat_at_expiry_keeps_its_slot),
+        cmocka_unit_test(waiting_claim_is_woken_when_a_slot_frees),
         cmocka_unit_test(concurrency_is_exact),
         cmocka_unit_test(rate_is_exact),
     };
