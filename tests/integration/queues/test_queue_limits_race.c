@@ -12,8 +12,9 @@
  *   - Rate: in no window of any length do a key's claims, nor the queue's, pass burst + rate x
  *     the window's length.
  * The limits did bind (the queue's counts of jobs held back are above 0), and the race saw
- * expired leases taken over; the janitor then deletes the keys' full rate buckets. Also,
- * deterministically: a heartbeat waiting for its job's row as
+ * expired leases taken over; the janitor then deletes the keys' full rate buckets. Also: a
+ * limited claim keeps priority and due order among the jobs that fit; a claim waiting on a full
+ * key is woken by a completion in another process; and, deterministically: a heartbeat waiting for its job's row as
  * the lease runs out keeps its slot. Each assertion fails with its limit's check taken out of the
  * claim (db/leases.c, st_claim_limited). */
 #include <math.h>
@@ -548,9 +549,37 @@ static void waiting_claim_is_woken_when_a_slot_frees(void **state)
     assert_true(p.answered - done < 2.5); /* the re-check comes after 5 s */
 }
 
+/* Among the jobs that fit, a limited claim keeps the claim order: priority, then due time. */
+static void claim_order_among_the_jobs_that_fit(void **state)
+{
+    (void)state;
+    int port = svc[2].port;
+    json_decref(th_call(port, "PUT", "/queues/ordered",
+                        "{\"limits\": {\"concurrency\": 4}, \"key_limits\": {\"concurrency\": 1}}",
+                        201));
+    json_decref(th_call(port, "POST", "/queues/ordered/jobs",
+                        "{\"jobs\": [{\"payload\": \"a1\", \"concurrency_key\": \"a\", "
+                        "\"priority\": 9}, {\"payload\": \"a2\", \"concurrency_key\": \"a\", "
+                        "\"priority\": 9}, {\"payload\": \"b1\", \"concurrency_key\": \"b\", "
+                        "\"priority\": 5}, {\"payload\": \"n1\", \"priority\": 7}, "
+                        "{\"payload\": \"c1\", \"concurrency_key\": \"c\", \"priority\": 1}, "
+                        "{\"payload\": \"n2\", \"priority\": 0}]}",
+                        201));
+    json_t *c =
+        th_call(port, "POST", "/queues/ordered/leases", "{\"owner\":\"o\",\"max_jobs\":10}", 200);
+    json_t *leases = json_object_get(c, "leases");
+    const char *want[] = {"a1", "n1", "b1", "c1"}; /* a2: key a is full; n2: the queue is */
+    assert_int_equal(json_array_size(leases), 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(leases, i), "payload")), want[i]);
+    json_decref(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(claim_order_among_the_jobs_that_fit),
         cmocka_unit_test(heartbeat_at_expiry_keeps_its_slot),
         cmocka_unit_test(waiting_claim_is_woken_when_a_slot_frees),
         cmocka_unit_test(concurrency_is_exact),
