@@ -49,9 +49,10 @@ static void enqueue_usage(FILE *f)
                "of NDJSON on stdin, in batches of --batch (default 500, at most 1000) jobs per\n"
                "request. --jobs: each line is a whole job ({\"payload\": ..., \"dedupe_key\",\n"
                "\"dedupe_window_seconds\", \"priority\", \"delay_seconds\", \"run_at\",\n"
-               "\"max_attempts\", \"concurrency_key\"}). A line that is not JSON is reported by its number and\n"
-               "nothing after it is sent (the lines before it are), unless --skip-bad. Prints\n"
-               "{\"created\",\"duplicates\",\"lines\"}; a progress count on a terminal.\n");
+               "\"max_attempts\", \"concurrency_key\"}). A line that is not JSON is reported\n"
+               "by its number and nothing after it is sent (the lines before it are), unless\n"
+               "--skip-bad. Prints {\"created\",\"duplicates\",\"lines\"}; a progress count\n"
+               "on a terminal.\n");
 }
 
 int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)

@@ -57,7 +57,8 @@ static int teardown(void **state)
 
 static void make_queue(const char *name, int max_attempts)
 {
-    struct db_queue_config cfg = {max_attempts, 60, 0, 0, 3600, 0, 0, 0, 0, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    struct db_queue_config cfg = {max_attempts, 60,          0, 0, 3600, 0, 0, 0, 0,
+                                  {0, 0, 0, 0}, {0, 0, 0, 0}};
     struct db_queue q;
     enum db_queue_verdict v;
     struct db_error err;

@@ -14,9 +14,9 @@
  * The limits did bind (the queue's counts of jobs held back are above 0), and the race saw
  * expired leases taken over; the janitor then deletes the keys' full rate buckets. Also: a
  * limited claim keeps priority and due order among the jobs that fit; a claim waiting on a full
- * key is woken by a completion in another process; and, deterministically: a heartbeat waiting for its job's row as
- * the lease runs out keeps its slot. Each assertion fails with its limit's check taken out of the
- * claim (db/leases.c, st_claim_limited). */
+ * key is woken by a completion in another process; and, deterministically: a heartbeat waiting
+ * for its job's row as the lease runs out keeps its slot. Each assertion fails with its limit's
+ * check taken out of the claim (db/leases.c, st_claim_limited). */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>

@@ -192,7 +192,7 @@ static void fill(int port, struct filled *f)
 
 /* A queue (q) with a limit of any kind. */
 #define QUEUE_LIMITS_SET                                                                           \
-    "num_nonnulls(q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.key_rate_limit) " \
+    "num_nonnulls(q.concurrency_limit, q.key_concurrency_limit, q.rate_limit, q.key_rate_limit) "  \
     "> 0"
 
 /* Every job, body, attempt, dedupe key and window, and every queue, as text (the caller frees
