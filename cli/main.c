@@ -23,8 +23,12 @@ static const struct command commands[] = {
     {"enqueue", cli_cmd_enqueue, "enqueue QUEUE [JSON...]: enqueue payloads (or NDJSON stdin)"},
     {"jobs", cli_cmd_jobs, "jobs QUEUE [--state S]: list jobs"},
     {"job", cli_cmd_job, "job QUEUE ID: one job with its attempt history"},
-    {"retry", cli_cmd_retry, "retry QUEUE ID: the operator's retry of a finished job"},
-    {"cancel", cli_cmd_cancel, "cancel QUEUE ID: the operator's cancel of a job"},
+    {"retry", cli_cmd_retry,
+     "retry QUEUE ID | QUEUE --all [--state S] [--key K]: the operator's retry of a failed or\n"
+     "    cancelled job, or of every one that matches"},
+    {"cancel", cli_cmd_cancel,
+     "cancel QUEUE ID | QUEUE --all [--state S] [--key K]: the operator's cancel of a job, or\n"
+     "    of every pending or processing one that matches"},
     {"pause", cli_cmd_pause, "pause QUEUE: claims hand out nothing until resume"},
     {"resume", cli_cmd_resume, "resume QUEUE: a paused queue hands out jobs again"},
     {"keys", cli_cmd_keys, "keys list|get|put|delete QUEUE [KEY] ...: concurrency keys' limits"},

@@ -1,6 +1,6 @@
 /* rowlock-cli's queue commands besides work: enqueue (arguments or NDJSON stdin, batched),
- * jobs (every page, a table on a terminal), job (with its attempt history), retry and cancel,
- * pause and resume. */
+ * jobs (every page, a table on a terminal), job (with its attempt history), retry and cancel (of
+ * one job, or --all: every page of a bulk action), pause and resume. */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -244,11 +244,120 @@ int cli_cmd_job(const struct cli_conf *conf, int argc, char **argv)
     return rc;
 }
 
+/* A bulk action (retry or cancel QUEUE --all): its name, the answer's count and the help. */
+struct bulk {
+    const char *action, *counted, *usage;
+    int flags; /* CLI_HTTP_IDEMPOTENT when a page's lost answer may be asked again */
+};
+
+/* True when argv holds --all before any "--". */
+static int wants_all(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--all") == 0)
+            return 1;
+    return 0;
+}
+
+/* Sends every page of the bulk action on q (escaped) until the answer's next is null, adding
+ * each page's count to *total (printed as progress on a terminal). Returns the exit code. */
+static int bulk_pages(const struct cli_conf *conf, const struct bulk *b, const char *q,
+                      const char *state, const char *key, long long page, long long *total)
+{
+    char path[1024];
+    int rc = 0;
+    json_int_t after = 0;
+    snprintf(path, sizeof(path), "/queues/%s/jobs:%s", q, b->action);
+    struct cli_http *h = cli_http_new(conf);
+    for (;;) {
+        struct cli_reply rep;
+        json_t *body = json_pack("{s:I, s:I}", "limit", (json_int_t)page, "after", after);
+        if (state != NULL)
+            json_object_set_new(body, "state", json_string(state));
+        if (key != NULL)
+            json_object_set_new(body, "concurrency_key", json_string(key));
+        cli_http_call(h, "POST", path, body, b->flags, 60, &rep);
+        json_decref(body);
+        rc = cli_reply_exit(&rep);
+        json_t *next = json_object_get(rep.json, "next");
+        if (rc == 0) {
+            *total += json_integer_value(json_object_get(rep.json, b->counted));
+            cli_out_progress(conf, b->counted, *total, -1, !json_is_integer(next));
+        }
+        after = json_is_integer(next) ? json_integer_value(next) : 0;
+        cli_reply_clear(&rep);
+        if (rc != 0 || after == 0)
+            break;
+    }
+    cli_http_free(h);
+    return rc;
+}
+
+/* retry|cancel QUEUE --all [--state S] [--key K] [--page N]; prints {"<counted>": total}. */
+static int bulk_run(const struct cli_conf *conf, const struct bulk *b, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"all", no_argument, NULL, 'a'},       {"state", required_argument, NULL, 's'},
+        {"key", required_argument, NULL, 'k'}, {"page", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
+    const char *state = NULL, *key = NULL;
+    long long page = 500, total = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 's')
+            state = optarg;
+        else if (c == 'k')
+            key = optarg;
+        else if (c != 'a' && (c != 'p' || cli_parse_long("--page", optarg, 1, 1000, &page) != 0)) {
+            fputs(b->usage, c == 'h' ? stdout : stderr);
+            return c == 'h' ? 0 : CLI_EXIT_USAGE;
+        }
+    }
+    if (optind + 1 != argc) {
+        fputs(b->usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    char *q = cli_escape(argv[optind]);
+    int rc = bulk_pages(conf, b, q ? q : "", state, key, page, &total);
+    free(q);
+    if (rc == 0 || total > 0) { /* after a failure, what the pages before it changed */
+        json_t *out = json_pack("{s:I}", b->counted, (json_int_t)total);
+        cli_out_json(conf, out);
+        json_decref(out);
+    }
+    return rc;
+}
+
+static const struct bulk bulk_retry = {
+    "retry", "retried",
+    "usage: rowlock-cli retry QUEUE ID\n"
+    "       rowlock-cli retry QUEUE --all [--state failed|cancelled] [--key K] [--page N]\n\n"
+    "The operator's retry: a failed or cancelled job becomes pending, due at once, with a fresh\n"
+    "set of attempts. With --all, every job of the queue that matches: --state (failed or\n"
+    "cancelled; default both), --key (the jobs' concurrency_key), a page of --page jobs\n"
+    "(default 500, at most 1000) per request and transaction, until none is left. Prints\n"
+    "{\"retried\": N}; on a terminal, the count so far.\n",
+    0};
+static const struct bulk bulk_cancel = {
+    "cancel", "cancelled",
+    "usage: rowlock-cli cancel QUEUE ID\n"
+    "       rowlock-cli cancel QUEUE --all [--state pending|processing] [--key K] [--page N]\n\n"
+    "The operator's cancel: a pending or running job becomes cancelled (a running job's worker\n"
+    "is refused job_cancelled at its next heartbeat or settlement). With --all, every job of\n"
+    "the queue that matches: --state (pending, scheduled and retrying ones included, or\n"
+    "processing; default both), --key (the jobs' concurrency_key), a page of --page jobs\n"
+    "(default 500, at most 1000) per request and transaction, until none is left. Prints\n"
+    "{\"cancelled\": N}; on a terminal, the count so far.\n",
+    CLI_HTTP_IDEMPOTENT};
+
 int cli_cmd_retry(const struct cli_conf *conf, int argc, char **argv)
 {
     char path[1024];
-    int rc = queue_job_path(argc, argv, "retry QUEUE ID: a finished job back to pending", path,
-                            sizeof(path) - 8);
+    if (wants_all(argc, argv) || cli_wants_help(argc, argv))
+        return bulk_run(conf, &bulk_retry, argc, argv);
+    int rc = queue_job_path(
+        argc, argv, "retry QUEUE ID (or QUEUE --all): a failed or cancelled job back to pending",
+        path, sizeof(path) - 8);
     if (rc)
         return rc < 0 ? 0 : rc;
     strcat(path, "/retry");
@@ -258,8 +367,11 @@ int cli_cmd_retry(const struct cli_conf *conf, int argc, char **argv)
 int cli_cmd_cancel(const struct cli_conf *conf, int argc, char **argv)
 {
     char path[1024];
-    int rc = queue_job_path(argc, argv, "cancel QUEUE ID: fail a pending or running job now", path,
-                            sizeof(path));
+    if (wants_all(argc, argv) || cli_wants_help(argc, argv))
+        return bulk_run(conf, &bulk_cancel, argc, argv);
+    int rc = queue_job_path(argc, argv,
+                            "cancel QUEUE ID (or QUEUE --all): cancel a pending or running job now",
+                            path, sizeof(path));
     if (rc)
         return rc < 0 ? 0 : rc;
     return get_and_print(conf, "DELETE", path, CLI_HTTP_IDEMPOTENT);

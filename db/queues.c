@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/hints.h"
+#include "db/job_admin_sql.h"
 #include "db/listener.h"
 #include "db/tx.h"
 
@@ -227,35 +228,17 @@ static const struct db_stmt st_job_list = {
 /* clang-format on */
 static const struct db_stmt st_job_retry = {
     "job_retry",
-    "UPDATE rowlock.jobs j SET state = 'pending', attempts = 0, run_at = now(), "
-    "claimable_at = now(), finished_at = NULL, updated_at = now() "
-    "WHERE j.id = $1 AND j.queue_id = $2 AND j.state IN ('failed', 'cancelled') RETURNING j.id",
+    "UPDATE rowlock.jobs j SET " JOB_RETRY_SET
+    " WHERE j.id = $1 AND j.queue_id = $2 AND " JOB_RETRYABLE " RETURNING j.id",
     2};
-/* Cancel: an unfinished job becomes cancelled, with last_error {"cancelled": true} (as a cancel
- * wrote before cancelled was a state of its own), or is deleted when its queue keeps no cancelled
- * jobs; its owner's next fenced write is refused as cancelled (lease_verdict). Columns: the state
- * it had, whether it was cancelled, whether it was deleted. */
+/* Cancel (JOBS_CANCEL) of one job. Columns: the state it had, whether it was cancelled,
+ * whether it was deleted. */
 /* clang-format off */
 static const struct db_stmt st_job_cancel = {
     "job_cancel",
-    "WITH q AS (SELECT " QUEUE_RETENTION("q.", "cancelled") " = 0 AS drop FROM rowlock.queues q "
-    "  WHERE q.id = $2), "
+    "WITH " JOB_CANCEL_QUEUE("$2") ", "
     "target AS (SELECT j.id, j.state, j.fence FROM rowlock.jobs j WHERE j.id = $1 AND "
-    "  j.queue_id = $2 FOR UPDATE), "
-    "w AS (UPDATE rowlock.jobs j SET state = 'cancelled', owner = NULL, lease_expires_at = NULL, "
-    "  claimable_at = NULL, finished_at = now(), updated_at = now(), "
-    /* a running attempt ends as failed; a pending job's last attempt has ended already */
-    "  attempt_ended_at = CASE WHEN j.state = 'processing' THEN now() ELSE j.attempt_ended_at "
-    "    END, "
-    "  attempt_outcome = CASE WHEN j.state = 'processing' THEN 'failed' ELSE j.attempt_outcome "
-    "    END FROM target, q "
-    "  WHERE j.id = target.id AND j.state IN ('pending', 'processing') AND NOT q.drop "
-    "  RETURNING j.id, j.fence), "
-    "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"cancelled\": true}' FROM w "
-    "  WHERE b.job_id = w.id), "
-    "gone AS (DELETE FROM rowlock.jobs j USING target, q WHERE j.id = target.id "
-    "  AND j.state IN ('pending', 'processing') AND q.drop "
-    "  RETURNING " JOBS_GONE_RETURNING("'cancelled'") "), " JOBS_GONE("gone") " "
+    "  j.queue_id = $2 FOR UPDATE), " JOBS_CANCEL " "
     "SELECT target.state, w.id IS NOT NULL OR gone.id IS NOT NULL, gone.id IS NOT NULL "
     "FROM target LEFT JOIN w ON true LEFT JOIN gone ON true",
     2};

@@ -227,6 +227,35 @@ enum db_status db_jobs_retry(struct db_pool *pool, const char *queue, int64_t id
 enum db_status db_jobs_cancel(struct db_pool *pool, const char *queue, int64_t id,
                               enum db_queue_verdict *verdict, struct db_error *err);
 
+/* Bulk operator actions: one page of a queue's jobs, in id order after a cursor, each page
+ * one transaction and one statement (db/job_bulk.c). The filter: */
+#define DB_JOB_PAGE_MAX 1000 /* jobs a page may take */
+struct db_job_filter {
+    const char *state;           /* one state the action applies to, or NULL: every one */
+    const char *concurrency_key; /* or NULL: any key, none included */
+    int64_t after;               /* jobs with ids above it (0: from the first) */
+    int limit;                   /* at most this many, 1 to DB_JOB_PAGE_MAX */
+};
+/* What a page changed. */
+struct db_job_page {
+    int64_t *ids; /* the jobs changed, in id order; owned: db_job_page_clear */
+    size_t n;
+    int64_t deleted; /* cancel: how many of them were deleted (their queue keeps none) */
+    int64_t next;    /* the cursor of the next page (its after), or 0: this was the last */
+};
+void db_job_page_clear(struct db_job_page *p);
+/* Retries (as db_jobs_retry) the failed and cancelled jobs of the page: locked in id order, each
+ * judged again on its latest version (one that changed meanwhile is left as it is). */
+enum db_status db_jobs_retry_page(struct db_pool *pool, const char *queue,
+                                  const struct db_job_filter *f, struct db_job_page *out,
+                                  enum db_queue_verdict *verdict, struct db_error *err);
+/* Cancels (as db_jobs_cancel) the pending and processing jobs of the page, likewise: a
+ * processing job is cancelled only when its owner's settlement has not committed first, and
+ * then its owner's settlement is refused. */
+enum db_status db_jobs_cancel_page(struct db_pool *pool, const char *queue,
+                                   const struct db_job_filter *f, struct db_job_page *out,
+                                   enum db_queue_verdict *verdict, struct db_error *err);
+
 struct db_claimed {
     int64_t id, fence;
     int attempt, priority;

@@ -40,11 +40,13 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_QUEUE_BUSY] = {"queue_busy", 409, "Queue has jobs in processing"},
     [QUEUE_PC_QUEUE_HAS_SCHEDULES] = {"queue_has_schedules", 409, "Schedules target the queue"},
     [QUEUE_PC_KEY_NOT_FOUND] = {"key_not_found", 404, "No limits of its own for this key"},
+    [QUEUE_PC_INVALID_FILTER] = {"invalid_filter", 400, "Invalid job filter"},
 };
 
 static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
     *m_janitor_failures, *m_metrics_failures, *m_janitor_visits;
 struct svc_counter_vec *queue_m_claims, *queue_m_reclaims, *queue_m_completions, *queue_m_failures;
+struct svc_counter_vec *queue_m_bulk;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
 static void metrics_init(void)
@@ -79,6 +81,10 @@ static void metrics_init(void)
         "rowlock_queue_metrics_failures_total",
         "Scrapes that could not read a queue's gauges (left out; the other queues' were read)",
         "queue");
+    queue_m_bulk = svc_counter_vec_new(
+        "rowlock_queue_bulk_jobs_total",
+        "Jobs changed by bulk operator actions (jobs:retry, jobs:cancel), by action",
+        "queue,action");
 }
 
 static int route_queues_init(const struct svc_app *app)
@@ -91,6 +97,7 @@ static int route_queues_init(const struct svc_app *app)
         m_rejections, m_expired,      m_purged,         m_janitor_failures,  m_metrics_failures};
     for (size_t i = 0; i < sizeof(per_queue) / sizeof(per_queue[0]); i++)
         svc_counter_vec_bound(per_queue[i]);
+    svc_counter_vec_bound(queue_m_bulk);
     return 0;
 }
 
@@ -1158,6 +1165,10 @@ static const struct svc_route queue_routes[] = {
     {"DELETE", "/queues/{queue}/jobs/{id}", route_job_cancel, SVC_SCOPE_WRITE, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
     {"POST", "/queues/{queue}/jobs/{id}/retry", route_job_retry, SVC_SCOPE_WRITE, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
+    {"POST", "/queues/{queue}/jobs:retry", route_jobs_retry_bulk, SVC_SCOPE_WRITE, SVC_BODY_JSON,
+     SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
+    {"POST", "/queues/{queue}/jobs:cancel", route_jobs_cancel_bulk, SVC_SCOPE_WRITE, SVC_BODY_JSON,
      SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
     {"POST", "/queues/{queue}/leases", route_leases_claim, SVC_SCOPE_WORK, SVC_BODY_JSON,
      SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},

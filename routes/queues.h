@@ -24,6 +24,7 @@ enum queue_problem {
     QUEUE_PC_QUEUE_BUSY,
     QUEUE_PC_QUEUE_HAS_SCHEDULES,
     QUEUE_PC_KEY_NOT_FOUND,
+    QUEUE_PC_INVALID_FILTER,
     QUEUE_PC_COUNT
 };
 extern const struct svc_problem_info queue_problems[QUEUE_PC_COUNT];
@@ -36,6 +37,8 @@ enum parsed { PARSE_OK, PARSE_INVALID, PARSE_UNENCODABLE };
 /* Counters of routes/queues.c that the lease routes add to (labelled by queue). */
 extern struct svc_counter_vec *queue_m_claims, *queue_m_reclaims, *queue_m_completions,
     *queue_m_failures;
+/* Jobs changed by the bulk operator actions (routes/job_bulk.c), labelled by queue and action. */
+extern struct svc_counter_vec *queue_m_bulk;
 
 /* o with its member name set to v (both stolen). A NULL v (a json_pack or copy that failed)
  * fails the whole value: NULL, which svc_reply_json answers with 500 internal_error. */
@@ -89,6 +92,10 @@ enum svc_outcome route_lease_fail(struct svc_request *req);
 enum svc_outcome route_lease_handback(struct svc_request *req);
 enum svc_outcome route_lease_release(struct svc_request *req);
 enum svc_outcome route_leases_complete_batch(struct svc_request *req);
+
+/* routes/job_bulk.c: the bulk operator actions, one page of jobs a call. */
+enum svc_outcome route_jobs_retry_bulk(struct svc_request *req);
+enum svc_outcome route_jobs_cancel_bulk(struct svc_request *req);
 
 /* The family (routes/families.c). */
 extern const struct svc_family route_queues_family;

@@ -92,10 +92,11 @@ class ApiError extends Error {
   }
 }
 
-async function api(path, { method = 'GET', text = false } = {}) {
+async function api(path, { method = 'GET', text = false, body } = {}) {
   const headers = { Accept: text ? 'text/plain' : 'application/json' };
   if (session.token) headers.Authorization = `Bearer ${session.token}`;
-  const res = await fetch(path, { method, headers, cache: 'no-store' });
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, { method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body) });
   if (res.ok) return text ? res.text() : res.json();
   let problem = {};
   try { problem = await res.json(); } catch { problem = { detail: `HTTP ${res.status}` }; }
@@ -408,7 +409,9 @@ const queueView = {
         'Paused since ', fmtTime(d.queue.paused_at), ': claims hand out nothing until it is resumed; enqueues and the leases already held go on.') : null,
       can('write') ? h('div', { class: 'actions' }, d.queue.paused
         ? h('button', { type: 'button', class: 'primary', 'data-action': 'resume', 'data-queue': name }, 'Resume queue')
-        : h('button', { type: 'button', class: 'danger', 'data-action': 'pause', 'data-queue': name }, 'Pause queue')) : null,
+        : h('button', { type: 'button', class: 'danger', 'data-action': 'pause', 'data-queue': name }, 'Pause queue'),
+      c.failed > 0 ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry-all', 'data-queue': name, 'data-count': c.failed }, 'Retry all failed') : null,
+      c.pending > 0 ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel-all', 'data-queue': name, 'data-count': c.pending }, 'Cancel all pending') : null) : null,
       cards('Jobs by state', [
         ...STATES.map((s2) => [s2[0].toUpperCase() + s2.slice(1), fmtNum(c[s2]), `count-${s2}`]),
         ['Oldest pending', fmtAge(c.oldest_pending_age_seconds), 'oldest-pending'],
@@ -825,14 +828,33 @@ function confirmDialog(text, yes) {
   return new Promise((resolve) => dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true }));
 }
 
-// The writes the page offers, each asked for first: the question, its button, the request, and
-// what to say after it (r: the answer's body). On failure the status line gives the problem's
-// detail.
+// Every page of a bulk action (jobs:retry, jobs:cancel) with filter, a page per request and
+// transaction, until the answer's next is null; the status line counts as it goes. Returns how
+// many jobs the pages changed (counted: the answer's member that says so).
+async function bulkAll(queue, action, filter, counted) {
+  let after = 0;
+  let total = 0;
+  for (;;) {
+    const r = await api(`/queues/${enc(queue)}/jobs:${action}`, { method: 'POST', body: { ...filter, limit: 1000, after } });
+    total += r[counted];
+    if (r.next === null || r.next === undefined) return total;
+    setStatus(`${total} jobs ${counted} so far…`);
+    after = r.next;
+  }
+}
+
+// The writes the page offers, each asked for first: the question, its button, the request (or
+// run, when it takes several), and what to say after it (r: the answer's body, or what run
+// returned). On failure the status line gives the problem's detail.
 const WRITES = {
   retry: ({ queue, job }) => ({ verb: 'Retry', ask: `Retry job #${job} of queue ${queue}?`, yes: 'Retry job', method: 'POST',
     path: `/queues/${enc(queue)}/jobs/${enc(job)}/retry`, done: () => `Job #${job} pending again.` }),
   cancel: ({ queue, job }) => ({ verb: 'Cancel', ask: `Cancel job #${job} of queue ${queue}?`, yes: 'Cancel job', method: 'DELETE',
     path: `/queues/${enc(queue)}/jobs/${enc(job)}`, done: () => `Job #${job} cancelled.` }),
+  'retry-all': ({ queue, count }) => ({ verb: 'Retry all failed', ask: `Retry every failed job of queue ${queue} (${count} now)? Each becomes pending, due at once, with a fresh set of attempts.`,
+    yes: 'Retry all failed', run: () => bulkAll(queue, 'retry', { state: 'failed' }, 'retried'), done: (n) => `${n} failed jobs of queue ${queue} pending again.` }),
+  'cancel-all': ({ queue, count }) => ({ verb: 'Cancel all pending', ask: `Cancel every pending job of queue ${queue} (${count} now), scheduled and retrying ones included? Running jobs go on.`,
+    yes: 'Cancel all pending', run: () => bulkAll(queue, 'cancel', { state: 'pending' }, 'cancelled'), done: (n) => `${n} pending jobs of queue ${queue} cancelled.` }),
   pause: ({ queue }) => ({ verb: 'Pause', ask: `Pause queue ${queue}? Its claims hand out nothing until it is resumed; enqueues and the leases already held go on.`,
     yes: 'Pause queue', method: 'POST', path: `/queues/${enc(queue)}/pause`, done: () => `Queue ${queue} paused.` }),
   resume: ({ queue }) => ({ verb: 'Resume', ask: `Resume queue ${queue}? Its claims hand out jobs again.`, yes: 'Resume queue',
@@ -858,7 +880,7 @@ async function act(el) {
   const w = WRITES[action]?.(el.dataset);
   if (!w || !(await confirmDialog(w.ask, w.yes))) return;
   try {
-    setStatus(w.done(await api(w.path, { method: w.method })));
+    setStatus(w.done(await (w.run ? w.run() : api(w.path, { method: w.method }))));
   } catch (e) {
     setStatus(`${w.verb} failed: ${e.message}`);
   }

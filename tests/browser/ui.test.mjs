@@ -424,6 +424,50 @@ test('a queue page shows its limits, how often each held a job back, its keys an
   await page.context().close();
 });
 
+test('Retry all failed and Cancel all pending page through jobs:retry and jobs:cancel, after a confirmation', async () => {
+  await ok('PUT', '/queues/bulk', { max_attempts: 1, lease_seconds: 30 });
+  const failed = [];
+  for (let i = 0; i < 3; i++) {
+    const { id } = await ok('POST', '/queues/bulk/jobs', { payload: { n: i } });
+    const c = await ok('POST', '/queues/bulk/leases', { owner: 'w', max_jobs: 1 });
+    await ok('POST', `/queues/bulk/leases/${id}/fail`, { owner: 'w', fence: c.leases[0].fence, error: { n: i } });
+    failed.push(id);
+  }
+  // more pending jobs than one page of 1000 holds, and one running job that stays as it is
+  await ok('POST', '/queues/bulk/jobs', { jobs: Array.from({ length: 1000 }, (_, n) => ({ payload: { n } })) });
+  await ok('POST', '/queues/bulk/jobs', { jobs: [{ payload: 1 }, { payload: 2 }, { payload: 3 }] });
+  const run = await ok('POST', '/queues/bulk/leases', { owner: 'w2', max_jobs: 1 });
+  const counts = async () => (await ok('GET', '/queues/bulk')).counts;
+  assert.deepEqual([(await counts()).failed, (await counts()).pending], [3, 1002]);
+  const page = await openPage(ADMIN);
+  const pages = { retry: 0, cancel: 0 };
+  page.on('request', (r) => { const m = /\/queues\/bulk\/jobs:(retry|cancel)$/.exec(r.url()); if (m && r.method() === 'POST') pages[m[1]]++; });
+  await go(page, '#/queues/bulk', 'queues');
+  const retryAll = page.getByRole('button', { name: 'Retry all failed' });
+  await retryAll.click();
+  assert.match(await text(page.locator('#confirm-text')), /Retry every failed job of queue bulk \(3 now\)\?/);
+  await page.getByRole('button', { name: 'Keep it as it is' }).click(); // declined: nothing happens
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await counts()).failed, 3);
+  await retryAll.click();
+  await page.locator('#confirm-yes').click();
+  await until(async () => /^3 failed jobs of queue bulk pending again\.$/.test(await text(page.locator('#status'))), 'the retry\'s status');
+  assert.deepEqual([(await counts()).failed, (await counts()).pending], [0, 1005]);
+  for (const id of failed) assert.equal((await ok('GET', `/queues/bulk/jobs/${id}`)).attempts, 0);
+  await until(async () => (await retryAll.count()) === 0, 'Retry all failed gone (none failed)');
+  await page.getByRole('button', { name: 'Cancel all pending' }).click();
+  assert.match(await text(page.locator('#confirm-text')), /Cancel every pending job of queue bulk \(1005 now\)/);
+  await page.locator('#confirm-yes').click();
+  await until(async () => /^1005 pending jobs of queue bulk cancelled\.$/.test(await text(page.locator('#status'))), 'the cancel\'s status');
+  const after = await counts();
+  assert.deepEqual([after.pending, after.cancelled, after.processing], [0, 1005, 1]);
+  assert.deepEqual(pages, { retry: 1, cancel: 2 }); // 1000 and 5: two pages
+  assert.equal((await ok('GET', `/queues/bulk/jobs/${run.leases[0].job_id}`)).state, 'processing');
+  await until(async () => (await page.getByRole('button', { name: 'Cancel all pending' }).count()) === 0, 'Cancel all pending gone');
+  await axe(page, 'queue-bulk');
+  await page.context().close();
+});
+
 test('a queue is paused and resumed from its page, and a paused queue says so in the list', async () => {
   await ok('PUT', '/queues/held', { lease_seconds: 30 });
   await ok('POST', '/queues/held/jobs', { payload: { n: 1 } });
@@ -489,6 +533,9 @@ test('a read-only token sees no action buttons', async () => {
     await until(async () => (await text(page.locator('main h1'))).includes(`#${id}`), `job ${id}`);
     assert.equal(await page.locator('[data-action="retry"], [data-action="cancel"]').count(), 0);
   }
+  await go(page, '#/queues/readonly', 'queues');
+  await until(async () => (await text(page.locator('main h1'))).includes('readonly'), 'the queue page');
+  assert.equal(await page.locator('[data-action="retry-all"], [data-action="cancel-all"], [data-action="pause"]').count(), 0);
   await shot(page, 'job-read-only');
   await page.context().close();
 });
