@@ -26,22 +26,21 @@
     "next FROM target) n LEFT JOIN (" done ") d ON true ORDER BY d.id"
 
 /* Retry: $1 after, $2 queue id, $3 state, $4 key, $5 limit. */
+/* clang-format off */
 static const struct db_stmt st_jobs_retry_page = {
     "jobs_retry_page",
     "WITH " JOB_PAGE_TARGET(JOB_RETRYABLE) ", "
-                                           "w AS (UPDATE rowlock.jobs j SET " JOB_RETRY_SET
-                                           " FROM target WHERE j.id = target.id AND " JOB_RETRYABLE
-                                           " RETURNING j.id) " JOB_PAGE_RESULT(
-                                               "SELECT id, false AS deleted FROM w"),
+    "w AS (UPDATE rowlock.jobs j SET " JOB_RETRY_SET " FROM target "
+    "  WHERE j.id = target.id AND " JOB_RETRYABLE " RETURNING j.id) "
+    JOB_PAGE_RESULT("SELECT id, false AS deleted FROM w"),
     5};
 /* Cancel: the same parameters. */
 static const struct db_stmt st_jobs_cancel_page = {
     "jobs_cancel_page",
-    "WITH " JOB_CANCEL_QUEUE("$2") ", " JOB_PAGE_TARGET(
-        JOB_CANCELLABLE) ", " JOBS_CANCEL
-                         " " JOB_PAGE_RESULT("SELECT id, false AS deleted FROM w UNION ALL SELECT "
-                                             "id, true FROM gone"),
+    "WITH " JOB_CANCEL_QUEUE("$2") ", " JOB_PAGE_TARGET(JOB_CANCELLABLE) ", " JOBS_CANCEL " "
+    JOB_PAGE_RESULT("SELECT id, false AS deleted FROM w UNION ALL SELECT id, true FROM gone"),
     5};
+/* clang-format on */
 
 void db_job_page_clear(struct db_job_page *p)
 {
