@@ -936,6 +936,8 @@ static enum svc_outcome job_admin(struct svc_request *req, int retry)
         return queue_refused(req, st, &err, queue, v, id);
     if (retry)
         queue_wake(req, queue, 1);
+    else
+        queue_wake_limited(req, queue); /* a running job cancelled frees its slot */
     return svc_reply_json(
         req, 200,
         json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "cancelled"));
