@@ -179,6 +179,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     svc_request_id_take(req->request_id, NULL);
     svc_reply_early(req, SVC_P(URI_TOO_LONG), "URI Too Long", detail);
     request_end(s, NULL, req);
+    /* Nothing more is read: libmicrohttpd would wait for the rest of the headers (or, for a
+     * query it could not split, hold a 431 it never sends) and keep the connection until its
+     * timeout, long after the client had its answer. With both sides ended it closes at once. */
+    const union MHD_ConnectionInfo *sock =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (sock != NULL)
+        shutdown(sock->connect_fd, SHUT_RD);
     return NULL;
 }
 
