@@ -179,9 +179,16 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     svc_request_id_take(req->request_id, NULL);
     svc_reply_early(req, SVC_P(URI_TOO_LONG), "URI Too Long", detail);
     request_end(s, NULL, req);
-    /* Nothing more is read: libmicrohttpd would wait for the rest of the headers (or, for a
-     * query it could not split, hold a 431 it never sends) and keep the connection until its
-     * timeout, long after the client had its answer. With both sides ended it closes at once. */
+    /* Then the connection closes at once, not at libmicrohttpd's timeout, whatever the client
+     * does. The query is not split: libmicrohttpd 0.9.75 hands over the target where it lies in
+     * its read buffer, and splits it at the '?' once this returns; a query that does not fit
+     * its memory would leave it holding a 431 it never sends, with a read buffer of no size, so
+     * that it reads nothing more until its timeout. The query ends at its first byte instead.
+     * And nothing more is read: libmicrohttpd would wait for the rest of the headers, while the
+     * end of reading makes it close (its access call, without a context, closes too). */
+    char *query = strchr((char *)uri, '?');
+    if (query != NULL)
+        query[1] = '\0';
     const union MHD_ConnectionInfo *sock =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (sock != NULL)
