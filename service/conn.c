@@ -59,9 +59,14 @@ void svc_conns_free(struct svc_conns *c)
     free(c);
 }
 
-int svc_conns_admit(struct svc_conns *c)
+int svc_conns_admit(struct svc_conns *c, long waiting)
 {
-    return atomic_load(&c->open) < c->limit;
+    return atomic_load(&c->open) + waiting < c->limit;
+}
+
+double svc_conns_first_line_s(const struct svc_conns *c)
+{
+    return c->first_line_s;
 }
 
 struct svc_conn *svc_conns_opened(struct svc_conns *c, int fd, double now)

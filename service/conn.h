@@ -14,9 +14,11 @@ struct svc_conn;
 struct svc_conns *svc_conns_new(long limit, double request_s, double first_line_s);
 /* Frees the set; every connection must have been closed. NULL-safe. */
 void svc_conns_free(struct svc_conns *c);
-/* May one more connection be accepted? (Under the limit; a racing accept may pass it by one per
- * accepting thread.) */
-int svc_conns_admit(struct svc_conns *c);
+/* May one more connection be accepted, with waiting others accepted but not counted yet (the
+ * intake's)? (Under the limit; a racing accept may pass it by one per accepting thread.) */
+int svc_conns_admit(struct svc_conns *c, long waiting);
+/* The deadline of a request line, in seconds (first_line_s of svc_conns_new). */
+double svc_conns_first_line_s(const struct svc_conns *c);
 /* Counts an accepted connection on socket fd, its clock started at now. Returns its entry
  * (owned by the set until svc_conns_closed), or NULL when out of memory: it is then counted but
  * has no deadline. */

@@ -3,8 +3,10 @@
  * callback (the first one MHD makes for a request, which also gives the raw, still-encoded
  * target) and ended in the completion callback, which writes the access line, the audit line
  * of an operator's action and request metrics. The connection's entry (conn.h) holds the request
- * in progress, so that one MHD forgets to complete is ended when its connection closes. What a
- * route does belongs to routes/; this file only gets a request to its handler. */
+ * in progress, so that one MHD forgets to complete is ended when its connection closes. Plain
+ * HTTP connections come through the intake (intake.c), which answers a malformed first request
+ * line itself. What a route does belongs to routes/; this file only gets a request to its
+ * handler. */
 #include "service/http.h"
 
 #include <microhttpd.h>
@@ -52,7 +54,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     struct svc_server *s = cls;
     if (atomic_load(&s->draining))
         return MHD_NO;
-    return svc_conns_admit(s->conns) ? MHD_YES : MHD_NO;
+    return svc_conns_admit(s->conns, 0) ? MHD_YES : MHD_NO;
 }
 
 /* ---- request life cycle ---- */
@@ -367,24 +369,26 @@ static struct MHD_Daemon *start_daemon(struct svc_server *s, int fd)
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO;
     /* HTTPS (main loaded the pair first): each handshake asks svc_tls_retrieve for the pair in
-     * force, which a reload swaps */
-    struct MHD_OptionItem https[] = {
+     * force, which a reload swaps, and libmicrohttpd accepts on the socket itself. In the clear
+     * the intake (intake.c) accepts, and hands it the connections whose first request line it
+     * takes. */
+    struct MHD_OptionItem https_listen[] = {
         {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)svc_tls_retrieve},
         {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)SVC_TLS_PRIORITIES},
+        {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     struct MHD_OptionItem plain[] = {{MHD_OPTION_END, 0, NULL}};
     int tls = cfg->tls_cert_file[0] != '\0';
-    if (tls)
-        flags |= MHD_USE_TLS;
+    flags |= tls ? MHD_USE_TLS : MHD_USE_NO_LISTEN_SOCKET;
     return MHD_start_daemon(
         flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_ARRAY, tls ? https : plain, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->per_ip_connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+        MHD_OPTION_ARRAY, tls ? https_listen : plain, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 }
 
@@ -411,6 +415,11 @@ static int server_listen(struct svc_server *s)
         return -1;
     }
     s->daemon = start_daemon(s, fd);
+    int tls = cfg->tls_cert_file[0] != '\0';
+    if (s->daemon != NULL && !tls && svc_intake_start(s, fd) != 0) {
+        MHD_stop_daemon(s->daemon);
+        s->daemon = NULL;
+    }
     if (s->daemon == NULL) {
         close(fd);
         svc_log(SVC_LOG_ERROR, "cannot start the HTTP server", "address", cfg->listen_address,
@@ -496,7 +505,8 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     while (atomic_load(&s->in_flight) > 0 && svc_now() - start < timeout_s)
         svc_clock_sleep_ms(DRAIN_POLL_MS);
     int cut = (int)atomic_load(&s->in_flight);
-    MHD_stop_daemon(s->daemon); /* closes the listening socket too */
+    svc_intake_stop(s);         /* closes the listening socket (plain HTTP) */
+    MHD_stop_daemon(s->daemon); /* closes it (HTTPS) */
     svc_workers_stop(s);
     svc_log_buffer_stop(); /* every request has completed: its access line is written now */
     svc_waiters_destroy(&s->waiters);

@@ -23,12 +23,15 @@ static void test_limit(void **state)
 {
     struct svc_conns *c = svc_conns_new(2, 10, 10);
     assert_non_null(c);
-    assert_true(svc_conns_admit(c));
+    assert_true(svc_conns_admit(c, 0));
+    assert_true(svc_conns_admit(c, 1));
+    assert_false(svc_conns_admit(c, 2)); /* two waiting at the gate fill it too */
     struct svc_conn *a = svc_conns_opened(c, -1, 0);
+    assert_false(svc_conns_admit(c, 1));
     struct svc_conn *b = svc_conns_opened(c, -1, 0);
-    assert_false(svc_conns_admit(c));
+    assert_false(svc_conns_admit(c, 0));
     svc_conns_closed(c, a);
-    assert_true(svc_conns_admit(c));
+    assert_true(svc_conns_admit(c, 0));
     svc_conns_closed(c, b);
     svc_conns_free(c);
 }

@@ -1,0 +1,315 @@
+/* The intake: rowlock's own accept on the plain-HTTP listening socket, in front of libmicrohttpd.
+ * Each new connection waits here until its first request line has arrived (read with MSG_PEEK,
+ * so that the bytes stay for libmicrohttpd); a line libmicrohttpd would take goes to it with
+ * MHD_add_connection, and everything after is libmicrohttpd's and http.c's. What libmicrohttpd
+ * 0.9.75 would answer with its own HTML page, or drop without a word (a version other than
+ * HTTP/1.x, a line that is not one, a TLS handshake), is answered here with problem+json and
+ * Connection: close, and a line that does not come in time with a 408. Empty lines before the
+ * first request line are read away here (libmicrohttpd skips them too, but slowly). The line is
+ * judged by svc_intake_judge (pure, in intake_judge.c); HTTPS connections never pass here. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "service/clock.h"
+#include "service/conn.h"
+#include "service/http_internal.h"
+#include "service/log.h"
+#include "service/metrics.h"
+
+/* How long an answered connection is read (and what comes thrown away) before it is closed, so
+ * that the client reads the answer rather than a reset caused by bytes left unread. */
+#define INTAKE_LINGER_S 2.0
+/* How often the deadlines are looked at, at most this late. */
+#define INTAKE_TICK_MS 100
+/* Connections accepted in one go before the others waiting get their turn. */
+#define INTAKE_ACCEPT_BATCH 64
+
+enum intake_state { INTAKE_WAITING, INTAKE_LINGERING };
+
+struct intake_conn {
+    struct intake_conn *prev, *next;
+    int fd;
+    enum intake_state state;
+    double since;  /* accepted, or answered (INTAKE_LINGERING) */
+    int got_bytes; /* something other than empty lines arrived */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+};
+
+struct svc_intake {
+    struct svc_server *server;
+    int listen_fd, epfd, stopfd;
+    pthread_t thread;
+    int started;
+    int listen_paused; /* out of file descriptors: not polled until the next tick */
+    struct intake_conn *head;
+    long n;      /* connections here */
+    char *buf;   /* what a peek reads: a request line within the URL limit fits */
+    size_t size; /* its size */
+};
+
+static void intake_unlink(struct svc_intake *g, struct intake_conn *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        g->head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    g->n--;
+    epoll_ctl(g->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+static void intake_close(struct svc_intake *g, struct intake_conn *c)
+{
+    intake_unlink(g, c);
+    close(c->fd);
+    free(c);
+}
+
+/* Reads and drops n bytes the peek has seen (the empty lines before a request line). */
+static void intake_consume(struct svc_intake *g, struct intake_conn *c, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = recv(c->fd, g->buf, n < g->size ? n : g->size, 0);
+        if (r <= 0)
+            return;
+        n -= (size_t)r;
+    }
+}
+
+/* Answers the problem v holds, logs the access line, then lingers until the client ends. */
+static void intake_answer(struct svc_intake *g, struct intake_conn *c,
+                          const struct svc_intake_verdict *v, double now)
+{
+    char id[SVC_REQUEST_ID_MAX + 1];
+    svc_request_id_take(id, NULL);
+    size_t len = 0;
+    char *text = svc_reply_early_text(v->problem, v->reason, v->detail, id, &len);
+    if (text != NULL && send(c->fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+        shutdown(c->fd, SHUT_WR);
+    free(text);
+    double secs = now - c->since;
+    svc_metrics_observe_http(-1, v->problem->status, secs);
+    struct svc_access a = {
+        .request_id = id,
+        .method = v->method,
+        .route = "unmatched",
+        .path = v->target,
+        .path_len = v->target_len,
+        .status = v->problem->status,
+        .duration_ms = secs * 1000.0,
+        .code = v->problem->code,
+    };
+    svc_log_access(&a);
+    c->state = INTAKE_LINGERING;
+    c->since = now;
+}
+
+/* Hands c to libmicrohttpd (which closes it when it will not take it). */
+static void intake_pass(struct svc_intake *g, struct intake_conn *c)
+{
+    intake_unlink(g, c);
+    MHD_add_connection(g->server->daemon, c->fd, (const struct sockaddr *)&c->addr, c->addrlen);
+    free(c);
+}
+
+/* Reads what a lingering connection sends until it ends. */
+static void intake_drain(struct svc_intake *g, struct intake_conn *c)
+{
+    for (;;) {
+        ssize_t r = recv(c->fd, g->buf, g->size, 0);
+        if (r > 0)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        intake_close(g, c); /* its end, or an error */
+        return;
+    }
+}
+
+/* Looks at what c has sent so far: waits for more, hands it over, or answers it. */
+static void intake_examine(struct svc_intake *g, struct intake_conn *c, uint32_t events, double now)
+{
+    if (c->state == INTAKE_LINGERING) {
+        intake_drain(g, c);
+        return;
+    }
+    for (;;) {
+        ssize_t n = recv(c->fd, g->buf, g->size, MSG_PEEK);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0) { /* ended (or reset) with nothing but empty lines: nothing was asked */
+            intake_close(g, c);
+            return;
+        }
+        int ended = (events & (EPOLLRDHUP | EPOLLHUP)) != 0, full = (size_t)n == g->size;
+        struct svc_intake_verdict v;
+        switch (svc_intake_judge(g->buf, (size_t)n, full, ended, g->server->cfg->url_limit, &v)) {
+        case SVC_INTAKE_WAIT:
+            intake_consume(g, c, v.blank);
+            c->got_bytes |= (size_t)n > v.blank;
+            if (full && v.blank > 0) /* the rest is there already, and brings no new event */
+                continue;
+            return;
+        case SVC_INTAKE_PASS:
+            intake_consume(g, c, v.blank);
+            intake_pass(g, c);
+            return;
+        case SVC_INTAKE_CLOSE:
+            intake_close(g, c);
+            return;
+        case SVC_INTAKE_REFUSE:
+            intake_answer(g, c, &v, now);
+            intake_drain(g, c);
+            return;
+        }
+    }
+}
+
+/* Accepts what the listening socket has, each to wait here for its request line. */
+static void intake_accept(struct svc_intake *g, double now)
+{
+    struct svc_server *s = g->server;
+    for (int i = 0; i < INTAKE_ACCEPT_BATCH; i++) {
+        struct intake_conn *c = calloc(1, sizeof(*c));
+        if (c == NULL)
+            return;
+        c->addrlen = sizeof(c->addr);
+        c->fd = accept4(g->listen_fd, (struct sockaddr *)&c->addr, &c->addrlen,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c->fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) { /* poll it again at the next tick */
+                epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->listen_fd, NULL);
+                g->listen_paused = 1;
+            }
+            free(c);
+            return;
+        }
+        /* over the limit, or draining: closed at once, as on_accept does */
+        if (atomic_load(&s->draining) || !svc_conns_admit(s->conns, g->n)) {
+            close(c->fd);
+            free(c);
+            continue;
+        }
+        c->since = now;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+        if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+            close(c->fd);
+            free(c);
+            continue;
+        }
+        c->next = g->head;
+        if (g->head != NULL)
+            g->head->prev = c;
+        g->head = c;
+        g->n++;
+    }
+}
+
+/* Answers 408 to the connections whose request line is late (closes those that sent nothing),
+ * closes the lingering ones whose time is up, and polls the listening socket again. */
+static void intake_tick(struct svc_intake *g, double now)
+{
+    struct svc_conns *conns = g->server->conns;
+    double idle_s = (double)g->server->cfg->connection_timeout_s;
+    for (struct intake_conn *c = g->head, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->state == INTAKE_LINGERING) {
+            if (now - c->since > INTAKE_LINGER_S)
+                intake_close(g, c);
+        } else if (!c->got_bytes && now - c->since > idle_s) {
+            intake_close(g, c);
+        } else if (c->got_bytes && now - c->since > svc_conns_first_line_s(conns)) {
+            struct svc_intake_verdict v;
+            svc_intake_late(&v, svc_conns_first_line_s(conns));
+            intake_answer(g, c, &v, now);
+            intake_drain(g, c);
+        }
+    }
+    if (g->listen_paused) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        g->listen_paused = epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->listen_fd, &ev) != 0;
+    }
+}
+
+static void *intake_main(void *arg)
+{
+    struct svc_intake *g = arg;
+    struct epoll_event events[64];
+    double next_tick = svc_now();
+    for (;;) {
+        int n = epoll_wait(g->epfd, events, 64, INTAKE_TICK_MS);
+        double now = svc_now();
+        for (int i = 0; i < n; i++) {
+            if (events[i].data.ptr == NULL)
+                intake_accept(g, now);
+            else if (events[i].data.ptr == (void *)g)
+                return NULL; /* svc_intake_stop */
+            else
+                intake_examine(g, events[i].data.ptr, events[i].events, now);
+        }
+        if (now >= next_tick) {
+            intake_tick(g, now);
+            next_tick = now + INTAKE_TICK_MS / 1000.0;
+        }
+    }
+}
+
+int svc_intake_start(struct svc_server *s, int listen_fd)
+{
+    struct svc_intake *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return -1;
+    g->server = s;
+    g->listen_fd = listen_fd;
+    /* method, spaces and version besides a target at the URL limit */
+    g->size = (size_t)s->cfg->url_limit + 1024;
+    g->buf = malloc(g->size);
+    g->epfd = epoll_create1(EPOLL_CLOEXEC);
+    g->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event listen_ev = {.events = EPOLLIN, .data.ptr = NULL};
+    struct epoll_event stop_ev = {.events = EPOLLIN, .data.ptr = g};
+    if (g->buf == NULL || g->epfd < 0 || g->stopfd < 0 ||
+        epoll_ctl(g->epfd, EPOLL_CTL_ADD, listen_fd, &listen_ev) != 0 ||
+        epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stopfd, &stop_ev) != 0 ||
+        pthread_create(&g->thread, NULL, intake_main, g) != 0) {
+        if (g->epfd >= 0)
+            close(g->epfd);
+        if (g->stopfd >= 0)
+            close(g->stopfd);
+        free(g->buf);
+        free(g);
+        return -1;
+    }
+    g->started = 1;
+    s->intake = g;
+    return 0;
+}
+
+void svc_intake_stop(struct svc_server *s)
+{
+    struct svc_intake *g = s->intake;
+    if (g == NULL)
+        return;
+    uint64_t one = 1;
+    if (write(g->stopfd, &one, sizeof(one)) != sizeof(one))
+        svc_log(SVC_LOG_WARN, "cannot stop the intake thread", NULL);
+    pthread_join(g->thread, NULL);
+    while (g->head != NULL)
+        intake_close(g, g->head);
+    close(g->listen_fd);
+    close(g->epfd);
+    close(g->stopfd);
+    free(g->buf);
+    free(g);
+    s->intake = NULL;
+}
