@@ -120,7 +120,7 @@ int svc_conns_cut_late(struct svc_conns *c, double now)
         double limit = step & STEP_IN_REQUEST ? c->request_s : c->first_line_s;
         if (!(step & STEP_RECEIVING) || conn->cut || now - since <= limit)
             continue;
-        shutdown(conn->fd, SHUT_RDWR);
+        shutdown(conn->fd, SHUT_RD); /* its reader sees the end; it may still answer */
         conn->cut = 1;
         cut++;
     }

@@ -35,8 +35,9 @@ void svc_conns_mark(struct svc_conns *c, struct svc_conn *conn, int in_request, 
  * or read it. Both are no-ops (NULL) when conn is NULL. */
 void svc_conns_set_request(struct svc_conn *conn, void *request);
 void *svc_conns_request(const struct svc_conn *conn);
-/* Shuts down (shutdown(2), both ways) the sockets whose request missed its deadline at now; the
- * HTTP library then sees them closed. Returns how many were cut. */
+/* Ends the reading side (shutdown(2), SHUT_RD) of the sockets whose request missed its deadline
+ * at now: the HTTP library then reads their end and closes them, and may first answer (the
+ * sending side is left open for that). Returns how many were cut. */
 int svc_conns_cut_late(struct svc_conns *c, double now);
 /* Did svc_conns_cut_late cut conn? (0 for NULL.) */
 int svc_conns_was_cut(const struct svc_conn *conn);

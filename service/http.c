@@ -200,8 +200,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 
 /* A request the client ended by closing its sending side (a half-close) before it was whole:
  * libmicrohttpd closes the connection without a word, but such a client still reads, so it is
- * told why, unless the request's deadline cut it (the socket is shut both ways then). This runs
- * before libmicrohttpd closes the socket, on the connection's thread. */
+ * told why. This runs before libmicrohttpd closes the socket, on the connection's thread. */
 static void answer_cut_short(struct svc_request *req)
 {
     char detail[192];
@@ -223,6 +222,26 @@ static void answer_cut_short(struct svc_request *req)
     svc_reply_early(req, SVC_P(BAD_REQUEST), "Bad Request", detail);
 }
 
+/* A request not whole by its deadline: cut by the ticker (svc_conns_cut_late ends the reading
+ * side, which libmicrohttpd reads as the client's end), or without a byte for libmicrohttpd's
+ * own timeout. Told so with a 408 before the connection closes (over HTTPS only at
+ * libmicrohttpd's timeout: GnuTLS refuses to write once its reading side met the cut). */
+static void answer_late(struct svc_request *req, int cut)
+{
+    const struct svc_config *cfg = req->server->cfg;
+    char detail[160];
+    if (cut)
+        snprintf(detail, sizeof(detail),
+                 "the request did not arrive whole within %ld s of its request line",
+                 cfg->request_timeout_s);
+    else
+        snprintf(detail, sizeof(detail), "no byte of the request came for %ld s",
+                 cfg->connection_timeout_s);
+    if (req->phase == PHASE_NEW)
+        svc_request_id_take(req->request_id, NULL);
+    svc_reply_early(req, SVC_P(REQUEST_TIMEOUT), "Request Timeout", detail);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -230,8 +249,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     *con_cls = NULL;
-    if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT && req->status == 0 &&
-        (req->phase == PHASE_NEW || req->phase == PHASE_BODY) && !svc_conns_was_cut(req->slot))
+    int arriving = req->status == 0 && (req->phase == PHASE_NEW || req->phase == PHASE_BODY);
+    int cut = svc_conns_was_cut(req->slot);
+    if (arriving && cut &&
+        (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT || toe == MHD_REQUEST_TERMINATED_READ_ERROR))
+        answer_late(req, 1);
+    else if (arriving && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+        answer_late(req, 0);
+    else if (arriving && toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT)
         answer_cut_short(req);
     request_end(cls, conn, req);
 }
