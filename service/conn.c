@@ -22,6 +22,7 @@ struct svc_conn {
     _Atomic uint64_t step; /* see svc_conns_mark */
     atomic_int cut;        /* set by the ticker, read by the connection's thread */
     void *request;         /* see svc_conns_set_request: read and written on its MHD thread only */
+    void *note;            /* see svc_conns_set_note: likewise */
 };
 
 static uint64_t step_of(int in_request, int receiving, double now)
@@ -142,4 +143,15 @@ void svc_conns_set_request(struct svc_conn *conn, void *request)
 void *svc_conns_request(const struct svc_conn *conn)
 {
     return conn != NULL ? conn->request : NULL;
+}
+
+void svc_conns_set_note(struct svc_conn *conn, void *note)
+{
+    if (conn != NULL)
+        conn->note = note;
+}
+
+void *svc_conns_note(const struct svc_conn *conn)
+{
+    return conn != NULL ? conn->note : NULL;
 }

@@ -35,6 +35,9 @@ void svc_conns_mark(struct svc_conns *c, struct svc_conn *conn, int in_request, 
  * or read it. Both are no-ops (NULL) when conn is NULL. */
 void svc_conns_set_request(struct svc_conn *conn, void *request);
 void *svc_conns_request(const struct svc_conn *conn);
+/* Something else the HTTP layer keeps with conn, on the same terms (opaque here, not freed). */
+void svc_conns_set_note(struct svc_conn *conn, void *note);
+void *svc_conns_note(const struct svc_conn *conn);
 /* Ends the reading side (shutdown(2), SHUT_RD) of the sockets whose request missed its deadline
  * at now: the HTTP library then reads their end and closes them, and may first answer (the
  * sending side is left open for that). Returns how many were cut. */

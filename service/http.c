@@ -118,8 +118,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         *socket_context = svc_conns_opened(s->conns, info ? info->connect_fd : -1, svc_now());
+        if (info != NULL && *socket_context != NULL)
+            svc_conns_set_note(*socket_context, svc_intake_note_take(s, info->connect_fd));
         return;
     }
+    free(svc_conns_note(*socket_context));
     struct svc_request *left = svc_conns_request(*socket_context);
     /* (a request with a worker is never left here: MHD closes no suspended connection) */
     if (left != NULL && left->phase != PHASE_WORKER)
@@ -258,7 +261,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         answer_late(req, 0);
     else if (arriving && toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT)
         answer_cut_short(req);
+    /* a pipeline the intake saw, with a request line libmicrohttpd would refuse after this one
+     * (dropping it without a word, or with its HTML page): answered now, after this one's
+     * answer, and libmicrohttpd closes the connection when it meets the line */
+    struct svc_intake_note *note = svc_conns_note(req->slot);
+    int answered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status != 0;
+    struct svc_conn *slot = req->slot;
     request_end(cls, conn, req);
+    if (note != NULL && answered && svc_intake_note_count(note)) {
+        const union MHD_ConnectionInfo *sock =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (sock != NULL)
+            svc_intake_note_answer(note, sock->connect_fd);
+        free(note);
+        svc_conns_set_note(slot, NULL);
+    }
 }
 
 /* Runs the route's handler once the body (if any) is complete. */

@@ -211,6 +211,26 @@ struct svc_intake_verdict {
  * verdict's pointers point into buf. */
 enum svc_intake_outcome svc_intake_judge(const char *buf, size_t n, int full, int ended,
                                          long url_limit, struct svc_intake_verdict *v);
+/* The requests after the first in the first n bytes of a connection (whose first request line,
+ * at first, passed): how many whole requests come before a request line svc_intake_judge
+ * refuses (at least 1; the verdict in v), or 0 when none is refused among those whose end can
+ * be told without reading a body (HTTP/1.1 requests without Content-Length, Transfer-Encoding,
+ * Connection, Expect or Upgrade, whose answer leaves the connection open). */
+int svc_intake_judge_pipeline(const char *buf, size_t n, size_t first, long url_limit,
+                              struct svc_intake_verdict *v);
+/* A refused request line inside a pipeline that the intake saw, to answer once the requests
+ * before it have been (http.c): taken by the connection when libmicrohttpd starts it. */
+struct svc_intake_note;
+/* The note left for the connection on socket fd, now the caller's (free it with free()), or
+ * NULL. Any thread. */
+struct svc_intake_note *svc_intake_note_take(struct svc_server *s, int fd);
+/* One more request before the refused line has been answered: 1 when it was the last, and the
+ * refused line is to be answered now (svc_intake_note_answer), else 0. */
+int svc_intake_note_count(struct svc_intake_note *note);
+/* Answers the refused line on socket fd (problem+json, Connection: close), logs its access line
+ * and ends the socket's sending side: libmicrohttpd then closes the connection, whatever it
+ * makes of the line. */
+void svc_intake_note_answer(struct svc_intake_note *note, int fd);
 /* The verdict of a request line not whole limit_s after the connection opened: 408. */
 void svc_intake_late(struct svc_intake_verdict *v, double limit_s);
 /* Starts the intake on the listening socket listen_fd (which it then owns and closes), handing

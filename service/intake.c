@@ -34,6 +34,14 @@
 
 enum intake_state { INTAKE_WAITING, INTAKE_LINGERING };
 
+struct svc_intake_note {
+    struct svc_intake_note *next;
+    int fd;
+    int before;                  /* requests still to be answered before the refused line */
+    struct svc_intake_verdict v; /* v.target points into target */
+    char target[512];
+};
+
 struct intake_conn {
     struct intake_conn *prev, *next;
     int fd;
@@ -51,7 +59,10 @@ struct svc_intake {
     int started;
     int listen_paused; /* out of file descriptors: not polled until the next tick */
     struct intake_conn *head;
-    long n;      /* connections here */
+    long n; /* connections here */
+    pthread_mutex_t notes_mu;
+    struct svc_intake_note *notes; /* left for connections handed over, until they take them */
+    atomic_int nnotes;
     char *buf;   /* what a peek reads: a request line within the URL limit fits */
     size_t size; /* its size */
 };
@@ -86,18 +97,17 @@ static void intake_consume(struct svc_intake *g, struct intake_conn *c, size_t n
     }
 }
 
-/* Answers the problem v holds, logs the access line, then lingers until the client ends. */
-static void intake_answer(struct svc_intake *g, struct intake_conn *c,
-                          const struct svc_intake_verdict *v, double now)
+/* Writes the problem v holds on socket fd and ends its sending side, and logs its access line
+ * (secs: how long the request line took). */
+static void answer_on(int fd, const struct svc_intake_verdict *v, double secs)
 {
     char id[SVC_REQUEST_ID_MAX + 1];
     svc_request_id_take(id, NULL);
     size_t len = 0;
     char *text = svc_reply_early_text(v->problem, v->reason, v->detail, id, &len);
-    if (text != NULL && send(c->fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
-        shutdown(c->fd, SHUT_WR);
+    if (text != NULL && send(fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+        shutdown(fd, SHUT_WR);
     free(text);
-    double secs = now - c->since;
     svc_metrics_observe_http(-1, v->problem->status, secs);
     struct svc_access a = {
         .request_id = id,
@@ -110,15 +120,76 @@ static void intake_answer(struct svc_intake *g, struct intake_conn *c,
         .code = v->problem->code,
     };
     svc_log_access(&a);
+}
+
+/* Answers the problem v holds, then lingers until the client ends. */
+static void intake_answer(struct svc_intake *g, struct intake_conn *c,
+                          const struct svc_intake_verdict *v, double now)
+{
+    (void)g;
+    answer_on(c->fd, v, now - c->since);
     c->state = INTAKE_LINGERING;
     c->since = now;
 }
 
-/* Hands c to libmicrohttpd (which closes it when it will not take it). */
+/* Leaves a note for c, whose bytes (n in g->buf, its first request line at first) hold a
+ * pipeline with a refused request line after whole requests. */
+static void intake_note(struct svc_intake *g, struct intake_conn *c, size_t n, size_t first)
+{
+    struct svc_intake_verdict v;
+    int before = svc_intake_judge_pipeline(g->buf, n, first, g->server->cfg->url_limit, &v);
+    struct svc_intake_note *note = before > 0 ? malloc(sizeof(*note)) : NULL;
+    if (note == NULL)
+        return;
+    note->fd = c->fd;
+    note->before = before;
+    note->v = v;
+    note->v.target_len = v.target_len < sizeof(note->target) ? v.target_len : sizeof(note->target);
+    if (v.target != NULL)
+        memcpy(note->target, v.target, note->v.target_len);
+    note->v.target = note->target;
+    pthread_mutex_lock(&g->notes_mu);
+    note->next = g->notes;
+    g->notes = note;
+    atomic_fetch_add(&g->nnotes, 1);
+    pthread_mutex_unlock(&g->notes_mu);
+}
+
+struct svc_intake_note *svc_intake_note_take(struct svc_server *s, int fd)
+{
+    struct svc_intake *g = s->intake;
+    if (g == NULL || atomic_load(&g->nnotes) == 0)
+        return NULL;
+    struct svc_intake_note *found = NULL;
+    pthread_mutex_lock(&g->notes_mu);
+    for (struct svc_intake_note **at = &g->notes; *at != NULL; at = &(*at)->next)
+        if ((*at)->fd == fd) {
+            found = *at;
+            *at = found->next;
+            atomic_fetch_sub(&g->nnotes, 1);
+            break;
+        }
+    pthread_mutex_unlock(&g->notes_mu);
+    return found;
+}
+
+int svc_intake_note_count(struct svc_intake_note *note)
+{
+    return note->before > 0 && --note->before == 0;
+}
+
+void svc_intake_note_answer(struct svc_intake_note *note, int fd)
+{
+    answer_on(fd, &note->v, 0);
+}
+
+/* Hands c to libmicrohttpd (which closes it when it will not take it: its note goes then). */
 static void intake_pass(struct svc_intake *g, struct intake_conn *c)
 {
     intake_unlink(g, c);
-    MHD_add_connection(g->server->daemon, c->fd, (const struct sockaddr *)&c->addr, c->addrlen);
+    if (MHD_add_connection(g->server->daemon, c->fd, (const struct sockaddr *)&c->addr,
+                           c->addrlen) != MHD_YES)
+        free(svc_intake_note_take(g->server, c->fd));
     free(c);
 }
 
@@ -161,6 +232,7 @@ static void intake_examine(struct svc_intake *g, struct intake_conn *c, uint32_t
                 continue;
             return;
         case SVC_INTAKE_PASS:
+            intake_note(g, c, (size_t)n, v.blank);
             intake_consume(g, c, v.blank);
             intake_pass(g, c);
             return;
@@ -271,6 +343,8 @@ int svc_intake_start(struct svc_server *s, int listen_fd)
         return -1;
     g->server = s;
     g->listen_fd = listen_fd;
+    pthread_mutex_init(&g->notes_mu, NULL);
+    atomic_init(&g->nnotes, 0);
     /* method, spaces and version besides a target at the URL limit */
     g->size = (size_t)s->cfg->url_limit + 1024;
     g->buf = malloc(g->size);
@@ -287,6 +361,7 @@ int svc_intake_start(struct svc_server *s, int listen_fd)
         if (g->stopfd >= 0)
             close(g->stopfd);
         free(g->buf);
+        pthread_mutex_destroy(&g->notes_mu);
         free(g);
         return -1;
     }
@@ -310,6 +385,12 @@ void svc_intake_stop(struct svc_server *s)
     close(g->epfd);
     close(g->stopfd);
     free(g->buf);
+    while (g->notes != NULL) { /* (of connections libmicrohttpd never started) */
+        struct svc_intake_note *next = g->notes->next;
+        free(g->notes);
+        g->notes = next;
+    }
+    pthread_mutex_destroy(&g->notes_mu);
     free(g);
     s->intake = NULL;
 }

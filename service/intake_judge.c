@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "service/http_internal.h"
 
@@ -136,4 +137,68 @@ void svc_intake_late(struct svc_intake_verdict *v, double limit_s)
     snprintf(v->detail, sizeof(v->detail),
              "the request line did not arrive whole within %.0f s of the connection opening",
              limit_s);
+}
+
+/* Does the header line h (hl bytes) have one of these names? */
+static int framing_header(const char *h, size_t hl)
+{
+    static const char *const names[] = {
+        "content-length:", "transfer-encoding:", "connection:", "expect:", "upgrade:"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i]);
+        if (hl >= n && strncasecmp(h, names[i], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The length of the HTTP/1.1 request at p (m bytes) without a body, up to the end of its header
+ * block, or 0 when it is not whole or its end is not so plain: HTTP/1.0, a body or a header
+ * that could close the connection after it (Content-Length, Transfer-Encoding, Connection,
+ * Expect, Upgrade). Lines end as libmicrohttpd ends them, at a LF with or without a CR. */
+static size_t plain_request_len(const char *p, size_t m)
+{
+    const char *lf = memchr(p, '\n', m);
+    if (lf == NULL)
+        return 0;
+    size_t len = (size_t)(lf - p);
+    size_t line = len > 0 && p[len - 1] == '\r' ? len - 1 : len;
+    if (line < 8 || memcmp(p + line - 8, "HTTP/1.1", 8) != 0)
+        return 0;
+    size_t at = len + 1;
+    for (;;) {
+        const char *h = p + at, *end = memchr(h, '\n', m - at);
+        if (end == NULL)
+            return 0;
+        size_t hl = (size_t)(end - h);
+        at += hl + 1;
+        if (hl > 0 && h[hl - 1] == '\r')
+            hl--;
+        if (hl == 0)
+            return at;
+        if (framing_header(h, hl))
+            return 0;
+    }
+}
+
+int svc_intake_judge_pipeline(const char *buf, size_t n, size_t first, long url_limit,
+                              struct svc_intake_verdict *v)
+{
+    size_t at = first;
+    for (int k = 1;; k++) {
+        size_t len = plain_request_len(buf + at, n - at);
+        if (len == 0)
+            return 0;
+        at += len;
+        switch (svc_intake_judge(buf + at, n - at, 0, 0, url_limit, v)) {
+        case SVC_INTAKE_PASS:
+            at += v->blank;
+            continue;
+        case SVC_INTAKE_REFUSE:
+            return k;
+        case SVC_INTAKE_WAIT:
+        case SVC_INTAKE_CLOSE:
+            return 0;
+        }
+    }
 }
