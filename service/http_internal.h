@@ -1,7 +1,7 @@
 /* What the files of the HTTP server share, and nothing outside them sees (handlers see http.h):
  * the server's and a request's state, each part owned by one file, and what each file offers
- * the others (http.c the daemon, request.c, reply.c, wait.c, wake.c, worker.c, ticker.c,
- * http_check.c). */
+ * the others (http.c the daemon, intake.c and intake_judge.c, request.c, reply.c, wait.c,
+ * wake.c, worker.c, ticker.c, http_check.c). */
 #ifndef SVC_HTTP_INTERNAL_H
 #define SVC_HTTP_INTERNAL_H
 

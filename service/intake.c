@@ -1,12 +1,8 @@
-/* The intake: rowlock's own accept on the plain-HTTP listening socket, in front of libmicrohttpd.
- * Each new connection waits here until its first request line has arrived (read with MSG_PEEK,
- * so that the bytes stay for libmicrohttpd); a line libmicrohttpd would take goes to it with
- * MHD_add_connection, and everything after is libmicrohttpd's and http.c's. What libmicrohttpd
- * 0.9.75 would answer with its own HTML page, or drop without a word (a version other than
- * HTTP/1.x, a line that is not one, a TLS handshake), is answered here with problem+json and
- * Connection: close, and a line that does not come in time with a 408. Empty lines before the
- * first request line are read away here (libmicrohttpd skips them too, but slowly). The line is
- * judged by svc_intake_judge (pure, in intake_judge.c); HTTPS connections never pass here. */
+/* The intake: rowlock's own accept of plain HTTP, in front of libmicrohttpd. A new connection
+ * waits here for its first request line (peeked, so that its bytes stay for libmicrohttpd), then
+ * goes to libmicrohttpd (MHD_add_connection), or is answered here with problem+json when
+ * libmicrohttpd would answer it with its HTML page or drop it (408 when the line is late). How
+ * the bytes are judged belongs to intake_judge.c; HTTPS connections never pass here. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
