@@ -22,6 +22,7 @@ struct svc_conn {
     _Atomic uint64_t step; /* see svc_conns_mark */
     atomic_int cut;        /* set by the ticker, read by the connection's thread */
     void *request;         /* see svc_conns_set_request: read and written on its MHD thread only */
+    void *note;            /* see svc_conns_set_note: likewise */
 };
 
 static uint64_t step_of(int in_request, int receiving, double now)
@@ -59,9 +60,14 @@ void svc_conns_free(struct svc_conns *c)
     free(c);
 }
 
-int svc_conns_admit(struct svc_conns *c)
+int svc_conns_admit(struct svc_conns *c, long waiting)
 {
-    return atomic_load(&c->open) < c->limit;
+    return atomic_load(&c->open) + waiting < c->limit;
+}
+
+double svc_conns_first_line_s(const struct svc_conns *c)
+{
+    return c->first_line_s;
 }
 
 struct svc_conn *svc_conns_opened(struct svc_conns *c, int fd, double now)
@@ -115,7 +121,7 @@ int svc_conns_cut_late(struct svc_conns *c, double now)
         double limit = step & STEP_IN_REQUEST ? c->request_s : c->first_line_s;
         if (!(step & STEP_RECEIVING) || conn->cut || now - since <= limit)
             continue;
-        shutdown(conn->fd, SHUT_RDWR);
+        shutdown(conn->fd, SHUT_RD); /* its reader sees the end; it may still answer */
         conn->cut = 1;
         cut++;
     }
@@ -137,4 +143,15 @@ void svc_conns_set_request(struct svc_conn *conn, void *request)
 void *svc_conns_request(const struct svc_conn *conn)
 {
     return conn != NULL ? conn->request : NULL;
+}
+
+void svc_conns_set_note(struct svc_conn *conn, void *note)
+{
+    if (conn != NULL)
+        conn->note = note;
+}
+
+void *svc_conns_note(const struct svc_conn *conn)
+{
+    return conn != NULL ? conn->note : NULL;
 }

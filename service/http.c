@@ -3,8 +3,10 @@
  * callback (the first one MHD makes for a request, which also gives the raw, still-encoded
  * target) and ended in the completion callback, which writes the access line, the audit line
  * of an operator's action and request metrics. The connection's entry (conn.h) holds the request
- * in progress, so that one MHD forgets to complete is ended when its connection closes. What a
- * route does belongs to routes/; this file only gets a request to its handler. */
+ * in progress, so that one MHD forgets to complete is ended when its connection closes. Plain
+ * HTTP connections come through the intake (intake.c), which answers a malformed first request
+ * line itself. What a route does belongs to routes/; this file only gets a request to its
+ * handler. */
 #include "service/http.h"
 
 #include <microhttpd.h>
@@ -52,7 +54,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     struct svc_server *s = cls;
     if (atomic_load(&s->draining))
         return MHD_NO;
-    return svc_conns_admit(s->conns) ? MHD_YES : MHD_NO;
+    return svc_conns_admit(s->conns, 0) ? MHD_YES : MHD_NO;
 }
 
 /* ---- request life cycle ---- */
@@ -116,8 +118,11 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         const union MHD_ConnectionInfo *info =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         *socket_context = svc_conns_opened(s->conns, info ? info->connect_fd : -1, svc_now());
+        if (info != NULL && *socket_context != NULL)
+            svc_conns_set_note(*socket_context, svc_intake_note_take(s, info->connect_fd));
         return;
     }
+    free(svc_conns_note(*socket_context));
     struct svc_request *left = svc_conns_request(*socket_context);
     /* (a request with a worker is never left here: MHD closes no suspended connection) */
     if (left != NULL && left->phase != PHASE_WORKER)
@@ -179,13 +184,26 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     svc_request_id_take(req->request_id, NULL);
     svc_reply_early(req, SVC_P(URI_TOO_LONG), "URI Too Long", detail);
     request_end(s, NULL, req);
+    /* Then the connection closes at once, not at libmicrohttpd's timeout, whatever the client
+     * does. The query is not split: libmicrohttpd 0.9.75 hands over the target where it lies in
+     * its read buffer, and splits it at the '?' once this returns; a query that does not fit
+     * its memory would leave it holding a 431 it never sends, with a read buffer of no size, so
+     * that it reads nothing more until its timeout. The query ends at its first byte instead.
+     * And nothing more is read: libmicrohttpd would wait for the rest of the headers, while the
+     * end of reading makes it close (its access call, without a context, closes too). */
+    char *query = strchr((char *)uri, '?');
+    if (query != NULL)
+        query[1] = '\0';
+    const union MHD_ConnectionInfo *sock =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (sock != NULL)
+        shutdown(sock->connect_fd, SHUT_RD);
     return NULL;
 }
 
 /* A request the client ended by closing its sending side (a half-close) before it was whole:
  * libmicrohttpd closes the connection without a word, but such a client still reads, so it is
- * told why, unless the request's deadline cut it (the socket is shut both ways then). This runs
- * before libmicrohttpd closes the socket, on the connection's thread. */
+ * told why. This runs before libmicrohttpd closes the socket, on the connection's thread. */
 static void answer_cut_short(struct svc_request *req)
 {
     char detail[192];
@@ -207,6 +225,26 @@ static void answer_cut_short(struct svc_request *req)
     svc_reply_early(req, SVC_P(BAD_REQUEST), "Bad Request", detail);
 }
 
+/* A request not whole by its deadline: cut by the ticker (svc_conns_cut_late ends the reading
+ * side, which libmicrohttpd reads as the client's end), or without a byte for libmicrohttpd's
+ * own timeout. Told so with a 408 before the connection closes (over HTTPS only at
+ * libmicrohttpd's timeout: GnuTLS refuses to write once its reading side met the cut). */
+static void answer_late(struct svc_request *req, int cut)
+{
+    const struct svc_config *cfg = req->server->cfg;
+    char detail[160];
+    if (cut)
+        snprintf(detail, sizeof(detail),
+                 "the request did not arrive whole within %ld s of its request line",
+                 cfg->request_timeout_s);
+    else
+        snprintf(detail, sizeof(detail), "no byte of the request came for %ld s",
+                 cfg->connection_timeout_s);
+    if (req->phase == PHASE_NEW)
+        svc_request_id_take(req->request_id, NULL);
+    svc_reply_early(req, SVC_P(REQUEST_TIMEOUT), "Request Timeout", detail);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -214,10 +252,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req == NULL)
         return;
     *con_cls = NULL;
-    if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT && req->status == 0 &&
-        (req->phase == PHASE_NEW || req->phase == PHASE_BODY) && !svc_conns_was_cut(req->slot))
+    int arriving = req->status == 0 && (req->phase == PHASE_NEW || req->phase == PHASE_BODY);
+    int cut = svc_conns_was_cut(req->slot);
+    if (arriving && cut &&
+        (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT || toe == MHD_REQUEST_TERMINATED_READ_ERROR))
+        answer_late(req, 1);
+    else if (arriving && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED)
+        answer_late(req, 0);
+    else if (arriving && toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT)
         answer_cut_short(req);
+    /* a pipeline the intake saw, with a request line libmicrohttpd would refuse after this one
+     * (dropping it without a word, or with its HTML page): answered now, after this one's
+     * answer, and libmicrohttpd closes the connection when it meets the line */
+    struct svc_intake_note *note = svc_conns_note(req->slot);
+    int answered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status != 0;
+    struct svc_conn *slot = req->slot;
     request_end(cls, conn, req);
+    if (note != NULL && answered && svc_intake_note_count(note)) {
+        const union MHD_ConnectionInfo *sock =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (sock != NULL)
+            svc_intake_note_answer(note, sock->connect_fd);
+        free(note);
+        svc_conns_set_note(slot, NULL);
+    }
 }
 
 /* Runs the route's handler once the body (if any) is complete. */
@@ -353,24 +411,26 @@ static struct MHD_Daemon *start_daemon(struct svc_server *s, int fd)
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      MHD_USE_TURBO;
     /* HTTPS (main loaded the pair first): each handshake asks svc_tls_retrieve for the pair in
-     * force, which a reload swaps */
-    struct MHD_OptionItem https[] = {
+     * force, which a reload swaps, and libmicrohttpd accepts on the socket itself. In the clear
+     * the intake (intake.c) accepts, and hands it the connections whose first request line it
+     * takes. */
+    struct MHD_OptionItem https_listen[] = {
         {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)svc_tls_retrieve},
         {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)SVC_TLS_PRIORITIES},
+        {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     struct MHD_OptionItem plain[] = {{MHD_OPTION_END, 0, NULL}};
     int tls = cfg->tls_cert_file[0] != '\0';
-    if (tls)
-        flags |= MHD_USE_TLS;
+    flags |= tls ? MHD_USE_TLS : MHD_USE_NO_LISTEN_SOCKET;
     return MHD_start_daemon(
         flags, 0, on_accept, s, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_ARRAY, tls ? https : plain, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)cfg->per_ip_connection_limit, MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+        MHD_OPTION_ARRAY, tls ? https_listen : plain, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_connection_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 }
 
@@ -397,6 +457,11 @@ static int server_listen(struct svc_server *s)
         return -1;
     }
     s->daemon = start_daemon(s, fd);
+    int tls = cfg->tls_cert_file[0] != '\0';
+    if (s->daemon != NULL && !tls && svc_intake_start(s, fd) != 0) {
+        MHD_stop_daemon(s->daemon);
+        s->daemon = NULL;
+    }
     if (s->daemon == NULL) {
         close(fd);
         svc_log(SVC_LOG_ERROR, "cannot start the HTTP server", "address", cfg->listen_address,
@@ -482,7 +547,8 @@ int svc_server_shutdown(struct svc_server *s, int timeout_s)
     while (atomic_load(&s->in_flight) > 0 && svc_now() - start < timeout_s)
         svc_clock_sleep_ms(DRAIN_POLL_MS);
     int cut = (int)atomic_load(&s->in_flight);
-    MHD_stop_daemon(s->daemon); /* closes the listening socket too */
+    svc_intake_stop(s);         /* closes the listening socket (plain HTTP) */
+    MHD_stop_daemon(s->daemon); /* closes it (HTTPS) */
     svc_workers_stop(s);
     svc_log_buffer_stop(); /* every request has completed: its access line is written now */
     svc_waiters_destroy(&s->waiters);

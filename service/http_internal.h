@@ -1,7 +1,7 @@
 /* What the files of the HTTP server share, and nothing outside them sees (handlers see http.h):
  * the server's and a request's state, each part owned by one file, and what each file offers
- * the others (http.c the daemon, request.c, reply.c, wait.c, wake.c, worker.c, ticker.c,
- * http_check.c). */
+ * the others (http.c the daemon, intake.c and intake_judge.c, request.c, reply.c, wait.c,
+ * wake.c, worker.c, ticker.c, http_check.c). */
 #ifndef SVC_HTTP_INTERNAL_H
 #define SVC_HTTP_INTERNAL_H
 
@@ -20,6 +20,7 @@
 #define SVC_REQ_EXTRA_HEADERS 8
 
 struct svc_waiter;
+struct svc_intake;
 
 /* The long-poll waiters (wait.c). */
 struct svc_waiters {
@@ -74,7 +75,8 @@ struct svc_server {
     struct svc_limits *limits; /* each token's buckets and long-polls (limits.h) */
     void *app;
     atomic_long in_flight;
-    struct svc_conns *conns; /* the connection limit and request deadlines */
+    struct svc_conns *conns;   /* the connection limit and request deadlines */
+    struct svc_intake *intake; /* plain HTTP: the accept in front of libmicrohttpd (intake.c) */
     struct svc_waiters waiters;
     struct svc_workers workers;
     struct svc_ticker ticker;
@@ -149,6 +151,11 @@ enum MHD_Result svc_reply_prepared(struct svc_request *req);
  * for it, and the connection must be closed next (MHD_NO, or no context for the request). */
 void svc_reply_early(struct svc_request *req, const struct svc_problem_info *info,
                      const char *reason, const char *detail);
+/* The bytes svc_reply_early writes: the status line (status and reason), Connection: close,
+ * problem+json, the request id and its length, then the problem document of info and detail.
+ * Returns them malloc'd (the caller frees), their length in *len; NULL when out of memory. */
+char *svc_reply_early_text(const struct svc_problem_info *info, const char *reason,
+                           const char *detail, const char *request_id, size_t *len);
 /* svc_reply_early's 413, while the body is still arriving; the caller then returns MHD_NO. */
 void svc_reply_early_413(struct svc_request *req);
 
@@ -181,6 +188,58 @@ void svc_workers_push(struct svc_server *s, struct svc_request *req, int front);
 int svc_ticker_start(struct svc_server *s);
 /* Stops and joins it (a no-op when it never started). */
 void svc_ticker_stop(struct svc_server *s);
+
+/* ---- intake.c, intake_judge.c ---- */
+/* What the first bytes of a connection call for (svc_intake_judge). */
+enum svc_intake_outcome {
+    SVC_INTAKE_WAIT,   /* no whole request line yet */
+    SVC_INTAKE_PASS,   /* a request line libmicrohttpd takes: the connection is its */
+    SVC_INTAKE_REFUSE, /* answered with the problem, then closed */
+    SVC_INTAKE_CLOSE,  /* ended with nothing asked (empty lines at most): closed */
+};
+struct svc_intake_verdict {
+    size_t blank; /* bytes of empty lines before the request line, to read away */
+    const struct svc_problem_info *problem; /* REFUSE: the answer, its reason phrase, detail */
+    const char *reason;
+    char detail[192];
+    char method[16];    /* for the access line: the line's method, "" when not known */
+    const char *target; /* and its target, inside the bytes judged (NULL when not known) */
+    size_t target_len;
+};
+/* Judges the first n bytes of a connection (full: as many as the intake reads at once; ended: the
+ * client has ended its sending side), whose request target may be url_limit bytes long. The
+ * verdict's pointers point into buf. */
+enum svc_intake_outcome svc_intake_judge(const char *buf, size_t n, int full, int ended,
+                                         long url_limit, struct svc_intake_verdict *v);
+/* The requests after the first in the first n bytes of a connection (whose first request line,
+ * at first, passed): how many whole requests come before a request line svc_intake_judge
+ * refuses (at least 1; the verdict in v), or 0 when none is refused among those whose end can
+ * be told without reading a body (HTTP/1.1 requests without Content-Length, Transfer-Encoding,
+ * Connection, Expect or Upgrade, whose answer leaves the connection open). */
+int svc_intake_judge_pipeline(const char *buf, size_t n, size_t first, long url_limit,
+                              struct svc_intake_verdict *v);
+/* A refused request line inside a pipeline that the intake saw, to answer once the requests
+ * before it have been (http.c): taken by the connection when libmicrohttpd starts it. */
+struct svc_intake_note;
+/* The note left for the connection on socket fd, now the caller's (free it with free()), or
+ * NULL. Any thread. */
+struct svc_intake_note *svc_intake_note_take(struct svc_server *s, int fd);
+/* One more request before the refused line has been answered: 1 when it was the last, and the
+ * refused line is to be answered now (svc_intake_note_answer), else 0. */
+int svc_intake_note_count(struct svc_intake_note *note);
+/* Answers the refused line on socket fd (problem+json, Connection: close), logs its access line
+ * and ends the socket's sending side: libmicrohttpd then closes the connection, whatever it
+ * makes of the line. */
+void svc_intake_note_answer(struct svc_intake_note *note, int fd);
+/* The verdict of a request line not whole limit_s after the connection opened: 408. */
+void svc_intake_late(struct svc_intake_verdict *v, double limit_s);
+/* Starts the intake on the listening socket listen_fd (which it then owns and closes), handing
+ * the connections to s->daemon, started with no listening socket of its own. 0, or -1 when it
+ * cannot start (listen_fd is still the caller's then). */
+int svc_intake_start(struct svc_server *s, int listen_fd);
+/* Stops the intake (before the daemon stops): the connections waiting in it and the listening
+ * socket are closed. A no-op without an intake. */
+void svc_intake_stop(struct svc_server *s);
 
 /* ---- http_check.c ---- */
 /* The name of the empty Cookie header on_uri adds to every request (known by its address). */

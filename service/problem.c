@@ -18,6 +18,7 @@ const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
     [SVC_PC_FORBIDDEN] = {"forbidden", 403, "Token lacks the required scope"},
     [SVC_PC_ROUTE_NOT_FOUND] = {"route_not_found", 404, "No such route"},
     [SVC_PC_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405, "Method not allowed"},
+    [SVC_PC_REQUEST_TIMEOUT] = {"request_timeout", 408, "Request not received in time"},
     [SVC_PC_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413, "Request body too large"},
     [SVC_PC_URI_TOO_LONG] = {"uri_too_long", 414, "Request target too long"},
     [SVC_PC_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415, "Unsupported media type"},
@@ -27,6 +28,8 @@ const struct svc_problem_info svc_core_problems[SVC_PC_COUNT] = {
                                     "Token over its long-polls at once"},
     [SVC_PC_INTERNAL_ERROR] = {"internal_error", 500, "Internal error"},
     [SVC_PC_NOT_IMPLEMENTED] = {"not_implemented", 501, "Not implemented"},
+    [SVC_PC_HTTP_VERSION_NOT_SUPPORTED] = {"http_version_not_supported", 505,
+                                           "HTTP version not supported"},
 };
 
 /* The registered families' rows, in registration order (written before serving only). */

@@ -26,6 +26,7 @@ enum svc_core_problem {
     SVC_PC_FORBIDDEN,
     SVC_PC_ROUTE_NOT_FOUND,
     SVC_PC_METHOD_NOT_ALLOWED,
+    SVC_PC_REQUEST_TIMEOUT,
     SVC_PC_PAYLOAD_TOO_LARGE,
     SVC_PC_URI_TOO_LONG,
     SVC_PC_UNSUPPORTED_MEDIA_TYPE,
@@ -34,6 +35,7 @@ enum svc_core_problem {
     SVC_PC_TOO_MANY_LONG_POLLS,
     SVC_PC_INTERNAL_ERROR,
     SVC_PC_NOT_IMPLEMENTED,
+    SVC_PC_HTTP_VERSION_NOT_SUPPORTED,
     SVC_PC_COUNT
 };
 extern const struct svc_problem_info svc_core_problems[SVC_PC_COUNT];

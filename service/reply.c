@@ -1,7 +1,8 @@
 /* Replies (see reply.h): every response a handler sends goes through reply_response, which adds
  * the request id and the handler's headers and queues it, or keeps it for the HTTP thread when a
  * worker prepared it. Also the early answers, written to the connection before libmicrohttpd has
- * the request whole: the 413 before the body is read, the 414 of a query it cannot hold. */
+ * the request whole: the 413 before the body is read, the 414 of a query it cannot hold, and
+ * their bytes for the intake (intake.c), which answers before libmicrohttpd has the connection. */
 #include "service/reply.h"
 
 #include <gnutls/gnutls.h>
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "service/http_internal.h"
 
@@ -137,38 +137,46 @@ enum svc_outcome svc_reply_problem_ext(struct svc_request *req, const struct svc
     return o;
 }
 
-/* libmicrohttpd 0.9.75 refuses a response queued while a body is still arriving, and would
- * otherwise read the body to its end (gigabytes) before answering. The caller then returns
- * MHD_NO, which closes the connection; nothing else was written on it for this request. The
- * request is answered 413 whether or not the write reaches a client that may already have reset
- * the connection, as a queued response is: the access line and the metrics say so. */
-/* Writes head and body on the connection at once, without waiting (best effort: the connection
- * is closed next), then ends the sending side: in the clear, or as one TLS record and a
- * close_notify over HTTPS (this runs on the connection's own MHD thread, between its reads). */
-static void early_send(struct MHD_Connection *conn, const char *head, size_t hlen, const char *body,
-                       size_t blen)
+char *svc_reply_early_text(const struct svc_problem_info *info, const char *reason,
+                           const char *detail, const char *request_id, size_t *len)
+{
+    size_t blen = 0;
+    char *body = svc_problem_encode(info, detail, request_id, NULL, &blen);
+    const char *b = body != NULL ? body : svc_problem_fallback;
+    if (body == NULL)
+        blen = svc_problem_fallback_len;
+    char head[512];
+    int hlen = snprintf(head, sizeof(head),
+                        "HTTP/1.1 %d %s\r\nConnection: close\r\n"
+                        "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        info->status, reason, request_id, blen);
+    char *text = NULL;
+    if (hlen > 0 && (size_t)hlen < sizeof(head) && (text = malloc((size_t)hlen + blen)) != NULL) {
+        memcpy(text, head, (size_t)hlen);
+        memcpy(text + hlen, b, blen);
+        *len = (size_t)hlen + blen;
+    }
+    free(body);
+    return text;
+}
+
+/* Writes text on the connection at once, without waiting (best effort: the connection is closed
+ * next), then ends the sending side: in the clear, or as one TLS record and a close_notify over
+ * HTTPS (this runs on the connection's own MHD thread, between its reads). */
+static void early_send(struct MHD_Connection *conn, const char *text, size_t len)
 {
     const union MHD_ConnectionInfo *tls =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
     if (tls != NULL && tls->tls_session != NULL) {
-        char *both = malloc(hlen + blen);
-        if (both == NULL)
-            return;
-        memcpy(both, head, hlen);
-        memcpy(both + hlen, body, blen);
         gnutls_session_t session = (gnutls_session_t)tls->tls_session;
-        if (gnutls_record_send(session, both, hlen + blen) > 0)
+        if (gnutls_record_send(session, text, len) > 0)
             gnutls_bye(session, GNUTLS_SHUT_WR);
-        free(both);
         return;
     }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci == NULL)
-        return;
-    struct iovec iov[2] = {{(char *)head, hlen}, {(char *)body, blen}};
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
-    if (sendmsg(ci->connect_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+    if (ci != NULL && send(ci->connect_fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
         shutdown(ci->connect_fd, SHUT_WR); /* the answer, then the end */
 }
 
@@ -177,22 +185,19 @@ void svc_reply_early(struct svc_request *req, const struct svc_problem_info *inf
 {
     req->status = info->status;
     req->problem_code = info->code;
-    size_t blen = 0;
-    char *body = svc_problem_encode(info, detail, req->request_id, NULL, &blen);
-    char head[512];
-    int hlen =
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d %s\r\nConnection: close\r\n"
-                 "Content-Type: application/problem+json\r\nX-Request-Id: %s\r\n"
-                 "Content-Length: %zu\r\n\r\n",
-                 info->status, reason, req->request_id, body ? blen : svc_problem_fallback_len);
-    if (hlen > 0 && (size_t)hlen < sizeof(head))
-        early_send(req->conn, head, (size_t)hlen, body ? body : svc_problem_fallback,
-                   body ? blen : svc_problem_fallback_len);
-    free(body);
+    size_t len = 0;
+    char *text = svc_reply_early_text(info, reason, detail, req->request_id, &len);
+    if (text != NULL)
+        early_send(req->conn, text, len);
+    free(text);
     req->phase = PHASE_DONE;
 }
 
+/* libmicrohttpd 0.9.75 refuses a response queued while a body is still arriving, and would
+ * otherwise read the body to its end (gigabytes) before answering. The caller then returns
+ * MHD_NO, which closes the connection; nothing else was written on it for this request. The
+ * request is answered 413 whether or not the write reaches a client that may already have reset
+ * the connection, as a queued response is: the access line and the metrics say so. */
 void svc_reply_early_413(struct svc_request *req)
 {
     char detail[96];

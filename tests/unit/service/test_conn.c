@@ -12,8 +12,8 @@
 
 #include "service/conn.h"
 
-/* 1 when the peer end reads EOF (the other end was shut down), 0 when nothing is there. */
-static int peer_sees_eof(int peer)
+/* 1 when this end reads EOF (its reading side was shut down), 0 when nothing is there. */
+static int reads_eof(int peer)
 {
     char c;
     return recv(peer, &c, 1, MSG_DONTWAIT) == 0;
@@ -23,12 +23,15 @@ static void test_limit(void **state)
 {
     struct svc_conns *c = svc_conns_new(2, 10, 10);
     assert_non_null(c);
-    assert_true(svc_conns_admit(c));
+    assert_true(svc_conns_admit(c, 0));
+    assert_true(svc_conns_admit(c, 1));
+    assert_false(svc_conns_admit(c, 2)); /* two waiting at the gate fill it too */
     struct svc_conn *a = svc_conns_opened(c, -1, 0);
+    assert_false(svc_conns_admit(c, 1));
     struct svc_conn *b = svc_conns_opened(c, -1, 0);
-    assert_false(svc_conns_admit(c));
+    assert_false(svc_conns_admit(c, 0));
     svc_conns_closed(c, a);
-    assert_true(svc_conns_admit(c));
+    assert_true(svc_conns_admit(c, 0));
     svc_conns_closed(c, b);
     svc_conns_free(c);
 }
@@ -49,17 +52,17 @@ static void test_deadlines(void **state)
     svc_conns_mark(c, w, 1, 0, 102); /* arrived whole at 102: a handler may take long */
     assert_int_equal(svc_conns_cut_late(c, 104), 0);
     assert_int_equal(svc_conns_cut_late(c, 104.5), 1); /* 3.5 s after its first line */
-    assert_true(peer_sees_eof(slow_body[1]));
-    assert_false(peer_sees_eof(slow_line[1]));
+    assert_true(reads_eof(slow_body[0]));
+    assert_false(reads_eof(slow_line[0]));
     assert_int_equal(svc_conns_cut_late(c, 105.5), 1); /* 5.5 s after the opening */
-    assert_true(peer_sees_eof(slow_line[1]));
+    assert_true(reads_eof(slow_line[0]));
     assert_int_equal(svc_conns_cut_late(c, 1000), 0); /* each is cut once; w never */
-    assert_false(peer_sees_eof(whole[1]));
+    assert_false(reads_eof(whole[0]));
     /* the next request on w: its first line within 5 s of the response */
     svc_conns_mark(c, w, 0, 1, 1000);
     assert_int_equal(svc_conns_cut_late(c, 1004), 0);
     assert_int_equal(svc_conns_cut_late(c, 1006), 1);
-    assert_true(peer_sees_eof(whole[1]));
+    assert_true(reads_eof(whole[0]));
     svc_conns_closed(c, l);
     svc_conns_closed(c, b);
     svc_conns_closed(c, w);
