@@ -215,11 +215,13 @@ static const struct db_stmt st_claim_many = {
  *     rate_burst tokens, refilled rate_limit per rate_period_seconds, at clk: the clock as the
  *     statement runs, after the lock, so that the buckets' times only move on. Each job a claim
  *     hands out takes a token; its lease runs from clk, and clk is its attempt's claimed_at.
- * Of the rows locked (at most $5, in claim order), those of keys already found full ($7) left
- * out, each key keeps what its room allows (the least of its free slots and whole tokens),
- * then the queue's room cuts the rest in claim order; what is left is dealt as in
- * st_claim_many. A first note (k 0) says how many due rows a key's limit held back, how many
- * the queue's, whether the queue still has a limit, and the keys held back so far ($7 and this
+ * A key's leases are counted only when they could fill it: when every lease of the queue
+ * (leased, expired ones too) and the key's rows locked here together pass its limit; else
+ * every one of its rows fits. Of the rows locked (at most $5, in claim order), those of keys
+ * already found full ($7) left out, each key keeps what its room allows (the least of its free
+ * slots and whole tokens), then the queue's room cuts the rest in claim order; what is left is
+ * dealt as in st_claim_many. A first note (k 0) says how many due rows a key's limit held back, how
+ * many the queue's, whether the queue still has a limit, and the keys held back so far ($7 and this
  * statement's, an array's text), so that the transaction can claim again past those keys while
  * its claimers want more. The rows it held back stay locked by it until it ends. */
 /* clang-format off */
@@ -253,14 +255,16 @@ static const struct db_stmt st_claim_limited = {
     "  ELSE q.krb END AS rb "
     "  FROM keys k CROSS JOIN q LEFT JOIN rowlock.queue_keys o ON o.queue_id = $1 "
     "  AND o.key = k.key), "
-    "kroom AS (SELECT kl.key, CASE WHEN kl.cl IS NOT NULL THEN kl.cl - "
+    "leased AS MATERIALIZED (SELECT count(*) AS n FROM rowlock.jobs j WHERE j.queue_id = $1 "
+    "  AND " JOBS_LEASED "), "
+    "kroom AS (SELECT kl.key, CASE WHEN kl.cl IS NOT NULL AND (SELECT n FROM leased) + "
+    "  (SELECT count(*) FROM locked l WHERE l.concurrency_key = kl.key) > kl.cl THEN kl.cl - "
     "  (SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED " "
     "  AND j.concurrency_key = kl.key) + (SELECT count(*) FROM expired e "
     "  WHERE e.concurrency_key = kl.key) END AS cfree, "
     "  CASE WHEN kl.rl IS NOT NULL THEN " LIMIT_TOKENS("b", "kl.rl", "kl.rp", "kl.rb") " END "
     "  AS tokens FROM klim kl CROSS JOIN clk LEFT JOIN bucket b ON b.key = kl.key), "
-    "qroom AS (SELECT CASE WHEN q.cl IS NOT NULL THEN q.cl - "
-    "  (SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED ") + "
+    "qroom AS (SELECT CASE WHEN q.cl IS NOT NULL THEN q.cl - (SELECT n FROM leased) + "
     "  (SELECT count(*) FROM expired) END AS cfree, "
     "  CASE WHEN q.rl IS NOT NULL THEN " LIMIT_TOKENS("b", "q.rl", "q.rp", "q.rb") " END "
     "  AS tokens FROM q CROSS JOIN clk LEFT JOIN bucket b ON b.key = ''), "
@@ -490,6 +494,7 @@ struct claim {
     size_t n;
     enum db_queue_verdict verdict;
     int copy_failed; /* a payload could not be copied out of the result (out of memory) */
+    size_t kept;     /* leases of out committed by the limited claim's earlier rounds */
     enum db_status st;
     struct db_error err;
 };
@@ -539,7 +544,11 @@ static void claimed_row(struct claim *a, const PGresult *r, int i)
 struct claim_batch {
     struct db_combine_req **reqs;
     size_t n;
-    int limited; /* the queue has a limit: its claims go to claim_limited_tx */
+    int limited; /* the queue has a limit: its claims go to claim_limited_run */
+    /* the limited claim's rounds: whether another may find more, past the keys found full so
+     * far (an array's text, malloc'd) */
+    int more;
+    char *held_keys;
 };
 
 /* Hands out the leases of a claim's result: each row k (its first column) to claim k (1-based),
@@ -652,76 +661,98 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     return DB_OK;
 }
 
-/* Statements of the limited claim one transaction runs at most: each after the first claims
- * past the keys the ones before found full, while its claimers want more. */
+/* Transactions of the limited claim one batch of claims runs at most: each after the first
+ * claims past the keys the ones before found full, while its claimers want more. */
 #define CLAIM_LIMITED_ROUNDS 4
 
-/* The limited claim (st_claim_limited): the queue's row locked, then rounds of claims. */
+/* Drops the leases of b's claims past those committed by earlier rounds (kept). */
+static void claim_batch_rewind(struct claim_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct claim *a = b->reqs[i]->arg;
+        db_claimed_clear(a->out + a->kept, a->n - a->kept);
+        a->n = a->kept;
+    }
+}
+
+/* A round of the limited claim (st_claim_limited), one transaction in one round trip: the
+ * queue's row locked, the claim, and COMMIT (which ends the lock as soon as the claim is done).
+ * b->more says whether another round may find more, past b->held_keys. */
 static enum db_status claim_limited_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct claim_batch *b = arg;
-    claim_batch_reset(b);
+    claim_batch_rewind(b);
+    b->more = 0;
     const struct claim *first = b->reqs[0]->arg;
-    char *held_keys = NULL; /* the keys found full so far, an array's text */
-    char qid[DB_INT_TEXT] = "";
+    struct db_arrays arr = {0, 0, NULL};
+    enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
+    if (st != DB_OK)
+        return st;
+    char sum[DB_INT_TEXT];
+    snprintf(sum, sizeof(sum), "%ld", claim_wanted(b));
+    const char *params[] = {NULL,
+                            arr.arr[0],
+                            arr.arr[1],
+                            arr.arr[2],
+                            sum,
+                            arr.arr[3],
+                            b->held_keys != NULL ? b->held_keys : "{}"};
+    const char *lparams[] = {NULL};
+    PGresult *r = NULL, *locked = NULL;
+    struct db_queue q;
+    int found;
+    struct db_queue_call calls[] = {{&st_queue_lock, lparams, 0, &locked},
+                                    {&st_claim_limited, params, 0, &r}};
+    st = db_queue_stmts_in(c, first->queue, calls, 2, 1, &q, &found, err);
+    db_arrays_free(&arr);
+    PQclear(locked);
+    if (st != DB_OK || !found)
+        return st;
+    claim_batch_found(b);
+    claim_rows(b, r);
+    /* the note (k 0) sorts first */
+    if (PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 0), "0") == 0) {
+        long long key_held = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        long long queue_held = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+        if (strcmp(PQgetvalue(r, 0, 3), "0") == 0)
+            db_hint_set(&limited_hints, first->queue, 0);
+        char *keys = strdup(PQgetvalue(r, 0, 7));
+        if (keys != NULL) {
+            free(b->held_keys);
+            b->held_keys = keys;
+            b->more = key_held > 0 && queue_held == 0 && claim_wanted(b) > 0;
+        }
+    }
+    PQclear(r);
+    return DB_OK;
+}
+
+/* The limited claim: rounds of claim_limited_tx. A round that fails after one that committed
+ * leaves the claimers what that one gave them (its failure changed nothing). */
+static enum db_status claim_limited_run(struct db_pool *pool, struct claim_batch *b,
+                                        struct db_error *err)
+{
     enum db_status st = DB_OK;
-    for (int round = 0; round < CLAIM_LIMITED_ROUNDS && st == DB_OK; round++) {
-        struct db_arrays arr = {0, 0, NULL};
-        st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
-        if (st != DB_OK)
+    claim_batch_reset(b);
+    for (size_t i = 0; i < b->n; i++)
+        ((struct claim *)b->reqs[i]->arg)->kept = 0;
+    for (int round = 0; round < CLAIM_LIMITED_ROUNDS; round++) {
+        st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, claim_limited_tx, b, err);
+        if (st != DB_OK) {
+            claim_batch_rewind(b);
+            if (round > 0)
+                st = DB_OK;
             break;
-        char sum[DB_INT_TEXT];
-        snprintf(sum, sizeof(sum), "%ld", claim_wanted(b));
-        const char *params[] = {NULL,
-                                arr.arr[0],
-                                arr.arr[1],
-                                arr.arr[2],
-                                sum,
-                                arr.arr[3],
-                                held_keys != NULL ? held_keys : "{}"};
-        PGresult *r = NULL, *locked = NULL;
-        if (round == 0) {
-            struct db_queue q;
-            int found;
-            const char *lparams[] = {NULL};
-            struct db_queue_call calls[] = {{&st_queue_lock, lparams, 0, &locked},
-                                            {&st_claim_limited, params, 0, &r}};
-            st = db_queue_stmts_in(c, first->queue, calls, 2, 0, &q, &found, err);
-            PQclear(locked);
-            if (st == DB_OK && !found) {
-                db_arrays_free(&arr);
-                break;
-            }
-            if (st == DB_OK) {
-                claim_batch_found(b);
-                db_i64(qid, sizeof(qid), q.id);
-            }
-        } else {
-            params[0] = qid;
-            st = db_query(c, &st_claim_limited, params, &r, err);
         }
-        db_arrays_free(&arr);
-        if (st != DB_OK)
-            break;
-        claim_rows(b, r);
-        /* the note (k 0) sorts first */
-        int more = 0;
-        if (PQntuples(r) > 0 && strcmp(PQgetvalue(r, 0, 0), "0") == 0) {
-            long long key_held = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
-            long long queue_held = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
-            if (strcmp(PQgetvalue(r, 0, 3), "0") == 0)
-                db_hint_set(&limited_hints, first->queue, 0);
-            more = key_held > 0 && queue_held == 0 && claim_wanted(b) > 0;
-            free(held_keys);
-            held_keys = strdup(PQgetvalue(r, 0, 7));
-            if (held_keys == NULL)
-                more = 0;
+        for (size_t i = 0; i < b->n; i++) {
+            struct claim *a = b->reqs[i]->arg;
+            a->kept = a->n;
         }
-        PQclear(r);
-        if (!more)
+        if (!b->more)
             break;
     }
-    free(held_keys);
+    free(b->held_keys);
+    b->held_keys = NULL;
     return st;
 }
 
@@ -734,7 +765,7 @@ static enum db_status claim_limited_tx(struct db_conn *c, void *arg, struct db_e
 static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_t n)
 {
     const struct claim *first = batch[0]->arg;
-    struct claim_batch b = {batch, n, 0};
+    struct claim_batch b = {batch, n, 0, 0, NULL};
     struct db_error err = {"", ""};
     enum db_status st = DB_OK;
     if (db_hint_get(&limited_hints, first->queue) == 0) {
@@ -744,7 +775,7 @@ static void claim_run(struct db_pool *pool, struct db_combine_req **batch, size_
             db_hint_set(&limited_hints, first->queue, 1);
     }
     if (db_hint_get(&limited_hints, first->queue) != 0)
-        st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, claim_limited_tx, &b, &err);
+        st = claim_limited_run(pool, &b, &err);
     for (size_t i = 0; i < n; i++) {
         struct claim *a = batch[i]->arg;
         a->st = st;
