@@ -220,10 +220,10 @@ static const struct db_stmt st_claim_many = {
  * every one of its rows fits. Of the rows locked (at most $5, in claim order), those of keys
  * already found full ($7) left out, each key keeps what its room allows (the least of its free
  * slots and whole tokens), then the queue's room cuts the rest in claim order; what is left is
- * dealt as in st_claim_many. A first note (k 0) says how many due rows a key's limit held back, how
- * many the queue's, whether the queue still has a limit, and the keys held back so far ($7 and this
- * statement's, an array's text), so that the transaction can claim again past those keys while
- * its claimers want more. The rows it held back stay locked by it until it ends. */
+ * dealt as in st_claim_many. A first note (k 0) says how many due rows a key's limit held
+ * back, how many the queue's, whether the queue still has a limit, and the keys held back so
+ * far ($7 and this statement's, an array's text), so that the claim can go on past those keys,
+ * in a transaction of its own, while its claimers want more. */
 /* clang-format off */
 #define LIMIT_TOKENS(b, rl, rp, rb) \
     "least(" rb ", coalesce(" b ".tokens + " rl "::float8 / " rp " * " \
