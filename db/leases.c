@@ -215,9 +215,7 @@ static const struct db_stmt st_claim_many = {
  *     rate_burst tokens, refilled rate_limit per rate_period_seconds, at clk: the clock as the
  *     statement runs, after the lock, so that the buckets' times only move on. Each job a claim
  *     hands out takes a token; its lease runs from clk, and clk is its attempt's claimed_at.
- * A key's leases are counted only when they could fill it: when every lease of the queue
- * (leased, expired ones too) and the key's rows locked here together pass its limit; else
- * every one of its rows fits. Of the rows locked (at most $5, in claim order), those of keys
+ * Of the rows locked (at most $5, in claim order), those of keys
  * already found full ($7) left out, each key keeps what its room allows (the least of its free
  * slots and whole tokens), then the queue's room cuts the rest in claim order; what is left is
  * dealt as in st_claim_many. A first note (k 0) says how many due rows a key's limit held
@@ -246,8 +244,7 @@ static const struct db_stmt st_claim_limited = {
     "  FOR NO KEY UPDATE OF j SKIP LOCKED), "
     "keys AS (SELECT DISTINCT l.concurrency_key AS key FROM locked l "
     "  WHERE l.concurrency_key IS NOT NULL), "
-    "bucket AS (SELECT b.key, b.tokens, b.refilled_at FROM rowlock.queue_limiter b "
-    "  WHERE b.queue_id = $1 AND b.key = ANY (ARRAY(SELECT key FROM keys) || ''::text)), "
+
     "klim AS (SELECT k.key, coalesce(o.concurrency_limit, q.kcl) AS cl, "
     "  CASE WHEN o.rate_limit IS NOT NULL THEN o.rate_limit ELSE q.krl END AS rl, "
     "  CASE WHEN o.rate_limit IS NOT NULL THEN o.rate_period_seconds ELSE q.krp END AS rp, "
@@ -255,23 +252,27 @@ static const struct db_stmt st_claim_limited = {
     "  ELSE q.krb END AS rb "
     "  FROM keys k CROSS JOIN q LEFT JOIN rowlock.queue_keys o ON o.queue_id = $1 "
     "  AND o.key = k.key), "
-    "leased AS MATERIALIZED (SELECT count(*) AS n FROM rowlock.jobs j WHERE j.queue_id = $1 "
-    "  AND " JOBS_LEASED "), "
-    "kroom AS (SELECT kl.key, CASE WHEN kl.cl IS NOT NULL AND (SELECT n FROM leased) + "
-    "  (SELECT count(*) FROM locked l WHERE l.concurrency_key = kl.key) > kl.cl THEN kl.cl - "
+    "kroom AS (SELECT kl.key, CASE WHEN kl.cl IS NOT NULL THEN kl.cl - "
     "  (SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED " "
-    "  AND j.concurrency_key = kl.key) + (SELECT count(*) FROM expired e "
-    "  WHERE e.concurrency_key = kl.key) END AS cfree, "
+    "  AND j.concurrency_key = kl.key) + coalesce(ex.n, 0) END AS cfree, "
     "  CASE WHEN kl.rl IS NOT NULL THEN " LIMIT_TOKENS("b", "kl.rl", "kl.rp", "kl.rb") " END "
-    "  AS tokens FROM klim kl CROSS JOIN clk LEFT JOIN bucket b ON b.key = kl.key), "
-    "qroom AS (SELECT CASE WHEN q.cl IS NOT NULL THEN q.cl - (SELECT n FROM leased) + "
+    "  AS tokens FROM klim kl CROSS JOIN clk LEFT JOIN rowlock.queue_limiter b "
+    "  ON b.queue_id = $1 AND b.key = kl.key "
+    "  LEFT JOIN (SELECT e.concurrency_key, count(*) AS n FROM expired e GROUP BY 1) ex "
+    "  ON ex.concurrency_key = kl.key), "
+    "qroom AS (SELECT CASE WHEN q.cl IS NOT NULL THEN q.cl - "
+    "  (SELECT count(*) FROM rowlock.jobs j WHERE j.queue_id = $1 AND " JOBS_LEASED ") + "
     "  (SELECT count(*) FROM expired) END AS cfree, "
     "  CASE WHEN q.rl IS NOT NULL THEN " LIMIT_TOKENS("b", "q.rl", "q.rp", "q.rb") " END "
-    "  AS tokens FROM q CROSS JOIN clk LEFT JOIN bucket b ON b.key = ''), "
-    "keyfit AS (SELECT r.*, r.concurrency_key IS NULL OR r.kr <= coalesce(" LIMIT_ROOM("kr") ", "
-    "  r.kr) AS key_ok, r.kr > coalesce(kr.cfree, r.kr) AS by_slots FROM (SELECT l.*, "
-    "  row_number() OVER (PARTITION BY l.concurrency_key ORDER BY " CLAIM_ORDER("l.") ") AS kr "
-    "  FROM locked l) r LEFT JOIN kroom kr ON kr.key = r.concurrency_key), "
+    "  AS tokens FROM q CROSS JOIN clk LEFT JOIN rowlock.queue_limiter b "
+    "  ON b.queue_id = $1 AND b.key = ''), "
+    "kmap AS (SELECT coalesce(jsonb_object_agg(kr.key, jsonb_build_object('c', kr.cfree, "
+    "  't', floor(kr.tokens))), '{}') AS m FROM kroom kr), "
+    "keyfit AS (SELECT r.*, r.concurrency_key IS NULL OR r.kr <= coalesce(least("
+    "  (r.room->>'c')::bigint, (r.room->>'t')::float8), r.kr) AS key_ok, "
+    "  r.kr > coalesce((r.room->>'c')::bigint, r.kr) AS by_slots FROM (SELECT l.*, "
+    "  row_number() OVER (PARTITION BY l.concurrency_key ORDER BY " CLAIM_ORDER("l.") ") AS kr, "
+    "  (SELECT m FROM kmap) -> l.concurrency_key AS room FROM locked l) r), "
     "fitted AS (SELECT f.*, row_number() OVER (ORDER BY " CLAIM_ORDER("f.") ") AS k "
     "  FROM keyfit f WHERE f.key_ok), "
     "qcut AS (SELECT count(*) FILTER (WHERE f.k > coalesce(" LIMIT_ROOM("qr") ", f.k)) AS n "
