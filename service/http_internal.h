@@ -75,8 +75,10 @@ struct svc_server {
     struct svc_limits *limits; /* each token's buckets and long-polls (limits.h) */
     void *app;
     atomic_long in_flight;
-    struct svc_conns *conns;   /* the connection limit and request deadlines */
-    struct svc_intake *intake; /* plain HTTP: the accept in front of libmicrohttpd (intake.c) */
+    struct svc_conns *conns; /* the connection limit and request deadlines */
+    /* plain HTTP: the accept in front of libmicrohttpd (intake.c); set after the intake's thread
+     * starts, while libmicrohttpd's threads may already read it */
+    struct svc_intake *_Atomic intake;
     struct svc_waiters waiters;
     struct svc_workers workers;
     struct svc_ticker ticker;

@@ -428,20 +428,20 @@ static void check_answers(const char *buf, size_t len, int head)
         size_t blen = (size_t)a.length;
         /* after a HEAD request the body is left out: the next answer, or the end, follows */
         int whole = a.length <= end - body && at_answer(body + blen, end);
+        /* libmicrohttpd's answer to a Content-Length it cannot read: its status line and headers
+         * twice, then its page (docs/architecture.md), the page left out after a HEAD */
+        size_t hlen = (size_t)(body - s);
+        if (!whole && a.ctype == NULL && (a.status == 400 || a.status == 413) &&
+            (size_t)(end - body) >= hlen && memcmp(body, s, hlen) == 0) {
+            s = body;
+            continue;
+        }
         if (head && !whole && at_answer(body, end)) {
             /* its head only: a problem's still says so, or libmicrohttpd's says nothing */
             FUZZ_ASSERT(a.status < 400 || a.ctype == NULL ||
                         ctype_is(&a, "application/problem+json"));
             s = body;
             FUZZ_ASSERT(!a.close || s == end);
-            continue;
-        }
-        /* libmicrohttpd's answer to a Content-Length it cannot read: its status line and headers
-         * twice, then its page (docs/architecture.md) */
-        size_t hlen = (size_t)(body - s);
-        if (!whole && a.ctype == NULL && (a.status == 400 || a.status == 413) &&
-            (size_t)(end - body) >= hlen && memcmp(body, s, hlen) == 0) {
-            s = body;
             continue;
         }
         FUZZ_ASSERT(blen <= (size_t)(end - body)); /* the whole body came */
