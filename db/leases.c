@@ -636,6 +636,26 @@ static void claim_batch_found(struct claim_batch *b)
         ((struct claim *)b->reqs[i]->arg)->verdict = DB_Q_OK;
 }
 
+/* The parameters the combined and the limited claim share: p[0] ($1, the queue's id) left for
+ * db_queue_stmt_in, then $2 to $6, b's claims as arrays (arr, which the caller frees with
+ * db_arrays_free) and the jobs they still want in all (sum). */
+static enum db_status claim_batch_params(struct claim_batch *b, struct db_arrays *arr,
+                                         char sum[DB_INT_TEXT], const char **p,
+                                         struct db_error *err)
+{
+    enum db_status st = db_queue_arrays(arr, b->reqs, b->n, 4, claim_column, err);
+    if (st != DB_OK)
+        return st;
+    snprintf(sum, DB_INT_TEXT, "%ld", claim_wanted(b));
+    p[0] = NULL;
+    p[1] = arr->arr[0];
+    p[2] = arr->arr[1];
+    p[3] = arr->arr[2];
+    p[4] = sum;
+    p[5] = arr->arr[3];
+    return DB_OK;
+}
+
 static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct claim_batch *b = arg;
@@ -645,12 +665,11 @@ static enum db_status claim_many_tx(struct db_conn *c, void *arg, struct db_erro
     struct db_queue q;
     int found;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
+    char sum[DB_INT_TEXT];
+    const char *params[6];
+    enum db_status st = claim_batch_params(b, &arr, sum, params, err);
     if (st != DB_OK)
         return st;
-    char sum[DB_INT_TEXT];
-    snprintf(sum, sizeof(sum), "%ld", claim_wanted(b));
-    const char *params[] = {NULL, arr.arr[0], arr.arr[1], arr.arr[2], sum, arr.arr[3]};
     PGresult *r = NULL;
     st = db_queue_stmt_in(c, first->queue, &st_claim_many, params, 0, 1, &q, &found, &r, err);
     db_arrays_free(&arr);
@@ -686,18 +705,12 @@ static enum db_status claim_limited_tx(struct db_conn *c, void *arg, struct db_e
     b->more = 0;
     const struct claim *first = b->reqs[0]->arg;
     struct db_arrays arr = {0, 0, NULL};
-    enum db_status st = db_queue_arrays(&arr, b->reqs, b->n, 4, claim_column, err);
+    char sum[DB_INT_TEXT];
+    const char *params[7];
+    enum db_status st = claim_batch_params(b, &arr, sum, params, err);
     if (st != DB_OK)
         return st;
-    char sum[DB_INT_TEXT];
-    snprintf(sum, sizeof(sum), "%ld", claim_wanted(b));
-    const char *params[] = {NULL,
-                            arr.arr[0],
-                            arr.arr[1],
-                            arr.arr[2],
-                            sum,
-                            arr.arr[3],
-                            b->held_keys != NULL ? b->held_keys : "{}"};
+    params[6] = b->held_keys != NULL ? b->held_keys : "{}";
     const char *lparams[] = {NULL};
     PGresult *r = NULL, *locked = NULL;
     struct db_queue q;
