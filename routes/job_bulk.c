@@ -108,8 +108,8 @@ static enum svc_outcome bulk_action(struct svc_request *req, const struct bulk_a
         return queue_refused(req, st, &err, queue, v, 0);
     if (a == &bulk_retry && p.n > 0)
         queue_wake(req, queue, (long)p.n);
-    else if (p.n > 0)
-        queue_wake_limited(req, queue); /* running jobs cancelled free their slots */
+    else
+        queue_wake_limited(req, queue, (long)p.n); /* running jobs cancelled free slots */
     out = bulk_render(req, queue, a, &p);
     db_job_page_clear(&p);
     return out;

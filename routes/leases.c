@@ -188,11 +188,11 @@ static enum svc_outcome lease_render(struct svc_request *req, const struct lease
     case OP_COMPLETE:
         svc_counter_vec_add(queue_m_completions, w->queue, 1);
         state = "succeeded";
-        queue_wake_limited(req, w->queue);
+        queue_wake_limited(req, w->queue, 1);
         break;
     case OP_FAIL:
         svc_counter_vec_add(queue_m_failures, w->queue, 1);
-        queue_wake_limited(req, w->queue);
+        queue_wake_limited(req, w->queue, 1);
         break;
     case OP_HANDBACK:
     case OP_RELEASE:
@@ -361,8 +361,7 @@ static enum svc_outcome settle_render(struct svc_request *req, const char *queue
                            ok ? "completed" : db_queue_verdict_name(b->s[i].verdict)));
     }
     svc_counter_vec_add(queue_m_completions, queue, completed);
-    if (completed > 0 && db_queue_limited_hint(queue))
-        queue_wake(req, queue, (long)completed);
+    queue_wake_limited(req, queue, (long)completed);
     return svc_reply_json(
         req, 200, json_pack("{s:I, s:o}", "completed", (json_int_t)completed, "results", arr));
 }

@@ -116,10 +116,10 @@ void queue_wake(struct svc_request *req, const char *queue, long n)
 /* A settlement freed a slot: in a queue with a limit, a claim waiting on it may now take a
  * job (one that waits for a full key or queue is answered when a slot frees, not at its next
  * re-check). Elsewhere nothing waits for a slot. */
-void queue_wake_limited(struct svc_request *req, const char *queue)
+void queue_wake_limited(struct svc_request *req, const char *queue, long n)
 {
-    if (db_queue_limited_hint(queue))
-        queue_wake(req, queue, 1);
+    if (n > 0 && db_queue_limited_hint(queue))
+        queue_wake(req, queue, n);
 }
 
 /* ---- validation ---- */
@@ -937,7 +937,7 @@ static enum svc_outcome job_admin(struct svc_request *req, int retry)
     if (retry)
         queue_wake(req, queue, 1);
     else
-        queue_wake_limited(req, queue); /* a running job cancelled frees its slot */
+        queue_wake_limited(req, queue, 1); /* a running job cancelled frees its slot */
     return svc_reply_json(
         req, 200,
         json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", retry ? "pending" : "cancelled"));

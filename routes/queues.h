@@ -81,8 +81,8 @@ enum svc_outcome route_queue_key_delete(struct svc_request *req);
 enum svc_outcome route_queue_keys_list(struct svc_request *req);
 /* Wakes n claims waiting on the queue (-1: every one). */
 void queue_wake(struct svc_request *req, const char *queue, long n);
-/* Wakes one when the queue has a limit (a settlement there frees a slot). */
-void queue_wake_limited(struct svc_request *req, const char *queue);
+/* Wakes n when the queue has a limit (settlements there free slots). */
+void queue_wake_limited(struct svc_request *req, const char *queue, long n);
 
 /* routes/leases.c: the handlers of claims, lease writes and settlements. */
 enum svc_outcome route_leases_claim(struct svc_request *req);
