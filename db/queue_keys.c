@@ -53,15 +53,13 @@ static const struct db_stmt st_key_delete = {
     "  RETURNING k.key) "
     "SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM d)",
     2};
+/* $1 the queue's id (db_queue_stmt_in), $2 after (NULL: from the first), $3 limit. */
 static const struct db_stmt st_keys_list = {
     "queue_keys_list",
-    "SELECT true, " KEY_COLUMNS("k.key") " FROM rowlock.queues q "
-                                         "JOIN rowlock.queue_keys k ON k.queue_id = q.id WHERE "
-                                         "q.name = $1 AND k.key > coalesce($2, '') "
-                                         "ORDER BY k.key LIMIT $3",
+    "SELECT true, " KEY_COLUMNS("k.key") " FROM rowlock.queues q JOIN rowlock.queue_keys k "
+                                         "ON k.queue_id = q.id WHERE q.id = $1 AND k.key > "
+                                         "coalesce($2, '') ORDER BY k.key LIMIT $3",
     3};
-static const struct db_stmt st_queue_exists = {"queue_exists",
-                                               "SELECT 1 FROM rowlock.queues WHERE name = $1", 1};
 
 /* Reads row i of a key statement (KEY_COLUMNS from column 1). 0, or -1 out of memory. */
 static int key_from_row(const PGresult *r, int i, struct db_queue_key *k)
@@ -143,9 +141,10 @@ enum db_status db_queue_key_delete(struct db_pool *pool, const char *queue, cons
     return st;
 }
 
-/* The listing and whether its queue exists, in one transaction. */
+/* The listing, after the queue's lookup by name (db_queue_stmt_in). */
 struct keys_list {
-    const char *const *params;
+    const char *queue;
+    const char **params;
     PGresult *rows;
     int found;
 };
@@ -153,15 +152,10 @@ struct keys_list {
 static enum db_status keys_list_tx(struct db_conn *c, void *arg, struct db_error *err)
 {
     struct keys_list *a = arg;
-    PGresult *q = NULL;
+    struct db_queue q;
     PQclear(a->rows);
-    a->rows = NULL;
-    struct db_call calls[] = {{.st = &st_queue_exists, .params = a->params, .out = &q},
-                              {.st = &st_keys_list, .params = a->params, .out = &a->rows}};
-    enum db_status st = db_query_pipeline(c, calls, 2, err);
-    a->found = st == DB_OK && PQntuples(q) == 1;
-    PQclear(q);
-    return st;
+    return db_queue_stmt_in(c, a->queue, &st_keys_list, a->params, 0, 1, &q, &a->found, &a->rows,
+                            err);
 }
 
 enum db_status db_queue_keys_list(struct db_pool *pool, const char *queue, const char *after,
@@ -170,8 +164,8 @@ enum db_status db_queue_keys_list(struct db_pool *pool, const char *queue, const
 {
     char lim[DB_INT_TEXT];
     snprintf(lim, sizeof(lim), "%d", limit);
-    const char *params[] = {queue, after, lim};
-    struct keys_list a = {params, NULL, 0};
+    const char *params[] = {NULL, after, lim};
+    struct keys_list a = {queue, params, NULL, 0};
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, keys_list_tx, &a, err);
     *verdict = a.found ? DB_Q_OK : DB_Q_QUEUE_NOT_FOUND;
     for (int i = 0; st == DB_OK && a.found && i < PQntuples(a.rows); i++) {
