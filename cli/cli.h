@@ -48,6 +48,7 @@ int cli_cmd_head(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_ledger(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_schedules(const struct cli_conf *conf, int argc, char **argv);
 int cli_cmd_keys(const struct cli_conf *conf, int argc, char **argv);
+int cli_cmd_queues(const struct cli_conf *conf, int argc, char **argv);
 
 /* True when argv holds -h or --help before any "--". */
 int cli_wants_help(int argc, char **argv);

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/http.h"
-#include "cli/output.h"
+#include "cli/rest.h"
 
 static void keys_usage(FILE *f)
 {
@@ -43,41 +42,6 @@ static int put_number(json_t *obj, const char *opt, const char *key, const char 
 }
 
 static const char *const key_columns[] = {"key", "processing", "own_limits", NULL};
-
-/* Every page of GET /queues/Q/keys: NDJSON as it comes, or one table on a terminal. */
-static int keys_list(const struct cli_conf *conf, struct cli_http *h, const char *queue)
-{
-    json_t *rows = json_array();
-    char *after = NULL;
-    int rc = 0;
-    do {
-        char path[2048];
-        struct cli_reply rep;
-        snprintf(path, sizeof(path), "/queues/%s/keys?limit=1000%s%s", queue,
-                 after ? "&after=" : "", after ? after : "");
-        free(after);
-        after = NULL;
-        cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
-        if ((rc = cli_reply_exit(&rep)) == 0) {
-            size_t i;
-            json_t *k, *next = json_object_get(rep.json, "next");
-            json_array_foreach(json_object_get(rep.json, "keys"), i, k)
-            {
-                if (conf->out_tty)
-                    json_array_append(rows, k);
-                else
-                    cli_out_line(k);
-            }
-            if (json_is_string(next))
-                after = cli_http_escape(h, json_string_value(next));
-        }
-        cli_reply_clear(&rep);
-    } while (rc == 0 && after != NULL);
-    if (rc == 0 && conf->out_tty)
-        cli_out_table(rows, key_columns);
-    json_decref(rows);
-    return rc;
-}
 
 int cli_cmd_keys(const struct cli_conf *conf, int argc, char **argv)
 {
@@ -124,18 +88,15 @@ int cli_cmd_keys(const struct cli_conf *conf, int argc, char **argv)
         goto done;
     }
     struct cli_http *h = cli_http_new(conf);
-    char *q = cli_http_escape(h, argv[optind + 1]);
+    char path[4096], *q = cli_http_escape(h, argv[optind + 1]);
     if (method == NULL) {
-        rc = keys_list(conf, h, q ? q : "");
+        snprintf(path, sizeof(path), "/queues/%s/keys", q ? q : "");
+        rc = cli_rest_list(conf, h, path, "keys", key_columns);
     } else {
-        char path[4096], *k = cli_http_escape(h, argv[optind + 2]);
+        char *k = cli_http_escape(h, argv[optind + 2]);
         snprintf(path, sizeof(path), "/queues/%s/keys/%s", q ? q : "", k ? k : "");
         json_t *body = put ? json_pack("{s:O}", "limits", limits) : NULL;
-        struct cli_reply rep;
-        cli_http_call(h, method, path, body, CLI_HTTP_IDEMPOTENT, 60, &rep);
-        if ((rc = cli_reply_exit(&rep)) == 0)
-            cli_out_json(conf, rep.json);
-        cli_reply_clear(&rep);
+        rc = cli_rest_print(conf, h, method, path, body, CLI_HTTP_IDEMPOTENT);
         json_decref(body);
         free(k);
     }

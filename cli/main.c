@@ -31,6 +31,8 @@ static const struct command commands[] = {
      "    of every pending or processing one that matches"},
     {"pause", cli_cmd_pause, "pause QUEUE: claims hand out nothing until resume"},
     {"resume", cli_cmd_resume, "resume QUEUE: a paused queue hands out jobs again"},
+    {"queues", cli_cmd_queues,
+     "queues list|get|put|delete [QUEUE] ...: queues' configuration (put: JSON or stdin)"},
     {"keys", cli_cmd_keys, "keys list|get|put|delete QUEUE [KEY] ...: concurrency keys' limits"},
     {"produce", cli_cmd_produce, "produce TOPIC [--producer P]: produce NDJSON messages"},
     {"tail", cli_cmd_tail, "tail TOPIC [--follow] [--from X] [--consumer C]: read the log"},
@@ -87,9 +89,9 @@ static void usage(FILE *f)
                "scopes the token needs (when the service has tokens): work needs work alone;\n"
                "enqueue, produce, retry, cancel, pause, resume, head put|patch|delete,\n"
                "ledger submit|checkpoint and schedules fire need write; jobs, job, tail, head\n"
-               "get, ledger object|events, schedules list|get and keys list|get need read;\n"
-               "tail --consumer needs read,write; schedules put|delete and keys put|delete\n"
-               "need admin. write does not include\n"
+               "get, ledger object|events, queues list|get, schedules list|get and keys\n"
+               "list|get need read; tail --consumer needs read,write; queues put|delete,\n"
+               "schedules put|delete and keys put|delete need admin. write does not include\n"
                "read; admin includes every scope.\n"
                "exit codes: 0 ok, 1 other error, 2 usage or invalid input, 3 not found,\n"
                "4 conflict, 5 unavailable after retries, 6 server error.\n"

@@ -1,6 +1,7 @@
-/* rowlock-cli's queue commands besides work: enqueue (arguments or NDJSON stdin, batched),
- * jobs (every page, a table on a terminal), job (with its attempt history), retry and cancel (of
- * one job, or --all: every page of a bulk action), pause and resume. */
+/* rowlock-cli's queue commands besides work and keys: queues (a queue's configuration: list,
+ * get, put from JSON, delete), enqueue (arguments or NDJSON stdin, batched), jobs (every page, a
+ * table on a terminal), job (with its attempt history), retry and cancel (of one job, or --all:
+ * every page of a bulk action), pause and resume. */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "cli/http.h"
 #include "cli/ndjson.h"
 #include "cli/output.h"
+#include "cli/rest.h"
 
 struct enqueue_counts {
     long long created, duplicates;
@@ -115,12 +117,7 @@ static int get_and_print(const struct cli_conf *conf, const char *method, const 
                          int flags)
 {
     struct cli_http *h = cli_http_new(conf);
-    struct cli_reply rep;
-    int rc = cli_http_call(h, method, path, NULL, flags, 60, &rep);
-    rc = cli_reply_exit(&rep);
-    if (rc == 0)
-        cli_out_json(conf, rep.json);
-    cli_reply_clear(&rep);
+    int rc = cli_rest_print(conf, h, method, path, NULL, flags);
     cli_http_free(h);
     return rc;
 }
@@ -408,4 +405,121 @@ int cli_cmd_resume(const struct cli_conf *conf, int argc, char **argv)
     return queue_pause(conf, argc, argv, "resume",
                        "Resumes a paused queue: its claims hand out jobs again, and the claims\n"
                        "waiting on it are woken. Prints the queue.");
+}
+
+static void queues_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: rowlock-cli queues list\n"
+            "       rowlock-cli queues get QUEUE [--config]\n"
+            "       rowlock-cli queues put QUEUE [JSON]\n"
+            "       rowlock-cli queues delete QUEUE [--force]\n\n"
+            "A queue's configuration. list prints every queue with its configuration and counts\n"
+            "(NDJSON, or a table of the configuration on a terminal); get one queue with its\n"
+            "jobs counted by state and the claims its limits held back, or with --config only\n"
+            "what put takes. put creates the queue or replaces its whole configuration with the\n"
+            "JSON object (the argument, or stdin without one): {\"max_attempts\",\n"
+            "\"lease_seconds\", \"backoff_base_seconds\", \"backoff_max_seconds\",\n"
+            "\"retention_seconds\", \"succeeded_retention_seconds\",\n"
+            "\"failed_retention_seconds\", \"cancelled_retention_seconds\",\n"
+            "\"dedupe_window_seconds\", \"limits\", \"key_limits\"}, each limits\n"
+            "{\"concurrency\": N, \"rate\": {\"limit\": N, \"period_seconds\": S, \"burst\": N}}.\n"
+            "Members left out take their defaults, also when the queue exists; to change one,\n"
+            "edit what get --config prints:\n"
+            "  rowlock-cli queues get Q --config | jq '.limits.concurrency = 4' |\n"
+            "      rowlock-cli queues put Q\n"
+            "(get shows each final state's retention in effect, which then no longer follows\n"
+            "retention_seconds). put leaves a pause as it is (pause, resume); a key's own limits\n"
+            "are keys put. delete deletes the queue and every job it held; while a job is\n"
+            "processing it is refused (exit 4, queue_busy) unless --force, and a queue that\n"
+            "schedules target is refused even so (exit 4, queue_has_schedules). JSON that does\n"
+            "not parse exits 2 and sends nothing; a value the service refuses exits 2 with its\n"
+            "reason and changes nothing; an unknown queue exits 3.\n"
+            "scopes: list and get need read, put and delete admin.\n");
+}
+
+/* What get shows of a queue besides its configuration: --config leaves these out, so that
+ * its output is a body put takes. A member added to GET alone makes that put a 400 that names
+ * it, never a configuration lost. */
+static const char *const queue_state_members[] = {
+    "name", "created_at", "updated_at", "paused", "paused_at", "counts", "limits_held_back", NULL};
+
+static const char *const queue_columns[] = {
+    "name", "paused", "max_attempts", "lease_seconds", "limits", "key_limits", NULL};
+
+/* get QUEUE --config: the queue's configuration alone. Returns the exit code. */
+static int queue_config(const struct cli_conf *conf, struct cli_http *h, const char *path)
+{
+    struct cli_reply rep;
+    cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
+    int rc = cli_reply_exit(&rep);
+    if (rc == 0) {
+        for (size_t i = 0; queue_state_members[i] != NULL; i++)
+            json_object_del(rep.json, queue_state_members[i]);
+        cli_out_json(conf, rep.json);
+    }
+    cli_reply_clear(&rep);
+    return rc;
+}
+
+/* get, put or delete of /queues/QUEUE (argv[at]; put's JSON after it). Returns the exit code. */
+static int queue_one(const struct cli_conf *conf, const char *verb, int argc, char **argv, int at,
+                     int config, int force)
+{
+    json_t *body = NULL;
+    if (strcmp(verb, "put") == 0 && (body = cli_rest_body(argc, argv, at + 1, "the body")) == NULL)
+        return CLI_EXIT_USAGE;
+    struct cli_http *h = cli_http_new(conf);
+    char path[4096], *q = cli_http_escape(h, argv[at]);
+    snprintf(path, sizeof(path), "/queues/%s%s", q ? q : "", force ? "?force=true" : "");
+    int rc;
+    if (config)
+        rc = queue_config(conf, h, path);
+    else if (body != NULL)
+        rc = cli_rest_print(conf, h, "PUT", path, body, CLI_HTTP_IDEMPOTENT);
+    else if (strcmp(verb, "get") == 0)
+        rc = cli_rest_print(conf, h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT);
+    else /* not idempotent: a delete sent again could take a queue created since */
+        rc = cli_rest_print(conf, h, "DELETE", path, NULL, 0);
+    free(q);
+    cli_http_free(h);
+    json_decref(body);
+    return rc;
+}
+
+int cli_cmd_queues(const struct cli_conf *conf, int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", no_argument, NULL, 'c'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int c, config = 0, force = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'c')
+            config = 1;
+        else if (c == 'f')
+            force = 1;
+        else {
+            queues_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        }
+    }
+    const char *verb = optind < argc ? argv[optind] : "";
+    int nargs = argc - optind, get = strcmp(verb, "get") == 0, put = strcmp(verb, "put") == 0;
+    int del = strcmp(verb, "delete") == 0;
+    if ((config && !get) || (force && !del)) {
+        cli_errorf("usage: --config goes with queues get, --force with queues delete");
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(verb, "list") == 0 && nargs == 1) {
+        struct cli_http *h = cli_http_new(conf);
+        int rc = cli_rest_list(conf, h, "/queues", "queues", queue_columns);
+        cli_http_free(h);
+        return rc;
+    }
+    if (!((get || del) && nargs == 2) && !(put && (nargs == 2 || nargs == 3))) {
+        queues_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return queue_one(conf, verb, argc, argv, optind + 1, config, force);
 }

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/http.h"
 #include "cli/output.h"
+#include "cli/rest.h"
 
 static void schedules_usage(FILE *f)
 {
@@ -99,41 +99,6 @@ static const char *const schedule_columns[] = {
     "next_fire_at", "last_fire_at", "fired",     "skipped", NULL};
 static const char *const fire_columns[] = {"fire_at", "enqueued_at", "job_id", "manual", NULL};
 
-/* Every page of GET /schedules: NDJSON as it comes, or one table on a terminal. */
-static int schedules_list(const struct cli_conf *conf, struct cli_http *h)
-{
-    json_t *rows = json_array();
-    char *after = NULL;
-    int rc = 0;
-    do {
-        char path[1024];
-        struct cli_reply rep;
-        snprintf(path, sizeof(path), "/schedules?limit=1000%s%s", after ? "&after=" : "",
-                 after ? after : "");
-        free(after);
-        after = NULL;
-        cli_http_call(h, "GET", path, NULL, CLI_HTTP_IDEMPOTENT, 60, &rep);
-        if ((rc = cli_reply_exit(&rep)) == 0) {
-            size_t i;
-            json_t *s, *next = json_object_get(rep.json, "next");
-            json_array_foreach(json_object_get(rep.json, "schedules"), i, s)
-            {
-                if (conf->out_tty)
-                    json_array_append(rows, s);
-                else
-                    cli_out_line(s);
-            }
-            if (json_is_string(next))
-                after = cli_http_escape(h, json_string_value(next));
-        }
-        cli_reply_clear(&rep);
-    } while (rc == 0 && after != NULL);
-    if (rc == 0 && conf->out_tty)
-        cli_out_table(rows, schedule_columns);
-    json_decref(rows);
-    return rc;
-}
-
 /* Sends method path with body (borrowed, NULL: none) and prints the answer; on a terminal a
  * schedule's last_fires come as a table after it. Returns the exit code. */
 static int schedules_call(const struct cli_conf *conf, struct cli_http *h, const char *method,
@@ -210,7 +175,7 @@ int cli_cmd_schedules(const struct cli_conf *conf, int argc, char **argv)
     int nargs = argc - optind;
     if (strcmp(verb, "list") == 0 && nargs == 1 && json_object_size(p.body) == 0) {
         struct cli_http *h = cli_http_new(conf);
-        rc = schedules_list(conf, h);
+        rc = cli_rest_list(conf, h, "/schedules", "schedules", schedule_columns);
         cli_http_free(h);
     } else {
         rc = schedules_run(conf, verb, nargs == 2 ? argv[optind + 1] : NULL, &p);

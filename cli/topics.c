@@ -10,6 +10,7 @@
 #include "cli/http.h"
 #include "cli/ndjson.h"
 #include "cli/output.h"
+#include "cli/rest.h"
 
 #define TAIL_WAIT_S 20
 
@@ -311,17 +312,6 @@ static void head_usage(FILE *f)
                "stdin. --if-match makes put conditional (exit 4 when the head moved).\n");
 }
 
-/* The body of put/patch: the argument, or stdin. NULL when it is not JSON (printed). */
-static json_t *head_body(int argc, char **argv, int at)
-{
-    json_error_t err;
-    json_t *v = at < argc ? json_loads(argv[at], JSON_DECODE_ANY, &err)
-                          : json_loadf(stdin, JSON_DECODE_ANY, &err);
-    if (!v)
-        cli_errorf("usage: the value is not JSON: %s", err.text);
-    return v;
-}
-
 int cli_cmd_head(const struct cli_conf *conf, int argc, char **argv)
 {
     static const struct option opts[] = {{"if-match", required_argument, NULL, 'm'},
@@ -353,7 +343,7 @@ int cli_cmd_head(const struct cli_conf *conf, int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     int writes = strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0;
-    if (writes && !(body = head_body(argc, argv, optind + 3)))
+    if (writes && !(body = cli_rest_body(argc, argv, optind + 3, "the value")))
         return CLI_EXIT_USAGE;
     char *t = cli_escape(argv[optind + 1]), *k = cli_escape(argv[optind + 2]);
     char *p = producer ? cli_escape(producer) : NULL;

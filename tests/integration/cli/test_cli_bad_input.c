@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "cli_run.h"
 
 #define ADMIN_TOKEN "cli-admin-token-0123456789"
 #define READ_TOKEN  "cli-read-token-0123456789"
@@ -53,30 +53,12 @@ static int teardown(void **state)
     return th_svc_teardown(state);
 }
 
-/* Runs rowlock-cli with args through sh (env: a prefix of VAR=value words, stdin_text piped in
- * or NULL); returns its exit code, its stderr in err. */
+/* Runs rowlock-cli with args (env: a prefix of VAR=value words, stdin_text its stdin or NULL);
+ * returns its exit code, its stderr in err. */
 static int cli(const char *env, const char *stdin_text, const char *args, char *err, size_t errsize)
 {
-    char cmd[4096], errpath[] = "/tmp/rowlock-cli-err-XXXXXX";
-    int efd = mkstemp(errpath);
-    assert_true(efd >= 0);
-    close(efd);
-    snprintf(cmd, sizeof(cmd), "env ROWLOCK_URL=http://127.0.0.1:%d %s '%s' %s >/dev/null 2>%s",
-             th_svc.port, env ? env : "", ROWLOCK_CLI_BINARY, args, errpath);
-    FILE *p = popen(cmd, "w");
-    assert_non_null(p);
-    if (stdin_text)
-        fputs(stdin_text, p);
-    int status = pclose(p);
-    FILE *f = fopen(errpath, "r");
-    size_t n = f ? fread(err, 1, errsize - 1, f) : 0;
-    err[n] = '\0';
-    if (f)
-        fclose(f);
-    unlink(errpath);
-    fprintf(stderr, "rowlock-cli %s -> %d: %s", args, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-            err);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    static char out[1 << 16];
+    return cli_run(env, stdin_text, args, out, sizeof(out), err, errsize);
 }
 
 static void admin_put(const char *path)

@@ -10,12 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "cli_run.h"
 
 static int setup(void **state)
 {
@@ -23,33 +21,12 @@ static int setup(void **state)
     return th_svc_start("clikeys", NULL);
 }
 
-static void slurp(const char *path, char *buf, size_t size)
-{
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    buf[n] = '\0';
-    if (f)
-        fclose(f);
-    unlink(path);
-}
-
 /* Runs `rowlock-cli keys ARGS`; its stdout in out, its stderr in err; returns its exit code. */
 static int cli(const char *args, char *out, size_t outsize, char *err, size_t errsize)
 {
-    char cmd[4096], outpath[] = "/tmp/rowlock-cli-out-XXXXXX",
-                    errpath[] = "/tmp/rowlock-cli-err-XXXXXX";
-    int ofd = mkstemp(outpath), efd = mkstemp(errpath);
-    assert_true(ofd >= 0 && efd >= 0);
-    close(ofd);
-    close(efd);
-    snprintf(cmd, sizeof(cmd), "env ROWLOCK_URL=http://127.0.0.1:%d '%s' keys %s >%s 2>%s",
-             th_svc.port, ROWLOCK_CLI_BINARY, args, outpath, errpath);
-    int status = system(cmd);
-    slurp(outpath, out, outsize);
-    slurp(errpath, err, errsize);
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    fprintf(stderr, "rowlock-cli keys %s -> %d: %s", args, rc, err);
-    return rc;
+    char line[2048];
+    snprintf(line, sizeof(line), "keys %s", args);
+    return cli_run(NULL, NULL, line, out, outsize, err, errsize);
 }
 
 /* The number of jobs a claim of max_jobs hands out now. */

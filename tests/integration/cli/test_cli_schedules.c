@@ -11,83 +11,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "harness_svc.h"
+#include "cli_run.h"
 
 #define ADMIN_TOKEN "sched-admin-token-0123456789"
 #define READ_TOKEN  "sched-read-token-0123456789"
 #define WRITE_TOKEN "sched-write-token-0123456789"
 
-static char tokens_path[] = "/tmp/rowlock-cli-sched-tokens-XXXXXX";
-
 static int setup(void **state)
 {
-    char env_tokens[256];
-    int fd = mkstemp(tokens_path);
-    const char *text = ADMIN_TOKEN " admin\n" READ_TOKEN " read\n" WRITE_TOKEN " write\n";
-    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-        return -1;
-    close(fd);
-    snprintf(env_tokens, sizeof(env_tokens), "ROWLOCK_TOKENS_FILE=%s", tokens_path);
-    const char *env[] = {env_tokens, NULL};
-    return th_svc_start("clisched", env);
+    (void)state;
+    return cli_run_start("clisched",
+                         ADMIN_TOKEN " admin\n" READ_TOKEN " read\n" WRITE_TOKEN " write\n");
 }
 
-static int teardown(void **state)
-{
-    unlink(tokens_path);
-    return th_svc_teardown(state);
-}
-
-/* Reads path into buf (size bytes, NUL-terminated) and removes it. */
-static void slurp(const char *path, char *buf, size_t size)
-{
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    buf[n] = '\0';
-    if (f)
-        fclose(f);
-    unlink(path);
-}
-
-/* Runs `rowlock-cli schedules ARGS` through sh with token (NULL: none); its stdout in out, its
- * stderr in err. Returns its exit code. */
+/* Runs `rowlock-cli schedules ARGS` with token (NULL: none); its stdout in out, its stderr in
+ * err. Returns its exit code. */
 static int cli(const char *token, const char *args, char *out, size_t outsize, char *err,
                size_t errsize)
 {
-    char cmd[4096], outpath[] = "/tmp/rowlock-cli-out-XXXXXX",
-                    errpath[] = "/tmp/rowlock-cli-err-XXXXXX";
-    int ofd = mkstemp(outpath), efd = mkstemp(errpath);
-    assert_true(ofd >= 0 && efd >= 0);
-    close(ofd);
-    close(efd);
-    snprintf(cmd, sizeof(cmd),
-             "env ROWLOCK_URL=http://127.0.0.1:%d ROWLOCK_TOKEN=%s '%s' schedules %s >%s 2>%s",
-             th_svc.port, token ? token : "", ROWLOCK_CLI_BINARY, args, outpath, errpath);
-    int status = system(cmd);
-    slurp(outpath, out, outsize);
-    slurp(errpath, err, errsize);
-    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    fprintf(stderr, "rowlock-cli schedules %s -> %d: %s", args, rc, err);
-    return rc;
+    char env[256], line[2048];
+    snprintf(env, sizeof(env), "ROWLOCK_TOKEN=%s", token ? token : "");
+    snprintf(line, sizeof(line), "schedules %s", args);
+    return cli_run(env, NULL, line, out, outsize, err, errsize);
 }
 
 /* An HTTP call with the admin token; its status in *status, its JSON answer (the caller's). */
 static json_t *admin(const char *method, const char *path, const char *body, long *status)
 {
-    const char *hdrs[] = {"Authorization: Bearer " ADMIN_TOKEN, "Content-Type: application/json",
-                          NULL};
-    struct th_response r;
-    assert_int_equal(th_http(th_svc.port, method, path, hdrs, body, body ? strlen(body) : 0, &r),
-                     0);
-    *status = r.status;
-    json_t *j = json_incref(r.json);
-    th_response_free(&r);
-    return j;
+    return cli_run_http(ADMIN_TOKEN, method, path, body, status);
 }
 
 static const char *str(const json_t *o, const char *key)
@@ -291,5 +245,5 @@ int main(void)
         cmocka_unit_test(bad_input_says_why_and_changes_nothing),
         cmocka_unit_test(scopes_are_the_services),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, cli_run_teardown);
 }
