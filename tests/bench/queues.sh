@@ -18,10 +18,13 @@
 #   rowlock-deleted rowlock-batch on a queue that keeps no succeeded job
 #                   (succeeded_retention_seconds 0): each completion deletes its job, body and
 #                   attempt history in its own statement, as graphile-worker does
-#   rowlock-keyed   rowlock-batch with a per-key concurrency limit that never binds: jobs spread
-#                   over KEYED_KEYS (100) concurrency keys, a limit of KEYED_LIMIT (1000) a key,
-#                   above what WORKERS x BATCH can hold; the claims run as a limited queue's do
-#                   (db/leases.c, the limited claim: the queue's row locked, claims one at a time)
+#   rowlock-keys    rowlock-batch with jobs spread over KEYED_KEYS (100) concurrency keys, on a
+#                   queue without limits: what carrying a key costs (each claimed job with a key
+#                   gets an entry in jobs_leased_key, the index the keys' counts read)
+#   rowlock-keyed   rowlock-keys with a per-key concurrency limit that never binds, KEYED_LIMIT
+#                   (1000) a key, above what WORKERS x BATCH can hold; the claims run as a
+#                   limited queue's do (db/leases.c, the limited claim: the queue's row locked,
+#                   claims one at a time): what the limit costs
 #   rowlock-large   for reference: the same with LARGE_WORKERS (4) workers and max_jobs
 #                   LARGE_BATCH (500), the shape of the peers' fastest configurations
 #   pgbench-batch   the ceiling: pgbench -M prepared, CLIENTS clients, each transaction of the
@@ -75,7 +78,9 @@
 # inserted.
 #
 # Targets, for rowlock batch-BATCH (printed PASS or BELOW): >= 0.6 of the pgbench ceiling,
-# >= graphile-worker, >= 2x pg-boss.
+# >= graphile-worker, >= 2x pg-boss; and for the limit, rowlock-keyed >= 0.9 of rowlock-keys (the
+# same jobs without a limit). For reference (no target), rowlock-keys and rowlock-keyed over
+# rowlock-batch: the key's cost, and the key's and the limit's together.
 #
 # Done exactly once: for the rowlock and pgbench runs, SQL over the queue's jobs: JOBS rows, all
 # succeeded, none with attempts > 1, exactly one attempt-history row each, ended 'completed'
@@ -140,7 +145,7 @@ readonly BUDGET=4194304 # ROWLOCK_RESPONSE_BUDGET's default, bound by the pgbenc
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
-ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-keyed rowlock-large pgbench-batch pgbench-combined pgbench-auto"
+ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-keys rowlock-keyed rowlock-large pgbench-batch pgbench-combined pgbench-auto"
 ALL_SYSTEMS="$ALL_SYSTEMS pgbench-bare"
 readonly ALL_SYSTEMS="$ALL_SYSTEMS pgbench-1 graphile-worker pg-boss"
 readonly SYSTEMS="${SYSTEMS:-$ALL_SYSTEMS}"
@@ -893,6 +898,7 @@ declare -A NAME
 NAME[rowlock-1]="rowlock, batch-1"
 NAME[rowlock-batch]="rowlock, batch-$BATCH"
 NAME[rowlock-deleted]="rowlock, batch-$BATCH, deleted at end"
+NAME[rowlock-keys]="rowlock, batch-$BATCH, $KEYED_KEYS keys, no limit"
 NAME[rowlock-keyed]="rowlock, batch-$BATCH, $KEYED_KEYS keys limited to $KEYED_LIMIT"
 NAME[rowlock-large]="rowlock, batch-$LARGE_BATCH x $LARGE_WORKERS"
 NAME[pgbench-batch]="pgbench ceiling, batch-$BATCH"
@@ -951,6 +957,7 @@ run_system() {
     rowlock-deleted)
         run_rowlock "$system" "$BATCH" "$WORKERS" '{"succeeded_retention_seconds": 0}'
         ;;
+    rowlock-keys) ENQUEUE_KEYS=$KEYED_KEYS run_rowlock "$system" "$BATCH" "$WORKERS" ;;
     rowlock-keyed)
         ENQUEUE_KEYS=$KEYED_KEYS run_rowlock "$system" "$BATCH" "$WORKERS" \
             "{\"key_limits\": {\"concurrency\": $KEYED_LIMIT}}"
@@ -1091,7 +1098,14 @@ rb=${BEST_RES[rowlock-batch]:-}
 target_line ">= $TARGET_CEILING of the pgbench ceiling" "$rb" "$ceiling" "$TARGET_CEILING"
 target_line ">= graphile-worker" "$rb" "${BEST_RES[graphile-worker]:-}" "$TARGET_GRAPHILE"
 target_line ">= 2x pg-boss" "$rb" "${BEST_RES[pg-boss]:-}" "$TARGET_PGBOSS"
-target_line "per-key limit never binding >= 0.9x none" "${BEST_RES[rowlock-keyed]:-}" "$rb" 0.9
+target_line "per-key limit never binding >= 0.9x no limit" "${BEST_RES[rowlock-keyed]:-}" \
+    "${BEST_RES[rowlock-keys]:-}" 0.9
+for s in rowlock-keys rowlock-keyed; do
+    if [ -n "${BEST_RES[$s]:-}" ] && [ -n "$rb" ]; then
+        awk -v s="$s" -v a="${BEST_RES[$s]}" -v b="$rb" 'BEGIN {
+            printf "  (no target) %s / rowlock-batch: %.2fx\n", s, (b > 0 ? a / b : 0) }'
+    fi
+done
 if [ -n "${BEST_RES[rowlock-1]:-}" ] && [ -n "${BEST_RES[pgbench-1]:-}" ]; then
     awk -v a="${BEST_RES[rowlock-1]}" -v b="${BEST_RES[pgbench-1]}" 'BEGIN {
         printf "  (no target) rowlock batch-1 / pgbench batch-1: %.3f\n", (b > 0 ? a / b : 0) }'
