@@ -468,9 +468,11 @@ static void op_run(struct client *cl, struct op *o)
             o->no_retry_after += th_header(&r, "Retry-After", ra, sizeof(ra)) != 0;
         } else {
             o->unexpected++;
-            if (cl->unexpected[0] == '\0')
+            if (cl->unexpected[0] == '\0' &&
                 snprintf(cl->unexpected, sizeof(cl->unexpected), "%s %s answered %ld %s", path,
-                         body, rc == 0 ? r.status : -1L, rc == 0 ? th_problem_code(&r) : "");
+                         body, rc == 0 ? r.status : -1L,
+                         rc == 0 ? th_problem_code(&r) : "") >= (int)sizeof(cl->unexpected))
+                memcpy(cl->unexpected + sizeof(cl->unexpected) - 4, "...", 4); /* cut */
         }
         if (rc == 0)
             th_response_free(&r);
