@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/combine.h"
+#include "db/deps_sql.h"
 #include "db/hints.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
@@ -360,10 +361,13 @@ static const struct db_stmt st_complete = {
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
     ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
-    "  AND NOT " SETTLE_DROPS("succeeded") " RETURNING j.id), "
+    "  AND (NOT " SETTLE_DROPS("succeeded") " OR j.children IS NOT NULL) "
+    "  RETURNING j.id, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
-    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded"), "'succeeded'") SETTLE_RESULT("''"),
+    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", "
+    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL",
+    "'succeeded'") SETTLE_RESULT("''"),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -429,13 +433,15 @@ static const struct db_stmt st_complete_batch = {
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
     "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
-    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND NOT " SETTLE_DROPS("succeeded")
-    "  RETURNING j.id, items.result), "
+    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND (NOT " SETTLE_DROPS("succeeded")
+    "  OR j.children IS NOT NULL) RETURNING j.id, items.result, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
     "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
+    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", "
     "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
     "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
-    "  AND " SETTLE_DROPS("succeeded") " RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
+    "  AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL "
+    "  RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
     JOBS_GONE("gone") ", " LEASE_DONE ", "
     "refused AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
