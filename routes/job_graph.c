@@ -1,6 +1,7 @@
 /* The dependencies of an enqueue batch (see job_graph.h): each job's members read and their
  * shapes checked, refs made unique and sorted so that a parent's ref is found by a binary
- * search, and each job's parents checked for repeats. No SQL, no HTTP. */
+ * search, each job's parents checked for repeats, then Kahn's algorithm for the order and, when
+ * it cannot order every job, a walk that finds a cycle. No SQL, no HTTP. */
 #include "routes/job_graph.h"
 
 #include <stdarg.h>
@@ -30,6 +31,9 @@ struct check {
     struct named *refs; /* nrefs, sorted */
     size_t nrefs;
     struct slot *slots; /* ROUTE_JOB_PARENTS_MAX */
+    /* Kahn's algorithm: wait[i], job i's batch parents not yet in the order; the jobs naming p
+     * a parent are kids[first[p]] to kids[first[p + 1] - 1]; at and path, n each, scratch */
+    size_t *wait, *first, *kids, *at, *path;
 };
 
 /* Refuses the batch for job (its batch index): the detail is "job <job>: " and fmt's sentence,
@@ -239,6 +243,133 @@ static enum route_job_graph_status resolve_job(struct check *c, size_t i,
     return repeated_parent(c, i, out, n);
 }
 
+/* The batch's jobs that name each job a parent (first, kids) and how many each waits for. */
+static void index_children(struct check *c)
+{
+    const struct route_job_graph *g = c->g;
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t k = 0; k < g->jobs[i].nparents; k++)
+            if (g->jobs[i].parents[k].id == 0) {
+                c->wait[i]++;
+                c->first[g->jobs[i].parents[k].index + 1]++;
+            }
+    for (size_t p = 0; p < g->n; p++) {
+        c->first[p + 1] += c->first[p];
+        c->at[p] = c->first[p];
+    }
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t k = 0; k < g->jobs[i].nparents; k++)
+            if (g->jobs[i].parents[k].id == 0)
+                c->kids[c->at[g->jobs[i].parents[k].index]++] = i;
+}
+
+/* Kahn's algorithm: g->order takes the jobs without batch parents, then each job once its last
+ * batch parent has been taken. Returns how many jobs the order holds (n unless a cycle). */
+static size_t order_jobs(struct check *c)
+{
+    struct route_job_graph *g = c->g;
+    size_t head = 0, tail = 0;
+    index_children(c);
+    for (size_t i = 0; i < g->n; i++)
+        if (c->wait[i] == 0)
+            g->order[tail++] = i;
+    while (head < tail) {
+        size_t p = g->order[head++];
+        for (size_t k = c->first[p]; k < c->first[p + 1]; k++)
+            if (--c->wait[c->kids[k]] == 0)
+                g->order[tail++] = c->kids[k];
+    }
+    return tail;
+}
+
+/* A batch parent of job j that Kahn's algorithm left out of the order (wait > 0). */
+static size_t waiting_parent(const struct check *c, size_t j)
+{
+    const struct route_job_deps *d = &c->g->jobs[j];
+    size_t k = 0;
+    while (d->parents[k].id != 0 || c->wait[d->parents[k].index] == 0)
+        k++;
+    return d->parents[k].index;
+}
+
+/* Every job Kahn's algorithm left out waits for a batch parent left out too (wait counts just
+ * those), so a depth-first walk along such parents never reaches a dead end to back out of: it
+ * comes back to a job on its path, and the path from there is a cycle of the input. Refuses the
+ * batch with that cycle, written from its job of the lowest index. */
+static enum route_job_graph_status refuse_cycle(struct check *c)
+{
+    const struct route_job_graph *g = c->g;
+    size_t len = 0, j = 0;
+    while (c->wait[j] == 0)
+        j++;
+    for (size_t i = 0; i < g->n; i++)
+        c->at[i] = SIZE_MAX; /* not on the path; else the position on it */
+    for (; c->at[j] == SIZE_MAX; j = waiting_parent(c, j)) {
+        c->at[j] = len;
+        c->path[len++] = j;
+    }
+    const size_t *cycle = c->path + c->at[j];
+    size_t clen = len - c->at[j], low = 0;
+    for (size_t k = 1; k < clen; k++)
+        if (cycle[k] < cycle[low])
+            low = k;
+    json_t *refs = json_array();
+    for (size_t k = 0; refs != NULL && k <= clen; k++)
+        if (json_array_append_new(refs, json_string(g->jobs[cycle[(low + k) % clen]].ref)) != 0) {
+            json_decref(refs);
+            refs = NULL;
+        }
+    refuse(c->err, cycle[low], NULL,
+           "ref \"%s\" waits for itself through %zu other job(s); each ref in \"cycle\" names the "
+           "next as a parent",
+           g->jobs[cycle[low]].ref, clen - 1);
+    /* steals refs, also when refuse could not build ext or refs is NULL (then it fails) */
+    if (json_object_set_new(c->err->ext, "cycle", refs) == 0)
+        return ROUTE_JOB_GRAPH_CYCLE;
+    json_decref(c->err->ext);
+    c->err->ext = NULL;
+    return ROUTE_JOB_GRAPH_NOMEM;
+}
+
+/* Reads every job and sorts the batch's refs; *edges: the parents of all the jobs. */
+static enum route_job_graph_status read_all(struct check *c, size_t *edges)
+{
+    enum route_job_graph_status st = ROUTE_JOB_GRAPH_OK;
+    for (size_t i = 0; st == ROUTE_JOB_GRAPH_OK && i < c->g->n; i++)
+        st = read_job(c, i, edges);
+    return st == ROUTE_JOB_GRAPH_OK ? unique_refs(c) : st;
+}
+
+/* Resolves every job's parents into g->edges (edges of them). */
+static enum route_job_graph_status resolve_all(struct check *c, size_t edges)
+{
+    struct route_job_graph *g = c->g;
+    if ((g->edges = calloc(edges + 1, sizeof(*g->edges))) == NULL ||
+        (c->slots = calloc(ROUTE_JOB_PARENTS_MAX, sizeof(*c->slots))) == NULL)
+        return ROUTE_JOB_GRAPH_NOMEM;
+    enum route_job_graph_status st = ROUTE_JOB_GRAPH_OK;
+    for (size_t i = 0; st == ROUTE_JOB_GRAPH_OK && i < g->n; i++) {
+        st = resolve_job(c, i, g->edges + g->nedges);
+        g->nedges += g->jobs[i].nparents;
+    }
+    return st;
+}
+
+/* g->order, or the refusal of a cycle. */
+static enum route_job_graph_status order_all(struct check *c)
+{
+    struct route_job_graph *g = c->g;
+    size_t n = g->n;
+    if ((g->order = calloc(n + 1, sizeof(size_t))) == NULL ||
+        (c->wait = calloc(n + 1, sizeof(size_t))) == NULL ||
+        (c->first = calloc(n + 2, sizeof(size_t))) == NULL ||
+        (c->kids = calloc(g->nedges + 1, sizeof(size_t))) == NULL ||
+        (c->at = calloc(n + 1, sizeof(size_t))) == NULL ||
+        (c->path = calloc(n + 1, sizeof(size_t))) == NULL)
+        return ROUTE_JOB_GRAPH_NOMEM;
+    return order_jobs(c) == n ? ROUTE_JOB_GRAPH_OK : refuse_cycle(c);
+}
+
 enum route_job_graph_status route_job_graph_check(json_t *jobs, struct route_job_graph *g,
                                                   struct route_job_graph_error *err)
 {
@@ -249,28 +380,20 @@ enum route_job_graph_status route_job_graph_check(json_t *jobs, struct route_job
     err->detail[0] = '\0';
     err->ext = NULL;
     g->n = json_is_array(jobs) ? json_array_size(jobs) : 1;
-    if ((g->jobs = calloc(g->n + 1, sizeof(*g->jobs))) == NULL ||
-        (c.refs = calloc(g->n + 1, sizeof(*c.refs))) == NULL)
-        goto done;
-    st = ROUTE_JOB_GRAPH_OK;
-    for (size_t i = 0; st == ROUTE_JOB_GRAPH_OK && i < g->n; i++)
-        st = read_job(&c, i, &edges);
+    if ((g->jobs = calloc(g->n + 1, sizeof(*g->jobs))) != NULL &&
+        (c.refs = calloc(g->n + 1, sizeof(*c.refs))) != NULL)
+        st = read_all(&c, &edges);
     if (st == ROUTE_JOB_GRAPH_OK)
-        st = unique_refs(&c);
-    if (st != ROUTE_JOB_GRAPH_OK)
-        goto done;
-    st = ROUTE_JOB_GRAPH_NOMEM;
-    if ((g->edges = calloc(edges + 1, sizeof(*g->edges))) == NULL ||
-        (c.slots = calloc(ROUTE_JOB_PARENTS_MAX, sizeof(*c.slots))) == NULL)
-        goto done;
-    st = ROUTE_JOB_GRAPH_OK;
-    for (size_t i = 0; st == ROUTE_JOB_GRAPH_OK && i < g->n; i++) {
-        st = resolve_job(&c, i, g->edges + g->nedges);
-        g->nedges += g->jobs[i].nparents;
-    }
-done:
+        st = resolve_all(&c, edges);
+    if (st == ROUTE_JOB_GRAPH_OK)
+        st = order_all(&c);
     free(c.refs);
     free(c.slots);
+    free(c.wait);
+    free(c.first);
+    free(c.kids);
+    free(c.at);
+    free(c.path);
     if (st != ROUTE_JOB_GRAPH_OK)
         route_job_graph_free(g);
     return st;
@@ -279,6 +402,7 @@ done:
 void route_job_graph_free(struct route_job_graph *g)
 {
     free(g->jobs);
+    free(g->order);
     free(g->edges);
     memset(g, 0, sizeof(*g));
 }

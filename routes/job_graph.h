@@ -1,6 +1,7 @@
 /* The dependencies of an enqueue batch, checked in C before any SQL: each job's "ref",
  * "parents" and "on_parent_failure" read from its JSON object, refs unique and resolved to batch
- * indexes, and the limits. The rest of a job (routes/queues.c), the problem responses
+ * indexes, the limits, and no cycle among the batch's jobs; the answer is an order that puts
+ * every job after its batch parents. The rest of a job (routes/queues.c), the problem responses
  * (the route, from the status and error here) and linking by ids (db/) do not belong here. */
 #ifndef ROUTES_JOB_GRAPH_H
 #define ROUTES_JOB_GRAPH_H
@@ -20,6 +21,7 @@
 enum route_job_graph_status {
     ROUTE_JOB_GRAPH_OK,
     ROUTE_JOB_GRAPH_INVALID, /* invalid_dependencies */
+    ROUTE_JOB_GRAPH_CYCLE,   /* dependency_cycle */
     ROUTE_JOB_GRAPH_NOMEM,   /* out of memory (500) */
 };
 
@@ -45,13 +47,16 @@ struct route_job_deps {
 struct route_job_graph {
     size_t n;                    /* jobs in the batch */
     struct route_job_deps *jobs; /* n, by batch index */
-    size_t nedges;               /* parents of all the jobs (0: a batch without dependencies) */
+    /* the n batch indexes, every job after its batch parents (those without any first, in
+     * batch order) */
+    size_t *order;
+    size_t nedges; /* parents of all the jobs (0: a batch without dependencies) */
     struct route_job_parent *edges;
 };
 
 /* Why a batch was refused: a detail that names the job's index and the reference at fault, and
  * the problem's extra members, ext: {"job": index, "reference": the value at fault} (reference
- * absent where the fault is a count). */
+ * absent where the fault is a count), or {"job": index, "cycle": ["a", "b", "c", "a"]}. */
 struct route_job_graph_error {
     char detail[ROUTE_JOB_GRAPH_DETAIL_SIZE];
     json_t *ext;
@@ -64,8 +69,10 @@ struct route_job_graph_error {
  * ROUTE_JOB_EDGES_MAX in all. on_parent_failure: "cancel" (the default) or "run". null is the
  * same as absent. Integer parents are only range-checked: a new job's id is drawn at insert, so
  * an id can never close a cycle.
- * OK: *g holds the graph (free it with route_job_graph_free), err->ext is NULL. INVALID: err
- * holds why, and err->ext a new reference the caller owns (svc_reply_problem_ext steals it).
+ * OK: *g holds the graph (free it with route_job_graph_free), err->ext is NULL. INVALID or
+ * CYCLE: err holds why, and err->ext a new reference the caller owns (svc_reply_problem_ext
+ * steals it). A cycle's "job" is its job of the lowest index, whose ref is the first and the
+ * last of "cycle"; each ref there names the next as a parent.
  * NOMEM: nothing to report. On any status but OK, *g is empty; route_job_graph_free(g) is safe
  * either way. */
 enum route_job_graph_status route_job_graph_check(json_t *jobs, struct route_job_graph *g,

@@ -1,7 +1,8 @@
 /* Unit tests of routes/job_graph.c, the dependencies of an enqueue batch: refs and parents
- * resolved (chains, diamonds, fan-in, fan-out, ids beside refs), every refusal with its job
- * index and the reference at fault (self, repeats, unknown and duplicate refs, bad types), and
- * the limits at and past their boundary. */
+ * resolved and put in a topological order (chains, diamonds, fan-in, fan-out, ids beside refs,
+ * random DAGs of 1,000 jobs), every refusal with its job index and the reference at fault
+ * (self, repeats, unknown and duplicate refs, bad types), the limits at and past their
+ * boundary, and cycles, each reported as a cycle of the input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,11 +85,108 @@ static void refused(const char *text, enum route_job_graph_status st, size_t job
     run_done(&r);
 }
 
+/* Is g->order a permutation of the batch with every job after its batch parents? */
+static void expect_topological(const struct route_job_graph *g)
+{
+    size_t *pos = malloc((g->n + 1) * sizeof(size_t));
+    assert_non_null(pos);
+    for (size_t i = 0; i < g->n; i++)
+        pos[i] = SIZE_MAX;
+    for (size_t k = 0; k < g->n; k++) {
+        assert_true(g->order[k] < g->n);
+        assert_int_equal(pos[g->order[k]], SIZE_MAX); /* once each */
+        pos[g->order[k]] = k;
+    }
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t k = 0; k < g->jobs[i].nparents; k++)
+            if (g->jobs[i].parents[k].id == 0 && pos[g->jobs[i].parents[k].index] >= pos[i])
+                fail_msg("job %zu is ordered before its parent %zu", i,
+                         g->jobs[i].parents[k].index);
+    free(pos);
+}
+
+/* The batch index of the job of the input whose ref is ref, or SIZE_MAX. */
+static size_t input_ref(json_t *jobs, const char *ref)
+{
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        const char *r = json_string_value(json_object_get(json_array_get(jobs, i), "ref"));
+        if (r != NULL && strcmp(r, ref) == 0)
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+/* Is each parent of r's input resolved in the order given: an id to itself, a ref to the job
+ * that has it? */
+static void expect_resolved(const struct run *r)
+{
+    if (!json_is_array(r->jobs))
+        return;
+    for (size_t i = 0; i < r->g.n; i++) {
+        json_t *parents = json_object_get(json_array_get(r->jobs, i), "parents");
+        assert_int_equal(r->g.jobs[i].nparents, json_array_size(parents));
+        for (size_t k = 0; k < r->g.jobs[i].nparents; k++) {
+            json_t *p = json_array_get(parents, k);
+            const struct route_job_parent *got = &r->g.jobs[i].parents[k];
+            if (json_is_integer(p))
+                assert_int_equal(got->id, json_integer_value(p));
+            else
+                assert_true(got->id == 0 && got->index == input_ref(r->jobs, json_string_value(p)));
+        }
+    }
+}
+
+/* Expects r accepted: its parents resolved, its order topological. */
 static void expect_ok(struct run *r)
 {
     if (r->st != ROUTE_JOB_GRAPH_OK)
         fail_msg("status %d: %s", r->st, r->err.detail);
     assert_null(r->err.ext);
+    expect_resolved(r);
+    expect_topological(&r->g);
+}
+
+/* Expects r refused for a cycle of its input: "cycle" starts and ends with the ref of "job",
+ * the job of the cycle with the lowest index, repeats no other ref, and each ref in it names the
+ * next as a parent. Returns the cycle's length in jobs. */
+static size_t expect_cycle(struct run *r)
+{
+    if (r->st != ROUTE_JOB_GRAPH_CYCLE)
+        fail_msg("status %d, want a cycle (detail: %s)", r->st, r->err.detail);
+    json_t *cycle = json_object_get(r->err.ext, "cycle");
+    size_t len = json_array_size(cycle),
+           job = json_integer_value(json_object_get(r->err.ext, "job"));
+    assert_true(len >= 3); /* a job naming itself is refused before */
+    const char *first = json_string_value(json_array_get(cycle, 0));
+    assert_int_equal(input_ref(r->jobs, first), job);
+    assert_string_equal(json_string_value(json_array_get(cycle, len - 1)), first);
+    char *seen = calloc(json_array_size(r->jobs) + 1, 1);
+    assert_non_null(seen);
+    for (size_t k = 0; k + 1 < len; k++) {
+        size_t at = input_ref(r->jobs, json_string_value(json_array_get(cycle, k)));
+        assert_true(at != SIZE_MAX && at >= job && !seen[at]);
+        seen[at] = 1;
+        json_t *parents = json_object_get(json_array_get(r->jobs, at), "parents"), *p;
+        size_t i;
+        int named = 0;
+        json_array_foreach(parents, i, p) named |= json_equal(p, json_array_get(cycle, k + 1));
+        if (!named)
+            fail_msg("%s does not name %s a parent", json_string_value(json_array_get(cycle, k)),
+                     json_string_value(json_array_get(cycle, k + 1)));
+    }
+    free(seen);
+    assert_non_null(strstr(r->err.detail, "waits for itself"));
+    assert_int_equal(r->g.n, 0);
+    return len - 1;
+}
+
+/* Expects r's order to be the n indexes of want. */
+static void expect_order(const struct run *r, const size_t *want, size_t n)
+{
+    assert_int_equal(r->g.n, n);
+    for (size_t k = 0; k < n; k++)
+        if (r->g.order[k] != want[k])
+            fail_msg("order[%zu] is %zu, want %zu", k, r->g.order[k], want[k]);
 }
 
 /* Expects parent k of job i to be the batch's job index. */
@@ -121,6 +219,7 @@ static void test_plain_jobs(void **state)
     assert_string_equal(r.g.jobs[1].ref, "b");
     assert_int_equal(r.g.jobs[2].nparents, 0); /* not an object: the job parser refuses it */
     assert_int_equal(r.g.jobs[0].policy, ROUTE_PARENT_CANCEL);
+    expect_order(&r, (size_t[]){0, 1, 2}, 3);
     run_done(&r);
     /* one job, not a batch: a batch of one, whose parents can only be ids */
     run_text(&r, "{\"payload\": 1, \"parents\": [1234, 99], \"on_parent_failure\": \"run\"}");
@@ -154,6 +253,13 @@ static void test_chain_with_ids(void **state)
     assert_int_equal(r.g.jobs[2].parents[1].id, 1234);
     assert_int_equal(r.g.jobs[1].policy, ROUTE_PARENT_CANCEL);
     assert_int_equal(r.g.jobs[2].policy, ROUTE_PARENT_RUN);
+    expect_order(&r, (size_t[]){0, 1, 2}, 3);
+    run_done(&r);
+    /* the same chain listed from its end */
+    run_text(&r, "[{\"ref\": \"c\", \"parents\": [\"b\"]}, {\"ref\": \"b\", \"parents\": [\"a\"]},"
+                 " {\"ref\": \"a\"}]");
+    expect_ok(&r);
+    expect_order(&r, (size_t[]){2, 1, 0}, 3);
     run_done(&r);
 }
 
@@ -170,6 +276,7 @@ static void test_diamond(void **state)
     expect_batch_parent(&r, 0, 1, 1);
     expect_batch_parent(&r, 1, 0, 3);
     expect_batch_parent(&r, 2, 0, 3);
+    expect_order(&r, (size_t[]){3, 1, 2, 0}, 4);
     run_done(&r);
 }
 
@@ -194,6 +301,8 @@ static void test_fan_in_and_out(void **state)
         expect_batch_parent(&r, 50, k, k);
         expect_batch_parent(&r, 51 + k, 0, 50);
     }
+    for (size_t k = 0; k <= 100; k++) /* the parents, the child, then its children */
+        assert_int_equal(r.g.order[k], k);
     run_done(&r);
 }
 
@@ -357,6 +466,136 @@ static void test_edges_limit(void **state)
     run_done(&r);
 }
 
+/* A 3-cycle in a DAG, listed after a job that waits on it: the cycle is reported, from its job
+ * of the lowest index, without the job downstream. */
+static void test_cycle_of_three(void **state)
+{
+    struct run r = {0};
+    run_text(
+        &r,
+        "[{\"ref\": \"d\", \"parents\": [\"c\"]}, {\"ref\": \"r\"},"
+        " {\"ref\": \"e\", \"parents\": [\"r\"]},"
+        " {\"ref\": \"a\", \"parents\": [\"r\", \"c\"]}, {\"ref\": \"b\", \"parents\": [\"a\"]},"
+        " {\"ref\": \"c\", \"parents\": [\"b\", 17]},"
+        " {\"ref\": \"f\", \"parents\": [\"e\", \"d\"]}]");
+    assert_int_equal(expect_cycle(&r), 3);
+    json_t *want = json_pack("[s, s, s, s]", "a", "c", "b", "a");
+    assert_true(json_equal(json_object_get(r.err.ext, "cycle"), want));
+    json_decref(want);
+    assert_int_equal(json_integer_value(json_object_get(r.err.ext, "job")), 3);
+    assert_string_equal(r.err.detail, "job 3: ref \"a\" waits for itself through 2 other job(s); "
+                                      "each ref in \"cycle\" names the next as a parent");
+    run_done(&r);
+}
+
+static void test_cycle_of_two(void **state)
+{
+    struct run r = {0};
+    run_text(
+        &r,
+        "[{\"ref\": \"x\", \"parents\": [\"q\"]}, {\"ref\": \"p\"},"
+        " {\"ref\": \"q\", \"parents\": [\"p\", \"w\"]}, {\"ref\": \"w\", \"parents\": [\"q\"]},"
+        " {\"ref\": \"z\", \"parents\": [\"p\"]}]");
+    assert_int_equal(expect_cycle(&r), 2);
+    json_t *want = json_pack("[s, s, s]", "q", "w", "q");
+    assert_true(json_equal(json_object_get(r.err.ext, "cycle"), want));
+    json_decref(want);
+    run_done(&r);
+}
+
+/* Both cycles in one batch, beside a DAG: one of them is reported, and it is one of the input. */
+static void test_two_cycles(void **state)
+{
+    struct run r = {0};
+    run_text(
+        &r,
+        "[{\"ref\": \"top\"}, {\"ref\": \"a\", \"parents\": [\"top\", \"c\"]},"
+        " {\"ref\": \"b\", \"parents\": [\"a\"]}, {\"ref\": \"c\", \"parents\": [\"b\"]},"
+        " {\"ref\": \"q\", \"parents\": [\"top\", \"w\"]}, {\"ref\": \"w\", \"parents\": [\"q\"]},"
+        " {\"ref\": \"end\", \"parents\": [\"c\", \"w\"]}]");
+    size_t len = expect_cycle(&r);
+    assert_true(len == 2 || len == 3);
+    run_done(&r);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A random DAG of n jobs in a shuffled batch order: job of rank r has ref "j<r>" and names up to
+ * 8 jobs of lower ranks and sometimes an id as its parents. */
+static json_t *random_dag(uint64_t seed, size_t n)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    size_t *rank = malloc(n * sizeof(size_t));
+    assert_non_null(rank);
+    for (size_t i = 0; i < n; i++)
+        rank[i] = i;
+    for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+        size_t k = rng_next(&s) % (i + 1), t = rank[i];
+        rank[i] = rank[k];
+        rank[k] = t;
+    }
+    json_t *jobs = json_array();
+    char ref[24];
+    for (size_t i = 0; i < n; i++) {
+        json_t *parents = json_array();
+        size_t want = rank[i] == 0 ? 0 : rng_next(&s) % 9;
+        for (size_t k = 0; k < want; k++) {
+            snprintf(ref, sizeof(ref), "j%zu", (size_t)(rng_next(&s) % rank[i]));
+            json_t *p = json_string(ref);
+            size_t at;
+            json_t *q;
+            int dup = 0;
+            json_array_foreach(parents, at, q) dup |= json_equal(p, q);
+            if (dup)
+                json_decref(p);
+            else
+                json_array_append_new(parents, p);
+        }
+        if (rng_next(&s) % 4 == 0)
+            json_array_append_new(parents, json_integer((json_int_t)(rng_next(&s) % 1000000) + 1));
+        snprintf(ref, sizeof(ref), "j%zu", rank[i]);
+        json_array_append_new(jobs, job(ref, parents));
+    }
+    free(rank);
+    return jobs;
+}
+
+/* Random DAGs of 1,000 jobs: each order is topological; with one edge added that closes a
+ * cycle (a job named a parent by an ancestor of its, through a walk up its parents), the cycle
+ * reported is one of the input. */
+static void test_random_dags(void **state)
+{
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        print_message("seed %llu\n", (unsigned long long)seed);
+        struct run r = {0};
+        run_json(&r, random_dag(seed, 1000));
+        expect_ok(&r);
+        /* walk up from a job with a batch parent, then name that job a parent at the top */
+        size_t from = 0, at, steps = 0;
+        while (r.g.jobs[from].nparents == 0 || r.g.jobs[from].parents[0].id != 0)
+            from++;
+        for (at = from; r.g.jobs[at].nparents > 0 && r.g.jobs[at].parents[0].id == 0 && steps < 6;
+             steps++)
+            at = r.g.jobs[at].parents[0].index;
+        json_t *top = json_array_get(r.jobs, at),
+               *back = json_object_get(json_array_get(r.jobs, from), "ref");
+        if (json_object_get(top, "parents") == NULL)
+            json_object_set_new(top, "parents", json_array());
+        json_array_insert(json_object_get(top, "parents"), 0, back);
+        json_t *jobs = json_incref(r.jobs);
+        run_done(&r);
+        run_json(&r, jobs);
+        assert_true(expect_cycle(&r) >= 2);
+        run_done(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,7 +605,9 @@ int main(void)
         cmocka_unit_test(test_repeated_parent), cmocka_unit_test(test_unknown_ref),
         cmocka_unit_test(test_duplicate_ref),   cmocka_unit_test(test_bad_types),
         cmocka_unit_test(test_ref_length),      cmocka_unit_test(test_parents_limit),
-        cmocka_unit_test(test_edges_limit),
+        cmocka_unit_test(test_edges_limit),     cmocka_unit_test(test_cycle_of_three),
+        cmocka_unit_test(test_cycle_of_two),    cmocka_unit_test(test_two_cycles),
+        cmocka_unit_test(test_random_dags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
