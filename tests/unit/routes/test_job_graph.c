@@ -31,13 +31,26 @@ static void run_json(struct run *r, json_t *jobs)
     r->st = route_job_graph_check(r->jobs, &r->g, &r->err);
 }
 
+/* JSON text written with ' for " (the test's inputs read better so), parsed. NUL is allowed
+ * here, though the service's parser allows none. */
+static json_t *loads(const char *text)
+{
+    char *copy = strdup(text);
+    assert_non_null(copy);
+    for (char *c = copy; *c != '\0'; c++)
+        if (*c == '\'')
+            *c = '"';
+    json_error_t e;
+    json_t *j = json_loads(copy, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+    if (j == NULL)
+        fail_msg("bad test JSON %s: %s", copy, e.text);
+    free(copy);
+    return j;
+}
+
 static void run_text(struct run *r, const char *text)
 {
-    json_error_t e;
-    json_t *jobs = json_loads(text, JSON_ALLOW_NUL, &e); /* the service's parser allows none */
-    if (jobs == NULL)
-        fail_msg("bad test JSON %s: %s", text, e.text);
-    run_json(r, jobs);
+    run_json(r, loads(text));
 }
 
 static void run_done(struct run *r)
@@ -48,8 +61,8 @@ static void run_done(struct run *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Expects r refused with st for job, its "reference" the JSON text reference (NULL: none) and
- * its detail holding fragment. */
+/* Expects r refused with st for job, its "reference" the JSON text reference (see loads; NULL:
+ * none) and its detail holding fragment. */
 static void expect_refused(struct run *r, enum route_job_graph_status st, size_t job,
                            const char *reference, const char *fragment)
 {
@@ -60,8 +73,7 @@ static void expect_refused(struct run *r, enum route_job_graph_status st, size_t
     if (reference == NULL) {
         assert_null(got);
     } else {
-        json_t *want = json_loads(reference, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-        assert_non_null(want);
+        json_t *want = loads(reference);
         if (!json_equal(got, want))
             fail_msg("reference is not %s (detail: %s)", reference, r->err.detail);
         json_decref(want);
@@ -211,7 +223,7 @@ static json_t *job(const char *ref, json_t *parents)
 static void test_plain_jobs(void **state)
 {
     struct run r = {0};
-    run_text(&r, "[{\"payload\": 1}, {\"payload\": 2, \"ref\": \"b\"}, 7]");
+    run_text(&r, "[{'payload': 1}, {'payload': 2, 'ref': 'b'}, 7]");
     expect_ok(&r);
     assert_int_equal(r.g.n, 3);
     assert_int_equal(r.g.nedges, 0);
@@ -222,7 +234,7 @@ static void test_plain_jobs(void **state)
     expect_order(&r, (size_t[]){0, 1, 2}, 3);
     run_done(&r);
     /* one job, not a batch: a batch of one, whose parents can only be ids */
-    run_text(&r, "{\"payload\": 1, \"parents\": [1234, 99], \"on_parent_failure\": \"run\"}");
+    run_text(&r, "{'payload': 1, 'parents': [1234, 99], 'on_parent_failure': 'run'}");
     expect_ok(&r);
     assert_int_equal(r.g.n, 1);
     assert_int_equal(r.g.nedges, 2);
@@ -230,7 +242,7 @@ static void test_plain_jobs(void **state)
     assert_int_equal(r.g.jobs[0].parents[1].id, 99);
     assert_int_equal(r.g.jobs[0].policy, ROUTE_PARENT_RUN);
     run_done(&r);
-    refused("{\"parents\": [\"a\"]}", ROUTE_JOB_GRAPH_INVALID, 0, "\"a\"", "no job of this batch");
+    refused("{'parents': ['a']}", ROUTE_JOB_GRAPH_INVALID, 0, "'a'", "no job of this batch");
     run_text(&r, "[]");
     expect_ok(&r);
     assert_int_equal(r.g.n, 0);
@@ -241,10 +253,10 @@ static void test_plain_jobs(void **state)
 static void test_chain_with_ids(void **state)
 {
     struct run r = {0};
-    run_text(&r, "[{\"ref\": \"extract\", \"payload\": 1},"
-                 " {\"ref\": \"clean\", \"payload\": 2, \"parents\": [\"extract\"]},"
-                 " {\"ref\": \"load\", \"payload\": 3, \"parents\": [\"clean\", 1234],"
-                 "  \"on_parent_failure\": \"run\"}]");
+    run_text(&r, "[{'ref': 'extract', 'payload': 1},"
+                 " {'ref': 'clean', 'payload': 2, 'parents': ['extract']},"
+                 " {'ref': 'load', 'payload': 3, 'parents': ['clean', 1234],"
+                 "  'on_parent_failure': 'run'}]");
     expect_ok(&r);
     assert_int_equal(r.g.nedges, 3);
     assert_int_equal(r.g.jobs[0].nparents, 0);
@@ -256,8 +268,8 @@ static void test_chain_with_ids(void **state)
     expect_order(&r, (size_t[]){0, 1, 2}, 3);
     run_done(&r);
     /* the same chain listed from its end */
-    run_text(&r, "[{\"ref\": \"c\", \"parents\": [\"b\"]}, {\"ref\": \"b\", \"parents\": [\"a\"]},"
-                 " {\"ref\": \"a\"}]");
+    run_text(&r, "[{'ref': 'c', 'parents': ['b']}, {'ref': 'b', 'parents': ['a']},"
+                 " {'ref': 'a'}]");
     expect_ok(&r);
     expect_order(&r, (size_t[]){2, 1, 0}, 3);
     run_done(&r);
@@ -267,10 +279,8 @@ static void test_chain_with_ids(void **state)
 static void test_diamond(void **state)
 {
     struct run r = {0};
-    run_text(
-        &r,
-        "[{\"ref\": \"d\", \"parents\": [\"b\", \"c\"]}, {\"ref\": \"c\", \"parents\": [\"a\"]},"
-        " {\"ref\": \"b\", \"parents\": [\"a\"]}, {\"ref\": \"a\"}]");
+    run_text(&r, "[{'ref': 'd', 'parents': ['b', 'c']}, {'ref': 'c', 'parents': ['a']},"
+                 " {'ref': 'b', 'parents': ['a']}, {'ref': 'a'}]");
     expect_ok(&r);
     expect_batch_parent(&r, 0, 0, 2);
     expect_batch_parent(&r, 0, 1, 1);
@@ -309,87 +319,85 @@ static void test_fan_in_and_out(void **state)
 static void test_policy(void **state)
 {
     struct run r = {0};
-    run_text(&r, "[{\"on_parent_failure\": \"cancel\"}, {\"on_parent_failure\": null},"
-                 " {\"on_parent_failure\": \"run\", \"parents\": null, \"ref\": null}]");
+    run_text(&r, "[{'on_parent_failure': 'cancel'}, {'on_parent_failure': null},"
+                 " {'on_parent_failure': 'run', 'parents': null, 'ref': null}]");
     expect_ok(&r);
     assert_int_equal(r.g.jobs[0].policy, ROUTE_PARENT_CANCEL);
     assert_int_equal(r.g.jobs[1].policy, ROUTE_PARENT_CANCEL);
     assert_int_equal(r.g.jobs[2].policy, ROUTE_PARENT_RUN);
     assert_null(r.g.jobs[2].ref);
     run_done(&r);
-    const char *bad[] = {"\"Run\"", "\"run\\u0000\"", "1", "true", "\"\"", "[\"run\"]", NULL};
+    const char *bad[] = {"'Run'", "'run\\u0000'", "1", "true", "''", "['run']", NULL};
     for (size_t i = 0; bad[i] != NULL; i++) {
         char text[64];
-        snprintf(text, sizeof(text), "[{}, {\"on_parent_failure\": %s}]", bad[i]);
+        snprintf(text, sizeof(text), "[{}, {'on_parent_failure': %s}]", bad[i]);
         refused(text, ROUTE_JOB_GRAPH_INVALID, 1, NULL, "\"on_parent_failure\" is \"cancel\"");
     }
 }
 
 static void test_self_parent(void **state)
 {
-    refused("[{\"ref\": \"a\"}, {\"ref\": \"b\", \"parents\": [\"a\", \"b\"]}]",
-            ROUTE_JOB_GRAPH_INVALID, 1, "\"b\"", "parent 1 is \"b\", the job's own ref");
+    refused("[{'ref': 'a'}, {'ref': 'b', 'parents': ['a', 'b']}]", ROUTE_JOB_GRAPH_INVALID, 1,
+            "'b'", "parent 1 is \"b\", the job's own ref");
 }
 
 static void test_repeated_parent(void **state)
 {
-    refused("[{\"ref\": \"a\"}, {\"parents\": [\"a\", \"a\"]}]", ROUTE_JOB_GRAPH_INVALID, 1,
-            "\"a\"", "parents 0 and 1 name the same job");
-    refused("[{\"parents\": [5, 7, 5]}]", ROUTE_JOB_GRAPH_INVALID, 0, "5",
+    refused("[{'ref': 'a'}, {'parents': ['a', 'a']}]", ROUTE_JOB_GRAPH_INVALID, 1, "'a'",
+            "parents 0 and 1 name the same job");
+    refused("[{'parents': [5, 7, 5]}]", ROUTE_JOB_GRAPH_INVALID, 0, "5",
             "parents 0 and 2 name the same job");
     /* the first repeat in the order given, not the first in sort order */
-    refused("[{\"ref\": \"a\"}, {\"parents\": [9, \"a\", 3, 9, \"a\", 3]}]",
-            ROUTE_JOB_GRAPH_INVALID, 1, "9", "parents 0 and 3 name the same job");
+    refused("[{'ref': 'a'}, {'parents': [9, 'a', 3, 9, 'a', 3]}]", ROUTE_JOB_GRAPH_INVALID, 1, "9",
+            "parents 0 and 3 name the same job");
     /* an id and a ref never name the same job; the same id in two jobs is two edges */
     struct run r = {0};
-    run_text(&r, "[{\"ref\": \"a\", \"parents\": [1]}, {\"parents\": [\"a\", 1]}]");
+    run_text(&r, "[{'ref': 'a', 'parents': [1]}, {'parents': ['a', 1]}]");
     expect_ok(&r);
     run_done(&r);
 }
 
 static void test_unknown_ref(void **state)
 {
-    refused("[{\"ref\": \"extract\"}, {\"ref\": \"clean\", \"parents\": [\"extract\"]},"
-            " {\"ref\": \"load\", \"parents\": [\"clen\"]}]",
-            ROUTE_JOB_GRAPH_INVALID, 2, "\"clen\"",
+    refused("[{'ref': 'extract'}, {'ref': 'clean', 'parents': ['extract']},"
+            " {'ref': 'load', 'parents': ['clen']}]",
+            ROUTE_JOB_GRAPH_INVALID, 2, "'clen'",
             "parent 0, \"clen\", is the ref of no job of this batch");
     /* a ref is compared whole: a prefix, or another case, is not it */
-    refused("[{\"ref\": \"ab\"}, {\"parents\": [\"a\"]}]", ROUTE_JOB_GRAPH_INVALID, 1, "\"a\"",
-            "no job");
-    refused("[{\"ref\": \"ab\"}, {\"parents\": [\"AB\"]}]", ROUTE_JOB_GRAPH_INVALID, 1, "\"AB\"",
-            "no job");
+    refused("[{'ref': 'ab'}, {'parents': ['a']}]", ROUTE_JOB_GRAPH_INVALID, 1, "'a'", "no job");
+    refused("[{'ref': 'ab'}, {'parents': ['AB']}]", ROUTE_JOB_GRAPH_INVALID, 1, "'AB'", "no job");
 }
 
 static void test_duplicate_ref(void **state)
 {
-    refused("[{\"ref\": \"a\"}, {\"ref\": \"b\"}, {\"ref\": \"a\"}]", ROUTE_JOB_GRAPH_INVALID, 2,
-            "\"a\"", "ref \"a\" is already the ref of job 0");
+    refused("[{'ref': 'a'}, {'ref': 'b'}, {'ref': 'a'}]", ROUTE_JOB_GRAPH_INVALID, 2, "'a'",
+            "ref \"a\" is already the ref of job 0");
     /* the first job, in batch order, whose ref an earlier job has */
-    refused("[{\"ref\": \"x\"}, {\"ref\": \"a\"}, {\"ref\": \"b\"}, {\"ref\": \"b\"},"
-            " {\"ref\": \"a\"}, {\"ref\": \"a\"}]",
-            ROUTE_JOB_GRAPH_INVALID, 3, "\"b\"", "ref \"b\" is already the ref of job 2");
+    refused("[{'ref': 'x'}, {'ref': 'a'}, {'ref': 'b'}, {'ref': 'b'},"
+            " {'ref': 'a'}, {'ref': 'a'}]",
+            ROUTE_JOB_GRAPH_INVALID, 3, "'b'", "ref \"b\" is already the ref of job 2");
 }
 
 static void test_bad_types(void **state)
 {
     const char *msg = "is neither a job id (a positive integer) nor a ref of this batch";
-    refused("[{\"parents\": [1.5]}]", ROUTE_JOB_GRAPH_INVALID, 0, "1.5", msg);
-    refused("[{\"parents\": [3.0]}]", ROUTE_JOB_GRAPH_INVALID, 0, "3.0", msg);
-    refused("[{\"parents\": [true]}]", ROUTE_JOB_GRAPH_INVALID, 0, "true", msg);
-    refused("[{\"parents\": [null]}]", ROUTE_JOB_GRAPH_INVALID, 0, "null", msg);
-    refused("[{\"parents\": [{\"id\": 1}]}]", ROUTE_JOB_GRAPH_INVALID, 0, "{\"id\": 1}", msg);
-    refused("[{\"parents\": [0]}]", ROUTE_JOB_GRAPH_INVALID, 0, "0", msg);
-    refused("[{\"parents\": [-3]}]", ROUTE_JOB_GRAPH_INVALID, 0, "-3", msg);
-    refused("[{}, {\"parents\": [1, \"\"]}]", ROUTE_JOB_GRAPH_INVALID, 1, "\"\"",
+    refused("[{'parents': [1.5]}]", ROUTE_JOB_GRAPH_INVALID, 0, "1.5", msg);
+    refused("[{'parents': [3.0]}]", ROUTE_JOB_GRAPH_INVALID, 0, "3.0", msg);
+    refused("[{'parents': [true]}]", ROUTE_JOB_GRAPH_INVALID, 0, "true", msg);
+    refused("[{'parents': [null]}]", ROUTE_JOB_GRAPH_INVALID, 0, "null", msg);
+    refused("[{'parents': [{'id': 1}]}]", ROUTE_JOB_GRAPH_INVALID, 0, "{'id': 1}", msg);
+    refused("[{'parents': [0]}]", ROUTE_JOB_GRAPH_INVALID, 0, "0", msg);
+    refused("[{'parents': [-3]}]", ROUTE_JOB_GRAPH_INVALID, 0, "-3", msg);
+    refused("[{}, {'parents': [1, '']}]", ROUTE_JOB_GRAPH_INVALID, 1, "''",
             "parent 1: a ref is not empty");
-    refused("[{\"parents\": [\"a\\u0000b\"]}]", ROUTE_JOB_GRAPH_INVALID, 0, "\"a\\u0000b\"",
+    refused("[{'parents': ['a\\u0000b']}]", ROUTE_JOB_GRAPH_INVALID, 0, "'a\\u0000b'",
             "a ref is valid UTF-8");
-    refused("[{\"parents\": \"a\"}]", ROUTE_JOB_GRAPH_INVALID, 0, NULL, "\"parents\" is an array");
-    refused("[{\"ref\": 5}]", ROUTE_JOB_GRAPH_INVALID, 0, "5", "\"ref\": a ref is a string");
-    refused("[{\"ref\": \"\"}]", ROUTE_JOB_GRAPH_INVALID, 0, "\"\"", "a ref is not empty");
+    refused("[{'parents': 'a'}]", ROUTE_JOB_GRAPH_INVALID, 0, NULL, "\"parents\" is an array");
+    refused("[{'ref': 5}]", ROUTE_JOB_GRAPH_INVALID, 0, "5", "\"ref\": a ref is a string");
+    refused("[{'ref': ''}]", ROUTE_JOB_GRAPH_INVALID, 0, "''", "a ref is not empty");
     /* the largest id is an id */
     struct run r = {0};
-    run_text(&r, "[{\"parents\": [9223372036854775807]}]");
+    run_text(&r, "[{'parents': [9223372036854775807]}]");
     expect_ok(&r);
     assert_int_equal(r.g.jobs[0].parents[0].id, INT64_MAX);
     run_done(&r);
@@ -409,7 +417,7 @@ static void test_ref_length(void **state)
     ref[ROUTE_JOB_REF_MAX] = 'r';
     ref[ROUTE_JOB_REF_MAX + 1] = '\0';
     char quoted[sizeof(ref) + 2];
-    snprintf(quoted, sizeof(quoted), "\"%s\"", ref);
+    snprintf(quoted, sizeof(quoted), "'%s'", ref);
     run_json(&r, json_pack("[{s:s}]", "ref", ref));
     expect_refused(&r, ROUTE_JOB_GRAPH_INVALID, 0, quoted,
                    "\"ref\": a ref has at most 128 bytes; this one has 129");
@@ -466,23 +474,30 @@ static void test_edges_limit(void **state)
     run_done(&r);
 }
 
+/* Checks text into r, which must be refused for the cycle want (JSON text) from job. */
+static void expect_cycle_of(struct run *r, const char *text, const char *want, size_t job)
+{
+    run_text(r, text);
+    expect_cycle(r);
+    json_t *w = loads(want);
+    if (!json_equal(json_object_get(r->err.ext, "cycle"), w))
+        fail_msg("cycle is not %s (detail: %s)", want, r->err.detail);
+    json_decref(w);
+    assert_int_equal(json_integer_value(json_object_get(r->err.ext, "job")), job);
+}
+
 /* A 3-cycle in a DAG, listed after a job that waits on it: the cycle is reported, from its job
  * of the lowest index, without the job downstream. */
 static void test_cycle_of_three(void **state)
 {
     struct run r = {0};
-    run_text(
-        &r,
-        "[{\"ref\": \"d\", \"parents\": [\"c\"]}, {\"ref\": \"r\"},"
-        " {\"ref\": \"e\", \"parents\": [\"r\"]},"
-        " {\"ref\": \"a\", \"parents\": [\"r\", \"c\"]}, {\"ref\": \"b\", \"parents\": [\"a\"]},"
-        " {\"ref\": \"c\", \"parents\": [\"b\", 17]},"
-        " {\"ref\": \"f\", \"parents\": [\"e\", \"d\"]}]");
-    assert_int_equal(expect_cycle(&r), 3);
-    json_t *want = json_pack("[s, s, s, s]", "a", "c", "b", "a");
-    assert_true(json_equal(json_object_get(r.err.ext, "cycle"), want));
-    json_decref(want);
-    assert_int_equal(json_integer_value(json_object_get(r.err.ext, "job")), 3);
+    expect_cycle_of(&r,
+                    "[{'ref': 'd', 'parents': ['c']}, {'ref': 'r'},"
+                    " {'ref': 'e', 'parents': ['r']},"
+                    " {'ref': 'a', 'parents': ['r', 'c']}, {'ref': 'b', 'parents': ['a']},"
+                    " {'ref': 'c', 'parents': ['b', 17]},"
+                    " {'ref': 'f', 'parents': ['e', 'd']}]",
+                    "['a', 'c', 'b', 'a']", 3);
     assert_string_equal(r.err.detail, "job 3: ref \"a\" waits for itself through 2 other job(s); "
                                       "each ref in \"cycle\" names the next as a parent");
     run_done(&r);
@@ -491,15 +506,11 @@ static void test_cycle_of_three(void **state)
 static void test_cycle_of_two(void **state)
 {
     struct run r = {0};
-    run_text(
-        &r,
-        "[{\"ref\": \"x\", \"parents\": [\"q\"]}, {\"ref\": \"p\"},"
-        " {\"ref\": \"q\", \"parents\": [\"p\", \"w\"]}, {\"ref\": \"w\", \"parents\": [\"q\"]},"
-        " {\"ref\": \"z\", \"parents\": [\"p\"]}]");
-    assert_int_equal(expect_cycle(&r), 2);
-    json_t *want = json_pack("[s, s, s]", "q", "w", "q");
-    assert_true(json_equal(json_object_get(r.err.ext, "cycle"), want));
-    json_decref(want);
+    expect_cycle_of(&r,
+                    "[{'ref': 'x', 'parents': ['q']}, {'ref': 'p'},"
+                    " {'ref': 'q', 'parents': ['p', 'w']}, {'ref': 'w', 'parents': ['q']},"
+                    " {'ref': 'z', 'parents': ['p']}]",
+                    "['q', 'w', 'q']", 2);
     run_done(&r);
 }
 
@@ -507,12 +518,10 @@ static void test_cycle_of_two(void **state)
 static void test_two_cycles(void **state)
 {
     struct run r = {0};
-    run_text(
-        &r,
-        "[{\"ref\": \"top\"}, {\"ref\": \"a\", \"parents\": [\"top\", \"c\"]},"
-        " {\"ref\": \"b\", \"parents\": [\"a\"]}, {\"ref\": \"c\", \"parents\": [\"b\"]},"
-        " {\"ref\": \"q\", \"parents\": [\"top\", \"w\"]}, {\"ref\": \"w\", \"parents\": [\"q\"]},"
-        " {\"ref\": \"end\", \"parents\": [\"c\", \"w\"]}]");
+    run_text(&r, "[{'ref': 'top'}, {'ref': 'a', 'parents': ['top', 'c']},"
+                 " {'ref': 'b', 'parents': ['a']}, {'ref': 'c', 'parents': ['b']},"
+                 " {'ref': 'q', 'parents': ['top', 'w']}, {'ref': 'w', 'parents': ['q']},"
+                 " {'ref': 'end', 'parents': ['c', 'w']}]");
     size_t len = expect_cycle(&r);
     assert_true(len == 2 || len == 3);
     run_done(&r);
