@@ -14,6 +14,7 @@
 
 #include "db/listener.h"
 #include "db/queues.h"
+#include "routes/job_graph.h"
 #include "routes/json_util.h"
 #include "routes/queues.h"
 #include "routes/routes.h"
@@ -41,6 +42,11 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_QUEUE_HAS_SCHEDULES] = {"queue_has_schedules", 409, "Schedules target the queue"},
     [QUEUE_PC_KEY_NOT_FOUND] = {"key_not_found", 404, "No limits of its own for this key"},
     [QUEUE_PC_INVALID_FILTER] = {"invalid_filter", 400, "Invalid job filter"},
+    [QUEUE_PC_INVALID_DEPENDENCIES] = {"invalid_dependencies", 400, "Invalid dependencies"},
+    [QUEUE_PC_DEPENDENCY_CYCLE] = {"dependency_cycle", 400, "Dependencies form a cycle"},
+    [QUEUE_PC_UNKNOWN_PARENT] = {"unknown_parent", 400, "No such parent job"},
+    [QUEUE_PC_PARENT_FAILED] = {"parent_failed", 409, "Parent failed or cancelled"},
+    [QUEUE_PC_TOO_MANY_CHILDREN] = {"too_many_children", 409, "Parent has too many children"},
 };
 
 static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
@@ -557,6 +563,9 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
                                           "max_attempts",
                                           "dedupe_window_seconds",
                                           "concurrency_key",
+                                          "ref",
+                                          "parents",
+                                          "on_parent_failure",
                                           NULL};
     long long prio, ma, win;
     double delay;
@@ -622,8 +631,11 @@ struct enqueue_req {
     json_t *batch; /* the "jobs" array (borrowed), NULL for one job */
     size_t n;
     struct db_job_in *jobs;
-    struct db_job_ref *refs; /* out: each job's id and whether it was a duplicate */
-    char **payloads;         /* the jobs' payload texts, owned */
+    struct db_job_ref *refs;       /* out: each job's id and whether it was a duplicate */
+    char **payloads;               /* the jobs' payload texts, owned */
+    struct route_job_graph graph;  /* the jobs' parents, checked */
+    struct db_job_parent *parents; /* graph.edges as the workflow takes them */
+    struct db_dep_refusal refusal; /* out: the parent a refusal names */
 };
 
 static void enqueue_free(struct enqueue_req *e)
@@ -633,6 +645,45 @@ static void enqueue_free(struct enqueue_req *e)
     free(e->payloads);
     free(e->jobs);
     free(e->refs);
+    free(e->parents);
+    route_job_graph_free(&e->graph);
+}
+
+/* The jobs' dependencies (routes/job_graph.c) into e->jobs. 0, or -1 after replying. */
+static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_req *e,
+                         enum svc_outcome *out)
+{
+    struct route_job_graph_error gerr = {"", NULL};
+    switch (route_job_graph_check(e->batch ? e->batch : body, &e->graph, &gerr)) {
+    case ROUTE_JOB_GRAPH_OK:
+        break;
+    case ROUTE_JOB_GRAPH_INVALID:
+        *out =
+            svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES), gerr.ext, "%s", gerr.detail);
+        return -1;
+    case ROUTE_JOB_GRAPH_CYCLE:
+        *out = svc_reply_problem_ext(req, QUEUE_P(DEPENDENCY_CYCLE), gerr.ext, "%s", gerr.detail);
+        return -1;
+    default:
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+        return -1;
+    }
+    if (e->graph.nedges == 0)
+        return 0;
+    if ((e->parents = calloc(e->graph.nedges, sizeof(*e->parents))) == NULL) {
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+        return -1;
+    }
+    for (size_t k = 0; k < e->graph.nedges; k++)
+        e->parents[k] = (struct db_job_parent){
+            e->graph.edges[k].id, e->graph.edges[k].id ? -1 : (int)e->graph.edges[k].index};
+    for (size_t i = 0; i < e->n; i++) {
+        const struct route_job_deps *d = &e->graph.jobs[i];
+        e->jobs[i].nparents = d->nparents;
+        e->jobs[i].parents = d->nparents ? e->parents + (d->parents - e->graph.edges) : NULL;
+        e->jobs[i].run_on_parent_failure = d->policy == ROUTE_PARENT_RUN;
+    }
+    return 0;
 }
 
 /* Each job of the body (the one, or the batch's) into e. 0, or -1 after replying. */
@@ -676,8 +727,8 @@ static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum sv
              (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
              (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
         *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
-    else
-        return enqueue_jobs(req, body, e, out);
+    else if (enqueue_jobs(req, body, e, out) == 0)
+        return enqueue_graph(req, body, e, out);
     return -1;
 }
 
@@ -696,6 +747,9 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
             one = queue_with(
                 queue_with(one, "state", r->state[0] ? json_string(r->state) : json_null()), "kept",
                 json_boolean(r->kept));
+        /* a batch with dependencies says which jobs wait for their parents */
+        else if (one != NULL && e->graph.nedges > 0)
+            one = queue_with(one, "state", json_string(r->waiting ? "waiting" : "pending"));
         arr = queue_appended(arr, one);
     }
     json_t *res =
@@ -720,8 +774,9 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
     queue_channel(queue, channel, sizeof(channel));
     int inline_wake = svc_req_wake_inline(req, channel, (long)e.n, notify, sizeof(notify));
     int notified = 0;
-    enum db_status st = db_jobs_enqueue_notify(app->pool, queue, e.jobs, e.n, e.refs,
-                                               inline_wake ? notify : NULL, &notified, &v, &err);
+    enum db_status st =
+        db_jobs_enqueue_notify(app->pool, queue, e.jobs, e.n, e.refs, inline_wake ? notify : NULL,
+                               &notified, &e.refusal, &v, &err);
     size_t created = 0;
     if (st == DB_OK && v == DB_Q_OK)
         for (size_t i = 0; i < e.n; i++)
@@ -734,6 +789,23 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         out = svc_reply_problem_ext(req, QUEUE_P(INVALID_JOB), route_sqlstate_ext(&err),
                                     "the database refused a value of the job (a run_at it "
                                     "cannot read, say)");
+    else if (st == DB_OK && v == DB_Q_UNKNOWN_PARENT)
+        out = svc_reply_problem_ext(req, QUEUE_P(UNKNOWN_PARENT),
+                                    json_pack("{s:I}", "parent", (json_int_t)e.refusal.parent),
+                                    "parent %" PRId64 " names no job", e.refusal.parent);
+    else if (st == DB_OK && v == DB_Q_PARENT_FAILED)
+        out = svc_reply_problem_ext(req, QUEUE_P(PARENT_FAILED),
+                                    json_pack("{s:I, s:s}", "parent", (json_int_t)e.refusal.parent,
+                                              "parent_state", e.refusal.state),
+                                    "parent %" PRId64
+                                    " is %s, and a job whose on_parent_failure is \"cancel\" would "
+                                    "only be cancelled: nothing was enqueued",
+                                    e.refusal.parent, e.refusal.state);
+    else if (st == DB_OK && v == DB_Q_TOO_MANY_CHILDREN)
+        out = svc_reply_problem_ext(req, QUEUE_P(TOO_MANY_CHILDREN),
+                                    json_pack("{s:I}", "parent", (json_int_t)e.refusal.parent),
+                                    "parent %" PRId64 " would have more than %d children",
+                                    e.refusal.parent, DB_JOB_CHILDREN_MAX);
     else if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
     else {
