@@ -43,7 +43,9 @@ static void enqueue(int port, const char *queue, int64_t *ids)
     json_t *jobs = json_array();
     for (int i = 0; i < ROUNDS; i++)
         json_array_append_new(jobs, json_pack("{s:i}", "payload", i));
-    char *body = json_dumps(json_pack("{s:o}", "jobs", jobs), 0);
+    json_t *batch = json_pack("{s:o}", "jobs", jobs);
+    char *body = json_dumps(batch, 0);
+    json_decref(batch);
     snprintf(path, sizeof(path), "/queues/%s/jobs", queue);
     assert_int_equal(th_client_call_port(&c, port, "POST", path, body, &out), 201);
     free(body);
