@@ -210,11 +210,10 @@ static long long run_rounds(const char *binary, const char *db)
     for (int k = 0; k < 2; k++)
         th_client_free(&r[k].c);
 
-    long long stuck = strtoll(
-        PQgetvalue(th_sql(pg, "SELECT count(*) FROM rowlock.jobs WHERE parents IS NOT NULL AND "
-                              "state = 'waiting'"),
-                   0, 0),
-        NULL, 10);
+    PGresult *left = th_sql(pg, "SELECT count(*) FROM rowlock.jobs WHERE parents IS NOT NULL AND "
+                                "state = 'waiting'");
+    long long stuck = strtoll(PQgetvalue(left, 0, 0), NULL, 10);
+    PQclear(left);
     PGresult *res = th_sql(pg, "SELECT count(*) FILTER (WHERE state = 'pending' AND waiting_on = "
                                "0), count(*) FILTER (WHERE state = 'succeeded') FROM rowlock.jobs");
     long long released = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
