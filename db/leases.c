@@ -249,10 +249,11 @@ static const struct db_stmt st_claim_limited = {
     "  lq.key_rate_period_seconds AS krp, coalesce(lq.key_rate_burst, lq.key_rate_limit) AS krb "
     "  FROM rowlock.queues lq WHERE lq.id = $1 AND " QUEUE_RUNNING("lq.") "), "
     "clk AS MATERIALIZED (SELECT clock_timestamp() AS t), " CLAIM_CLAIMERS ", "
-    "locked AS (" CLAIM_LOCK(CLAIM_MANY_COLS ", j.concurrency_key", LEASE_TAKEABLE,
+    "locked AS (SELECT x.*, row_number() OVER (ORDER BY " CLAIM_ORDER("x.") ") AS lk FROM ("
+    CLAIM_LOCK(CLAIM_MANY_COLS ", j.concurrency_key", LEASE_TAKEABLE,
     "$5 + CASE WHEN cardinality($7::text[]) > 0 THEN " CLAIM_LIMITED_PAST " ELSE 0 END",
     "EXISTS (SELECT FROM q) AND (j.concurrency_key IS NULL OR "
-    "j.concurrency_key <> ALL ($7::text[]))") "), "
+    "j.concurrency_key <> ALL ($7::text[]))") ") x), "
     "expired AS (SELECT j.ctid AS tid, j.id, j.concurrency_key FROM rowlock.jobs j "
     "  WHERE j.queue_id = $1 AND EXISTS (SELECT FROM q WHERE q.cl IS NOT NULL "
     "  OR q.kcl IS NOT NULL OR EXISTS (SELECT FROM rowlock.queue_keys o WHERE o.queue_id = $1 "
@@ -288,7 +289,6 @@ static const struct db_stmt st_claim_limited = {
     "  (r.room->>'c')::bigint, (r.room->>'t')::float8), r.kr) AS key_ok, "
     "  r.kr > coalesce((r.room->>'c')::bigint, r.kr) AS by_slots FROM (SELECT l.*, "
     "  row_number() OVER (PARTITION BY l.concurrency_key ORDER BY " CLAIM_ORDER("l.") ") AS kr, "
-    "  row_number() OVER (ORDER BY " CLAIM_ORDER("l.") ") AS lk, "
     "  (SELECT m FROM kmap) -> l.concurrency_key AS room FROM locked l) r), "
     "fitted AS (SELECT f.*, row_number() OVER (ORDER BY " CLAIM_ORDER("f.") ") AS k "
     "  FROM keyfit f WHERE f.key_ok), "
