@@ -592,7 +592,9 @@ static void a_free_key_behind_full_keys_is_claimed(void **state)
         snprintf(key, sizeof(key), "f%d", i % FULL);
         json_array_append_new(jobs, json_pack("{s:i, s:s}", "payload", i, "concurrency_key", key));
     }
-    char *body = json_dumps(json_pack("{s:o}", "jobs", jobs), 0);
+    json_t *batch = json_pack("{s:o}", "jobs", jobs);
+    char *body = json_dumps(batch, 0);
+    json_decref(batch);
     json_decref(th_call(port, "POST", "/queues/behind/jobs", body, 201));
     free(body);
     json_decref(th_call(port, "POST", "/queues/behind/jobs",
