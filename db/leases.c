@@ -211,16 +211,20 @@ static const struct db_stmt st_claim_many = {
  *     one frees it once this claim has locked and written its row (expired, touched: SKIP
  *     LOCKED, so that a lease a write holds now still counts), as a fenced write judges liveness
  *     on the clock when it runs (LEASE_LIVE_NOW) and, finding the row written by the claim
- *     after it found it live, judges it again.
+ *     after it found it live, judges it again. Only a queue with a concurrency limit frees
+ *     them so, and at most CLAIM_EXPIRED_MAX a round (one past it counts as held: the safe
+ *     side).
  *   - A rate is a token bucket (rowlock.queue_limiter: key '' the queue's, else a key's) of
  *     rate_burst tokens, refilled rate_limit per rate_period_seconds, at clk: the clock as the
  *     statement runs, after the lock, so that the buckets' times only move on. Each job a claim
  *     hands out takes a token; its lease runs from clk, and clk is its attempt's claimed_at.
- * Of the rows locked (at most $5, in claim order), those of keys
+ * Of the rows locked (at most $5, and CLAIM_LIMITED_PAST more past keys found full, in claim
+ * order), those of keys
  * already found full ($7) left out, each key keeps what its room allows (the least of its free
  * slots and whole tokens), then the queue's room cuts the rest in claim order; what is left is
- * dealt as in st_claim_many. A first note (k 0) says how many due rows a key's limit held
- * back, how many the queue's, whether the queue still has a limit, and the keys held back so
+ * dealt as in st_claim_many (at most $5). A first note (k 0) says how many due rows a key's
+ * limit held back, how many the queue's (the counters count only the first $5 rows: those past
+ * them were no claimer's to take), whether the queue still has a limit, and the keys held back so
  * far ($7 and this statement's, an array's text), so that the claim can go on past those keys,
  * in a transaction of its own, while its claimers want more. */
 /* clang-format off */
@@ -229,6 +233,15 @@ static const struct db_stmt st_claim_many = {
     "greatest(0, extract(epoch FROM clk.t - " b ".refilled_at)), " rb "))"
 /* A room: the least of free slots and whole tokens (NULL: no limit). */
 #define LIMIT_ROOM(r) "least(" r ".cfree, floor(" r ".tokens))"
+/* Rows a round of the limited claim after the first (one that goes past keys found full) locks
+ * beyond what its claimers want, so that more jobs of keys full too do not fill its whole view: a
+ * free key's job behind a hundred full keys' jobs is still found. Those not dealt stay locked
+ * until the round commits, as limited claims run one at a time anyway. The first round locks no
+ * more than wanted: when no key is full (the common case) a round costs what it hands out. */
+#define CLAIM_LIMITED_PAST "100"
+/* Expired leases a round locks and counts as free (the first in expiry order): past it they
+ * count as held until a later round, so that a backlog of them never makes a claim slow. */
+#define CLAIM_EXPIRED_MAX "1000"
 static const struct db_stmt st_claim_limited = {
     "leases_claim_limited",
     "WITH q AS MATERIALIZED (SELECT lq.id, lq.lease_seconds, lq.concurrency_limit AS cl, "
@@ -237,12 +250,16 @@ static const struct db_stmt st_claim_limited = {
     "  lq.key_rate_period_seconds AS krp, coalesce(lq.key_rate_burst, lq.key_rate_limit) AS krb "
     "  FROM rowlock.queues lq WHERE lq.id = $1 AND " QUEUE_RUNNING("lq.") "), "
     "clk AS MATERIALIZED (SELECT clock_timestamp() AS t), " CLAIM_CLAIMERS ", "
-    "locked AS (" CLAIM_LOCK(CLAIM_MANY_COLS ", j.concurrency_key", LEASE_TAKEABLE, "$5",
+    "locked AS (SELECT x.*, row_number() OVER (ORDER BY " CLAIM_ORDER("x.") ") AS lk FROM ("
+    CLAIM_LOCK(CLAIM_MANY_COLS ", j.concurrency_key", LEASE_TAKEABLE,
+    "$5 + CASE WHEN cardinality($7::text[]) > 0 THEN " CLAIM_LIMITED_PAST " ELSE 0 END",
     "EXISTS (SELECT FROM q) AND (j.concurrency_key IS NULL OR "
-    "j.concurrency_key <> ALL ($7::text[]))") "), "
+    "j.concurrency_key <> ALL ($7::text[]))") ") x), "
     "expired AS (SELECT j.ctid AS tid, j.id, j.concurrency_key FROM rowlock.jobs j "
-    "  WHERE j.queue_id = $1 AND EXISTS (SELECT FROM q) AND " LEASE_EXPIRED " "
-    "  FOR NO KEY UPDATE OF j SKIP LOCKED), "
+    "  WHERE j.queue_id = $1 AND EXISTS (SELECT FROM q WHERE q.cl IS NOT NULL "
+    "  OR q.kcl IS NOT NULL OR EXISTS (SELECT FROM rowlock.queue_keys o WHERE o.queue_id = $1 "
+    "  AND o.concurrency_limit IS NOT NULL)) AND " LEASE_EXPIRED " "
+    "  ORDER BY j.claimable_at LIMIT " CLAIM_EXPIRED_MAX " FOR NO KEY UPDATE OF j SKIP LOCKED), "
     "keys AS (SELECT DISTINCT l.concurrency_key AS key FROM locked l "
     "  WHERE l.concurrency_key IS NOT NULL), "
 
@@ -276,7 +293,8 @@ static const struct db_stmt st_claim_limited = {
     "  (SELECT m FROM kmap) -> l.concurrency_key AS room FROM locked l) r), "
     "fitted AS (SELECT f.*, row_number() OVER (ORDER BY " CLAIM_ORDER("f.") ") AS k "
     "  FROM keyfit f WHERE f.key_ok), "
-    "qcut AS (SELECT count(*) FILTER (WHERE f.k > coalesce(" LIMIT_ROOM("qr") ", f.k)) AS n "
+    "qcut AS (SELECT count(*) FILTER (WHERE f.k > coalesce(" LIMIT_ROOM("qr") ", f.k) "
+    "  AND f.k <= $5) AS n "
     "  FROM fitted f, qroom qr), "
     CLAIM_DEAL("SELECT f.* FROM fitted f, qroom qr WHERE f.k <= coalesce(" LIMIT_ROOM("qr")
     ", f.k)") ", "
@@ -286,23 +304,21 @@ static const struct db_stmt st_claim_limited = {
     "  AND NOT EXISTS (SELECT FROM cand WHERE cand.id = e.id)), "
     "charged AS (SELECT w.concurrency_key AS key, count(*) AS n FROM w "
     "  WHERE w.concurrency_key IS NOT NULL GROUP BY w.concurrency_key), "
-    "tally AS (SELECT count(*) FILTER (WHERE NOT f.key_ok AND f.by_slots) AS hkc, "
-    "  count(*) FILTER (WHERE NOT f.key_ok AND NOT f.by_slots) AS hkr, "
+    "tally AS (SELECT count(*) FILTER (WHERE NOT f.key_ok AND f.by_slots AND f.lk <= $5) "
+    "  AS hkc, count(*) FILTER (WHERE NOT f.key_ok AND NOT f.by_slots AND f.lk <= $5) AS hkr, "
     "  (SELECT CASE WHEN qr.tokens IS NULL OR qr.cfree <= floor(qr.tokens) THEN qcut.n ELSE 0 "
     "  END FROM qroom qr, qcut) AS hc, (SELECT CASE WHEN qr.tokens IS NULL OR qr.cfree <= "
     "  floor(qr.tokens) THEN 0 ELSE qcut.n END FROM qroom qr, qcut) AS hr, "
     "  (SELECT qr.tokens - (SELECT count(*) FROM w) FROM qroom qr) AS qtokens FROM keyfit f), "
     "buckets AS (INSERT INTO rowlock.queue_limiter AS b (queue_id, key, tokens, refilled_at, "
     "  held_concurrency, held_key_concurrency, held_rate, held_key_rate) "
-    "  SELECT $1, '', coalesce(t.qtokens, 0), clk.t, t.hc, t.hkc, t.hr, t.hkr FROM tally t, clk "
+    "  SELECT $1, '', coalesce(t.qtokens, 'Infinity'), clk.t, t.hc, t.hkc, t.hr, t.hkr "
+    "  FROM tally t, clk "
     "  WHERE t.qtokens IS NOT NULL OR t.hc + t.hkc + t.hr + t.hkr > 0 "
     "  UNION ALL SELECT $1, kr.key, kr.tokens - c.n, clk.t, 0, 0, 0, 0 "
     "  FROM kroom kr JOIN charged c ON c.key = kr.key, clk WHERE kr.tokens IS NOT NULL "
-    "  ON CONFLICT (queue_id, key) DO UPDATE SET "
-    "  tokens = CASE WHEN b.key = '' AND (SELECT qtokens FROM tally) IS NULL THEN b.tokens "
-    "  ELSE EXCLUDED.tokens END, "
-    "  refilled_at = CASE WHEN b.key = '' AND (SELECT qtokens FROM tally) IS NULL "
-    "  THEN b.refilled_at ELSE EXCLUDED.refilled_at END, "
+    "  ON CONFLICT (queue_id, key) DO UPDATE SET tokens = EXCLUDED.tokens, "
+    "  refilled_at = EXCLUDED.refilled_at, "
     "  held_concurrency = b.held_concurrency + EXCLUDED.held_concurrency, "
     "  held_key_concurrency = b.held_key_concurrency + EXCLUDED.held_key_concurrency, "
     "  held_rate = b.held_rate + EXCLUDED.held_rate, "

@@ -219,11 +219,23 @@ static void nul_or_cr_in_a_header_value_is_400(void **state)
     const char two[] = "GET /topics HTTP/1.1\r\nHost: x\r\n" READER "\r\nX-A: 1\r\n\r\n"
                        "GET /topics HTTP/1.1\r\nHost: x\r\nX-B: 2\r\n" READER "\r\n\r\n";
     assert_int_equal(write(fd, two, sizeof(two) - 1), (ssize_t)(sizeof(two) - 1));
-    for (int i = 0; i < 2; i++) {
-        th_raw_read(fd, buf, sizeof(buf), 5000);
-        if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
-            fail_msg("pipelined request %d: %s", i + 1, buf);
+    /* the two answers may come in one read or in two */
+    size_t got = 0;
+    int answered = 0;
+    while (answered < 2 && got + 1 < sizeof(buf)) {
+        size_t n = th_raw_read(fd, buf + got, sizeof(buf) - got, 5000);
+        if (n == 0)
+            break;
+        got += n;
+        answered = 0;
+        for (const char *p = buf; (p = strstr(p, "HTTP/1.1 ")) != NULL; p++)
+            if (strncmp(p, "HTTP/1.1 200", 12) != 0)
+                fail_msg("pipelined requests: %s", buf);
+            else
+                answered++;
     }
+    if (answered != 2)
+        fail_msg("pipelined requests: %d of 2 answered: %s", answered, buf);
     close(fd);
     assert_created("nul1", ADMIN "\r\n" JSON "\r\nX-A: abc\r\n");
 }

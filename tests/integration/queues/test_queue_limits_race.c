@@ -576,10 +576,80 @@ static void claim_order_among_the_jobs_that_fit(void **state)
     json_decref(c);
 }
 
+/* A free key's job behind the jobs of many full keys is found by a claim of one: 150 keys each
+ * holding its one slot (limit 1) and a second job waiting, then a job of a free key last in
+ * claim order. Each round of the limited claim looks past the jobs of the keys found full. */
+static void a_free_key_behind_full_keys_is_claimed(void **state)
+{
+    (void)state;
+    int port = svc[1].port;
+    enum { FULL = 150 };
+    json_decref(
+        th_call(port, "PUT", "/queues/behind", "{\"key_limits\": {\"concurrency\": 1}}", 201));
+    json_t *jobs = json_array();
+    for (int i = 0; i < 2 * FULL; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "f%d", i % FULL);
+        json_array_append_new(jobs, json_pack("{s:i, s:s}", "payload", i, "concurrency_key", key));
+    }
+    json_t *batch = json_pack("{s:o}", "jobs", jobs);
+    char *body = json_dumps(batch, 0);
+    json_decref(batch);
+    json_decref(th_call(port, "POST", "/queues/behind/jobs", body, 201));
+    free(body);
+    json_decref(th_call(port, "POST", "/queues/behind/jobs",
+                        "{\"payload\": \"free\", \"concurrency_key\": \"z\"}", 201));
+    /* every full key takes its slot: one job each */
+    char claim[128];
+    snprintf(claim, sizeof(claim), "{\"owner\": \"holder\", \"max_jobs\": %d}", FULL);
+    json_t *c = th_call(port, "POST", "/queues/behind/leases", claim, 200);
+    assert_int_equal(json_array_size(json_object_get(c, "leases")), FULL);
+    json_decref(c);
+    c = th_call(port, "POST", "/queues/behind/leases", "{\"owner\": \"one\", \"max_jobs\": 1}",
+                200);
+    json_t *leases = json_object_get(c, "leases");
+    assert_int_equal(json_array_size(leases), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(leases, 0), "payload")),
+                        "free");
+    json_decref(c);
+}
+
+/* A queue whose key limit held jobs back before it had a rate starts its rate with a full
+ * bucket: burst jobs at once. */
+static void a_new_queue_rate_starts_full(void **state)
+{
+    (void)state;
+    int port = svc[0].port;
+    json_decref(
+        th_call(port, "PUT", "/queues/bucket", "{\"key_limits\": {\"concurrency\": 1}}", 201));
+    json_decref(th_call(port, "POST", "/queues/bucket/jobs",
+                        "{\"jobs\": [{\"payload\": 1, \"concurrency_key\": \"a\"}, "
+                        "{\"payload\": 2, \"concurrency_key\": \"a\"}]}",
+                        201));
+    json_t *c = th_call(port, "POST", "/queues/bucket/leases", "{\"owner\":\"o\",\"max_jobs\":2}",
+                        200); /* one, the other held back by the key */
+    assert_int_equal(json_array_size(json_object_get(c, "leases")), 1);
+    json_decref(c);
+    assert_true(held_back("bucket", "key_concurrency") > 0);
+    json_decref(th_call(port, "PUT", "/queues/bucket",
+                        "{\"limits\": {\"rate\": {\"limit\": 1, \"period_seconds\": 3600, "
+                        "\"burst\": 5}}}",
+                        200));
+    json_decref(th_call(port, "POST", "/queues/bucket/jobs",
+                        "{\"jobs\": [{\"payload\": 3}, {\"payload\": 4}, {\"payload\": 5}, "
+                        "{\"payload\": 6}, {\"payload\": 7}, {\"payload\": 8}]}",
+                        201));
+    c = th_call(port, "POST", "/queues/bucket/leases", "{\"owner\":\"o\",\"max_jobs\":10}", 200);
+    assert_int_equal(json_array_size(json_object_get(c, "leases")), 5);
+    json_decref(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_order_among_the_jobs_that_fit),
+        cmocka_unit_test(a_free_key_behind_full_keys_is_claimed),
+        cmocka_unit_test(a_new_queue_rate_starts_full),
         cmocka_unit_test(heartbeat_at_expiry_keeps_its_slot),
         cmocka_unit_test(waiting_claim_is_woken_when_a_slot_frees),
         cmocka_unit_test(concurrency_is_exact),
