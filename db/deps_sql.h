@@ -44,5 +44,19 @@
     "  ELSE j.claimable_at END, updated_at = now() FROM deps_kid h "                               \
     "  WHERE j.id = h.id AND j.state = 'waiting' RETURNING j.id, j.queue_id, j.state)"
 #endif
+/* Whether the finished job j is kept past its retention for a child that has not finished (a
+ * child reads its parents' results while it runs). A plain job stops at the first operand. */
+#define DEPS_HELD                                                                                  \
+    "(j.children IS NOT NULL AND EXISTS (SELECT FROM rowlock.jobs c WHERE c.id = ANY "             \
+    "(j.children) AND c.state IN ('waiting', 'pending', 'processing')))"
+
+/* After DEPS_RELEASE: the released jobs' queues woken, every process's claims waiting on them
+ * (DB_LISTENER_CHANNEL_ALL, "<count> queue:<name>", the queue family's channel). A SELECT CTE
+ * runs only when read: the statement reads DEPS_WOKEN, the number of queues woken. */
+#define DEPS_WAKE                                                                                  \
+    "deps_wake AS (SELECT pg_notify('rowlock_wake_all', x.n || ' queue:' || q.name) "              \
+    "  FROM (SELECT queue_id, count(*) AS n FROM deps_rel WHERE state = 'pending' "                \
+    "  GROUP BY queue_id) x JOIN rowlock.queues q ON q.id = x.queue_id)"
+#define DEPS_WOKEN "(SELECT count(*) FROM deps_wake)::text"
 
 #endif

@@ -18,7 +18,7 @@
 /* ---- cancel ---- */
 
 /* What an operator may cancel: an unfinished job (pending, scheduled or retrying included). */
-#define JOB_CANCELLABLE "j.state IN ('pending', 'processing')"
+#define JOB_CANCELLABLE "j.state IN ('waiting', 'pending', 'processing')"
 /* The CTE q: whether queue qid keeps no cancelled jobs (q.drop), so that a cancel deletes them. */
 #define JOB_CANCEL_QUEUE(qid)                                                                      \
     "q AS (SELECT " QUEUE_RETENTION("q.", "cancelled") " = 0 AS drop FROM rowlock.queues q "       \

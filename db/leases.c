@@ -381,9 +381,9 @@ static const struct db_stmt st_complete = {
     "  RETURNING j.id, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
-    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", "
+    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", " DEPS_WAKE ", "
     SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL",
-    "'succeeded'") SETTLE_RESULT("''"),
+    "'succeeded'") SETTLE_RESULT(DEPS_WOKEN),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -453,7 +453,7 @@ static const struct db_stmt st_complete_batch = {
     "  OR j.children IS NOT NULL) RETURNING j.id, items.result, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
     "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
-    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", "
+    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", " DEPS_WAKE ", "
     "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
     "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
     "  AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL "
@@ -463,7 +463,8 @@ static const struct db_stmt st_complete_batch = {
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
     "  ORDER BY j.id FOR UPDATE OF j) "
     "SELECT items.i, refused.state, refused.owner, refused.fence, refused.live, "
-    "  done.id IS NOT NULL, gone.id IS NOT NULL FROM items LEFT JOIN done ON done.id = items.id "
+    "  done.id IS NOT NULL, gone.id IS NOT NULL, " DEPS_WOKEN " FROM items "
+    "  LEFT JOIN done ON done.id = items.id "
     "  LEFT JOIN gone ON gone.id = items.id "
     "  LEFT JOIN refused ON refused.id = items.id ORDER BY items.i",
     5};

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/deps_sql.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
@@ -59,13 +60,13 @@ static const struct db_stmt st_purge = {
     "queue_purge",
     "WITH ds AS (SELECT j.id, 'succeeded' AS final FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.state = 'succeeded' AND j.finished_at < now() - make_interval(secs => $3::float8) "
-    "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
+    "  AND NOT " DEPS_HELD " ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
     "df AS (SELECT j.id, CASE WHEN " ENDED_CANCELLED " THEN 'cancelled' ELSE 'failed' END "
     "  AS final FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
     "  WHERE j.queue_id = $1 AND j.state IN ('failed', 'cancelled') "
     "  AND j.finished_at < now() - make_interval(secs => least($4, $5)::float8) "
     "  AND j.finished_at < now() - make_interval(secs => (CASE WHEN " ENDED_CANCELLED
-    " THEN $5 ELSE $4 END)::float8) "
+    " THEN $5 ELSE $4 END)::float8) AND NOT " DEPS_HELD " "
     "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
     "doomed AS (SELECT * FROM ds UNION ALL SELECT * FROM df), "
     "gone AS (DELETE FROM rowlock.jobs j USING doomed d WHERE j.id = d.id "
@@ -102,10 +103,10 @@ static const struct db_stmt st_queue_next_due = {
         "  now() + make_interval(secs => least(coalesce(nullif("
         KEPT_LEAST(KEPT_LEAST("$3::integer", "$4::integer"), "$5::integer") ", 0), 3600), 3600)), "
         "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 AND state = 'succeeded' "
-        "  AND finished_at IS NOT NULL) + make_interval(secs => $3::integer), "
+        "  AND finished_at IS NOT NULL AND children IS NULL) + make_interval(secs => $3::integer), "
         "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 "
         "  AND state IN ('failed', 'cancelled') "
-        "  AND finished_at IS NOT NULL) + make_interval(secs => "
+        "  AND finished_at IS NOT NULL AND children IS NULL) + make_interval(secs => "
         KEPT_LEAST("$4::integer", "$5::integer") ")) END"),
     5};
 /* clang-format on */

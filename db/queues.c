@@ -229,8 +229,11 @@ static const struct db_stmt st_enqueue_dedupe_repoint = {
     "coalesce(" DB_TS("j.lease_expires_at") ", ''), " DB_TS("j.run_at") ", " \
     DB_TS("j.created_at") ", " DB_TS("j.updated_at") ", " \
     "coalesce(" DB_TS("j.finished_at") ", ''), j.dedupe_key, " \
-    "b.payload::text, b.progress::text, b.result::text, b.last_error::text, j.concurrency_key"
+    "b.payload::text, b.progress::text, b.result::text, b.last_error::text, j.concurrency_key, " \
+    "j.parents::text, j.children::text, coalesce(j.waiting_on, 0), " \
+    "coalesce(j.on_parent_failure, '')"
 /* clang-format on */
+#define JOB_NCOLUMNS 22
 static const struct db_stmt st_job_get = {
     "job_get",
     "SELECT " JOB_COLUMNS " FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
@@ -244,6 +247,20 @@ static const struct db_stmt st_job_history = {
     "coalesce(outcome, '') FROM rowlock.job_attempt_history WHERE job_id = $1 "
     "ORDER BY fence",
     1};
+/* clang-format on */
+/* A job's parents: $1 job, $2 queue id, $3 after (position), $4 limit. The first column says
+ * whether the job was found; a job without parents (or none after) is one row of NULLs. */
+/* clang-format off */
+static const struct db_stmt st_job_parents = {
+    "job_parents",
+    "SELECT c.id IS NOT NULL, p.ord, p.id, coalesce(q.name, ''), coalesce(j.state, ''), "
+    "  coalesce(" DB_TS("j.finished_at") ", ''), b.result::text "
+    "FROM (SELECT) one LEFT JOIN rowlock.jobs c ON c.id = $1 AND c.queue_id = $2 "
+    "LEFT JOIN LATERAL (SELECT * FROM unnest(c.parents) WITH ORDINALITY p(id, ord) "
+    "  WHERE p.ord > $3 ORDER BY p.ord LIMIT $4) p ON true "
+    "LEFT JOIN rowlock.jobs j ON j.id = p.id LEFT JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "LEFT JOIN rowlock.queues q ON q.id = j.queue_id ORDER BY p.ord",
+    4};
 /* clang-format on */
 /* The bytes of a job's stored JSON as a list answers it (b is rowlock.job_bodies). */
 #define BODY_BYTES                                                                                 \
@@ -1062,6 +1079,8 @@ void db_job_clear(struct db_job *j)
     free(j->result);
     free(j->last_error);
     free(j->concurrency_key);
+    free(j->parents);
+    free(j->children);
     free(j->history);
     memset(j, 0, sizeof(*j));
 }
@@ -1087,6 +1106,10 @@ static void job_from_row(const PGresult *r, int i, struct db_job *j)
     j->result = dup_or_null(r, i, 15);
     j->last_error = dup_or_null(r, i, 16);
     j->concurrency_key = dup_or_null(r, i, 17);
+    j->parents = dup_or_null(r, i, 18);
+    j->children = dup_or_null(r, i, 19);
+    j->waiting_on = atoi(PQgetvalue(r, i, 20));
+    db_copy(j->on_parent_failure, sizeof(j->on_parent_failure), PQgetvalue(r, i, 21));
 }
 
 struct get_job {
@@ -1198,9 +1221,63 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_job j;
         job_from_row(a.rows, i, &j);
-        *more = PQgetvalue(a.rows, i, 18)[0] == 't';
+        *more = PQgetvalue(a.rows, i, JOB_NCOLUMNS)[0] == 't';
         each(&j, ctx);
         db_job_clear(&j);
+    }
+    PQclear(a.rows);
+    return st;
+}
+
+struct job_parents {
+    const char *queue;
+    const char *params[4]; /* job, queue id (set in the transaction), after, limit */
+    PGresult *rows;
+    enum db_queue_verdict verdict;
+};
+
+static enum db_status job_parents_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct job_parents *a = arg;
+    struct db_queue q;
+    int found;
+    PQclear(a->rows);
+    a->rows = NULL;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
+    if (st != DB_OK || !found)
+        return st;
+    char qid[DB_INT_TEXT];
+    db_i64(qid, sizeof(qid), q.id);
+    a->params[1] = qid;
+    st = db_query(c, &st_job_parents, a->params, &a->rows, err);
+    a->params[1] = NULL;
+    if (st == DB_OK)
+        a->verdict = PQgetvalue(a->rows, 0, 0)[0] == 't' ? DB_Q_OK : DB_Q_JOB_NOT_FOUND;
+    return st;
+}
+
+enum db_status db_jobs_parents(struct db_pool *pool, const char *queue, int64_t id, int64_t after,
+                               int limit, db_job_parent_each each, void *ctx,
+                               enum db_queue_verdict *verdict, struct db_error *err)
+{
+    char job[DB_INT_TEXT], from[DB_INT_TEXT], lim[DB_INT_TEXT];
+    db_i64(job, sizeof(job), id);
+    db_i64(from, sizeof(from), after);
+    snprintf(lim, sizeof(lim), "%d", limit);
+    struct job_parents a = {.queue = queue, .params = {job, NULL, from, lim}};
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, job_parents_tx, &a, err);
+    *verdict = a.verdict;
+    for (int i = 0; st == DB_OK && a.verdict == DB_Q_OK && i < PQntuples(a.rows); i++) {
+        if (PQgetisnull(a.rows, i, 1))
+            continue;
+        struct db_job_parent_row p = {strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
+                                      strtoll(PQgetvalue(a.rows, i, 2), NULL, 10),
+                                      PQgetvalue(a.rows, i, 3),
+                                      PQgetvalue(a.rows, i, 4),
+                                      PQgetvalue(a.rows, i, 5),
+                                      PQgetisnull(a.rows, i, 6) ? NULL : PQgetvalue(a.rows, i, 6)};
+        each(&p, ctx);
     }
     PQclear(a.rows);
     return st;

@@ -229,6 +229,11 @@ struct db_job {
     char *dedupe_key;
     char *payload, *progress, *result, *last_error; /* JSON text or NULL */
     char *concurrency_key;                          /* or NULL */
+    /* its dependencies: parents and children as PostgreSQL writes an array ("{1,2}"), NULL for
+     * none; how many parents it still waits for; "cancel" or "run" ("" without parents) */
+    char *parents, *children;
+    int waiting_on;
+    char on_parent_failure[8];
     struct db_attempt *history;
     size_t nhistory;
     struct db_queue_config queue; /* the queue's settings, read with it (also when not found) */
@@ -237,6 +242,19 @@ void db_job_clear(struct db_job *j);
 
 enum db_status db_jobs_get(struct db_pool *pool, const char *queue, int64_t id, struct db_job *out,
                            enum db_queue_verdict *verdict, struct db_error *err);
+
+/* A job's parents in the order it named them, after position after (1-based), at most limit:
+ * each with its queue and state ("" for both once it was deleted), when it finished and its
+ * result (JSON text or NULL). Borrowed for the call of each. A job of the queue without parents
+ * has none; verdict DB_Q_JOB_NOT_FOUND when the queue has no such job. */
+struct db_job_parent_row {
+    int64_t position, id;
+    const char *queue, *state, *finished_at, *result;
+};
+typedef void (*db_job_parent_each)(const struct db_job_parent_row *p, void *ctx);
+enum db_status db_jobs_parents(struct db_pool *pool, const char *queue, int64_t id, int64_t after,
+                               int limit, db_job_parent_each each, void *ctx,
+                               enum db_queue_verdict *verdict, struct db_error *err);
 
 /* Jobs of a queue with id > after, optionally in one state, in id order (no history): at most
  * limit, and no more than fit in budget bytes of JSON text (payload, progress, result and last

@@ -679,6 +679,15 @@ static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_r
             e->graph.edges[k].id, e->graph.edges[k].id ? -1 : (int)e->graph.edges[k].index};
     for (size_t i = 0; i < e->n; i++) {
         const struct route_job_deps *d = &e->graph.jobs[i];
+        /* a waiting job is in no dedupe index (its key would be taken twice by its release) */
+        if (d->nparents > 0 && e->jobs[i].dedupe_key != NULL) {
+            *out = svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES),
+                                         json_pack("{s:I}", "index", (json_int_t)i),
+                                         "job %zu: a job with parents cannot carry a dedupe_key "
+                                         "(give it to a job without parents)",
+                                         i);
+            return -1;
+        }
         e->jobs[i].nparents = d->nparents;
         e->jobs[i].parents = d->nparents ? e->parents + (d->parents - e->graph.edges) : NULL;
         e->jobs[i].run_on_parent_failure = d->policy == ROUTE_PARENT_RUN;
@@ -822,6 +831,21 @@ static json_t *str_or_null(const char *s)
     return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
 }
 
+/* The ids of a PostgreSQL array's text ("{1,2}"; NULL: none) as a JSON array. */
+static json_t *queue_ids_json(const char *text)
+{
+    json_t *arr = json_array();
+    for (const char *p = text; p != NULL && *p != '\0' && arr != NULL;) {
+        char *end = NULL;
+        long long id = strtoll(p + 1, &end, 10);
+        if (end == p + 1)
+            break;
+        json_array_append_new(arr, json_integer((json_int_t)id));
+        p = end;
+    }
+    return arr;
+}
+
 /* A job's members but its stored JSON (payload, progress, result, last_error): see JOB_RAW. */
 static json_t *job_env(const struct db_job *j)
 {
@@ -832,7 +856,11 @@ static json_t *job_env(const struct db_job *j)
         str_or_null(j->owner), "lease_expires_at", str_or_null(j->lease_expires_at), "run_at",
         j->run_at, "created_at", j->created_at, "updated_at", j->updated_at, "finished_at",
         str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key));
-    return queue_with(env, "concurrency_key", str_or_null(j->concurrency_key));
+    env = queue_with(env, "concurrency_key", str_or_null(j->concurrency_key));
+    env = queue_with(env, "parents", queue_ids_json(j->parents));
+    env = queue_with(env, "children", queue_ids_json(j->children));
+    env = queue_with(env, "waiting_on", json_integer(j->waiting_on));
+    return queue_with(env, "on_parent_failure", str_or_null(j->on_parent_failure));
 }
 
 #define JOB_RAW 4
@@ -952,16 +980,17 @@ enum svc_outcome queue_page_reply(struct svc_request *req, struct svc_jpage *pag
     return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
-/* ?state= of a job listing: NULL (any) or one of the four states. 0, or -1 after replying. */
+/* ?state= of a job listing: NULL (any) or one of the states. 0, or -1 after replying. */
 static int state_query(struct svc_request *req, const char **state, enum svc_outcome *out)
 {
     *state = svc_req_query(req, "state");
-    if (*state == NULL || strcmp(*state, "pending") == 0 || strcmp(*state, "processing") == 0 ||
-        strcmp(*state, "succeeded") == 0 || strcmp(*state, "failed") == 0 ||
-        strcmp(*state, "cancelled") == 0)
+    if (*state == NULL || strcmp(*state, "waiting") == 0 || strcmp(*state, "pending") == 0 ||
+        strcmp(*state, "processing") == 0 || strcmp(*state, "succeeded") == 0 ||
+        strcmp(*state, "failed") == 0 || strcmp(*state, "cancelled") == 0)
         return 0;
-    *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
-                             "state is pending, processing, succeeded, failed or cancelled");
+    *out =
+        svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
+                          "state is waiting, pending, processing, succeeded, failed or cancelled");
     return -1;
 }
 
@@ -990,6 +1019,53 @@ static enum svc_outcome route_jobs_list(struct svc_request *req)
     /* a page ends at the limit or at the byte budget; either way the next starts after it */
     json_t *next = p.page.items == (size_t)limit || more ? json_integer(p.last) : json_null();
     return queue_page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the page");
+}
+
+/* A page of a job's parents: each with its state and result (spliced as stored). */
+struct parent_page {
+    struct svc_jpage page;
+    int64_t last;
+    int full; /* the byte budget ended the page */
+};
+
+static void parent_one(const struct db_job_parent_row *p, void *ctx)
+{
+    struct parent_page *pp = ctx;
+    size_t bytes = p->result ? strlen(p->result) : 0;
+    if (pp->full || (pp->page.items > 0 && svc_jpage_full(&pp->page, bytes))) {
+        pp->full = 1;
+        return;
+    }
+    json_t *env = json_pack("{s:I, s:I, s:o, s:o, s:o}", "position", (json_int_t)p->position, "id",
+                            (json_int_t)p->id, "queue", str_or_null(p->queue), "state",
+                            str_or_null(p->state), "finished_at", str_or_null(p->finished_at));
+    struct svc_jpage_raw raw = {"result", p->result, bytes};
+    svc_jpage_item(&pp->page, env, &raw, 1);
+    pp->last = p->position;
+}
+
+static enum svc_outcome route_job_parents(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = NULL;
+    long long after, limit;
+    int64_t id = queue_job_params(req, "id", &queue, &out);
+    if (id == 0 || route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+        route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
+        return out;
+    struct parent_page p = {.last = 0};
+    svc_jpage_begin(&p.page, "parents", (size_t)queue_budget(req));
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st =
+        db_jobs_parents(app->pool, queue, id, after, (int)limit, parent_one, &p, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK) {
+        svc_jpage_free(&p.page);
+        return queue_refused(req, st, &err, queue, v, id);
+    }
+    json_t *next = p.page.items == (size_t)limit || p.full ? json_integer(p.last) : json_null();
+    return queue_page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the parents");
 }
 
 static enum svc_outcome job_admin(struct svc_request *req, int retry)
@@ -1235,6 +1311,8 @@ static const struct svc_route queue_routes[] = {
     {"GET", "/queues/{queue}/jobs", route_jobs_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
      SVC_AUDIT_BY_SCOPE},
     {"GET", "/queues/{queue}/jobs/{id}", route_job_get, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"GET", "/queues/{queue}/jobs/{id}/parents", route_job_parents, SVC_SCOPE_READ, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"DELETE", "/queues/{queue}/jobs/{id}", route_job_cancel, SVC_SCOPE_WRITE, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},
