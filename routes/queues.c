@@ -682,7 +682,7 @@ static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_r
         /* a waiting job is in no dedupe index (its key would be taken twice by its release) */
         if (d->nparents > 0 && e->jobs[i].dedupe_key != NULL) {
             *out = svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES),
-                                         json_pack("{s:I}", "index", (json_int_t)i),
+                                         json_pack("{s:I}", "job", (json_int_t)i),
                                          "job %zu: a job with parents cannot carry a dedupe_key "
                                          "(give it to a job without parents)",
                                          i);
