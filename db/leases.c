@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "db/combine.h"
-#include "db/deps_sql.h"
+#include "db/effects.h"
 #include "db/hints.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
@@ -378,12 +378,11 @@ static const struct db_stmt st_complete = {
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
     ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
     "  AND (NOT " SETTLE_DROPS("succeeded") " OR j.children IS NOT NULL) "
-    "  RETURNING j.id, j.children), "
+    "  RETURNING j.id), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
-    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", " DEPS_WAKE ", "
     SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL",
-    "'succeeded'") SETTLE_RESULT(DEPS_WOKEN),
+    "'succeeded'") SETTLE_RESULT("''"),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -450,10 +449,9 @@ static const struct db_stmt st_complete_batch = {
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
     "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
     "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND (NOT " SETTLE_DROPS("succeeded")
-    "  OR j.children IS NOT NULL) RETURNING j.id, items.result, j.children), "
+    "  OR j.children IS NOT NULL) RETURNING j.id, items.result), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
     "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
-    DEPS_RELEASE("SELECT w.id, w.children FROM w") ", " DEPS_WAKE ", "
     "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
     "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
     "  AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL "
@@ -463,8 +461,7 @@ static const struct db_stmt st_complete_batch = {
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
     "  ORDER BY j.id FOR UPDATE OF j) "
     "SELECT items.i, refused.state, refused.owner, refused.fence, refused.live, "
-    "  done.id IS NOT NULL, gone.id IS NOT NULL, " DEPS_WOKEN " FROM items "
-    "  LEFT JOIN done ON done.id = items.id "
+    "  done.id IS NOT NULL, gone.id IS NOT NULL FROM items LEFT JOIN done ON done.id = items.id "
     "  LEFT JOIN gone ON gone.id = items.id "
     "  LEFT JOIN refused ON refused.id = items.id ORDER BY items.i",
     5};
@@ -907,6 +904,57 @@ enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const
                                   struct db_error *err)
 {
     return fenced(pool, queue, &st_complete, l, result, NULL, NULL, "succeeded", verdict, err);
+}
+
+/* A completion carrying effects: the fenced statement (its COMMIT not riding along), then, when
+ * it applied, the effects in the same transaction; a refusal of either rolls back. */
+struct complete_fx {
+    const char *queue;
+    const struct db_lease *l;
+    const char *result;
+    struct db_effects *fx;
+    enum db_queue_verdict verdict;
+    int deleted; /* the job was deleted as it succeeded (its queue keeps none) */
+};
+
+static enum db_status complete_fx_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct complete_fx *a = arg;
+    struct db_queue q;
+    int found;
+    char id[DB_INT_TEXT], fence[DB_INT_TEXT];
+    db_i64(id, sizeof(id), a->l->job_id);
+    db_i64(fence, sizeof(fence), a->l->fence);
+    const char *params[] = {id, NULL, a->l->owner, fence, a->result};
+    PGresult *r = NULL;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    a->deleted = 0;
+    enum db_status st =
+        db_queue_stmt_in(c, a->queue, &st_complete, params, 1, 0, &q, &found, &r, err);
+    if (st != DB_OK || !found) {
+        PQclear(r);
+        return bad_input(st, err, &a->verdict);
+    }
+    a->verdict = lease_verdict(r, 0, 0, a->l->owner, a->l->fence);
+    a->deleted = PQntuples(r) > 0 && PQgetvalue(r, 0, 6)[0] == 't';
+    PQclear(r);
+    if (a->verdict != DB_Q_OK)
+        return DB_ABORTED;
+    return db_effects_apply(c, a->fx, err);
+}
+
+enum db_status db_leases_complete_fx(struct db_pool *pool, const char *queue,
+                                     const struct db_lease *l, const char *result,
+                                     struct db_effects *fx, enum db_queue_verdict *verdict,
+                                     struct db_error *err)
+{
+    struct complete_fx a = {queue, l, result, fx, DB_Q_QUEUE_NOT_FOUND, 0};
+    fx->refused = DB_FX_OK;
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, complete_fx_tx, &a, err);
+    *verdict = a.verdict;
+    if (st == DB_OK && a.deleted)
+        db_jobs_deleted_add("succeeded", 1);
+    return finish(st);
 }
 
 enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,

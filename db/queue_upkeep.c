@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/deps_sql.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
 #include "db/tx.h"
@@ -49,6 +48,12 @@ static const struct db_stmt st_expire = {
     "  AS deleted FROM w UNION ALL SELECT queue_id, true FROM gone) x "
     "JOIN rowlock.queues q ON q.id = x.queue_id GROUP BY q.name",
     1};
+/* Whether the finished job j is kept past its retention for a child that has not finished (a
+ * child reads its parents' results while it runs; migration 22). A plain job stops at the first
+ * operand. */
+#define DEPS_HELD                                                                                  \
+    "(j.children IS NOT NULL AND EXISTS (SELECT FROM rowlock.jobs c WHERE c.id = ANY "             \
+    "(j.children) AND c.state IN ('waiting', 'pending', 'processing')))"
 /* A finished job j (b its body) that was cancelled: in that state, or failed as builds before
  * migration 20 cancel (JOB_CANCELLED). */
 #define ENDED_CANCELLED "(j.state = 'cancelled' OR " JOB_CANCELLED("b") ")"

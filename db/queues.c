@@ -351,7 +351,10 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
                                         "bad_input",
                                         "queue_busy",
                                         "queue_has_schedules",
-                                        "key_not_found"};
+                                        "key_not_found",
+                                        "unknown_parent",
+                                        "parent_failed",
+                                        "too_many_children"};
     return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "unknown";
 }
 
@@ -802,6 +805,7 @@ struct enqueue {
     const char *notify; /* NULL, or the NOTIFY payload this transaction sends */
     int notified;       /* the statement sent it */
     int graph;          /* a job has parents: linked before COMMIT (enqueue_link) */
+    int in_caller;      /* in a caller's transaction (db_jobs_enqueue_in): never COMMIT */
     struct db_dep_refusal refusal;
     enum db_queue_verdict verdict;
 };
@@ -1008,9 +1012,9 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3],
                             arr.arr[4], arr.arr[5], a->notify,  arr.arr[6], arr.arr[7]};
     PGresult *r = NULL;
-    st = bad_input(
-        db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, !a->graph, &q, &found, &r, err), err,
-        &a->verdict);
+    st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, !a->graph && !a->in_caller,
+                                    &q, &found, &r, err),
+                   err, &a->verdict);
     db_arrays_free(&arr);
     if (st != DB_OK || !found)
         return st;
@@ -1068,6 +1072,25 @@ enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
     if (refusal != NULL)
         *refusal = a.refusal;
     return finish(st);
+}
+
+enum db_status db_jobs_enqueue_in(struct db_conn *c, const char *queue,
+                                  const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
+                                  struct db_dep_refusal *refusal, enum db_queue_verdict *verdict,
+                                  struct db_error *err)
+{
+    struct enqueue a = {.queue = queue,
+                        .jobs = jobs,
+                        .n = n,
+                        .out = out,
+                        .in_caller = 1,
+                        .verdict = DB_Q_QUEUE_NOT_FOUND};
+    for (size_t i = 0; i < n; i++)
+        a.graph = a.graph || jobs[i].nparents > 0;
+    enum db_status st = enqueue_tx(c, &a, err);
+    *verdict = a.verdict;
+    *refusal = a.refusal;
+    return st;
 }
 
 void db_job_clear(struct db_job *j)

@@ -256,6 +256,13 @@ enum db_status db_jobs_parents(struct db_pool *pool, const char *queue, int64_t 
                                int limit, db_job_parent_each each, void *ctx,
                                enum db_queue_verdict *verdict, struct db_error *err);
 
+/* db_jobs_enqueue in the caller's transaction, which it never commits: a refusal (verdict not
+ * DB_Q_OK, or DB_ABORTED) leaves the caller to roll back. */
+enum db_status db_jobs_enqueue_in(struct db_conn *c, const char *queue,
+                                  const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
+                                  struct db_dep_refusal *refusal, enum db_queue_verdict *verdict,
+                                  struct db_error *err);
+
 /* Jobs of a queue with id > after, optionally in one state, in id order (no history): at most
  * limit, and no more than fit in budget bytes of JSON text (payload, progress, result and last
  * error together; 0: no bound), though always the first. The statement stops reading at the

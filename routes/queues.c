@@ -47,6 +47,7 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_UNKNOWN_PARENT] = {"unknown_parent", 400, "No such parent job"},
     [QUEUE_PC_PARENT_FAILED] = {"parent_failed", 409, "Parent failed or cancelled"},
     [QUEUE_PC_TOO_MANY_CHILDREN] = {"too_many_children", 409, "Parent has too many children"},
+    [QUEUE_PC_EFFECT_REFUSED] = {"effect_refused", 409, "Effect refused"},
 };
 
 static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
@@ -627,18 +628,8 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
 }
 
 /* POST /queues/{queue}/jobs: one job, or a batch {"jobs": [...]}, as the workflow's input. */
-struct enqueue_req {
-    json_t *batch; /* the "jobs" array (borrowed), NULL for one job */
-    size_t n;
-    struct db_job_in *jobs;
-    struct db_job_ref *refs;       /* out: each job's id and whether it was a duplicate */
-    char **payloads;               /* the jobs' payload texts, owned */
-    struct route_job_graph graph;  /* the jobs' parents, checked */
-    struct db_job_parent *parents; /* graph.edges as the workflow takes them */
-    struct db_dep_refusal refusal; /* out: the parent a refusal names */
-};
 
-static void enqueue_free(struct enqueue_req *e)
+void queue_enqueue_free(struct queue_enqueue *e)
 {
     for (size_t i = 0; e->payloads != NULL && i < e->n; i++)
         free(e->payloads[i]);
@@ -650,7 +641,7 @@ static void enqueue_free(struct enqueue_req *e)
 }
 
 /* The jobs' dependencies (routes/job_graph.c) into e->jobs. 0, or -1 after replying. */
-static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_req *e,
+static int enqueue_graph(struct svc_request *req, json_t *body, struct queue_enqueue *e,
                          enum svc_outcome *out)
 {
     struct route_job_graph_error gerr = {"", NULL};
@@ -658,11 +649,12 @@ static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_r
     case ROUTE_JOB_GRAPH_OK:
         break;
     case ROUTE_JOB_GRAPH_INVALID:
-        *out =
-            svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES), gerr.ext, "%s", gerr.detail);
+        *out = svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES), gerr.ext, "%s%s", e->what,
+                                     gerr.detail);
         return -1;
     case ROUTE_JOB_GRAPH_CYCLE:
-        *out = svc_reply_problem_ext(req, QUEUE_P(DEPENDENCY_CYCLE), gerr.ext, "%s", gerr.detail);
+        *out = svc_reply_problem_ext(req, QUEUE_P(DEPENDENCY_CYCLE), gerr.ext, "%s%s", e->what,
+                                     gerr.detail);
         return -1;
     default:
         *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
@@ -683,9 +675,9 @@ static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_r
         if (d->nparents > 0 && e->jobs[i].dedupe_key != NULL) {
             *out = svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES),
                                          json_pack("{s:I}", "job", (json_int_t)i),
-                                         "job %zu: a job with parents cannot carry a dedupe_key "
-                                         "(give it to a job without parents)",
-                                         i);
+                                         "%sjob %zu: a job with parents cannot carry a "
+                                         "dedupe_key (give it to a job without parents)",
+                                         e->what, i);
             return -1;
         }
         e->jobs[i].nparents = d->nparents;
@@ -696,7 +688,7 @@ static int enqueue_graph(struct svc_request *req, json_t *body, struct enqueue_r
 }
 
 /* Each job of the body (the one, or the batch's) into e. 0, or -1 after replying. */
-static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_req *e,
+static int enqueue_jobs(struct svc_request *req, json_t *body, struct queue_enqueue *e,
                         enum svc_outcome *out)
 {
     char why[200];
@@ -707,7 +699,7 @@ static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_re
             *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR),
                                      "cannot encode the payload of job %zu", i);
         else if (p == PARSE_INVALID && e->batch != NULL)
-            *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "job %zu: %s", i, why);
+            *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%sjob %zu: %s", e->what, i, why);
         else if (p == PARSE_INVALID)
             *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", why);
         if (p != PARSE_OK)
@@ -716,10 +708,39 @@ static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_re
     return 0;
 }
 
-/* Validates the body into e (enqueue_free frees it either way). 0, or -1 after replying. */
-static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum svc_outcome *out)
+/* e->n jobs of e->batch (or the one, body) into e, with their dependencies. 0, or -1 after
+ * replying. */
+static int enqueue_alloc_parse(struct svc_request *req, json_t *body, struct queue_enqueue *e,
+                               enum svc_outcome *out)
+{
+    if ((e->jobs = calloc(e->n, sizeof(*e->jobs))) == NULL ||
+        (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
+        (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+    else if (enqueue_jobs(req, body, e, out) == 0)
+        return enqueue_graph(req, body, e, out);
+    return -1;
+}
+
+int queue_enqueue_parse_jobs(struct svc_request *req, json_t *jobs, const char *what,
+                             struct queue_enqueue *e, enum svc_outcome *out)
+{
+    e->what = what;
+    e->batch = jobs;
+    e->n = json_array_size(jobs);
+    if (e->n > DB_QUEUE_BATCH_MAX) {
+        *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE), "%sat most %d jobs; these are %zu",
+                                 what, DB_QUEUE_BATCH_MAX, e->n);
+        return -1;
+    }
+    return enqueue_alloc_parse(req, NULL, e, out);
+}
+
+/* Validates the body into e (queue_enqueue_free frees it either way). 0, or -1 after replying. */
+static int enqueue_parse(struct svc_request *req, struct queue_enqueue *e, enum svc_outcome *out)
 {
     json_t *body = svc_req_json(req);
+    e->what = "";
     e->batch = json_object_get(body, "jobs");
     e->n = json_is_array(e->batch) ? json_array_size(e->batch) : 1;
     if (!json_is_object(body))
@@ -732,18 +753,14 @@ static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum sv
         *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
                                  "a batch holds at most %d jobs; this one has %zu",
                                  DB_QUEUE_BATCH_MAX, e->n);
-    else if ((e->jobs = calloc(e->n, sizeof(*e->jobs))) == NULL ||
-             (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
-             (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
-        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
-    else if (enqueue_jobs(req, body, e, out) == 0)
-        return enqueue_graph(req, body, e, out);
+    else
+        return enqueue_alloc_parse(req, body, e, out);
     return -1;
 }
 
 /* The enqueued jobs' ids: the one job's {"id", "duplicate"}, or a batch's {"jobs": [...]}; 201
  * when any was created. */
-static enum svc_outcome enqueue_render(struct svc_request *req, const struct enqueue_req *e,
+static enum svc_outcome enqueue_render(struct svc_request *req, const struct queue_enqueue *e,
                                        size_t created)
 {
     json_t *arr = json_array();
@@ -768,11 +785,52 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
     return svc_reply_json(req, created ? 201 : 200, res);
 }
 
+void queue_enqueued(struct svc_request *req, const char *queue, size_t n)
+{
+    svc_counter_vec_add(m_enqueued, queue, n);
+    if (n > 0)
+        queue_wake(req, queue, (long)n);
+}
+
+int queue_enqueue_refusal(enum db_queue_verdict v)
+{
+    return v == DB_Q_BAD_INPUT || v == DB_Q_UNKNOWN_PARENT || v == DB_Q_PARENT_FAILED ||
+           v == DB_Q_TOO_MANY_CHILDREN;
+}
+
+enum svc_outcome queue_enqueue_refused(struct svc_request *req, const struct queue_enqueue *e,
+                                       enum db_queue_verdict v, const struct db_error *err)
+{
+    if (v == DB_Q_BAD_INPUT)
+        return svc_reply_problem_ext(req, QUEUE_P(INVALID_JOB), route_sqlstate_ext(err),
+                                     "the database refused a value of the job (a run_at it "
+                                     "cannot read, say)");
+    else if (v == DB_Q_UNKNOWN_PARENT)
+        return svc_reply_problem_ext(req, QUEUE_P(UNKNOWN_PARENT),
+                                     json_pack("{s:I}", "parent", (json_int_t)e->refusal.parent),
+                                     "parent %" PRId64 " names no job", e->refusal.parent);
+    else if (v == DB_Q_PARENT_FAILED)
+        return svc_reply_problem_ext(
+            req, QUEUE_P(PARENT_FAILED),
+            json_pack("{s:I, s:s}", "parent", (json_int_t)e->refusal.parent, "parent_state",
+                      e->refusal.state),
+            "parent %" PRId64 " is %s, and a job whose on_parent_failure is \"cancel\" would "
+            "only be cancelled: nothing was enqueued",
+            e->refusal.parent, e->refusal.state);
+    else if (v == DB_Q_TOO_MANY_CHILDREN)
+        return svc_reply_problem_ext(req, QUEUE_P(TOO_MANY_CHILDREN),
+                                     json_pack("{s:I}", "parent", (json_int_t)e->refusal.parent),
+                                     "parent %" PRId64 " would have more than %d children",
+                                     e->refusal.parent, DB_JOB_CHILDREN_MAX);
+    return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "an enqueue refused as %s",
+                             db_queue_verdict_name(v));
+}
+
 static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    struct enqueue_req e = {0};
+    struct queue_enqueue e = {0};
     const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL || enqueue_parse(req, &e, &out) != 0)
         goto done;
@@ -794,27 +852,8 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         svc_req_wake_inlined(req, channel, (long)created, notified);
     else if (created > 0)
         svc_req_wake_n(req, channel, (long)created);
-    if (st == DB_OK && v == DB_Q_BAD_INPUT)
-        out = svc_reply_problem_ext(req, QUEUE_P(INVALID_JOB), route_sqlstate_ext(&err),
-                                    "the database refused a value of the job (a run_at it "
-                                    "cannot read, say)");
-    else if (st == DB_OK && v == DB_Q_UNKNOWN_PARENT)
-        out = svc_reply_problem_ext(req, QUEUE_P(UNKNOWN_PARENT),
-                                    json_pack("{s:I}", "parent", (json_int_t)e.refusal.parent),
-                                    "parent %" PRId64 " names no job", e.refusal.parent);
-    else if (st == DB_OK && v == DB_Q_PARENT_FAILED)
-        out = svc_reply_problem_ext(req, QUEUE_P(PARENT_FAILED),
-                                    json_pack("{s:I, s:s}", "parent", (json_int_t)e.refusal.parent,
-                                              "parent_state", e.refusal.state),
-                                    "parent %" PRId64
-                                    " is %s, and a job whose on_parent_failure is \"cancel\" would "
-                                    "only be cancelled: nothing was enqueued",
-                                    e.refusal.parent, e.refusal.state);
-    else if (st == DB_OK && v == DB_Q_TOO_MANY_CHILDREN)
-        out = svc_reply_problem_ext(req, QUEUE_P(TOO_MANY_CHILDREN),
-                                    json_pack("{s:I}", "parent", (json_int_t)e.refusal.parent),
-                                    "parent %" PRId64 " would have more than %d children",
-                                    e.refusal.parent, DB_JOB_CHILDREN_MAX);
+    if (st == DB_OK && queue_enqueue_refusal(v))
+        out = queue_enqueue_refused(req, &e, v, &err);
     else if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
     else {
@@ -822,7 +861,7 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         out = enqueue_render(req, &e, created);
     }
 done:
-    enqueue_free(&e);
+    queue_enqueue_free(&e);
     return out;
 }
 
