@@ -12,7 +12,7 @@
 
 #define DB_LISTENER_CHANNEL "rowlock_wake"
 /* Wake-ups the database sends itself, from a statement or trigger that made work claimable (a
- * parent's end releasing its children: db/deps_sql.h, migration 22): delivered to every process,
+ * parent's end releasing its children: the trigger of migration 22): delivered to every process,
  * this one included, as no process's code knows of the work to wake for it. */
 #define DB_LISTENER_CHANNEL_ALL "rowlock_wake_all"
 /* application_name of the listening connection (operators can tell it from the pool's) */

@@ -155,7 +155,7 @@ static const struct db_stmt st_enqueue = {
  * ('cancel' or 'run'), $5 the children a parent may have. The parents are locked first, in id
  * order, and judged as they are now: a parent ending at this moment either committed first (its
  * state here is final, and it settles nothing of this child) or waits for this transaction and
- * then finds the child in its children (db/deps_sql.h). A child counts the parents not ended
+ * then finds the child in its children (the trigger jobs_deps_settle, migration 22). A child counts the parents not ended
  * (waiting_on) and waits while any is; each parent lists its children. One row: a parent that
  * names no job, one failed or cancelled that a child with policy cancel names (with its state),
  * one that would have too many children, or, when none, the jobs made waiting (an array's

@@ -18,7 +18,7 @@
  * own batch only (linked as they were made: only parents ending at once can lose it).
  * The seed (ROWLOCK_TEST_SEED, else the clock) is printed: it fixes the graphs and the doomed
  * and abandoned sets; the interleaving is the run's. Against rowlock-unlocked (a child's count
- * taken down from the snapshot, without its lock) the same scenario leaves children of the
+ * taken down from its statement's snapshot) the same scenario leaves children of the
  * second kind waiting: the second test shows the check catches a lost release. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -535,7 +535,7 @@ static void random_dags_end_as_their_model_says(void **state)
 
 /* The negative control: with the child's count taken down from the statement's snapshot, two
  * parents of one batch ending at once leave their child waiting, and the verdict says so. */
-static void without_the_childs_lock_children_are_left_waiting(void **state)
+static void counted_from_the_snapshot_children_are_left_waiting(void **state)
 {
     (void)state;
     struct verdict v;
@@ -547,7 +547,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_dags_end_as_their_model_says),
-        cmocka_unit_test(without_the_childs_lock_children_are_left_waiting),
+        cmocka_unit_test(counted_from_the_snapshot_children_are_left_waiting),
     };
     return cmocka_run_group_tests(tests, NULL, th_svc_teardown);
 }

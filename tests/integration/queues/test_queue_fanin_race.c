@@ -4,8 +4,9 @@
  * round's two parents (one lease held through each process). A third thread watches the database
  * throughout: no child may ever be out of waiting while one of its parents is not succeeded. At
  * the end every child is pending with nothing left to wait for. The same rounds against
- * rowlock-unlocked (the child's count taken down from the statement's snapshot, without its row
- * lock) must leave children waiting forever: the test catches the lost decrement.
+ * rowlock-unlocked (the child's count taken down from the value its statement's snapshot holds
+ * instead of the row's latest version) must leave children waiting forever: the test catches
+ * the lost decrement.
  *
  * The graph is written with SQL (parents and children on the job rows, as migration 22 defines
  * them), so that the release is raced on its own. */
@@ -239,7 +240,7 @@ static void two_parents_at_once_release_their_child_once(void **state)
     assert_int_equal(run_rounds(ROWLOCK_BINARY, "fanin"), 0);
 }
 
-static void without_the_childs_lock_a_decrement_is_lost(void **state)
+static void counted_from_the_snapshot_a_decrement_is_lost(void **state)
 {
     (void)state;
     assert_true(run_rounds(ROWLOCK_UNLOCKED_BINARY, "fanin_unlocked") > 0);
@@ -249,7 +250,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(two_parents_at_once_release_their_child_once),
-        cmocka_unit_test(without_the_childs_lock_a_decrement_is_lost),
+        cmocka_unit_test(counted_from_the_snapshot_a_decrement_is_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
