@@ -6,6 +6,7 @@
 enum db_status db_effects_apply(struct db_conn *c, struct db_effects *fx, struct db_error *err)
 {
     fx->refused = DB_FX_OK;
+    fx->applied = 0;
     for (size_t g = 0; g < fx->njobs; g++) {
         struct db_fx_jobs *j = &fx->jobs[g];
         enum db_queue_verdict v = DB_Q_QUEUE_NOT_FOUND;
@@ -34,5 +35,6 @@ enum db_status db_effects_apply(struct db_conn *c, struct db_effects *fx, struct
             v == DB_TOPIC_PRODUCER_NOT_FOUND ? DB_FX_PRODUCER_NOT_FOUND : DB_FX_TOPIC_NOT_FOUND;
         return DB_ABORTED;
     }
+    fx->applied = 1;
     return DB_OK;
 }

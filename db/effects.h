@@ -43,6 +43,8 @@ struct db_effects {
     struct db_fx_messages *msgs;
     size_t nmsgs;
     /* out */
+    int applied; /* applied, to commit with the write (a consumer's commit that moved nothing
+                  * applies none) */
     enum db_fx_refusal refused;
     size_t group; /* the group refused (of jobs or msgs, by refused) */
     enum db_queue_verdict job_verdict;

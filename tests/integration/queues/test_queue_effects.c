@@ -3,7 +3,8 @@
  * refused completion (a stale fence) enqueues and produces nothing; a repeated one (the same
  * fence, its answer lost) is refused as terminal and adds nothing twice; an effect that cannot
  * be applied refuses the completion too (the lease is still held); effects need the write scope
- * beside work. */
+ * beside work. A consumer's commit carries jobs the same way, applied only when it moves the
+ * offset. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,8 +125,7 @@ static void a_stale_fence_applies_no_effect(void **state)
     th_svc_sql_intf("UPDATE rowlock.jobs SET lease_expires_at = now(), claimable_at = now() "
                     "WHERE id = %lld RETURNING 1",
                     (long long)id);
-    json_t *c =
-        th_svc_call("POST", "/queues/src/leases", "{\"owner\":\"w2\",\"max_jobs\":1}", 200);
+    json_t *c = th_svc_call("POST", "/queues/src/leases", "{\"owner\":\"w2\",\"max_jobs\":1}", 200);
     assert_int_equal(json_array_size(json_object_get(c, "leases")), 1);
     json_decref(c);
     int64_t mail = jobs_in("mail"), audit = jobs_in("audit"), msgs = messages();
@@ -176,8 +176,8 @@ static void a_refused_effect_refuses_the_completion(void **state)
         assert_int_equal(messages(), msgs);
     }
     /* bad input is a 400 before anything runs */
-    snprintf(body, sizeof(body),
-             "{\"owner\":\"w\",\"fence\":%lld,\"enqueue\":[{\"payload\":1}]}", (long long)fence);
+    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld,\"enqueue\":[{\"payload\":1}]}",
+             (long long)fence);
     json_decref(th_svc_call("POST", path, body, 400));
     snprintf(body, sizeof(body),
              "{\"owner\":\"w\",\"fence\":%lld,\"produce\":[{\"topic\":\"orders\",\"key\":\"k\","
@@ -213,6 +213,52 @@ static void producer_sequences_are_honoured(void **state)
     assert_string_equal(json_string_value(json_object_get(m, "head")), "duplicate");
     json_decref(r);
     assert_int_equal(messages(), msgs);
+}
+
+static int64_t consumer_offset(void)
+{
+    json_t *c = th_svc_call("GET", "/topics/events/consumers/mailer", NULL, 200);
+    int64_t off = json_integer_value(json_object_get(c, "offset"));
+    json_decref(c);
+    return off;
+}
+
+/* A consumer's commit carrying jobs: "consume a message, enqueue its work" exactly once. The
+ * commit that moves the offset enqueues; the same commit again (its answer lost) moves nothing
+ * and enqueues nothing; a stale compare-and-set is refused with nothing enqueued; a refused
+ * effect leaves the offset where it was. */
+static void a_consumer_commit_enqueues_once(void **state)
+{
+    (void)state;
+    json_decref(th_svc_call("PUT", "/topics/events", "{}", 201));
+    for (int i = 0; i < 3; i++)
+        json_decref(th_svc_call("POST", "/topics/events/messages",
+                                "{\"key\":\"k\",\"value\":{\"signup\":true}}", 201));
+    json_decref(
+        th_svc_call("PUT", "/topics/events/consumers/mailer", "{\"start\":\"beginning\"}", 201));
+    int64_t mail = jobs_in("mail");
+    const char *commit = "{\"offset\":2,\"expect\":0,\"enqueue\":[{\"queue\":\"mail\","
+                         "\"payload\":{\"m\":1}},{\"queue\":\"mail\",\"payload\":{\"m\":2}}]}";
+    json_t *r = th_svc_call("POST", "/topics/events/consumers/mailer/commit", commit, 200);
+    assert_int_equal(json_integer_value(json_object_get(r, "offset")), 2);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(r, "effects"), "jobs")), 2);
+    json_decref(r);
+    assert_int_equal(jobs_in("mail"), mail + 2);
+    /* the same compare-and-set again: a conflict, nothing enqueued */
+    json_decref(th_svc_call("POST", "/topics/events/consumers/mailer/commit", commit, 409));
+    /* the same offset without expect: a no-op, nothing enqueued */
+    r = th_svc_call("POST", "/topics/events/consumers/mailer/commit",
+                    "{\"offset\":2,\"enqueue\":[{\"queue\":\"mail\",\"payload\":3}]}", 200);
+    assert_true(json_is_null(json_object_get(r, "effects")));
+    json_decref(r);
+    assert_int_equal(jobs_in("mail"), mail + 2);
+    /* a refused effect: the offset stays */
+    r = th_svc_call("POST", "/topics/events/consumers/mailer/commit",
+                    "{\"offset\":3,\"enqueue\":[{\"queue\":\"nowhere\",\"payload\":3}]}", 409);
+    assert_string_equal(json_string_value(json_object_get(r, "code")), "effect_refused");
+    json_decref(r);
+    assert_int_equal(consumer_offset(), 2);
+    assert_int_equal(jobs_in("mail"), mail + 2);
 }
 
 /* With tokens: a work token completes, but effects need write as well (403, nothing done). */
@@ -277,6 +323,7 @@ int main(void)
         cmocka_unit_test(a_stale_fence_applies_no_effect),
         cmocka_unit_test(a_refused_effect_refuses_the_completion),
         cmocka_unit_test(producer_sequences_are_honoured),
+        cmocka_unit_test(a_consumer_commit_enqueues_once),
         cmocka_unit_test(effects_need_the_write_scope),
     };
     return cmocka_run_group_tests(tests, setup, th_svc_teardown);
