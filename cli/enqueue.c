@@ -128,17 +128,19 @@ static void enqueue_usage(FILE *f)
             "\"on_parent_failure\"}). A line that is not JSON is reported by its number and\n"
             "nothing after it is sent (the lines before it are), unless --skip-bad. Prints\n"
             "{\"created\",\"duplicates\",\"lines\"}; a progress count on a terminal.\n\n"
-            "Job graphs: with --jobs, when any job has \"ref\", \"parents\" or\n"
-            "\"on_parent_failure\", every job goes in one request, since a ref resolves only\n"
-            "within its request (\"parents\": refs of this input, or ids of jobs already\n"
-            "enqueued in any queue; \"on_parent_failure\": \"cancel\", the default, or \"run\").\n"
-            "Such input is read to its end before anything is sent, is refused (exit 2,\n"
-            "nothing sent) when it holds more than %d jobs or a line that is not JSON, and\n"
-            "--batch does not apply to it. Each job is printed before the summary:\n"
-            "{\"line\",\"ref\",\"id\",\"state\"} (state waiting until its parents have\n"
-            "succeeded, else pending), or a table on a terminal. A graph the service refuses\n"
-            "(a cycle, an unknown parent or ref, a parent that failed) enqueues nothing and\n"
-            "exits 2 (4 for a parent that failed) with the service's reason.\n",
+            "Job graphs: with --jobs, stdin is read to its end before the first request\n"
+            "(a pipe's lines kept in a temporary file), and when any job has \"ref\",\n"
+            "\"parents\" or \"on_parent_failure\", every job goes in one request, since a\n"
+            "ref resolves only within its request (\"parents\": refs of this input, or ids\n"
+            "of jobs already enqueued in any queue; \"on_parent_failure\": \"cancel\", the\n"
+            "default, or \"run\"). --batch does not apply to a graph; one of more than %d\n"
+            "jobs, or with a line that is not JSON (unless --skip-bad), is refused with\n"
+            "nothing sent (exit 2). Each job of a graph is printed before the summary:\n"
+            "{\"line\",\"ref\",\"id\",\"state\"} (state waiting while a parent has not\n"
+            "ended, else pending), or a table on a terminal. A graph the service refuses (a\n"
+            "cycle, an unknown parent or ref: exit 2; a parent that failed, or that would\n"
+            "have too many children: exit 4) enqueues nothing; the service's reason is\n"
+            "printed with the line of the job it names.\n",
             ENQUEUE_BATCH_MAX, ENQUEUE_BATCH_MAX);
 }
 

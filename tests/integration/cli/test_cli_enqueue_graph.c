@@ -4,7 +4,8 @@
  * its end before sending), and each job's line, ref, id and state is printed. A cycle exits 2
  * with the service's reason, the line of the job it names and the cycle, and enqueues nothing,
  * not even a line without parents that --batch 1 would have sent alone; an unknown parent id
- * exits 2; a graph of more jobs than one request takes exits 2 with nothing sent. */
+ * exits 2; so do a line that is not JSON in a graph and a graph of more jobs than one request
+ * takes, with nothing sent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -176,6 +177,12 @@ static void cycle_exits_2_and_enqueues_nothing(void **state)
                      2);
     assert_non_null(strstr(err, "unknown_parent: parent 987654321 names no job"));
     assert_int_equal(jobs_of("gcycle"), 0);
+    /* a line that is not JSON after a job with a ref: the line before it is not sent either */
+    assert_int_equal(cli_run(NULL, "{\"ref\":\"a\",\"payload\":1}\nnot json\n",
+                             "enqueue gcycle --jobs --batch 1", out, sizeof(out), err, sizeof(err)),
+                     2);
+    assert_non_null(strstr(err, "stopped at line 2: nothing was sent"));
+    assert_int_equal(jobs_of("gcycle"), 0);
 }
 
 /* 1001 jobs, the last with a parent: more than one request takes, so none is sent. */
@@ -195,7 +202,7 @@ static void graph_past_the_batch_limit_sends_nothing(void **state)
                                 "most 1000 jobs in one: nothing was sent"));
     assert_int_equal(jobs_of("gbig"), 0);
     assert_int_equal(cli_run(NULL, NULL, "enqueue --help", out, sizeof(out), err, sizeof(err)), 0);
-    assert_non_null(strstr(out, "Job graphs: with --jobs, when any job has \"ref\""));
+    assert_non_null(strstr(out, "Job graphs: with --jobs, stdin is read to its end"));
 }
 
 int main(void)
