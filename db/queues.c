@@ -155,11 +155,11 @@ static const struct db_stmt st_enqueue = {
  * ('cancel' or 'run'), $5 the children a parent may have. The parents are locked first, in id
  * order, and judged as they are now: a parent ending at this moment either committed first (its
  * state here is final, and it settles nothing of this child) or waits for this transaction and
- * then finds the child in its children (the trigger jobs_deps_settle, migration 22). A child counts the parents not ended
- * (waiting_on) and waits while any is; each parent lists its children. One row: a parent that
- * names no job, one failed or cancelled that a child with policy cancel names (with its state),
- * one that would have too many children, or, when none, the jobs made waiting (an array's
- * text). On a refusal nothing is written. */
+ * then finds the child in its children (the trigger jobs_deps_settle, migration 22). A child counts
+ * the parents not ended (waiting_on) and waits while any is; each parent lists its children. One
+ * row: a parent that names no job, one failed or cancelled that a child with policy cancel names
+ * (with its state), one that would have too many children, or, when none, the jobs made waiting (an
+ * array's text). On a refusal nothing is written. */
 /* clang-format off */
 static const struct db_stmt st_enqueue_link = {
     "jobs_enqueue_link",
@@ -415,6 +415,7 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     s->cancelled = strtoll(PQgetvalue(r, row, col + 7), NULL, 10);
     for (int i = 0; i < DB_LIMIT_KINDS; i++)
         s->held_back[i] = strtoll(PQgetvalue(r, row, col + 8 + i), NULL, 10);
+    s->waiting = strtoll(PQgetvalue(r, row, col + 12), NULL, 10);
 }
 
 /* Resolves the queue by name in the caller's transaction; 0 when there is none. */

@@ -61,7 +61,7 @@ struct db_queue {
 };
 
 struct db_queue_stats {
-    int64_t pending, processing, succeeded, failed, cancelled;
+    int64_t waiting, pending, processing, succeeded, failed, cancelled;
     double oldest_pending_age_seconds;
     int64_t dedupe_keys; /* keys held by a dedupe window now */
     double paused_since; /* when the queue was paused, seconds since the epoch; 0: running */

@@ -53,7 +53,7 @@ static inline enum db_status finish(enum db_status st)
     "pq.paused_at), 0) FROM rowlock.queues pq WHERE pq.id = " qid "), " \
     QUEUE_JOBS_IN(qid, "cancelled") ", " QUEUE_HELD(qid, "concurrency") ", " \
     QUEUE_HELD(qid, "key_concurrency") ", " QUEUE_HELD(qid, "rate") ", " \
-    QUEUE_HELD(qid, "key_rate") " " \
+    QUEUE_HELD(qid, "key_rate") ", " QUEUE_JOBS_IN(qid, "waiting") " " \
     "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
     "FILTER (WHERE j.claimable_at <= now())), 0) AS oldest FROM rowlock.jobs j " \
     "WHERE j.queue_id = " qid " AND j.state = 'pending') p"

@@ -302,13 +302,13 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
     for (int i = 0; i < DB_LIMIT_KINDS; i++)
         held = queue_with(held, db_limit_kind_names[i], json_integer((json_int_t)s->held_back[i]));
     j = queue_with(j, "limits_held_back", held);
-    return queue_with(j, "counts",
-                      json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:I}", "pending",
-                                (json_int_t)s->pending, "processing", (json_int_t)s->processing,
-                                "succeeded", (json_int_t)s->succeeded, "failed",
-                                (json_int_t)s->failed, "cancelled", (json_int_t)s->cancelled,
-                                "oldest_pending_age_seconds", s->oldest_pending_age_seconds,
-                                "dedupe_keys", (json_int_t)s->dedupe_keys));
+    return queue_with(
+        j, "counts",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I}", "waiting", (json_int_t)s->waiting,
+                  "pending", (json_int_t)s->pending, "processing", (json_int_t)s->processing,
+                  "succeeded", (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
+                  "cancelled", (json_int_t)s->cancelled, "oldest_pending_age_seconds",
+                  s->oldest_pending_age_seconds, "dedupe_keys", (json_int_t)s->dedupe_keys));
 }
 
 json_t *queue_limits_json(const struct db_queue_limits *l)
@@ -1159,9 +1159,10 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     struct svc_buf l;
     svc_buf_init(&l, 1024);
     svc_metrics_label(&l, "queue", queue);
-    const char *states[] = {"pending", "processing", "succeeded", "failed", "cancelled"};
-    int64_t counts[] = {s->pending, s->processing, s->succeeded, s->failed, s->cancelled};
-    for (int i = 0; i < 5; i++) {
+    const char *states[] = {"waiting", "pending", "processing", "succeeded", "failed", "cancelled"};
+    int64_t counts[] = {s->waiting,   s->pending, s->processing,
+                        s->succeeded, s->failed,  s->cancelled};
+    for (int i = 0; i < 6; i++) {
         char labels[1200];
         snprintf(labels, sizeof(labels), "%s,state=\"%s\"", l.data, states[i]);
         svc_metrics_sample(r->lines[0], "rowlock_queue_jobs", labels, (double)counts[i]);
