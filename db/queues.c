@@ -1253,44 +1253,21 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
     return st;
 }
 
-struct job_parents {
-    const char *queue;
-    const char *params[4]; /* job, queue id (set in the transaction), after, limit */
-    PGresult *rows;
-    enum db_queue_verdict verdict;
-};
-
-static enum db_status job_parents_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    struct job_parents *a = arg;
-    struct db_queue q;
-    int found;
-    PQclear(a->rows);
-    a->rows = NULL;
-    a->verdict = DB_Q_QUEUE_NOT_FOUND;
-    enum db_status st = db_queue_resolve_in(c, a->queue, &q, &found, err);
-    if (st != DB_OK || !found)
-        return st;
-    char qid[DB_INT_TEXT];
-    db_i64(qid, sizeof(qid), q.id);
-    a->params[1] = qid;
-    st = db_query(c, &st_job_parents, a->params, &a->rows, err);
-    a->params[1] = NULL;
-    if (st == DB_OK)
-        a->verdict = PQgetvalue(a->rows, 0, 0)[0] == 't' ? DB_Q_OK : DB_Q_JOB_NOT_FOUND;
-    return st;
-}
-
 enum db_status db_jobs_parents(struct db_pool *pool, const char *queue, int64_t id, int64_t after,
                                int limit, db_job_parent_each each, void *ctx,
                                enum db_queue_verdict *verdict, struct db_error *err)
 {
-    char job[DB_INT_TEXT], from[DB_INT_TEXT], lim[DB_INT_TEXT];
-    db_i64(job, sizeof(job), id);
+    char from[DB_INT_TEXT], lim[DB_INT_TEXT];
     db_i64(from, sizeof(from), after);
     snprintf(lim, sizeof(lim), "%d", limit);
-    struct job_parents a = {.queue = queue, .params = {job, NULL, from, lim}};
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, job_parents_tx, &a, err);
+    struct job_op a = {.queue = queue,
+                       .stmt = &st_job_parents,
+                       .id = id,
+                       .extra = {from, lim},
+                       .verdict = DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_job_op_run(pool, &a, err);
+    if (st == DB_OK && a.verdict == DB_Q_OK && PQgetvalue(a.rows, 0, 0)[0] != 't')
+        a.verdict = DB_Q_JOB_NOT_FOUND;
     *verdict = a.verdict;
     for (int i = 0; st == DB_OK && a.verdict == DB_Q_OK && i < PQntuples(a.rows); i++) {
         if (PQgetisnull(a.rows, i, 1))
