@@ -80,9 +80,9 @@ static enum qc_outcome c_enqueue(void *ctx, const char *queue, const char *paylo
                                  int64_t *id, int *duplicate)
 {
     struct db_job_in in = {.payload = payload,
-                            .dedupe_key = dedupe_key,
-                            .delay_seconds = delay_seconds,
-                            .priority = priority};
+                           .dedupe_key = dedupe_key,
+                           .delay_seconds = delay_seconds,
+                           .priority = priority};
     struct db_job_ref ref = {.verdict = DB_Q_OK};
     enum db_queue_verdict v;
     struct db_error err;
