@@ -371,6 +371,16 @@ static const struct db_stmt st_heartbeat = {
 #define SETTLE_RESULT(extra) LEASE_RESULT_OF("done", extra, "EXISTS (SELECT FROM gone)")
 /* The state a settlement left its job in, or ended it in when it deleted it. */
 #define SETTLE_STATE "coalesce((SELECT state FROM w), (SELECT final FROM gone), '')"
+/* The children of the jobs a completion made succeed (w, from its RETURNING: each job's id and
+ * children as the row's latest version, locked) settled by rowlock.deps_settle_edges (migration
+ * 22), once a statement, in statements of its own whose snapshots see a child linked while the
+ * completion waited for its parent's row. A completion of jobs without children calls nothing
+ * (no edge, no row). A SELECT CTE runs only when read: DEPS_RELEASED reads it, the number of
+ * jobs released. */
+#define DEPS_RELEASE                                                                               \
+    "deps AS (SELECT rowlock.deps_settle_edges(array_agg(w.id), array_agg(k.id), true) AS n "      \
+    "  FROM w, unnest(w.children) k(id) HAVING count(*) > 0)"
+#define DEPS_RELEASED "coalesce((SELECT n FROM deps), 0)::text"
 static const struct db_stmt st_complete = {
     "lease_complete",
     "WITH " SETTLE_QUEUE ", "
@@ -378,11 +388,11 @@ static const struct db_stmt st_complete = {
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
     ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
     "  AND (NOT " SETTLE_DROPS("succeeded") " OR j.children IS NOT NULL) "
-    "  RETURNING j.id), "
+    "  RETURNING j.id, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " DEPS_RELEASE ", "
     SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL",
-    "'succeeded'") SETTLE_RESULT("''"),
+    "'succeeded'") SETTLE_RESULT(DEPS_RELEASED),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -449,9 +459,9 @@ static const struct db_stmt st_complete_batch = {
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
     "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
     "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND (NOT " SETTLE_DROPS("succeeded")
-    "  OR j.children IS NOT NULL) RETURNING j.id, items.result), "
+    "  OR j.children IS NOT NULL) RETURNING j.id, items.result, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
+    "  WHERE b.job_id = w.id AND w.result IS NOT NULL), " DEPS_RELEASE ", "
     "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
     "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
     "  AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL "
@@ -461,7 +471,8 @@ static const struct db_stmt st_complete_batch = {
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
     "  ORDER BY j.id FOR UPDATE OF j) "
     "SELECT items.i, refused.state, refused.owner, refused.fence, refused.live, "
-    "  done.id IS NOT NULL, gone.id IS NOT NULL FROM items LEFT JOIN done ON done.id = items.id "
+    "  done.id IS NOT NULL, gone.id IS NOT NULL, " DEPS_RELEASED " FROM items "
+    "  LEFT JOIN done ON done.id = items.id "
     "  LEFT JOIN gone ON gone.id = items.id "
     "  LEFT JOIN refused ON refused.id = items.id ORDER BY items.i",
     5};

@@ -1,7 +1,6 @@
 -- Migration 22: jobs that wait for their parents. A job enqueued with parents is "waiting" until
--- every parent has settled: the trigger below takes each parent's end off its count (the last
--- one makes it pending), and a parent that fails for good or is cancelled settles it by its
--- policy.
+-- every parent has settled: each parent's end is taken off its count (the last one makes it
+-- pending), and a parent that fails for good or is cancelled settles it by its policy.
 --
 -- The graph lives on the job rows, not in an edge table: the parent's row, locked by whatever
 -- ends it, holds its children, so a child linked while the end waited for that row is never
@@ -12,9 +11,8 @@
 --   children           every job that named this one a parent, appended as they are linked
 --   on_parent_failure  what a parent that fails for good or is cancelled does to this job:
 --                      cancel it, or count that parent settled and run it anyway
---   workflow_id        the jobs enqueued together with dependencies (the first one's id)
 --
--- A plain job: five NULLs. A waiting job is in none of the claim indexes (jobs_pending and
+-- A plain job: four NULLs. A waiting job is in none of the claim indexes (jobs_pending and
 -- jobs_leased are partial on other states) and in jobs_listed (listed and counted); its
 -- claimable_at is its run_at, as a pending job's, so jobs_check5 holds as it is.
 --
@@ -26,56 +24,50 @@ ALTER TABLE rowlock.jobs
     ADD COLUMN waiting_on integer CHECK (waiting_on >= 0),
     ADD COLUMN children bigint[],
     ADD COLUMN on_parent_failure text CHECK (on_parent_failure IN ('cancel', 'run')),
-    ADD COLUMN workflow_id bigint,
     DROP CONSTRAINT jobs_state_check,
     ADD CONSTRAINT jobs_state_check
         CHECK (state IN ('waiting', 'pending', 'processing', 'succeeded', 'failed', 'cancelled'))
         NOT VALID,
     ADD CONSTRAINT jobs_waiting_check CHECK (state <> 'waiting' OR waiting_on > 0) NOT VALID;
 
--- A workflow's jobs, across queues: its progress. Plain jobs have no entry.
-CREATE INDEX jobs_workflow ON rowlock.jobs (workflow_id, id) WHERE workflow_id IS NOT NULL;
-
--- A parent's end settles its waiting children, in the same transaction, whichever statement
--- ended it (a completion, a fail, a release without attempts left, an expiry, an operator's
--- cancel, its queue's delete), and whichever build. A plain job pays for a trigger whose WHEN is
--- false (children is NULL).
+-- A parent's end settles its waiting children, in the same transaction: the completions call
+-- deps_settle_edges once a statement with the children of the jobs they ended (db/leases.c), and
+-- the trigger below calls it for every other end (a fail, a release without attempts left, an
+-- expiry, an operator's cancel, its queue's delete), whichever statement or build ended it. A
+-- plain job pays for neither: the completions call nothing without children, and the trigger's
+-- WHEN is false (children is NULL).
 --
--- The trigger's statements take snapshots of their own, after the ending statement locked the
--- parent's row: a child linked to the parent by a transaction that held that row (the link locks
--- its parents) committed before, so it is in the parent's children and visible here. (The
--- ending statement's own snapshot, taken before it waited, would not see the child's row.)
+-- The function's statements take snapshots of their own, after the ending statement locked the
+-- parents' rows: a child linked to a parent by a transaction that held that row (the link locks
+-- its parents) committed before, so it is in the parent's children and its row is visible here.
+-- (The ending statement's own snapshot, taken before it waited for the row, would not show it.)
 --
--- Level by level: the children of the jobs ended in the level before are read from those jobs'
--- latest versions (rows this transaction wrote, held locked: a child linked to them later finds
--- them ended). The waiting ones are locked in id order and their counts taken down on their
+-- Level by level, from edges (ended[i] is a parent of kids[i], read from the parents' latest
+-- versions: rows this transaction wrote, held locked, so a child linked to them later finds
+-- them ended): the waiting children are locked in id order and their counts taken down on their
 -- latest versions (an UPDATE re-reads a row changed by a transaction committed after its
 -- snapshot), so two parents ending at once take one each, in turn, and only the second makes
--- the child pending, after both committed. A parent that succeeded takes itself off each child's
--- count; one that did not cancels its "cancel" children (whose own children are the next level)
--- and is counted settled by its "run" children. The cancels' own trigger calls return at once:
--- one call walks the whole cascade. The queues of released jobs are notified on
--- rowlock_wake_all, which every process's listener delivers ("<count> queue:<name>").
-CREATE FUNCTION rowlock.deps_settle() RETURNS trigger
+-- the child pending, after both committed. Parents that succeeded (ok) take themselves off each
+-- child's count; parents that did not cancel their "cancel" children (whose own children are the
+-- next level) and count as settled for their "run" children. The cascade's cancels fire the
+-- trigger, which returns at once while rowlock.deps_settling is on: one call walks the whole
+-- cascade. The queues of released jobs are notified on rowlock_wake_all, which every process's
+-- listener delivers ("<count> queue:<name>"). Returns how many jobs it released.
+CREATE FUNCTION rowlock.deps_settle_edges(ended bigint[], kids bigint[], ok boolean)
+RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-    ended bigint[];   -- per edge: the parent that ended
-    kids bigint[];    -- per edge: its child
-    ok boolean;       -- the level's parents succeeded
     woken text[];     -- "<count> queue:<name>" of the queues whose jobs were released
+    released integer := 0;
+    n integer;
+    guarded boolean := false;
 BEGIN
-    IF current_setting('rowlock.deps_settling', true) = 'on' THEN
-        RETURN NULL;
-    END IF;
-    PERFORM set_config('rowlock.deps_settling', 'on', true);
-    IF TG_OP = 'DELETE' THEN
-        ok := false;
-        SELECT array_agg(OLD.id), array_agg(k) INTO ended, kids FROM unnest(OLD.children) k;
-    ELSE
-        ok := NEW.state = 'succeeded';
-        SELECT array_agg(NEW.id), array_agg(k) INTO ended, kids FROM unnest(NEW.children) k;
-    END IF;
     WHILE coalesce(cardinality(kids), 0) > 0 LOOP
+        IF NOT ok AND NOT guarded
+                AND coalesce(current_setting('rowlock.deps_settling', true), '') <> 'on' THEN
+            PERFORM set_config('rowlock.deps_settling', 'on', true);
+            guarded := true;
+        END IF;
         WITH e AS (SELECT * FROM unnest(ended, kids) e(parent, child)),
         kid AS (SELECT child AS id, count(*) AS n, min(parent) AS cause FROM e GROUP BY child),
         lk AS (SELECT j.id, j.on_parent_failure AS pol FROM rowlock.jobs j
@@ -100,18 +92,40 @@ BEGIN
                (SELECT array_agg(k) FROM can c, unnest(c.children) k),
                (SELECT array_agg(r.n || ' queue:' || q.name) FROM (SELECT queue_id, count(*) AS n
                     FROM rel WHERE state = 'pending' GROUP BY queue_id) r
-                    JOIN rowlock.queues q ON q.id = r.queue_id)
-            INTO ended, kids, woken;
+                    JOIN rowlock.queues q ON q.id = r.queue_id),
+               (SELECT count(*) FROM rel WHERE state = 'pending')
+            INTO ended, kids, woken, n;
         PERFORM pg_notify('rowlock_wake_all', w) FROM unnest(woken) w;
+        released := released + n;
         ok := false; -- the next level's parents were cancelled
     END LOOP;
-    PERFORM set_config('rowlock.deps_settling', '', true);
+    IF guarded THEN
+        PERFORM set_config('rowlock.deps_settling', '', true);
+    END IF;
+    RETURN released;
+END $$;
+
+-- Every end of a job with children but a completion's (which calls deps_settle_edges itself):
+-- its children settled as after a failure. Inside a cascade, nothing: the cascade goes on.
+CREATE FUNCTION rowlock.deps_settle() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('rowlock.deps_settling', true), '') = 'on' THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        PERFORM rowlock.deps_settle_edges(
+            array_fill(OLD.id, ARRAY[cardinality(OLD.children)]), OLD.children, false);
+    ELSE
+        PERFORM rowlock.deps_settle_edges(
+            array_fill(NEW.id, ARRAY[cardinality(NEW.children)]), NEW.children, false);
+    END IF;
     RETURN NULL;
 END $$;
 
 CREATE TRIGGER jobs_deps_settle AFTER UPDATE OF state ON rowlock.jobs
     FOR EACH ROW
-    WHEN (NEW.children IS NOT NULL AND NEW.state IN ('succeeded', 'failed', 'cancelled')
+    WHEN (NEW.children IS NOT NULL AND NEW.state IN ('failed', 'cancelled')
         AND OLD.state IN ('waiting', 'pending', 'processing'))
     EXECUTE FUNCTION rowlock.deps_settle();
 CREATE TRIGGER jobs_deps_gone AFTER DELETE ON rowlock.jobs

@@ -202,7 +202,7 @@ static char *queue_rows(PGconn *c)
     static const char sql[] =
         /* (a job cancelled the old way takes the state of its own: checked on its own) */
         "SELECT (SELECT json_agg((to_jsonb(j) - ARRAY['concurrency_key', 'parents', 'waiting_on', "
-        "'children', 'on_parent_failure', 'workflow_id']) || jsonb_build_object('state', "
+        "'children', 'on_parent_failure']) || jsonb_build_object('state', "
         "CASE WHEN j.state = 'cancelled' THEN 'failed' ELSE j.state END) ORDER BY j.id)::text "
         "FROM rowlock.jobs j), "
         "(SELECT json_agg(b ORDER BY b.job_id)::text FROM rowlock.job_bodies b), "
@@ -262,10 +262,9 @@ static void migrate(PGconn *c, const char *url)
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queues q WHERE " QUEUE_LIMITS_SET),
                      0);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queue_keys"), 0);
-    /* migration 22: no job waits, none has parents, children or a workflow */
+    /* migration 22: no job waits, none has parents or children */
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs WHERE state = 'waiting' OR "
-                                "num_nonnulls(parents, waiting_on, children, on_parent_failure, "
-                                "workflow_id) > 0"),
+                                "num_nonnulls(parents, waiting_on, children, on_parent_failure) > 0"),
                      0);
 }
 
