@@ -38,12 +38,12 @@
     "    END, " \
     "  attempt_outcome = CASE WHEN j.state = 'processing' THEN 'failed' ELSE j.attempt_outcome " \
     "    END FROM target, q " \
-    "  WHERE j.id = target.id AND " JOB_CANCELLABLE " AND NOT q.drop " \
+    "  WHERE j.id = target.id AND " JOB_CANCELLABLE " AND NOT (q.drop AND " JOB_CHILDLESS ") " \
     "  RETURNING j.id, j.fence), " \
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"cancelled\": true}' FROM w " \
     "  WHERE b.job_id = w.id), " \
     "gone AS (DELETE FROM rowlock.jobs j USING target, q WHERE j.id = target.id " \
-    "  AND " JOB_CANCELLABLE " AND q.drop " \
+    "  AND " JOB_CANCELLABLE " AND q.drop AND " JOB_CHILDLESS " " \
     "  RETURNING " JOBS_GONE_RETURNING("'cancelled'") "), " JOBS_GONE("gone")
 /* clang-format on */
 

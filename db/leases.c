@@ -387,11 +387,11 @@ static const struct db_stmt st_complete = {
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
     ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
-    "  AND (NOT " SETTLE_DROPS("succeeded") " OR j.children IS NOT NULL) "
+    "  AND (NOT " SETTLE_DROPS("succeeded") " OR NOT " JOB_CHILDLESS ") "
     "  RETURNING j.id, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " DEPS_RELEASE ", "
-    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL",
+    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS,
     "'succeeded'") SETTLE_RESULT(DEPS_RELEASED),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
@@ -408,11 +408,12 @@ static const struct db_stmt st_fail = {
     "    ELSE NULL END, "
     "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
     "  updated_at = now(), " ATTEMPT_END("failed") " FROM q "
-    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " AND NOT (" FAIL_FINAL " AND q.drop_failed) "
+    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " AND NOT (" FAIL_FINAL " AND q.drop_failed AND "
+    JOB_CHILDLESS ") "
     "  RETURNING j.id, j.state), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id), "
-    SETTLE_GONE(LEASE_LIVE " AND " FAIL_FINAL " AND q.drop_failed", "'failed'")
+    SETTLE_GONE(LEASE_LIVE " AND " FAIL_FINAL " AND q.drop_failed AND " JOB_CHILDLESS, "'failed'")
     SETTLE_RESULT(SETTLE_STATE),
     6};
 static const struct db_stmt st_handback = {
@@ -434,9 +435,11 @@ static const struct db_stmt st_release = {
     "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
     "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
     "  updated_at = now(), " ATTEMPT_END("released") " FROM q "
-    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " AND NOT (" RELEASE_FINAL " AND q.drop_failed) "
+    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " AND NOT (" RELEASE_FINAL " AND q.drop_failed AND "
+    JOB_CHILDLESS ") "
     "  RETURNING j.id, j.state), "
-    SETTLE_GONE(LEASE_OWNED " AND " RELEASE_FINAL " AND q.drop_failed", "'failed'")
+    SETTLE_GONE(LEASE_OWNED " AND " RELEASE_FINAL " AND q.drop_failed AND " JOB_CHILDLESS,
+    "'failed'")
     SETTLE_RESULT(SETTLE_STATE),
     4};
 
@@ -459,12 +462,12 @@ static const struct db_stmt st_complete_batch = {
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
     "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
     "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND (NOT " SETTLE_DROPS("succeeded")
-    "  OR j.children IS NOT NULL) RETURNING j.id, items.result, j.children), "
+    "  OR NOT " JOB_CHILDLESS ") RETURNING j.id, items.result, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
     "  WHERE b.job_id = w.id AND w.result IS NOT NULL), " DEPS_RELEASE ", "
     "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
     "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
-    "  AND " SETTLE_DROPS("succeeded") " AND j.children IS NULL "
+    "  AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS " "
     "  RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
     JOBS_GONE("gone") ", " LEASE_DONE ", "
     "refused AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j WHERE j.queue_id = $1 "

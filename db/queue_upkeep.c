@@ -29,7 +29,8 @@ static const struct db_stmt st_queue_ids = {
 /* clang-format off */
 static const struct db_stmt st_expire = {
     "queues_expire",
-    "WITH dead AS (SELECT j.id, " QUEUE_RETENTION("q.", "failed") " = 0 AS drop "
+    "WITH dead AS (SELECT j.id, " QUEUE_RETENTION("q.", "failed") " = 0 AND " JOB_CHILDLESS
+    " AS drop "
     "  FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
     "  JOIN rowlock.queues q ON q.id = j.queue_id "
     "  WHERE " LEASE_SPENT " AND " LEASE_DUE " ORDER BY j.claimable_at "

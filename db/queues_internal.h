@@ -101,6 +101,11 @@ void db_queue_limits_params(const struct db_queue_limits *l, char text[4][32], c
 /* The deleted jobs' RETURNING list for JOBS_GONE (j is rowlock.jobs; final: SQL of the state). */
 #define JOBS_GONE_RETURNING(final) "j.id, j.queue_id, j.dedupe_key, " final "::text AS final"
 
+/* A job j without children (migration 22): the statements that end a job delete it only when it
+ * has none, as its queue keeps no job of that end; one with children is kept, so that its
+ * children read its result, and is settled as it ends (rowlock.deps_settle_edges). */
+#define JOB_CHILDLESS "j.children IS NULL"
+
 /* Every job of queue qid, as two ranges of the partial indexes that together hold them all
  * (jobs_listed and jobs_leased, migration 17; no index covers a queue's jobs whatever their
  * state): the cols (of rowlock.jobs j) of each, tail (more of the WHERE clause) applied to each.

@@ -490,7 +490,8 @@ enum db_status db_schema_migrate(struct db_pool *pool, enum db_migrate_mode mode
     if (st == DB_OK)
         st = db_exec(c,
                      "DO $$ BEGIN EXECUTE replace(pg_get_functiondef("
-                     "'rowlock.deps_settle_edges(bigint[],bigint[],boolean)'::regprocedure), 'j.waiting_on', "
+                     "'rowlock.deps_settle_edges(bigint[],bigint[],boolean)'::regprocedure), "
+                     "'j.waiting_on', "
                      "'(SELECT s.waiting_on FROM rowlock.jobs s WHERE s.id = j.id)'); END $$",
                      err);
 #endif

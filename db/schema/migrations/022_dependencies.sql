@@ -31,11 +31,11 @@ ALTER TABLE rowlock.jobs
     ADD CONSTRAINT jobs_waiting_check CHECK (state <> 'waiting' OR waiting_on > 0) NOT VALID;
 
 -- A parent's end settles its waiting children, in the same transaction: the completions call
--- deps_settle_edges once a statement with the children of the jobs they ended (db/leases.c), and
--- the trigger below calls it for every other end (a fail, a release without attempts left, an
--- expiry, an operator's cancel, its queue's delete), whichever statement or build ended it. A
--- plain job pays for neither: the completions call nothing without children, and the trigger's
--- WHEN is false (children is NULL).
+-- deps_settle_edges once a statement with the children of the jobs they ended (db/leases.c), the
+-- trigger below calls it for every other end (a fail, a release without attempts left, an
+-- expiry, an operator's cancel), whichever statement or build ended it, and a queue's delete
+-- for the unfinished jobs it deletes. A plain job pays for none of it: the completions call
+-- nothing without children, and the trigger's WHEN is false (children is NULL).
 --
 -- The function's statements take snapshots of their own, after the ending statement locked the
 -- parents' rows: a child linked to a parent by a transaction that held that row (the link locks
@@ -105,30 +105,47 @@ BEGIN
     RETURN released;
 END $$;
 
--- Every end of a job with children but a completion's (which calls deps_settle_edges itself):
--- its children settled as after a failure. Inside a cascade, nothing: the cascade goes on.
+-- The other ends of a job with children (a failure for good, a release without attempts left,
+-- an expiry, an operator's cancel): its children settled as after a failure, whichever statement
+-- and build ended it. Such a statement sets finished_at, and a claim never does, so a claim of a
+-- plain job does not even test the WHEN. A job with children is never deleted as it ends (its
+-- queue keeping none of that end keeps it all the same), so no end is a DELETE; inside a cascade
+-- the trigger does nothing: the cascade goes on.
 CREATE FUNCTION rowlock.deps_settle() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF coalesce(current_setting('rowlock.deps_settling', true), '') = 'on' THEN
-        RETURN NULL;
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        PERFORM rowlock.deps_settle_edges(
-            array_fill(OLD.id, ARRAY[cardinality(OLD.children)]), OLD.children, false);
-    ELSE
+    IF coalesce(current_setting('rowlock.deps_settling', true), '') <> 'on' THEN
         PERFORM rowlock.deps_settle_edges(
             array_fill(NEW.id, ARRAY[cardinality(NEW.children)]), NEW.children, false);
     END IF;
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER jobs_deps_settle AFTER UPDATE OF state ON rowlock.jobs
+CREATE TRIGGER jobs_deps_settle AFTER UPDATE OF finished_at ON rowlock.jobs
     FOR EACH ROW
     WHEN (NEW.children IS NOT NULL AND NEW.state IN ('failed', 'cancelled')
         AND OLD.state IN ('waiting', 'pending', 'processing'))
     EXECUTE FUNCTION rowlock.deps_settle();
-CREATE TRIGGER jobs_deps_gone AFTER DELETE ON rowlock.jobs
-    FOR EACH ROW
-    WHEN (OLD.children IS NOT NULL AND OLD.state IN ('waiting', 'pending', 'processing'))
-    EXECUTE FUNCTION rowlock.deps_settle();
+
+-- A queue's delete (migration 18) first settles the children of its unfinished jobs, in any
+-- queue, as after a failure: the jobs' rows are locked by then (db_queues_delete locks them
+-- before it deletes the queue), and this statement's snapshot sees every child linked before.
+CREATE OR REPLACE FUNCTION rowlock.queue_jobs_gone() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    gone bigint;
+BEGIN
+    -- one queue at a time, its id a parameter the planner can estimate (as an array of ids it
+    -- takes every job for a match and scans the table)
+    FOR gone IN SELECT id FROM gone_queues LOOP
+        PERFORM rowlock.deps_settle_edges(array_agg(j.id), array_agg(k.id), false)
+            FROM rowlock.jobs j, unnest(j.children) k(id)
+            WHERE j.queue_id = gone AND j.children IS NOT NULL
+                AND j.state IN ('waiting', 'pending', 'processing')
+            HAVING count(*) > 0;
+        DELETE FROM rowlock.jobs j WHERE j.queue_id = gone AND j.state <> 'processing';
+        DELETE FROM rowlock.jobs j WHERE j.queue_id = gone AND j.state = 'processing'
+            AND j.claimable_at IS NOT NULL;
+    END LOOP;
+    RETURN NULL;
+END $$;

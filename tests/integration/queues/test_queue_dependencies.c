@@ -405,6 +405,54 @@ static void a_release_wakes_the_childs_claims(void **state)
     assert_true(w.answered - completed < 10.0);
 }
 
+/* A parent that fails in a queue keeping no failed jobs is kept all the same (its children may
+ * still read it), and its child is cancelled; a parent whose last lease runs out (the janitor
+ * fails it) cancels its child too. */
+static void a_deleting_queue_and_an_expiry_settle_children(void **state)
+{
+    (void)state;
+    json_decref(th_svc_call("PUT", "/queues/dropf", "{\"failed_retention_seconds\":0}", 201));
+    json_t *e =
+        th_svc_call("POST", "/queues/dropf/jobs",
+                    "{\"jobs\":[{\"ref\":\"p\",\"payload\":1,\"max_attempts\":1},"
+                    "{\"payload\":2,\"parents\":[\"p\"]},{\"payload\":3,\"max_attempts\":1}]}",
+                    201);
+    int64_t p = id_of(e, 0), k = id_of(e, 1), plain = id_of(e, 2);
+    json_decref(e);
+    int64_t ids[4], fences[4];
+    assert_int_equal(claim("dropf", 4, ids, fences), 2);
+    for (int i = 0; i < 2; i++) {
+        char path[128], body[128];
+        snprintf(path, sizeof(path), "/queues/dropf/leases/%lld/fail", (long long)ids[i]);
+        snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld}", (long long)fences[i]);
+        json_decref(th_svc_call("POST", path, body, 200));
+    }
+    assert_state(p, "failed"); /* kept: it has a child */
+    assert_state(k, "cancelled");
+    assert_int_equal(
+        th_svc_sql_intf("SELECT count(*) FROM rowlock.jobs WHERE id = %lld", (long long)plain), 0);
+
+    json_decref(th_svc_call("PUT", "/queues/exp", "{}", 201));
+    e = th_svc_call("POST", "/queues/exp/jobs",
+                    "{\"jobs\":[{\"ref\":\"p\",\"payload\":1,\"max_attempts\":1},"
+                    "{\"payload\":2,\"parents\":[\"p\"]}]}",
+                    201);
+    p = id_of(e, 0);
+    k = id_of(e, 1);
+    json_decref(e);
+    assert_int_equal(claim("exp", 4, ids, fences), 1);
+    th_svc_sql_intf("UPDATE rowlock.jobs SET lease_expires_at = now() - interval '1 s', "
+                    "claimable_at = now() - interval '1 s' WHERE id = %lld RETURNING 1",
+                    (long long)p);
+    for (int i = 0; i < 200 && th_svc_sql_intf("SELECT count(*) FROM rowlock.jobs WHERE id = %lld "
+                                               "AND state = 'cancelled'",
+                                               (long long)k) == 0;
+         i++)
+        usleep(50000);
+    assert_state(p, "failed");
+    assert_state(k, "cancelled");
+}
+
 /* A job with parents may not hold a dedupe key: 400, nothing enqueued. */
 static void a_waiting_job_holds_no_dedupe_key(void **state)
 {
@@ -430,6 +478,7 @@ int main(void)
         cmocka_unit_test(a_failure_cascades_by_policy),
         cmocka_unit_test(a_cancel_and_a_queue_delete_settle_children),
         cmocka_unit_test(a_child_reads_its_parents_results),
+        cmocka_unit_test(a_deleting_queue_and_an_expiry_settle_children),
         cmocka_unit_test(a_waiting_job_holds_no_dedupe_key),
         cmocka_unit_test(a_release_wakes_the_childs_claims),
     };
