@@ -363,10 +363,13 @@ static const struct db_stmt st_heartbeat = {
 /* The other half of a settlement that can end the job in a state its queue keeps none of (when:
  * SQL of that case, final: the state): the job deleted (gone, with what goes with it, JOBS_GONE)
  * instead of updated (w), then the refusal, judged after whichever of the two applied. */
-#define SETTLE_GONE(when, final)                                                                   \
+#define SETTLE_GONE(when, final) SETTLE_GONE_FIRST(when, final) ", " SETTLE_JUDGED
+/* Its halves: the delete (before the update, when the update reads what it deleted), and the
+ * refusal judged after whichever applied. */
+#define SETTLE_GONE_FIRST(when, final)                                                             \
     "gone AS (DELETE FROM rowlock.jobs j USING q WHERE " LEASE_JOB " AND " when                    \
-    " RETURNING " JOBS_GONE_RETURNING(final) "), " JOBS_GONE("gone") ", " LEASE_DONE               \
-    ", " LEASE_REFUSED_AFTER("done") " "
+    " RETURNING " JOBS_GONE_RETURNING(final) "), " JOBS_GONE("gone")
+#define SETTLE_JUDGED LEASE_DONE ", " LEASE_REFUSED_AFTER("done") " "
 /* A settlement's result row (LEASE_RESULT_OF) after SETTLE_GONE; extra as in LEASE_RESULT. */
 #define SETTLE_RESULT(extra) LEASE_RESULT_OF("done", extra, "EXISTS (SELECT FROM gone)")
 /* The state a settlement left its job in, or ended it in when it deleted it. */
@@ -384,15 +387,16 @@ static const struct db_stmt st_heartbeat = {
 static const struct db_stmt st_complete = {
     "lease_complete",
     "WITH " SETTLE_QUEUE ", "
+    SETTLE_GONE_FIRST(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS,
+    "'succeeded'") ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
     ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
-    "  AND (NOT " SETTLE_DROPS("succeeded") " OR NOT " JOB_CHILDLESS ") "
+    "  AND (NOT " SETTLE_DROPS("succeeded") " OR $1 NOT IN (SELECT id FROM gone)) "
     "  RETURNING j.id, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " DEPS_RELEASE ", "
-    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS,
-    "'succeeded'") SETTLE_RESULT(DEPS_RELEASED),
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " DEPS_RELEASE ", " SETTLE_JUDGED
+    SETTLE_RESULT(DEPS_RELEASED),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -458,18 +462,17 @@ static const struct db_stmt st_complete_batch = {
     "WITH " SETTLE_QUEUE_OF("$1") ", "
     "items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
     "  WITH ORDINALITY AS x(id, owner, fence, result, i) ORDER BY id), "
+    "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
+    "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
+    "  AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS " "
+    "  RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), " JOBS_GONE("gone") ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
     "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
     "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND (NOT " SETTLE_DROPS("succeeded")
-    "  OR NOT " JOB_CHILDLESS ") RETURNING j.id, items.result, j.children), "
+    "  OR items.id NOT IN (SELECT id FROM gone)) RETURNING j.id, items.result, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND w.result IS NOT NULL), " DEPS_RELEASE ", "
-    "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
-    "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
-    "  AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS " "
-    "  RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
-    JOBS_GONE("gone") ", " LEASE_DONE ", "
+    "  WHERE b.job_id = w.id AND w.result IS NOT NULL), " DEPS_RELEASE ", " LEASE_DONE ", "
     "refused AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
     "  ORDER BY j.id FOR UPDATE OF j) "
