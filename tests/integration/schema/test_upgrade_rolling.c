@@ -263,8 +263,9 @@ static void migrate(PGconn *c, const char *url)
                      0);
     assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.queue_keys"), 0);
     /* migration 22: no job waits, none has parents or children */
-    assert_int_equal(tsf_int(c, "SELECT count(*) FROM rowlock.jobs WHERE state = 'waiting' OR "
-                                "num_nonnulls(parents, waiting_on, children, on_parent_failure) > 0"),
+    assert_int_equal(tsf_int(c,
+                             "SELECT count(*) FROM rowlock.jobs WHERE state = 'waiting' OR "
+                             "num_nonnulls(parents, waiting_on, children, on_parent_failure) > 0"),
                      0);
 }
 
