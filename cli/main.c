@@ -20,7 +20,9 @@ struct command {
 
 static const struct command commands[] = {
     {"work", cli_cmd_work, "work QUEUE [options] -- COMMAND [ARGS...]: run COMMAND for each job"},
-    {"enqueue", cli_cmd_enqueue, "enqueue QUEUE [JSON...]: enqueue payloads (or NDJSON stdin)"},
+    {"enqueue", cli_cmd_enqueue,
+     "enqueue QUEUE [JSON...]: enqueue payloads or jobs (or NDJSON stdin; a job graph in one "
+     "request)"},
     {"jobs", cli_cmd_jobs, "jobs QUEUE [--state S]: list jobs"},
     {"job", cli_cmd_job, "job QUEUE ID: one job with its attempt history"},
     {"retry", cli_cmd_retry,

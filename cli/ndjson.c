@@ -1,8 +1,10 @@
 /* NDJSON reading and batch sending for enqueue and produce: line numbers, a byte bound per
  * batch, one request per batch, and the rule for a bad line (reported by number; the lines
- * before it are sent, nothing after it unless --skip-bad). */
+ * before it are sent, nothing after it unless --skip-bad); the one-request mode of items that
+ * name each other, and the look through the input that tells a command it needs that mode. */
 #include "cli/ndjson.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,7 +35,13 @@ static int batch_flush(struct cli_ndjson_batch *b, struct pending *p)
         b->sent += (long long)n;
     } else {
         rc = cli_reply_exit(&rep);
-        if (n > 1 || b->sent > 0)
+        if (b->refused != NULL)
+            b->refused(rep.json, b->arg);
+        if (b->one_request && rc != CLI_EXIT_UNAVAILABLE)
+            cli_errorf("nothing was written: the %zu %s of lines 1 to %lld went in one request, "
+                       "refused as a whole",
+                       n, n == 1 ? "item" : "items", b->lines);
+        else if (n > 1 || b->sent > 0)
             cli_errorf("the batch of lines %lld to %lld was not sent; %lld lines before it were",
                        b->lines - (long long)n + 1, b->lines, b->sent);
     }
@@ -70,7 +78,14 @@ static int batch_line(struct cli_ndjson_batch *b, struct pending *p, const char 
     char *dumped = json_dumps(item, JSON_COMPACT | JSON_ENCODE_ANY);
     size_t size = dumped ? strlen(dumped) : 0;
     free(dumped);
-    if (json_array_size(p->items) && p->bytes + size > BATCH_BYTES) {
+    if (b->one_request && json_array_size(p->items) >= b->max_items) {
+        json_decref(item);
+        cli_errorf("line %lld: more than %zu items, which must all go in one request; nothing "
+                   "was sent",
+                   b->lines, b->max_items);
+        return CLI_EXIT_USAGE;
+    }
+    if (!b->one_request && json_array_size(p->items) && p->bytes + size > BATCH_BYTES) {
         b->lines--; /* the flush names the lines before this one */
         int rc = batch_flush(b, p);
         b->lines++;
@@ -79,7 +94,7 @@ static int batch_line(struct cli_ndjson_batch *b, struct pending *p, const char 
     }
     json_array_append_new(p->items, item);
     p->bytes += size + 1;
-    if (json_array_size(p->items) >= b->max_items)
+    if (!b->one_request && json_array_size(p->items) >= b->max_items)
         return batch_flush(b, p);
     return 0;
 }
@@ -88,7 +103,7 @@ static int batch_line(struct cli_ndjson_batch *b, struct pending *p, const char 
 static int batch_end(struct cli_ndjson_batch *b, struct pending *p, int rc)
 {
     int bad_line = rc == -1;
-    if (rc == 0 || bad_line) {
+    if (rc == 0 || (bad_line && !b->one_request)) {
         long long line = b->lines;
         if (bad_line)
             b->lines--;
@@ -98,7 +113,12 @@ static int batch_end(struct cli_ndjson_batch *b, struct pending *p, int rc)
     }
     cli_out_progress(b->conf, b->label, b->sent, b->size ? (double)b->bytes / (double)b->size : -1,
                      1);
-    if (bad_line && rc == -1) {
+    if (bad_line && rc == -1 && b->one_request) {
+        cli_errorf("stopped at line %lld: nothing was sent, since every line goes in one request "
+                   "(--skip-bad skips bad lines)",
+                   b->lines);
+        rc = CLI_EXIT_USAGE;
+    } else if (bad_line && rc == -1) {
         cli_errorf("stopped at line %lld: the %lld items before it were sent, nothing after it "
                    "(--skip-bad skips bad lines)",
                    b->lines, b->sent);
@@ -136,4 +156,69 @@ int cli_ndjson_run_args(struct cli_ndjson_batch *b, int n, char **args)
         rc = batch_line(b, &p, args[i], strlen(args[i]));
     }
     return batch_end(b, &p, rc);
+}
+
+/* Copies len bytes of text to spool (NULL: none). 0, or -1 after printing why. */
+static int spool_write(FILE *spool, const char *text, size_t len)
+{
+    if (spool == NULL || fwrite(text, 1, len, spool) == len)
+        return 0;
+    cli_errorf("cannot keep a copy of the input: %s", strerror(errno));
+    return -1;
+}
+
+/* A stream to read f again from its start: f rewound (0) when it can seek, else a new temporary
+ * file in *spool to copy it into (0), or -1 after printing why. */
+static int scan_open(FILE *f, off_t *start, FILE **spool)
+{
+    *spool = NULL;
+    *start = ftello(f);
+    if (*start >= 0 && fseeko(f, *start, SEEK_SET) == 0)
+        return 0;
+    if ((*spool = tmpfile()) != NULL)
+        return 0;
+    cli_errorf("cannot keep a copy of the input: %s", strerror(errno));
+    return -1;
+}
+
+int cli_ndjson_scan(FILE *f, int (*marked)(const char *text, size_t len), FILE **replay,
+                    struct cli_ndjson_scan *out)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    off_t start;
+    FILE *spool;
+    int rc = CLI_EXIT_OTHER;
+    long long lines = 0;
+    *out = (struct cli_ndjson_scan){0, 0};
+    if (scan_open(f, &start, &spool) != 0)
+        return rc;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lines++;
+        if (spool_write(spool, line, (size_t)len) != 0)
+            goto done;
+        if (strspn(line, " \t\r\n") == (size_t)len)
+            continue;
+        out->items++;
+        if (out->first_marked == 0 && marked(line, (size_t)len))
+            out->first_marked = lines;
+    }
+    if (ferror(f)) {
+        cli_errorf("cannot read the input: %s", strerror(errno));
+        goto done;
+    }
+    if (spool != NULL ? fflush(spool) != 0 || fseeko(spool, 0, SEEK_SET) != 0
+                      : fseeko(f, start, SEEK_SET) != 0) {
+        cli_errorf("cannot read the input again: %s", strerror(errno));
+        goto done;
+    }
+    *replay = spool != NULL ? spool : f;
+    spool = NULL;
+    rc = 0;
+done:
+    if (spool != NULL)
+        fclose(spool);
+    free(line);
+    return rc;
 }

@@ -1,7 +1,7 @@
-/* rowlock-cli's queue commands besides work and keys: queues (a queue's configuration: list,
- * get, put from JSON, delete), enqueue (arguments or NDJSON stdin, batched), jobs (every page, a
- * table on a terminal), job (with its attempt history), retry and cancel (of one job, or --all:
- * every page of a bulk action), pause and resume. */
+/* rowlock-cli's queue commands besides work, keys and enqueue (enqueue.c): queues (a queue's
+ * configuration: list, get, put from JSON, delete), jobs (every page, a table on a terminal), job
+ * (with its attempt history), retry and cancel (of one job, or --all: every page of a bulk
+ * action), pause and resume. */
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,107 +9,8 @@
 #include <string.h>
 
 #include "cli/http.h"
-#include "cli/ndjson.h"
 #include "cli/output.h"
 #include "cli/rest.h"
-
-struct enqueue_counts {
-    long long created, duplicates;
-    int whole_jobs; /* --jobs: each line is a whole job object, not a payload */
-};
-
-static json_t *enqueue_item(json_t *value, long long line, void *arg, char *why, size_t whysize)
-{
-    const struct enqueue_counts *c = arg;
-    if (!c->whole_jobs)
-        return json_pack("{s:O}", "payload", value);
-    if (!json_is_object(value) || !json_object_get(value, "payload")) {
-        snprintf(why, whysize, "with --jobs each line is a job object with a \"payload\"");
-        return NULL;
-    }
-    return json_incref(value);
-}
-
-static void enqueue_answer(const json_t *answer, void *arg)
-{
-    struct enqueue_counts *c = arg;
-    size_t i;
-    json_t *j;
-    json_array_foreach(json_object_get(answer, "jobs"), i, j)
-    {
-        if (json_is_true(json_object_get(j, "duplicate")))
-            c->duplicates++;
-        else
-            c->created++;
-    }
-}
-
-static void enqueue_usage(FILE *f)
-{
-    fprintf(f, "usage: rowlock-cli enqueue QUEUE [--jobs] [--batch N] [--skip-bad] [JSON...]\n\n"
-               "Enqueues each JSON argument as a job's payload or, without arguments, each line\n"
-               "of NDJSON on stdin, in batches of --batch (default 500, at most 1000) jobs per\n"
-               "request. --jobs: each line is a whole job ({\"payload\": ..., \"dedupe_key\",\n"
-               "\"dedupe_window_seconds\", \"priority\", \"delay_seconds\", \"run_at\",\n"
-               "\"max_attempts\", \"concurrency_key\"}). A line that is not JSON is reported\n"
-               "by its number and nothing after it is sent (the lines before it are), unless\n"
-               "--skip-bad. Prints {\"created\",\"duplicates\",\"lines\"}; a progress count\n"
-               "on a terminal.\n");
-}
-
-int cli_cmd_enqueue(const struct cli_conf *conf, int argc, char **argv)
-{
-    static const struct option opts[] = {{"jobs", no_argument, NULL, 'j'},
-                                         {"batch", required_argument, NULL, 'b'},
-                                         {"skip-bad", no_argument, NULL, 's'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    struct enqueue_counts counts = {0};
-    struct cli_ndjson_batch b = {.conf = conf,
-                                 .array_key = "jobs",
-                                 .max_items = 500,
-                                 .label = "enqueued",
-                                 .item = enqueue_item,
-                                 .answer = enqueue_answer,
-                                 .arg = &counts};
-    long long v;
-    char path[1024];
-    int c, rc = CLI_EXIT_USAGE;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'j')
-            counts.whole_jobs = 1;
-        else if (c == 's')
-            b.skip_bad = 1;
-        else if (c == 'b' && cli_parse_long("--batch", optarg, 1, 1000, &v) == 0)
-            b.max_items = (size_t)v;
-        else {
-            enqueue_usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? 0 : CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        enqueue_usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    b.http = cli_http_new(conf);
-    char *q = cli_http_escape(b.http, argv[optind]);
-    snprintf(path, sizeof(path), "/queues/%s/jobs", q);
-    b.path = path;
-    if (optind + 1 < argc)
-        rc = cli_ndjson_run_args(&b, argc - optind - 1, argv + optind + 1);
-    else
-        rc = cli_ndjson_run_file(&b, stdin);
-    json_t *summary =
-        json_pack("{s:I, s:I, s:I}", "created", (json_int_t)counts.created, "duplicates",
-                  (json_int_t)counts.duplicates, "lines", (json_int_t)b.lines);
-    if (b.bad)
-        json_object_set_new(summary, "bad_lines", json_integer(b.bad));
-    cli_out_json(conf, summary);
-    json_decref(summary);
-    free(q);
-    cli_http_free(b.http);
-    return rc;
-}
 
 /* Sends method path (no body; flags: CLI_HTTP_IDEMPOTENT when a lost answer may be asked again)
  * and prints the answer as JSON; returns the exit code. */
@@ -146,9 +47,10 @@ static const char *const job_columns[] = {"id",           "state",      "attempt
 
 static void jobs_usage(FILE *f)
 {
-    fprintf(f, "usage: rowlock-cli jobs QUEUE [--state pending|processing|succeeded|failed] "
-               "[--limit N]\n\nLists the queue's jobs in id order, every page (or the first N "
-               "jobs): NDJSON,\nor a table on a terminal.\n");
+    fprintf(f, "usage: rowlock-cli jobs QUEUE [--state S] [--limit N]\n\n"
+               "Lists the queue's jobs in id order, every page (or the first N jobs): NDJSON,\n"
+               "or a table on a terminal. S: waiting (for parents), pending, processing,\n"
+               "succeeded, failed or cancelled.\n");
 }
 
 /* Reads pages of jobs after *after into rows; *after becomes the next page's or -1 at the end. */

@@ -18,7 +18,7 @@
 /* ---- cancel ---- */
 
 /* What an operator may cancel: an unfinished job (pending, scheduled or retrying included). */
-#define JOB_CANCELLABLE "j.state IN ('pending', 'processing')"
+#define JOB_CANCELLABLE "j.state IN ('waiting', 'pending', 'processing')"
 /* The CTE q: whether queue qid keeps no cancelled jobs (q.drop), so that a cancel deletes them. */
 #define JOB_CANCEL_QUEUE(qid)                                                                      \
     "q AS (SELECT " QUEUE_RETENTION("q.", "cancelled") " = 0 AS drop FROM rowlock.queues q "       \
@@ -38,12 +38,12 @@
     "    END, " \
     "  attempt_outcome = CASE WHEN j.state = 'processing' THEN 'failed' ELSE j.attempt_outcome " \
     "    END FROM target, q " \
-    "  WHERE j.id = target.id AND " JOB_CANCELLABLE " AND NOT q.drop " \
+    "  WHERE j.id = target.id AND " JOB_CANCELLABLE " AND NOT (q.drop AND " JOB_CHILDLESS ") " \
     "  RETURNING j.id, j.fence), " \
     "b AS (UPDATE rowlock.job_bodies b SET last_error = '{\"cancelled\": true}' FROM w " \
     "  WHERE b.job_id = w.id), " \
     "gone AS (DELETE FROM rowlock.jobs j USING target, q WHERE j.id = target.id " \
-    "  AND " JOB_CANCELLABLE " AND q.drop " \
+    "  AND " JOB_CANCELLABLE " AND q.drop AND " JOB_CHILDLESS " " \
     "  RETURNING " JOBS_GONE_RETURNING("'cancelled'") "), " JOBS_GONE("gone")
 /* clang-format on */
 

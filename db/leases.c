@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/combine.h"
+#include "db/effects.h"
 #include "db/hints.h"
 #include "db/lease_sql.h"
 #include "db/queues_internal.h"
@@ -362,24 +363,40 @@ static const struct db_stmt st_heartbeat = {
 /* The other half of a settlement that can end the job in a state its queue keeps none of (when:
  * SQL of that case, final: the state): the job deleted (gone, with what goes with it, JOBS_GONE)
  * instead of updated (w), then the refusal, judged after whichever of the two applied. */
-#define SETTLE_GONE(when, final)                                                                   \
+#define SETTLE_GONE(when, final) SETTLE_GONE_FIRST(when, final) ", " SETTLE_JUDGED
+/* Its halves: the delete (before the update, when the update reads what it deleted), and the
+ * refusal judged after whichever applied. */
+#define SETTLE_GONE_FIRST(when, final)                                                             \
     "gone AS (DELETE FROM rowlock.jobs j USING q WHERE " LEASE_JOB " AND " when                    \
-    " RETURNING " JOBS_GONE_RETURNING(final) "), " JOBS_GONE("gone") ", " LEASE_DONE               \
-    ", " LEASE_REFUSED_AFTER("done") " "
+    " RETURNING " JOBS_GONE_RETURNING(final) "), " JOBS_GONE("gone")
+#define SETTLE_JUDGED LEASE_DONE ", " LEASE_REFUSED_AFTER("done") " "
 /* A settlement's result row (LEASE_RESULT_OF) after SETTLE_GONE; extra as in LEASE_RESULT. */
 #define SETTLE_RESULT(extra) LEASE_RESULT_OF("done", extra, "EXISTS (SELECT FROM gone)")
 /* The state a settlement left its job in, or ended it in when it deleted it. */
 #define SETTLE_STATE "coalesce((SELECT state FROM w), (SELECT final FROM gone), '')"
+/* The children of the jobs a completion made succeed (w, from its RETURNING: each job's id and
+ * children as the row's latest version, locked) settled by rowlock.deps_settle_edges (migration
+ * 22), once a statement, in statements of its own whose snapshots see a child linked while the
+ * completion waited for its parent's row. A completion of jobs without children calls nothing
+ * (no edge, no row). A SELECT CTE runs only when read: DEPS_RELEASED reads it, the number of
+ * jobs released. */
+#define DEPS_RELEASE                                                                               \
+    "deps AS (SELECT rowlock.deps_settle_edges(array_agg(w.id), array_agg(k.id), true) AS n "      \
+    "  FROM w, unnest(w.children) k(id) HAVING count(*) > 0)"
+#define DEPS_RELEASED "coalesce((SELECT n FROM deps), 0)::text"
 static const struct db_stmt st_complete = {
     "lease_complete",
     "WITH " SETTLE_QUEUE ", "
+    SETTLE_GONE_FIRST(LEASE_LIVE " AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS,
+    "'succeeded'") ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, "
     "  lease_expires_at = NULL, claimable_at = NULL, finished_at = now(), updated_at = now(), "
     ATTEMPT_END("completed") " WHERE " LEASE_JOB " AND " LEASE_LIVE " "
-    "  AND NOT " SETTLE_DROPS("succeeded") " RETURNING j.id), "
+    "  AND (NOT " SETTLE_DROPS("succeeded") " OR $1 NOT IN (SELECT id FROM gone)) "
+    "  RETURNING j.id, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = $5::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), "
-    SETTLE_GONE(LEASE_LIVE " AND " SETTLE_DROPS("succeeded"), "'succeeded'") SETTLE_RESULT("''"),
+    "  WHERE b.job_id = w.id AND $5::jsonb IS NOT NULL), " DEPS_RELEASE ", " SETTLE_JUDGED
+    SETTLE_RESULT(DEPS_RELEASED),
     5};
 /* A failure is final when it asks for no retry or the job has no attempt left ($6: retry). */
 #define FAIL_FINAL "NOT ($6 AND j.attempts < j.max_attempts)"
@@ -395,11 +412,12 @@ static const struct db_stmt st_fail = {
     "    ELSE NULL END, "
     "  finished_at = CASE WHEN $6 AND j.attempts < j.max_attempts THEN NULL ELSE now() END, "
     "  updated_at = now(), " ATTEMPT_END("failed") " FROM q "
-    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " AND NOT (" FAIL_FINAL " AND q.drop_failed) "
+    "  WHERE " LEASE_JOB " AND " LEASE_LIVE " AND NOT (" FAIL_FINAL " AND q.drop_failed AND "
+    JOB_CHILDLESS ") "
     "  RETURNING j.id, j.state), "
     "b AS (UPDATE rowlock.job_bodies b SET last_error = $5::jsonb FROM w "
     "  WHERE b.job_id = w.id), "
-    SETTLE_GONE(LEASE_LIVE " AND " FAIL_FINAL " AND q.drop_failed", "'failed'")
+    SETTLE_GONE(LEASE_LIVE " AND " FAIL_FINAL " AND q.drop_failed AND " JOB_CHILDLESS, "'failed'")
     SETTLE_RESULT(SETTLE_STATE),
     6};
 static const struct db_stmt st_handback = {
@@ -421,9 +439,11 @@ static const struct db_stmt st_release = {
     "  claimable_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE NULL END, "
     "  finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END, "
     "  updated_at = now(), " ATTEMPT_END("released") " FROM q "
-    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " AND NOT (" RELEASE_FINAL " AND q.drop_failed) "
+    "  WHERE " LEASE_JOB " AND " LEASE_OWNED " AND NOT (" RELEASE_FINAL " AND q.drop_failed AND "
+    JOB_CHILDLESS ") "
     "  RETURNING j.id, j.state), "
-    SETTLE_GONE(LEASE_OWNED " AND " RELEASE_FINAL " AND q.drop_failed", "'failed'")
+    SETTLE_GONE(LEASE_OWNED " AND " RELEASE_FINAL " AND q.drop_failed AND " JOB_CHILDLESS,
+    "'failed'")
     SETTLE_RESULT(SETTLE_STATE),
     4};
 
@@ -442,22 +462,23 @@ static const struct db_stmt st_complete_batch = {
     "WITH " SETTLE_QUEUE_OF("$1") ", "
     "items AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[]) "
     "  WITH ORDINALITY AS x(id, owner, fence, result, i) ORDER BY id), "
+    "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
+    "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
+    "  AND " SETTLE_DROPS("succeeded") " AND " JOB_CHILDLESS " "
+    "  RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), " JOBS_GONE("gone") ", "
     "w AS (UPDATE rowlock.jobs j SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, "
     "  claimable_at = NULL, finished_at = now(), updated_at = now(), " ATTEMPT_END("completed")
     "  FROM items WHERE j.id = items.id AND j.queue_id IS NOT DISTINCT FROM $1 "
-    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND NOT " SETTLE_DROPS("succeeded")
-    "  RETURNING j.id, items.result), "
+    "  AND " LEASE_LIVE_BY("items.owner", "items.fence") " AND (NOT " SETTLE_DROPS("succeeded")
+    "  OR items.id NOT IN (SELECT id FROM gone)) RETURNING j.id, items.result, j.children), "
     "b AS (UPDATE rowlock.job_bodies b SET result = w.result::jsonb FROM w "
-    "  WHERE b.job_id = w.id AND w.result IS NOT NULL), "
-    "gone AS (DELETE FROM rowlock.jobs j USING items WHERE j.id = items.id "
-    "  AND j.queue_id IS NOT DISTINCT FROM $1 AND " LEASE_LIVE_BY("items.owner", "items.fence")
-    "  AND " SETTLE_DROPS("succeeded") " RETURNING " JOBS_GONE_RETURNING("'succeeded'") "), "
-    JOBS_GONE("gone") ", " LEASE_DONE ", "
+    "  WHERE b.job_id = w.id AND w.result IS NOT NULL), " DEPS_RELEASE ", " LEASE_DONE ", "
     "refused AS (SELECT " LEASE_AS_WAS " FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.id = ANY (ARRAY(SELECT id FROM items WHERE id NOT IN (SELECT id FROM done))) "
     "  ORDER BY j.id FOR UPDATE OF j) "
     "SELECT items.i, refused.state, refused.owner, refused.fence, refused.live, "
-    "  done.id IS NOT NULL, gone.id IS NOT NULL FROM items LEFT JOIN done ON done.id = items.id "
+    "  done.id IS NOT NULL, gone.id IS NOT NULL, " DEPS_RELEASED " FROM items "
+    "  LEFT JOIN done ON done.id = items.id "
     "  LEFT JOIN gone ON gone.id = items.id "
     "  LEFT JOIN refused ON refused.id = items.id ORDER BY items.i",
     5};
@@ -900,6 +921,57 @@ enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const
                                   struct db_error *err)
 {
     return fenced(pool, queue, &st_complete, l, result, NULL, NULL, "succeeded", verdict, err);
+}
+
+/* A completion carrying effects: the fenced statement (its COMMIT not riding along), then, when
+ * it applied, the effects in the same transaction; a refusal of either rolls back. */
+struct complete_fx {
+    const char *queue;
+    const struct db_lease *l;
+    const char *result;
+    struct db_effects *fx;
+    enum db_queue_verdict verdict;
+    int deleted; /* the job was deleted as it succeeded (its queue keeps none) */
+};
+
+static enum db_status complete_fx_tx(struct db_conn *c, void *arg, struct db_error *err)
+{
+    struct complete_fx *a = arg;
+    struct db_queue q;
+    int found;
+    char id[DB_INT_TEXT], fence[DB_INT_TEXT];
+    db_i64(id, sizeof(id), a->l->job_id);
+    db_i64(fence, sizeof(fence), a->l->fence);
+    const char *params[] = {id, NULL, a->l->owner, fence, a->result};
+    PGresult *r = NULL;
+    a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    a->deleted = 0;
+    enum db_status st =
+        db_queue_stmt_in(c, a->queue, &st_complete, params, 1, 0, &q, &found, &r, err);
+    if (st != DB_OK || !found) {
+        PQclear(r);
+        return bad_input(st, err, &a->verdict);
+    }
+    a->verdict = lease_verdict(r, 0, 0, a->l->owner, a->l->fence);
+    a->deleted = PQntuples(r) > 0 && PQgetvalue(r, 0, 6)[0] == 't';
+    PQclear(r);
+    if (a->verdict != DB_Q_OK)
+        return DB_ABORTED;
+    return db_effects_apply(c, a->fx, err);
+}
+
+enum db_status db_leases_complete_fx(struct db_pool *pool, const char *queue,
+                                     const struct db_lease *l, const char *result,
+                                     struct db_effects *fx, enum db_queue_verdict *verdict,
+                                     struct db_error *err)
+{
+    struct complete_fx a = {queue, l, result, fx, DB_Q_QUEUE_NOT_FOUND, 0};
+    fx->refused = DB_FX_OK;
+    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, complete_fx_tx, &a, err);
+    *verdict = a.verdict;
+    if (st == DB_OK && a.deleted)
+        db_jobs_deleted_add("succeeded", 1);
+    return finish(st);
 }
 
 enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,

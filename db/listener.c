@@ -124,7 +124,8 @@ static int lst_connect(struct db_listener *l, int quiet)
          * waiter until its re-check: its commit need not wait for the WAL flush, nor for a
          * synchronous standby. So it holds PostgreSQL's database-wide notify lock for the
          * commit alone, and a stalled standby does not stall the wake-ups (latency.sh) */
-        r = PQexec(l->pg, "SET synchronous_commit = off; LISTEN " DB_LISTENER_CHANNEL);
+        r = PQexec(l->pg, "SET synchronous_commit = off; LISTEN " DB_LISTENER_CHANNEL
+                          "; LISTEN " DB_LISTENER_CHANNEL_ALL);
         if (r != NULL && PQresultStatus(r) == PGRES_COMMAND_OK) {
             /* prepared once a connection: a batch is then bound and run, not parsed and planned,
              * which takes that time off every notification's way to the other processes */
@@ -167,13 +168,15 @@ static void deliver_line(struct db_listener *l, char *line)
 }
 
 /* Hands every notification libpq has read to on_notify, each line of its payload on its own
- * (a batch packs many names into one NOTIFY: send_pending), skipping this process's own. */
+ * (a batch packs many names into one NOTIFY: send_pending), skipping this process's own but for
+ * those on DB_LISTENER_CHANNEL_ALL. */
 static void deliver(struct db_listener *l)
 {
     int self = PQbackendPID(l->pg);
     PGnotify *n;
     while ((n = PQnotifies(l->pg)) != NULL) {
-        if (n->be_pid != self && !db_pool_has_backend(l->cfg.own_pool, n->be_pid))
+        if (strcmp(n->relname, DB_LISTENER_CHANNEL_ALL) == 0 ||
+            (n->be_pid != self && !db_pool_has_backend(l->cfg.own_pool, n->be_pid)))
             for (char *line = n->extra, *next; line != NULL; line = next) {
                 next = strchr(line, '\n');
                 if (next != NULL)

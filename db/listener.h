@@ -11,6 +11,10 @@
 #include "db/pool.h"
 
 #define DB_LISTENER_CHANNEL "rowlock_wake"
+/* Wake-ups the database sends itself, from a statement or trigger that made work claimable (a
+ * parent's end releasing its children: the trigger of migration 22): delivered to every process,
+ * this one included, as no process's code knows of the work to wake for it. */
+#define DB_LISTENER_CHANNEL_ALL "rowlock_wake_all"
 /* application_name of the listening connection (operators can tell it from the pool's) */
 #define DB_LISTENER_APP_NAME "rowlock-listener"
 /* longest resource name a notification carries (PostgreSQL's payload limit is 8000 bytes) */

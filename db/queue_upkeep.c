@@ -29,7 +29,8 @@ static const struct db_stmt st_queue_ids = {
 /* clang-format off */
 static const struct db_stmt st_expire = {
     "queues_expire",
-    "WITH dead AS (SELECT j.id, " QUEUE_RETENTION("q.", "failed") " = 0 AS drop "
+    "WITH dead AS (SELECT j.id, " QUEUE_RETENTION("q.", "failed") " = 0 AND " JOB_CHILDLESS
+    " AS drop "
     "  FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
     "  JOIN rowlock.queues q ON q.id = j.queue_id "
     "  WHERE " LEASE_SPENT " AND " LEASE_DUE " ORDER BY j.claimable_at "
@@ -48,6 +49,12 @@ static const struct db_stmt st_expire = {
     "  AS deleted FROM w UNION ALL SELECT queue_id, true FROM gone) x "
     "JOIN rowlock.queues q ON q.id = x.queue_id GROUP BY q.name",
     1};
+/* Whether the finished job j is kept past its retention for a child that has not finished (a
+ * child reads its parents' results while it runs; migration 22). A plain job stops at the first
+ * operand. */
+#define DEPS_HELD                                                                                  \
+    "(j.children IS NOT NULL AND EXISTS (SELECT FROM rowlock.jobs c WHERE c.id = ANY "             \
+    "(j.children) AND c.state IN ('waiting', 'pending', 'processing')))"
 /* A finished job j (b its body) that was cancelled: in that state, or failed as builds before
  * migration 20 cancel (JOB_CANCELLED). */
 #define ENDED_CANCELLED "(j.state = 'cancelled' OR " JOB_CANCELLED("b") ")"
@@ -59,13 +66,13 @@ static const struct db_stmt st_purge = {
     "queue_purge",
     "WITH ds AS (SELECT j.id, 'succeeded' AS final FROM rowlock.jobs j WHERE j.queue_id = $1 "
     "  AND j.state = 'succeeded' AND j.finished_at < now() - make_interval(secs => $3::float8) "
-    "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
+    "  AND NOT " DEPS_HELD " ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
     "df AS (SELECT j.id, CASE WHEN " ENDED_CANCELLED " THEN 'cancelled' ELSE 'failed' END "
     "  AS final FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
     "  WHERE j.queue_id = $1 AND j.state IN ('failed', 'cancelled') "
     "  AND j.finished_at < now() - make_interval(secs => least($4, $5)::float8) "
     "  AND j.finished_at < now() - make_interval(secs => (CASE WHEN " ENDED_CANCELLED
-    " THEN $5 ELSE $4 END)::float8) "
+    " THEN $5 ELSE $4 END)::float8) AND NOT " DEPS_HELD " "
     "  ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED), "
     "doomed AS (SELECT * FROM ds UNION ALL SELECT * FROM df), "
     "gone AS (DELETE FROM rowlock.jobs j USING doomed d WHERE j.id = d.id "
@@ -102,10 +109,10 @@ static const struct db_stmt st_queue_next_due = {
         "  now() + make_interval(secs => least(coalesce(nullif("
         KEPT_LEAST(KEPT_LEAST("$3::integer", "$4::integer"), "$5::integer") ", 0), 3600), 3600)), "
         "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 AND state = 'succeeded' "
-        "  AND finished_at IS NOT NULL) + make_interval(secs => $3::integer), "
+        "  AND finished_at IS NOT NULL AND children IS NULL) + make_interval(secs => $3::integer), "
         "  (SELECT min(finished_at) FROM rowlock.jobs WHERE queue_id = $1 "
         "  AND state IN ('failed', 'cancelled') "
-        "  AND finished_at IS NOT NULL) + make_interval(secs => "
+        "  AND finished_at IS NOT NULL AND children IS NULL) + make_interval(secs => "
         KEPT_LEAST("$4::integer", "$5::integer") ")) END"),
     5};
 /* clang-format on */

@@ -150,6 +150,52 @@ static const struct db_stmt st_enqueue = {
     10};
 /* clang-format on */
 
+/* Links an enqueue's new jobs to their parents, in the enqueue's transaction: $1 children and
+ * $2 parents (an edge each, in the order given), $3 the children and $4 their policies
+ * ('cancel' or 'run'), $5 the children a parent may have. The parents are locked first, in id
+ * order, and judged as they are now: a parent ending at this moment either committed first (its
+ * state here is final, and it settles nothing of this child) or waits for this transaction and
+ * then finds the child in its children (the trigger jobs_deps_settle, migration 22). A child counts
+ * the parents not ended (waiting_on) and waits while any is; each parent lists its children. One
+ * row: a parent that names no job, one failed or cancelled that a child with policy cancel names
+ * (with its state), one that would have too many children, or, when none, the jobs made waiting (an
+ * array's text). On a refusal nothing is written. */
+/* clang-format off */
+static const struct db_stmt st_enqueue_link = {
+    "jobs_enqueue_link",
+    "WITH e AS (SELECT * FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY e(child, parent, "
+    "  i)), "
+    "pl AS (SELECT p.id, p.state, coalesce(cardinality(p.children), 0) AS nkids "
+    "  FROM rowlock.jobs p WHERE p.id = ANY (ARRAY(SELECT DISTINCT e.parent FROM e)) "
+    "  ORDER BY p.id FOR NO KEY UPDATE OF p), "
+    "pol AS (SELECT * FROM unnest($3::bigint[], $4::text[]) k(id, pol)), "
+    "st AS (SELECT e.*, pl.state, pol.pol FROM e JOIN pol ON pol.id = e.child "
+    "  LEFT JOIN pl ON pl.id = e.parent), "
+    "verdict AS (SELECT (SELECT st.parent FROM st WHERE st.state IS NULL ORDER BY st.i LIMIT 1) "
+    "  AS unknown, (SELECT st.parent FROM st WHERE st.state IN ('failed', 'cancelled') "
+    "  AND st.pol = 'cancel' ORDER BY st.i LIMIT 1) AS failed, "
+    "  (SELECT pl.id FROM pl JOIN (SELECT e.parent, count(*) AS n FROM e GROUP BY e.parent) c "
+    "  ON c.parent = pl.id WHERE pl.nkids + c.n > $5 ORDER BY pl.id LIMIT 1) AS full), "
+    "r AS (SELECT coalesce(a.id, c.id) AS id, a.kids, c.parents, c.open, c.pol "
+    "  FROM (SELECT e.parent AS id, array_agg(e.child ORDER BY e.child) AS kids FROM e "
+    "  GROUP BY e.parent) a FULL JOIN (SELECT st.child AS id, array_agg(st.parent ORDER BY st.i) "
+    "  AS parents, count(*) FILTER (WHERE st.state IN ('waiting', 'pending', 'processing')) "
+    "  AS open, min(st.pol) AS pol FROM st GROUP BY st.child) c ON c.id = a.id), "
+    "w AS (UPDATE rowlock.jobs j SET "
+    "  children = CASE WHEN r.kids IS NULL THEN j.children "
+    "  ELSE coalesce(j.children, '{}') || r.kids END, "
+    "  parents = coalesce(r.parents, j.parents), waiting_on = coalesce(r.open, j.waiting_on), "
+    "  on_parent_failure = coalesce(r.pol, j.on_parent_failure), "
+    "  state = CASE WHEN r.open > 0 THEN 'waiting' ELSE j.state END, updated_at = now() "
+    "  FROM r, verdict v WHERE j.id = r.id AND j.id = ANY (ARRAY(SELECT r.id FROM r)) "
+    "  AND v.unknown IS NULL AND v.failed IS NULL AND v.full IS NULL "
+    "  RETURNING j.id, j.state) "
+    "SELECT v.unknown, v.failed, (SELECT pl.state FROM pl WHERE pl.id = v.failed), v.full, "
+    "  (SELECT coalesce(array_agg(w.id), '{}') FROM w WHERE w.state = 'waiting')::text "
+    "FROM verdict v",
+    5};
+/* clang-format on */
+
 /* The job holding a dedupe key that the enqueue above found taken but could not see: a
  * transaction still running held the key, so the INSERT waited for it to commit, and the
  * statement's snapshot (taken before that commit) does not show its job. A new statement
@@ -183,8 +229,11 @@ static const struct db_stmt st_enqueue_dedupe_repoint = {
     "coalesce(" DB_TS("j.lease_expires_at") ", ''), " DB_TS("j.run_at") ", " \
     DB_TS("j.created_at") ", " DB_TS("j.updated_at") ", " \
     "coalesce(" DB_TS("j.finished_at") ", ''), j.dedupe_key, " \
-    "b.payload::text, b.progress::text, b.result::text, b.last_error::text, j.concurrency_key"
+    "b.payload::text, b.progress::text, b.result::text, b.last_error::text, j.concurrency_key, " \
+    "j.parents::text, j.children::text, coalesce(j.waiting_on, 0), " \
+    "coalesce(j.on_parent_failure, '')"
 /* clang-format on */
+#define JOB_NCOLUMNS 22
 static const struct db_stmt st_job_get = {
     "job_get",
     "SELECT " JOB_COLUMNS " FROM rowlock.jobs j JOIN rowlock.job_bodies b ON b.job_id = j.id "
@@ -198,6 +247,20 @@ static const struct db_stmt st_job_history = {
     "coalesce(outcome, '') FROM rowlock.job_attempt_history WHERE job_id = $1 "
     "ORDER BY fence",
     1};
+/* clang-format on */
+/* A job's parents: $1 job, $2 queue id, $3 after (position), $4 limit. The first column says
+ * whether the job was found; a job without parents (or none after) is one row of NULLs. */
+/* clang-format off */
+static const struct db_stmt st_job_parents = {
+    "job_parents",
+    "SELECT c.id IS NOT NULL, p.ord, p.id, coalesce(q.name, ''), coalesce(j.state, ''), "
+    "  coalesce(" DB_TS("j.finished_at") ", ''), b.result::text "
+    "FROM (SELECT) one LEFT JOIN rowlock.jobs c ON c.id = $1 AND c.queue_id = $2 "
+    "LEFT JOIN LATERAL (SELECT * FROM unnest(c.parents) WITH ORDINALITY p(id, ord) "
+    "  WHERE p.ord > $3 ORDER BY p.ord LIMIT $4) p ON true "
+    "LEFT JOIN rowlock.jobs j ON j.id = p.id LEFT JOIN rowlock.job_bodies b ON b.job_id = j.id "
+    "LEFT JOIN rowlock.queues q ON q.id = j.queue_id ORDER BY p.ord",
+    4};
 /* clang-format on */
 /* The bytes of a job's stored JSON as a list answers it (b is rowlock.job_bodies). */
 #define BODY_BYTES                                                                                 \
@@ -288,7 +351,10 @@ const char *db_queue_verdict_name(enum db_queue_verdict v)
                                         "bad_input",
                                         "queue_busy",
                                         "queue_has_schedules",
-                                        "key_not_found"};
+                                        "key_not_found",
+                                        "unknown_parent",
+                                        "parent_failed",
+                                        "too_many_children"};
     return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "unknown";
 }
 
@@ -349,6 +415,7 @@ void db_queue_stats_from_row(const PGresult *r, int row, int col, struct db_queu
     s->cancelled = strtoll(PQgetvalue(r, row, col + 7), NULL, 10);
     for (int i = 0; i < DB_LIMIT_KINDS; i++)
         s->held_back[i] = strtoll(PQgetvalue(r, row, col + 8 + i), NULL, 10);
+    s->waiting = strtoll(PQgetvalue(r, row, col + 12), NULL, 10);
 }
 
 /* Resolves the queue by name in the caller's transaction; 0 when there is none. */
@@ -738,8 +805,135 @@ struct enqueue {
     struct db_job_ref *out;
     const char *notify; /* NULL, or the NOTIFY payload this transaction sends */
     int notified;       /* the statement sent it */
+    int graph;          /* a job has parents: linked before COMMIT (enqueue_link) */
+    int in_caller;      /* in a caller's transaction (db_jobs_enqueue_in): never COMMIT */
+    struct db_dep_refusal refusal;
     enum db_queue_verdict verdict;
 };
+
+/* An edge of the graph enqueue_link writes, and a child with its policy. */
+struct edge {
+    int64_t child, parent;
+};
+struct child {
+    int64_t id;
+    int run;
+};
+
+static const char *edge_column(const void *items, size_t i, size_t col, char *buf, size_t size)
+{
+    const struct edge *e = (const struct edge *)items + i;
+    db_i64(buf, size, col == 0 ? e->child : e->parent);
+    return buf;
+}
+
+static const char *child_column(const void *items, size_t i, size_t col, char *buf, size_t size)
+{
+    const struct child *k = (const struct child *)items + i;
+    if (col == 1)
+        return k->run ? "run" : "cancel";
+    db_i64(buf, size, k->id);
+    return buf;
+}
+
+/* The edges of a's jobs that were created (a duplicate keeps the parents it was enqueued with),
+ * each parent named by id or by the batch's job (a duplicate's: the job holding its key; one
+ * not known names no job). Returns the number of edges in *edges (malloc'd), -1 out of memory. */
+static long collect_edges(const struct enqueue *a, struct edge **edges, struct child **kids,
+                          size_t *nkids)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < a->n; i++)
+        total += a->jobs[i].nparents;
+    *edges = malloc((total ? total : 1) * sizeof(**edges));
+    *kids = malloc((a->n ? a->n : 1) * sizeof(**kids));
+    if (*edges == NULL || *kids == NULL)
+        return -1;
+    size_t n = 0;
+    *nkids = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct db_job_in *j = &a->jobs[i];
+        if (j->nparents == 0 || a->out[i].verdict != DB_Q_CREATED)
+            continue;
+        (*kids)[(*nkids)++] = (struct child){a->out[i].id, j->run_on_parent_failure};
+        for (size_t k = 0; k < j->nparents; k++) {
+            const struct db_job_parent *p = &j->parents[k];
+            int64_t parent = p->id;
+            if (parent == 0 && p->index >= 0 && (size_t)p->index < a->n)
+                parent = a->out[p->index].id;
+            (*edges)[n++] = (struct edge){a->out[i].id, parent};
+        }
+    }
+    return (long)n;
+}
+
+/* Marks the refs of the jobs made waiting (ids: an array's text). */
+static void mark_waiting(struct enqueue *a, const char *ids)
+{
+    for (const char *p = ids; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            continue;
+        char *end;
+        int64_t id = strtoll(p, &end, 10);
+        for (size_t i = 0; i < a->n; i++)
+            if (a->out[i].id == id && a->out[i].verdict == DB_Q_CREATED) {
+                a->out[i].waiting = 1;
+                db_copy(a->out[i].state, sizeof(a->out[i].state), "waiting");
+            }
+        p = end - 1;
+    }
+}
+
+/* The links of an enqueue with parents (st_enqueue_link), in its transaction. A refusal:
+ * DB_ABORTED, the verdict and a->refusal set. */
+static enum db_status enqueue_link(struct db_conn *c, struct enqueue *a, struct db_error *err)
+{
+    struct edge *edges = NULL;
+    struct child *kids = NULL;
+    size_t nkids = 0;
+    long n = collect_edges(a, &edges, &kids, &nkids);
+    enum db_status st = DB_OK;
+    struct db_arrays ea = {0, 0, NULL}, ka = {0, 0, NULL};
+    if (n < 0) {
+        db_error_set(err, "", "out of memory linking an enqueue's jobs to their parents");
+        st = DB_ERR_HARD;
+    } else if (n > 0) {
+        st = db_queue_arrays(&ea, edges, (size_t)n, 2, edge_column, err);
+        if (st == DB_OK)
+            st = db_queue_arrays(&ka, kids, nkids, 2, child_column, err);
+    }
+    free(edges);
+    free(kids);
+    if (st != DB_OK || n <= 0) {
+        db_arrays_free(&ea);
+        db_arrays_free(&ka);
+        return st;
+    }
+    char max[DB_INT_TEXT];
+    snprintf(max, sizeof(max), "%d", DB_JOB_CHILDREN_MAX);
+    const char *params[] = {ea.arr[0], ea.arr[1], ka.arr[0], ka.arr[1], max};
+    PGresult *r = NULL;
+    st = db_query(c, &st_enqueue_link, params, &r, err);
+    db_arrays_free(&ea);
+    db_arrays_free(&ka);
+    if (st != DB_OK)
+        return st;
+    if (!PQgetisnull(r, 0, 0)) {
+        a->verdict = DB_Q_UNKNOWN_PARENT;
+        a->refusal.parent = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    } else if (!PQgetisnull(r, 0, 1)) {
+        a->verdict = DB_Q_PARENT_FAILED;
+        a->refusal.parent = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        db_copy(a->refusal.state, sizeof(a->refusal.state), PQgetvalue(r, 0, 2));
+    } else if (!PQgetisnull(r, 0, 3)) {
+        a->verdict = DB_Q_TOO_MANY_CHILDREN;
+        a->refusal.parent = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+    } else {
+        mark_waiting(a, PQgetvalue(r, 0, 4));
+    }
+    PQclear(r);
+    return a->verdict == DB_Q_OK ? DB_OK : DB_ABORTED;
+}
 
 /* A duplicate the enqueue could not fully see (its statement's snapshot predates the enqueue
  * that holds the key): a new statement reads the job holding the key (id 0 in *ref), or the
@@ -819,7 +1013,8 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3],
                             arr.arr[4], arr.arr[5], a->notify,  arr.arr[6], arr.arr[7]};
     PGresult *r = NULL;
-    st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, 1, &q, &found, &r, err),
+    st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, !a->graph && !a->in_caller,
+                                    &q, &found, &r, err),
                    err, &a->verdict);
     db_arrays_free(&arr);
     if (st != DB_OK || !found)
@@ -843,6 +1038,8 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     }
     PQclear(r);
     a->verdict = DB_Q_OK;
+    if (st == DB_OK && a->graph)
+        st = enqueue_link(c, a, err);
     return st;
 }
 
@@ -851,12 +1048,13 @@ enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
                                enum db_queue_verdict *verdict, struct db_error *err)
 {
     int notified;
-    return db_jobs_enqueue_notify(pool, queue, jobs, n, out, NULL, &notified, verdict, err);
+    return db_jobs_enqueue_notify(pool, queue, jobs, n, out, NULL, &notified, NULL, verdict, err);
 }
 
 enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                                       const struct db_job_in *jobs, size_t n,
                                       struct db_job_ref *out, const char *notify, int *notified,
+                                      struct db_dep_refusal *refusal,
                                       enum db_queue_verdict *verdict, struct db_error *err)
 {
     struct enqueue a = {.queue = queue,
@@ -865,12 +1063,35 @@ enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                         .out = out,
                         .notify = notify,
                         .verdict = DB_Q_QUEUE_NOT_FOUND};
+    for (size_t i = 0; i < n; i++)
+        a.graph = a.graph || jobs[i].nparents > 0;
     /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
      * enqueue for the same plan */
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);
     *verdict = a.verdict;
     *notified = st == DB_OK && a.verdict == DB_Q_OK && a.notified;
+    if (refusal != NULL)
+        *refusal = a.refusal;
     return finish(st);
+}
+
+enum db_status db_jobs_enqueue_in(struct db_conn *c, const char *queue,
+                                  const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
+                                  struct db_dep_refusal *refusal, enum db_queue_verdict *verdict,
+                                  struct db_error *err)
+{
+    struct enqueue a = {.queue = queue,
+                        .jobs = jobs,
+                        .n = n,
+                        .out = out,
+                        .in_caller = 1,
+                        .verdict = DB_Q_QUEUE_NOT_FOUND};
+    for (size_t i = 0; i < n; i++)
+        a.graph = a.graph || jobs[i].nparents > 0;
+    enum db_status st = enqueue_tx(c, &a, err);
+    *verdict = a.verdict;
+    *refusal = a.refusal;
+    return st;
 }
 
 void db_job_clear(struct db_job *j)
@@ -882,6 +1103,8 @@ void db_job_clear(struct db_job *j)
     free(j->result);
     free(j->last_error);
     free(j->concurrency_key);
+    free(j->parents);
+    free(j->children);
     free(j->history);
     memset(j, 0, sizeof(*j));
 }
@@ -907,6 +1130,10 @@ static void job_from_row(const PGresult *r, int i, struct db_job *j)
     j->result = dup_or_null(r, i, 15);
     j->last_error = dup_or_null(r, i, 16);
     j->concurrency_key = dup_or_null(r, i, 17);
+    j->parents = dup_or_null(r, i, 18);
+    j->children = dup_or_null(r, i, 19);
+    j->waiting_on = atoi(PQgetvalue(r, i, 20));
+    db_copy(j->on_parent_failure, sizeof(j->on_parent_failure), PQgetvalue(r, i, 21));
 }
 
 struct get_job {
@@ -1018,9 +1245,40 @@ enum db_status db_jobs_list(struct db_pool *pool, const char *queue, const char 
     for (int i = 0; st == DB_OK && i < PQntuples(a.rows); i++) {
         struct db_job j;
         job_from_row(a.rows, i, &j);
-        *more = PQgetvalue(a.rows, i, 18)[0] == 't';
+        *more = PQgetvalue(a.rows, i, JOB_NCOLUMNS)[0] == 't';
         each(&j, ctx);
         db_job_clear(&j);
+    }
+    PQclear(a.rows);
+    return st;
+}
+
+enum db_status db_jobs_parents(struct db_pool *pool, const char *queue, int64_t id, int64_t after,
+                               int limit, db_job_parent_each each, void *ctx,
+                               enum db_queue_verdict *verdict, struct db_error *err)
+{
+    char from[DB_INT_TEXT], lim[DB_INT_TEXT];
+    db_i64(from, sizeof(from), after);
+    snprintf(lim, sizeof(lim), "%d", limit);
+    struct job_op a = {.queue = queue,
+                       .stmt = &st_job_parents,
+                       .id = id,
+                       .extra = {from, lim},
+                       .verdict = DB_Q_QUEUE_NOT_FOUND};
+    enum db_status st = db_job_op_run(pool, &a, err);
+    if (st == DB_OK && a.verdict == DB_Q_OK && PQgetvalue(a.rows, 0, 0)[0] != 't')
+        a.verdict = DB_Q_JOB_NOT_FOUND;
+    *verdict = a.verdict;
+    for (int i = 0; st == DB_OK && a.verdict == DB_Q_OK && i < PQntuples(a.rows); i++) {
+        if (PQgetisnull(a.rows, i, 1))
+            continue;
+        struct db_job_parent_row p = {strtoll(PQgetvalue(a.rows, i, 1), NULL, 10),
+                                      strtoll(PQgetvalue(a.rows, i, 2), NULL, 10),
+                                      PQgetvalue(a.rows, i, 3),
+                                      PQgetvalue(a.rows, i, 4),
+                                      PQgetvalue(a.rows, i, 5),
+                                      PQgetisnull(a.rows, i, 6) ? NULL : PQgetvalue(a.rows, i, 6)};
+        each(&p, ctx);
     }
     PQclear(a.rows);
     return st;

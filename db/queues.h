@@ -61,7 +61,7 @@ struct db_queue {
 };
 
 struct db_queue_stats {
-    int64_t pending, processing, succeeded, failed, cancelled;
+    int64_t waiting, pending, processing, succeeded, failed, cancelled;
     double oldest_pending_age_seconds;
     int64_t dedupe_keys; /* keys held by a dedupe window now */
     double paused_since; /* when the queue was paused, seconds since the epoch; 0: running */
@@ -83,12 +83,16 @@ enum db_queue_verdict {
     DB_Q_FENCE_MISMATCH,
     DB_Q_LEASE_EXPIRED,
     DB_Q_JOB_TERMINAL,
-    DB_Q_JOB_CANCELLED,    /* a fenced write on a job an operator cancelled */
-    DB_Q_NOT_FAILED,       /* operator retry of a job that is neither failed nor cancelled */
-    DB_Q_BAD_INPUT,        /* a value PostgreSQL refused (for example a run_at it cannot read) */
-    DB_Q_QUEUE_BUSY,       /* delete: the queue has jobs in processing (and force was not set) */
-    DB_Q_QUEUE_REFERENCED, /* delete: schedules (db/schedules.h) target the queue */
-    DB_Q_KEY_NOT_FOUND,    /* a concurrency key without limits of its own */
+    DB_Q_JOB_CANCELLED,     /* a fenced write on a job an operator cancelled */
+    DB_Q_NOT_FAILED,        /* operator retry of a job that is neither failed nor cancelled */
+    DB_Q_BAD_INPUT,         /* a value PostgreSQL refused (for example a run_at it cannot read) */
+    DB_Q_QUEUE_BUSY,        /* delete: the queue has jobs in processing (and force was not set) */
+    DB_Q_QUEUE_REFERENCED,  /* delete: schedules (db/schedules.h) target the queue */
+    DB_Q_KEY_NOT_FOUND,     /* a concurrency key without limits of its own */
+    DB_Q_UNKNOWN_PARENT,    /* enqueue: a parent id names no job (struct db_dep_refusal) */
+    DB_Q_PARENT_FAILED,     /* enqueue: a parent failed or was cancelled, and the child's policy
+                             * is to be cancelled with it */
+    DB_Q_TOO_MANY_CHILDREN, /* enqueue: a parent would have more than DB_JOB_CHILDREN_MAX */
 };
 const char *db_queue_verdict_name(enum db_queue_verdict v);
 
@@ -145,6 +149,15 @@ enum db_status db_queue_keys_list(struct db_pool *pool, const char *queue, const
                                   int limit, db_queue_key_each each, void *ctx,
                                   enum db_queue_verdict *verdict, struct db_error *err);
 
+/* A parent named by a job being enqueued: a job that exists (id), or another job of the same
+ * batch (index, from 0, when id is 0). */
+struct db_job_parent {
+    int64_t id;
+    int index;
+};
+/* Children a job may have, over every enqueue that names it a parent. */
+#define DB_JOB_CHILDREN_MAX 10000
+
 struct db_job_in {
     const char *payload;    /* JSON text */
     const char *dedupe_key; /* or NULL */
@@ -154,6 +167,11 @@ struct db_job_in {
     int max_attempts;       /* 0: the queue's */
     int dedupe_window; /* seconds its key is held (0: the queue's; DB_NO_DEDUPE_WINDOW: none) */
     const char *concurrency_key; /* or NULL: the key its queue's per-key limits count it under */
+    /* its parents (none: nparents 0): the job waits until each has succeeded; a parent that
+     * fails for good or is cancelled cancels it, or with run_on_parent_failure counts settled */
+    const struct db_job_parent *parents;
+    size_t nparents;
+    int run_on_parent_failure;
 };
 #define DB_NO_DEDUPE_WINDOW (-1)
 
@@ -164,6 +182,13 @@ struct db_job_ref {
      * kept (0: deleted as it ended, or purged; state is then how it ended, when known) */
     char state[DB_JOB_STATE_TEXT];
     int kept;
+    int waiting; /* created waiting for a parent */
+};
+
+/* Why an enqueue with parents was refused: the parent, and its state (DB_Q_PARENT_FAILED). */
+struct db_dep_refusal {
+    int64_t parent;
+    char state[DB_JOB_STATE_TEXT];
 };
 
 /* Enqueues n jobs in one transaction. out has n entries. */
@@ -175,9 +200,13 @@ enum db_status db_jobs_enqueue(struct db_pool *pool, const char *queue,
  * synchronous standby: a NOTIFY holds the database-wide notify lock until its transaction ends,
  * and that would include the wait for the standby. *notified is 1 when the transaction
  * committed with it, else 0. */
+/* With parents, the jobs are linked in the same transaction; a refusal (DB_Q_UNKNOWN_PARENT,
+ * DB_Q_PARENT_FAILED, DB_Q_TOO_MANY_CHILDREN) rolls the whole enqueue back and says which parent
+ * in *refusal (may be NULL). */
 enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                                       const struct db_job_in *jobs, size_t n,
                                       struct db_job_ref *out, const char *notify, int *notified,
+                                      struct db_dep_refusal *refusal,
                                       enum db_queue_verdict *verdict, struct db_error *err);
 
 struct db_attempt {
@@ -200,6 +229,11 @@ struct db_job {
     char *dedupe_key;
     char *payload, *progress, *result, *last_error; /* JSON text or NULL */
     char *concurrency_key;                          /* or NULL */
+    /* its dependencies: parents and children as PostgreSQL writes an array ("{1,2}"), NULL for
+     * none; how many parents it still waits for; "cancel" or "run" ("" without parents) */
+    char *parents, *children;
+    int waiting_on;
+    char on_parent_failure[8];
     struct db_attempt *history;
     size_t nhistory;
     struct db_queue_config queue; /* the queue's settings, read with it (also when not found) */
@@ -208,6 +242,26 @@ void db_job_clear(struct db_job *j);
 
 enum db_status db_jobs_get(struct db_pool *pool, const char *queue, int64_t id, struct db_job *out,
                            enum db_queue_verdict *verdict, struct db_error *err);
+
+/* A job's parents in the order it named them, after position after (1-based), at most limit:
+ * each with its queue and state ("" for both once it was deleted), when it finished and its
+ * result (JSON text or NULL). Borrowed for the call of each. A job of the queue without parents
+ * has none; verdict DB_Q_JOB_NOT_FOUND when the queue has no such job. */
+struct db_job_parent_row {
+    int64_t position, id;
+    const char *queue, *state, *finished_at, *result;
+};
+typedef void (*db_job_parent_each)(const struct db_job_parent_row *p, void *ctx);
+enum db_status db_jobs_parents(struct db_pool *pool, const char *queue, int64_t id, int64_t after,
+                               int limit, db_job_parent_each each, void *ctx,
+                               enum db_queue_verdict *verdict, struct db_error *err);
+
+/* db_jobs_enqueue in the caller's transaction, which it never commits: a refusal (verdict not
+ * DB_Q_OK, or DB_ABORTED) leaves the caller to roll back. */
+enum db_status db_jobs_enqueue_in(struct db_conn *c, const char *queue,
+                                  const struct db_job_in *jobs, size_t n, struct db_job_ref *out,
+                                  struct db_dep_refusal *refusal, enum db_queue_verdict *verdict,
+                                  struct db_error *err);
 
 /* Jobs of a queue with id > after, optionally in one state, in id order (no history): at most
  * limit, and no more than fit in budget bytes of JSON text (payload, progress, result and last

@@ -53,7 +53,7 @@ static inline enum db_status finish(enum db_status st)
     "pq.paused_at), 0) FROM rowlock.queues pq WHERE pq.id = " qid "), " \
     QUEUE_JOBS_IN(qid, "cancelled") ", " QUEUE_HELD(qid, "concurrency") ", " \
     QUEUE_HELD(qid, "key_concurrency") ", " QUEUE_HELD(qid, "rate") ", " \
-    QUEUE_HELD(qid, "key_rate") " " \
+    QUEUE_HELD(qid, "key_rate") ", " QUEUE_JOBS_IN(qid, "waiting") " " \
     "FROM (SELECT count(*) AS n, coalesce(extract(epoch FROM now() - min(j.claimable_at) " \
     "FILTER (WHERE j.claimable_at <= now())), 0) AS oldest FROM rowlock.jobs j " \
     "WHERE j.queue_id = " qid " AND j.state = 'pending') p"
@@ -100,6 +100,11 @@ void db_queue_limits_params(const struct db_queue_limits *l, char text[4][32], c
     "d.dedupe_key = " gone ".dedupe_key AND d.job_id = " gone ".id)"
 /* The deleted jobs' RETURNING list for JOBS_GONE (j is rowlock.jobs; final: SQL of the state). */
 #define JOBS_GONE_RETURNING(final) "j.id, j.queue_id, j.dedupe_key, " final "::text AS final"
+
+/* A job j without children (migration 22): the statements that end a job delete it only when it
+ * has none, as its queue keeps no job of that end; one with children is kept, so that its
+ * children read its result, and is settled as it ends (rowlock.deps_settle_edges). */
+#define JOB_CHILDLESS "j.children IS NULL"
 
 /* Every job of queue qid, as two ranges of the partial indexes that together hold them all
  * (jobs_listed and jobs_leased, migration 17; no index covers a queue's jobs whatever their

@@ -482,6 +482,19 @@ enum db_status db_schema_migrate(struct db_pool *pool, enum db_migrate_mode mode
         goto report;
     }
     st = apply_pending(c, s, pending, applied_by, rep, err);
+#ifdef ROWLOCK_TEST_FANIN_SNAPSHOT
+    /* rowlock-unlocked (tests only): the dependency trigger (migration 22) takes a child's count
+     * down from the value its statement's snapshot holds instead of the row's latest version,
+     * so that the race tests can show they catch the lost decrement of two parents ending at
+     * once (the child then waits forever). Its own databases only. */
+    if (st == DB_OK)
+        st = db_exec(c,
+                     "DO $$ BEGIN EXECUTE replace(pg_get_functiondef("
+                     "'rowlock.deps_settle_edges(bigint[],bigint[],boolean)'::regprocedure), "
+                     "'j.waiting_on', "
+                     "'(SELECT s.waiting_on FROM rowlock.jobs s WHERE s.id = j.id)'); END $$",
+                     err);
+#endif
     if (st == DB_OK)
         st = read_state(c, s, err);
     if (st != DB_OK)

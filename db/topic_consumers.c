@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db/effects.h"
 #include "db/sql.h"
 #include "db/topics.h"
 #include "db/tx.h"
@@ -297,6 +298,8 @@ static enum db_status commit_tx(struct db_conn *c, void *arg, struct db_error *e
     const struct db_consumer_commit *k = a->commit;
     int64_t end = 0;
     char id[DB_INT_TEXT], off[DB_INT_TEXT];
+    if (k->fx != NULL)
+        k->fx->applied = 0;
     enum db_status st = resolve(c, a->topic, id, &a->verdict, err);
     if (st != DB_OK || id[0] == '\0')
         return st;
@@ -321,6 +324,10 @@ static enum db_status commit_tx(struct db_conn *c, void *arg, struct db_error *e
         } else {
             db_i64(off, sizeof(off), k->offset);
             st = db_query(c, &st_move, params, NULL, err);
+            if (st == DB_OK && k->fx != NULL)
+                st = db_effects_apply(c, k->fx, err);
+            if (st != DB_OK)
+                return st; /* a refused effect: DB_ABORTED, nothing moved */
         }
     }
     enum db_consumer_verdict why =

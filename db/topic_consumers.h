@@ -58,10 +58,15 @@ enum db_status db_consumers_delete(struct db_pool *pool, const char *topic, cons
 /* A commit: move to offset, only from expect when has_expect (compare-and-set). An offset lower
  * than the committed one is a CONFLICT in any case; the committed offset itself changes
  * nothing. On CONFLICT and BEYOND_END out holds the consumer as it is (nothing written). */
+struct db_effects;
 struct db_consumer_commit {
     int64_t offset;
     int has_expect;
     int64_t expect;
+    /* NULL, or effects (db/effects.h) applied in the commit's transaction when it moves the
+     * offset, and only then: a repeated commit, a no-op, applies none (fx->applied says); a
+     * refused effect refuses the move too (fx->refused). */
+    struct db_effects *fx;
 };
 enum db_status db_consumers_commit(struct db_pool *pool, const char *topic, const char *name,
                                    const struct db_consumer_commit *commit, struct db_consumer *out,

@@ -469,6 +469,19 @@ static enum db_status produce_tx(struct db_conn *c, void *arg, struct db_error *
     return topic_gone(db_producer_produce(c, &p, a->msgs, a->n, a->out, err), err, &a->verdict);
 }
 
+enum db_status db_topics_produce_in(struct db_conn *c, const char *topic, const char *producer,
+                                    const struct db_message_in *msgs, size_t n,
+                                    struct db_message_out *out, enum db_topic_verdict *verdict,
+                                    struct db_error *err)
+{
+    struct db_topic t;
+    struct db_producer p;
+    enum db_status st = resolve_producer(c, topic, producer, &t, &p, verdict, err);
+    if (st != DB_OK || *verdict != DB_TOPIC_OK)
+        return st;
+    return topic_gone(db_producer_produce(c, &p, msgs, n, out, err), err, verdict);
+}
+
 enum db_status db_topics_produce(struct db_pool *pool, const char *topic, const char *producer,
                                  const struct db_message_in *msgs, size_t n,
                                  struct db_message_out *out, enum db_topic_verdict *verdict,

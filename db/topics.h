@@ -135,6 +135,12 @@ enum db_status db_topics_producer_put(struct db_pool *pool, const char *topic, c
                                       int schema_version, enum db_topic_verdict *verdict,
                                       struct db_error *err);
 
+/* db_topics_produce in the caller's transaction, which it never commits (verdict: the topic or
+ * producer missing, or the topic deleted meanwhile: DB_ABORTED, the caller rolls back). */
+enum db_status db_topics_produce_in(struct db_conn *c, const char *topic, const char *producer,
+                                    const struct db_message_in *msgs, size_t n,
+                                    struct db_message_out *out, enum db_topic_verdict *verdict,
+                                    struct db_error *err);
 /* Produce a batch through producer (NULL: default). */
 enum db_status db_topics_produce(struct db_pool *pool, const char *topic, const char *producer,
                                  const struct db_message_in *msgs, size_t n,

@@ -131,17 +131,22 @@ int route_name_ok(const char *name, char *why, size_t whysize)
 
 int route_key_ok(const char *key, char *why, size_t whysize)
 {
-    size_t len = strlen(key);
+    return route_text_ok(key, strlen(key), 1024, "key", why, whysize);
+}
+
+int route_text_ok(const char *s, size_t len, size_t max, const char *what, char *why,
+                  size_t whysize)
+{
     if (len == 0) {
-        snprintf(why, whysize, "a key is not empty");
+        snprintf(why, whysize, "a %s is not empty", what);
         return 0;
     }
-    if (len > 1024) {
-        snprintf(why, whysize, "a key has at most 1024 bytes; this one has %zu", len);
+    if (len > max) {
+        snprintf(why, whysize, "a %s has at most %zu bytes; this one has %zu", what, max, len);
         return 0;
     }
-    if (!svc_utf8_valid(key, len)) {
-        snprintf(why, whysize, "a key is valid UTF-8");
+    if (!svc_utf8_valid(s, len)) {
+        snprintf(why, whysize, "a %s is valid UTF-8", what);
         return 0;
     }
     return 1;

@@ -24,6 +24,10 @@ json_t *route_json_stored(const char *text, size_t len);
 int route_name_ok(const char *name, char *why, size_t whysize);
 /* Message keys and object ids: non-empty UTF-8, at most 1024 bytes. Same result. */
 int route_key_ok(const char *key, char *why, size_t whysize);
+/* The key rule with a bound of the caller's: s (len bytes) is non-empty UTF-8 without NUL, at
+ * most max bytes. Same result; why names the value "a <what>" (route_key_ok: "a key"). */
+int route_text_ok(const char *s, size_t len, size_t max, const char *what, char *why,
+                  size_t whysize);
 /* An RFC 3339 timestamp with a zone: 2026-01-02T03:04:05Z, 2026-01-02T03:04:05.123+01:00. */
 int route_rfc3339_ok(const char *s);
 #endif

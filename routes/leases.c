@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "db/queues.h"
+#include "routes/effects.h"
 #include "routes/json_util.h"
 #include "routes/queues.h"
 #include "service/app.h"
@@ -115,9 +116,9 @@ struct lease_req {
 };
 
 /* The body's members of each operation, and the one of them stored as JSON text (by op). */
-static const char *const lease_allowed[][6] = {
+static const char *const lease_allowed[][7] = {
     [OP_HEARTBEAT] = {"owner", "fence", "lease_seconds", "progress", NULL},
-    [OP_COMPLETE] = {"owner", "fence", "result", NULL},
+    [OP_COMPLETE] = {"owner", "fence", "result", "enqueue", "produce", NULL},
     [OP_FAIL] = {"owner", "fence", "error", "retry", NULL},
     [OP_HANDBACK] = {"owner", "fence", NULL},
     [OP_RELEASE] = {"owner", "fence", NULL},
@@ -203,6 +204,29 @@ static enum svc_outcome lease_render(struct svc_request *req, const struct lease
     return svc_reply_json(req, 200, queue_with(res, "state", json_string(state)));
 }
 
+/* A completion carrying effects (routes/effects.c): they commit with it, or neither does. */
+static enum svc_outcome complete_with_effects(struct svc_request *req, struct lease_req *w,
+                                              struct route_effects *fx)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum db_queue_verdict v = DB_Q_OK;
+    struct db_error err;
+    enum db_status st =
+        db_leases_complete_fx(app->pool, w->queue, &w->l, w->text, &fx->db, &v, &err);
+    if (st == DB_OK && v != DB_Q_OK)
+        queue_count_rejection(w->queue, v);
+    if (st != DB_OK || v != DB_Q_OK)
+        return queue_refused(req, st, &err, w->queue, v, w->l.job_id);
+    if (fx->db.refused != DB_FX_OK)
+        return route_effects_refused(req, fx);
+    svc_counter_vec_add(queue_m_completions, w->queue, 1);
+    queue_wake_limited(req, w->queue, 1);
+    route_effects_done(req, fx);
+    json_t *res = json_pack("{s:I, s:I, s:s}", "job_id", (json_int_t)w->l.job_id, "fence",
+                            (json_int_t)w->l.fence, "state", "succeeded");
+    return svc_reply_json(req, 200, queue_with(res, "effects", route_effects_json(fx)));
+}
+
 static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
 {
     struct svc_app *app = svc_req_app(req);
@@ -210,6 +234,18 @@ static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
     struct lease_req w = {.op = op};
     if (lease_parse(req, &w, &out) != 0)
         return out;
+    if (op == OP_COMPLETE) {
+        struct route_effects fx;
+        int rc = route_effects_parse(req, svc_req_json(req), &fx, &out);
+        if (rc == 0 && fx.any)
+            out = complete_with_effects(req, &w, &fx);
+        int done = rc != 0 || fx.any;
+        route_effects_free(&fx);
+        if (done) {
+            free(w.text);
+            return out;
+        }
+    }
     enum db_queue_verdict v = DB_Q_OK;
     struct db_error err;
     char info[DB_TIME_TEXT] = "";

@@ -14,6 +14,7 @@
 
 #include "db/listener.h"
 #include "db/queues.h"
+#include "routes/job_graph.h"
 #include "routes/json_util.h"
 #include "routes/queues.h"
 #include "routes/routes.h"
@@ -41,6 +42,12 @@ const struct svc_problem_info queue_problems[QUEUE_PC_COUNT] = {
     [QUEUE_PC_QUEUE_HAS_SCHEDULES] = {"queue_has_schedules", 409, "Schedules target the queue"},
     [QUEUE_PC_KEY_NOT_FOUND] = {"key_not_found", 404, "No limits of its own for this key"},
     [QUEUE_PC_INVALID_FILTER] = {"invalid_filter", 400, "Invalid job filter"},
+    [QUEUE_PC_INVALID_DEPENDENCIES] = {"invalid_dependencies", 400, "Invalid dependencies"},
+    [QUEUE_PC_DEPENDENCY_CYCLE] = {"dependency_cycle", 400, "Dependencies form a cycle"},
+    [QUEUE_PC_UNKNOWN_PARENT] = {"unknown_parent", 400, "No such parent job"},
+    [QUEUE_PC_PARENT_FAILED] = {"parent_failed", 409, "Parent failed or cancelled"},
+    [QUEUE_PC_TOO_MANY_CHILDREN] = {"too_many_children", 409, "Parent has too many children"},
+    [QUEUE_PC_EFFECT_REFUSED] = {"effect_refused", 409, "Effect refused"},
 };
 
 static struct svc_counter_vec *m_enqueued, *m_rejections, *m_expired, *m_purged,
@@ -295,13 +302,13 @@ static json_t *queue_json(const struct db_queue *q, const struct db_queue_stats 
     for (int i = 0; i < DB_LIMIT_KINDS; i++)
         held = queue_with(held, db_limit_kind_names[i], json_integer((json_int_t)s->held_back[i]));
     j = queue_with(j, "limits_held_back", held);
-    return queue_with(j, "counts",
-                      json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:I}", "pending",
-                                (json_int_t)s->pending, "processing", (json_int_t)s->processing,
-                                "succeeded", (json_int_t)s->succeeded, "failed",
-                                (json_int_t)s->failed, "cancelled", (json_int_t)s->cancelled,
-                                "oldest_pending_age_seconds", s->oldest_pending_age_seconds,
-                                "dedupe_keys", (json_int_t)s->dedupe_keys));
+    return queue_with(
+        j, "counts",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I}", "waiting", (json_int_t)s->waiting,
+                  "pending", (json_int_t)s->pending, "processing", (json_int_t)s->processing,
+                  "succeeded", (json_int_t)s->succeeded, "failed", (json_int_t)s->failed,
+                  "cancelled", (json_int_t)s->cancelled, "oldest_pending_age_seconds",
+                  s->oldest_pending_age_seconds, "dedupe_keys", (json_int_t)s->dedupe_keys));
 }
 
 json_t *queue_limits_json(const struct db_queue_limits *l)
@@ -557,6 +564,9 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
                                           "max_attempts",
                                           "dedupe_window_seconds",
                                           "concurrency_key",
+                                          "ref",
+                                          "parents",
+                                          "on_parent_failure",
                                           NULL};
     long long prio, ma, win;
     double delay;
@@ -618,25 +628,67 @@ static enum parsed parse_job(json_t *j, struct db_job_in *out, char **payload, c
 }
 
 /* POST /queues/{queue}/jobs: one job, or a batch {"jobs": [...]}, as the workflow's input. */
-struct enqueue_req {
-    json_t *batch; /* the "jobs" array (borrowed), NULL for one job */
-    size_t n;
-    struct db_job_in *jobs;
-    struct db_job_ref *refs; /* out: each job's id and whether it was a duplicate */
-    char **payloads;         /* the jobs' payload texts, owned */
-};
 
-static void enqueue_free(struct enqueue_req *e)
+void queue_enqueue_free(struct queue_enqueue *e)
 {
     for (size_t i = 0; e->payloads != NULL && i < e->n; i++)
         free(e->payloads[i]);
     free(e->payloads);
     free(e->jobs);
     free(e->refs);
+    free(e->parents);
+    route_job_graph_free(&e->graph);
+}
+
+/* The jobs' dependencies (routes/job_graph.c) into e->jobs. 0, or -1 after replying. */
+static int enqueue_graph(struct svc_request *req, json_t *body, struct queue_enqueue *e,
+                         enum svc_outcome *out)
+{
+    struct route_job_graph_error gerr = {"", NULL};
+    switch (route_job_graph_check(e->batch ? e->batch : body, &e->graph, &gerr)) {
+    case ROUTE_JOB_GRAPH_OK:
+        break;
+    case ROUTE_JOB_GRAPH_INVALID:
+        *out = svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES), gerr.ext, "%s%s", e->what,
+                                     gerr.detail);
+        return -1;
+    case ROUTE_JOB_GRAPH_CYCLE:
+        *out = svc_reply_problem_ext(req, QUEUE_P(DEPENDENCY_CYCLE), gerr.ext, "%s%s", e->what,
+                                     gerr.detail);
+        return -1;
+    default:
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+        return -1;
+    }
+    if (e->graph.nedges == 0)
+        return 0;
+    if ((e->parents = calloc(e->graph.nedges, sizeof(*e->parents))) == NULL) {
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+        return -1;
+    }
+    for (size_t k = 0; k < e->graph.nedges; k++)
+        e->parents[k] = (struct db_job_parent){
+            e->graph.edges[k].id, e->graph.edges[k].id ? -1 : (int)e->graph.edges[k].index};
+    for (size_t i = 0; i < e->n; i++) {
+        const struct route_job_deps *d = &e->graph.jobs[i];
+        /* a waiting job is in no dedupe index (its key would be taken twice by its release) */
+        if (d->nparents > 0 && e->jobs[i].dedupe_key != NULL) {
+            *out = svc_reply_problem_ext(req, QUEUE_P(INVALID_DEPENDENCIES),
+                                         json_pack("{s:I}", "job", (json_int_t)i),
+                                         "%sjob %zu: a job with parents cannot carry a "
+                                         "dedupe_key (give it to a job without parents)",
+                                         e->what, i);
+            return -1;
+        }
+        e->jobs[i].nparents = d->nparents;
+        e->jobs[i].parents = d->nparents ? e->parents + (d->parents - e->graph.edges) : NULL;
+        e->jobs[i].run_on_parent_failure = d->policy == ROUTE_PARENT_RUN;
+    }
+    return 0;
 }
 
 /* Each job of the body (the one, or the batch's) into e. 0, or -1 after replying. */
-static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_req *e,
+static int enqueue_jobs(struct svc_request *req, json_t *body, struct queue_enqueue *e,
                         enum svc_outcome *out)
 {
     char why[200];
@@ -647,7 +699,7 @@ static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_re
             *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR),
                                      "cannot encode the payload of job %zu", i);
         else if (p == PARSE_INVALID && e->batch != NULL)
-            *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "job %zu: %s", i, why);
+            *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%sjob %zu: %s", e->what, i, why);
         else if (p == PARSE_INVALID)
             *out = svc_reply_problem(req, QUEUE_P(INVALID_JOB), "%s", why);
         if (p != PARSE_OK)
@@ -656,10 +708,39 @@ static int enqueue_jobs(struct svc_request *req, json_t *body, struct enqueue_re
     return 0;
 }
 
-/* Validates the body into e (enqueue_free frees it either way). 0, or -1 after replying. */
-static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum svc_outcome *out)
+/* e->n jobs of e->batch (or the one, body) into e, with their dependencies. 0, or -1 after
+ * replying. */
+static int enqueue_alloc_parse(struct svc_request *req, json_t *body, struct queue_enqueue *e,
+                               enum svc_outcome *out)
+{
+    if ((e->jobs = calloc(e->n, sizeof(*e->jobs))) == NULL ||
+        (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
+        (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
+        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
+    else if (enqueue_jobs(req, body, e, out) == 0)
+        return enqueue_graph(req, body, e, out);
+    return -1;
+}
+
+int queue_enqueue_parse_jobs(struct svc_request *req, json_t *jobs, const char *what,
+                             struct queue_enqueue *e, enum svc_outcome *out)
+{
+    e->what = what;
+    e->batch = jobs;
+    e->n = json_array_size(jobs);
+    if (e->n > DB_QUEUE_BATCH_MAX) {
+        *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE), "%sat most %d jobs; these are %zu",
+                                 what, DB_QUEUE_BATCH_MAX, e->n);
+        return -1;
+    }
+    return enqueue_alloc_parse(req, NULL, e, out);
+}
+
+/* Validates the body into e (queue_enqueue_free frees it either way). 0, or -1 after replying. */
+static int enqueue_parse(struct svc_request *req, struct queue_enqueue *e, enum svc_outcome *out)
 {
     json_t *body = svc_req_json(req);
+    e->what = "";
     e->batch = json_object_get(body, "jobs");
     e->n = json_is_array(e->batch) ? json_array_size(e->batch) : 1;
     if (!json_is_object(body))
@@ -672,18 +753,14 @@ static int enqueue_parse(struct svc_request *req, struct enqueue_req *e, enum sv
         *out = svc_reply_problem(req, ROUTE_P(BATCH_TOO_LARGE),
                                  "a batch holds at most %d jobs; this one has %zu",
                                  DB_QUEUE_BATCH_MAX, e->n);
-    else if ((e->jobs = calloc(e->n, sizeof(*e->jobs))) == NULL ||
-             (e->refs = calloc(e->n, sizeof(*e->refs))) == NULL ||
-             (e->payloads = calloc(e->n, sizeof(char *))) == NULL)
-        *out = svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "out of memory");
     else
-        return enqueue_jobs(req, body, e, out);
+        return enqueue_alloc_parse(req, body, e, out);
     return -1;
 }
 
 /* The enqueued jobs' ids: the one job's {"id", "duplicate"}, or a batch's {"jobs": [...]}; 201
  * when any was created. */
-static enum svc_outcome enqueue_render(struct svc_request *req, const struct enqueue_req *e,
+static enum svc_outcome enqueue_render(struct svc_request *req, const struct queue_enqueue *e,
                                        size_t created)
 {
     json_t *arr = json_array();
@@ -696,6 +773,9 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
             one = queue_with(
                 queue_with(one, "state", r->state[0] ? json_string(r->state) : json_null()), "kept",
                 json_boolean(r->kept));
+        /* a batch with dependencies says which jobs wait for their parents */
+        else if (one != NULL && e->graph.nedges > 0)
+            one = queue_with(one, "state", json_string(r->waiting ? "waiting" : "pending"));
         arr = queue_appended(arr, one);
     }
     json_t *res =
@@ -705,11 +785,52 @@ static enum svc_outcome enqueue_render(struct svc_request *req, const struct enq
     return svc_reply_json(req, created ? 201 : 200, res);
 }
 
+void queue_enqueued(struct svc_request *req, const char *queue, size_t n)
+{
+    svc_counter_vec_add(m_enqueued, queue, n);
+    if (n > 0)
+        queue_wake(req, queue, (long)n);
+}
+
+int queue_enqueue_refusal(enum db_queue_verdict v)
+{
+    return v == DB_Q_BAD_INPUT || v == DB_Q_UNKNOWN_PARENT || v == DB_Q_PARENT_FAILED ||
+           v == DB_Q_TOO_MANY_CHILDREN;
+}
+
+enum svc_outcome queue_enqueue_refused(struct svc_request *req, const struct queue_enqueue *e,
+                                       enum db_queue_verdict v, const struct db_error *err)
+{
+    if (v == DB_Q_BAD_INPUT)
+        return svc_reply_problem_ext(req, QUEUE_P(INVALID_JOB), route_sqlstate_ext(err),
+                                     "the database refused a value of the job (a run_at it "
+                                     "cannot read, say)");
+    else if (v == DB_Q_UNKNOWN_PARENT)
+        return svc_reply_problem_ext(req, QUEUE_P(UNKNOWN_PARENT),
+                                     json_pack("{s:I}", "parent", (json_int_t)e->refusal.parent),
+                                     "parent %" PRId64 " names no job", e->refusal.parent);
+    else if (v == DB_Q_PARENT_FAILED)
+        return svc_reply_problem_ext(
+            req, QUEUE_P(PARENT_FAILED),
+            json_pack("{s:I, s:s}", "parent", (json_int_t)e->refusal.parent, "parent_state",
+                      e->refusal.state),
+            "parent %" PRId64 " is %s, and a job whose on_parent_failure is \"cancel\" would "
+            "only be cancelled: nothing was enqueued",
+            e->refusal.parent, e->refusal.state);
+    else if (v == DB_Q_TOO_MANY_CHILDREN)
+        return svc_reply_problem_ext(req, QUEUE_P(TOO_MANY_CHILDREN),
+                                     json_pack("{s:I}", "parent", (json_int_t)e->refusal.parent),
+                                     "parent %" PRId64 " would have more than %d children",
+                                     e->refusal.parent, DB_JOB_CHILDREN_MAX);
+    return svc_reply_problem(req, SVC_P(INTERNAL_ERROR), "an enqueue refused as %s",
+                             db_queue_verdict_name(v));
+}
+
 static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
     enum svc_outcome out = SVC_FATAL;
-    struct enqueue_req e = {0};
+    struct queue_enqueue e = {0};
     const char *queue = route_name_param(req, "queue", &out);
     if (queue == NULL || enqueue_parse(req, &e, &out) != 0)
         goto done;
@@ -720,8 +841,9 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
     queue_channel(queue, channel, sizeof(channel));
     int inline_wake = svc_req_wake_inline(req, channel, (long)e.n, notify, sizeof(notify));
     int notified = 0;
-    enum db_status st = db_jobs_enqueue_notify(app->pool, queue, e.jobs, e.n, e.refs,
-                                               inline_wake ? notify : NULL, &notified, &v, &err);
+    enum db_status st =
+        db_jobs_enqueue_notify(app->pool, queue, e.jobs, e.n, e.refs, inline_wake ? notify : NULL,
+                               &notified, &e.refusal, &v, &err);
     size_t created = 0;
     if (st == DB_OK && v == DB_Q_OK)
         for (size_t i = 0; i < e.n; i++)
@@ -730,10 +852,8 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         svc_req_wake_inlined(req, channel, (long)created, notified);
     else if (created > 0)
         svc_req_wake_n(req, channel, (long)created);
-    if (st == DB_OK && v == DB_Q_BAD_INPUT)
-        out = svc_reply_problem_ext(req, QUEUE_P(INVALID_JOB), route_sqlstate_ext(&err),
-                                    "the database refused a value of the job (a run_at it "
-                                    "cannot read, say)");
+    if (st == DB_OK && queue_enqueue_refusal(v))
+        out = queue_enqueue_refused(req, &e, v, &err);
     else if (st != DB_OK || v != DB_Q_OK)
         out = queue_refused(req, st, &err, queue, v, 0);
     else {
@@ -741,13 +861,28 @@ static enum svc_outcome route_jobs_enqueue(struct svc_request *req)
         out = enqueue_render(req, &e, created);
     }
 done:
-    enqueue_free(&e);
+    queue_enqueue_free(&e);
     return out;
 }
 
 static json_t *str_or_null(const char *s)
 {
     return s != NULL && s[0] != '\0' ? json_string(s) : json_null();
+}
+
+/* The ids of a PostgreSQL array's text ("{1,2}"; NULL: none) as a JSON array. */
+static json_t *queue_ids_json(const char *text)
+{
+    json_t *arr = json_array();
+    for (const char *p = text; p != NULL && *p != '\0' && arr != NULL;) {
+        char *end = NULL;
+        long long id = strtoll(p + 1, &end, 10);
+        if (end == p + 1)
+            break;
+        json_array_append_new(arr, json_integer((json_int_t)id));
+        p = end;
+    }
+    return arr;
 }
 
 /* A job's members but its stored JSON (payload, progress, result, last_error): see JOB_RAW. */
@@ -760,7 +895,11 @@ static json_t *job_env(const struct db_job *j)
         str_or_null(j->owner), "lease_expires_at", str_or_null(j->lease_expires_at), "run_at",
         j->run_at, "created_at", j->created_at, "updated_at", j->updated_at, "finished_at",
         str_or_null(j->finished_at), "dedupe_key", str_or_null(j->dedupe_key));
-    return queue_with(env, "concurrency_key", str_or_null(j->concurrency_key));
+    env = queue_with(env, "concurrency_key", str_or_null(j->concurrency_key));
+    env = queue_with(env, "parents", queue_ids_json(j->parents));
+    env = queue_with(env, "children", queue_ids_json(j->children));
+    env = queue_with(env, "waiting_on", json_integer(j->waiting_on));
+    return queue_with(env, "on_parent_failure", str_or_null(j->on_parent_failure));
 }
 
 #define JOB_RAW 4
@@ -880,16 +1019,17 @@ enum svc_outcome queue_page_reply(struct svc_request *req, struct svc_jpage *pag
     return svc_reply_raw(req, 200, "application/json", text, len);
 }
 
-/* ?state= of a job listing: NULL (any) or one of the four states. 0, or -1 after replying. */
+/* ?state= of a job listing: NULL (any) or one of the states. 0, or -1 after replying. */
 static int state_query(struct svc_request *req, const char **state, enum svc_outcome *out)
 {
     *state = svc_req_query(req, "state");
-    if (*state == NULL || strcmp(*state, "pending") == 0 || strcmp(*state, "processing") == 0 ||
-        strcmp(*state, "succeeded") == 0 || strcmp(*state, "failed") == 0 ||
-        strcmp(*state, "cancelled") == 0)
+    if (*state == NULL || strcmp(*state, "waiting") == 0 || strcmp(*state, "pending") == 0 ||
+        strcmp(*state, "processing") == 0 || strcmp(*state, "succeeded") == 0 ||
+        strcmp(*state, "failed") == 0 || strcmp(*state, "cancelled") == 0)
         return 0;
-    *out = svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
-                             "state is pending, processing, succeeded, failed or cancelled");
+    *out =
+        svc_reply_problem(req, SVC_P(INVALID_PARAMETER),
+                          "state is waiting, pending, processing, succeeded, failed or cancelled");
     return -1;
 }
 
@@ -918,6 +1058,53 @@ static enum svc_outcome route_jobs_list(struct svc_request *req)
     /* a page ends at the limit or at the byte budget; either way the next starts after it */
     json_t *next = p.page.items == (size_t)limit || more ? json_integer(p.last) : json_null();
     return queue_page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the page");
+}
+
+/* A page of a job's parents: each with its state and result (spliced as stored). */
+struct parent_page {
+    struct svc_jpage page;
+    int64_t last;
+    int full; /* the byte budget ended the page */
+};
+
+static void parent_one(const struct db_job_parent_row *p, void *ctx)
+{
+    struct parent_page *pp = ctx;
+    size_t bytes = p->result ? strlen(p->result) : 0;
+    if (pp->full || (pp->page.items > 0 && svc_jpage_full(&pp->page, bytes))) {
+        pp->full = 1;
+        return;
+    }
+    json_t *env = json_pack("{s:I, s:I, s:o, s:o, s:o}", "position", (json_int_t)p->position, "id",
+                            (json_int_t)p->id, "queue", str_or_null(p->queue), "state",
+                            str_or_null(p->state), "finished_at", str_or_null(p->finished_at));
+    struct svc_jpage_raw raw = {"result", p->result, bytes};
+    svc_jpage_item(&pp->page, env, &raw, 1);
+    pp->last = p->position;
+}
+
+static enum svc_outcome route_job_parents(struct svc_request *req)
+{
+    struct svc_app *app = svc_req_app(req);
+    enum svc_outcome out = SVC_FATAL;
+    const char *queue = NULL;
+    long long after, limit;
+    int64_t id = queue_job_params(req, "id", &queue, &out);
+    if (id == 0 || route_int_query(req, "after", 0, INT64_MAX, 0, &after, &out) != 0 ||
+        route_int_query(req, "limit", 1, 1000, 100, &limit, &out) != 0)
+        return out;
+    struct parent_page p = {.last = 0};
+    svc_jpage_begin(&p.page, "parents", (size_t)queue_budget(req));
+    enum db_queue_verdict v;
+    struct db_error err;
+    enum db_status st =
+        db_jobs_parents(app->pool, queue, id, after, (int)limit, parent_one, &p, &v, &err);
+    if (st != DB_OK || v != DB_Q_OK) {
+        svc_jpage_free(&p.page);
+        return queue_refused(req, st, &err, queue, v, id);
+    }
+    json_t *next = p.page.items == (size_t)limit || p.full ? json_integer(p.last) : json_null();
+    return queue_page_reply(req, &p.page, json_pack("{s:o}", "next", next), "the parents");
 }
 
 static enum svc_outcome job_admin(struct svc_request *req, int retry)
@@ -972,9 +1159,10 @@ static void stats_one(const char *queue, const struct db_queue_stats *s,
     struct svc_buf l;
     svc_buf_init(&l, 1024);
     svc_metrics_label(&l, "queue", queue);
-    const char *states[] = {"pending", "processing", "succeeded", "failed", "cancelled"};
-    int64_t counts[] = {s->pending, s->processing, s->succeeded, s->failed, s->cancelled};
-    for (int i = 0; i < 5; i++) {
+    const char *states[] = {"waiting", "pending", "processing", "succeeded", "failed", "cancelled"};
+    int64_t counts[] = {s->waiting,   s->pending, s->processing,
+                        s->succeeded, s->failed,  s->cancelled};
+    for (int i = 0; i < 6; i++) {
         char labels[1200];
         snprintf(labels, sizeof(labels), "%s,state=\"%s\"", l.data, states[i]);
         svc_metrics_sample(r->lines[0], "rowlock_queue_jobs", labels, (double)counts[i]);
@@ -1163,6 +1351,8 @@ static const struct svc_route queue_routes[] = {
     {"GET", "/queues/{queue}/jobs", route_jobs_list, SVC_SCOPE_READ, SVC_BODY_NONE, SVC_RUN_WORKER,
      SVC_AUDIT_BY_SCOPE},
     {"GET", "/queues/{queue}/jobs/{id}", route_job_get, SVC_SCOPE_READ, SVC_BODY_NONE,
+     SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
+    {"GET", "/queues/{queue}/jobs/{id}/parents", route_job_parents, SVC_SCOPE_READ, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_BY_SCOPE},
     {"DELETE", "/queues/{queue}/jobs/{id}", route_job_cancel, SVC_SCOPE_WRITE, SVC_BODY_NONE,
      SVC_RUN_WORKER, SVC_AUDIT_ALWAYS},

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "db/queues.h"
+#include "routes/job_graph.h"
 #include "routes/routes.h"
 #include "service/jpage.h"
 
@@ -25,6 +26,12 @@ enum queue_problem {
     QUEUE_PC_QUEUE_HAS_SCHEDULES,
     QUEUE_PC_KEY_NOT_FOUND,
     QUEUE_PC_INVALID_FILTER,
+    QUEUE_PC_INVALID_DEPENDENCIES,
+    QUEUE_PC_DEPENDENCY_CYCLE,
+    QUEUE_PC_UNKNOWN_PARENT,
+    QUEUE_PC_PARENT_FAILED,
+    QUEUE_PC_TOO_MANY_CHILDREN,
+    QUEUE_PC_EFFECT_REFUSED,
     QUEUE_PC_COUNT
 };
 extern const struct svc_problem_info queue_problems[QUEUE_PC_COUNT];
@@ -33,6 +40,32 @@ extern const struct svc_problem_info queue_problems[QUEUE_PC_COUNT];
 /* How a request item parsed: into the workflow's input, refused with a reason (400), or valid
  * but its JSON could not be encoded for the database (500: out of memory). */
 enum parsed { PARSE_OK, PARSE_INVALID, PARSE_UNENCODABLE };
+
+/* Jobs to enqueue, parsed and checked: POST /queues/{queue}/jobs, and a completion's enqueue
+ * effects (routes/effects.c). */
+struct queue_enqueue {
+    const char *what; /* what problems' details start with ("" for the enqueue route) */
+    json_t *batch;    /* the "jobs" array (borrowed), NULL for one job */
+    size_t n;
+    struct db_job_in *jobs;
+    struct db_job_ref *refs;       /* out: each job's id and whether it was a duplicate */
+    char **payloads;               /* the jobs' payload texts, owned */
+    struct route_job_graph graph;  /* the jobs' parents, checked */
+    struct db_job_parent *parents; /* graph.edges as the workflow takes them */
+    struct db_dep_refusal refusal; /* out: the parent a refusal names */
+};
+/* Parses the JSON array jobs (borrowed: it outlives e's use) into e, as the enqueue route parses
+ * a batch; what prefixes each problem's detail. 0, or -1 after replying. */
+int queue_enqueue_parse_jobs(struct svc_request *req, json_t *jobs, const char *what,
+                             struct queue_enqueue *e, enum svc_outcome *out);
+void queue_enqueue_free(struct queue_enqueue *e);
+/* Whether an enqueue's verdict is a refusal of its jobs (a value, a parent), which
+ * queue_enqueue_refused answers as the enqueue route does. */
+int queue_enqueue_refusal(enum db_queue_verdict v);
+enum svc_outcome queue_enqueue_refused(struct svc_request *req, const struct queue_enqueue *e,
+                                       enum db_queue_verdict v, const struct db_error *err);
+/* Counts n jobs enqueued into queue and wakes as many of its waiting claims. */
+void queue_enqueued(struct svc_request *req, const char *queue, size_t n);
 
 /* Counters of routes/queues.c that the lease routes add to (labelled by queue). */
 extern struct svc_counter_vec *queue_m_claims, *queue_m_reclaims, *queue_m_completions,

@@ -10,6 +10,7 @@
 
 #include "db/topic_consumers.h"
 #include "db/topics.h"
+#include "routes/effects.h"
 #include "routes/etag.h"
 #include "routes/json_util.h"
 #include "routes/topics.h"
@@ -249,7 +250,7 @@ enum svc_outcome route_consumers_list(struct svc_request *req)
 static int commit_members(struct svc_request *req, struct db_consumer_commit *k, char *why,
                           size_t size)
 {
-    static const char *const allowed[] = {"offset", "expect", NULL};
+    static const char *const allowed[] = {"offset", "expect", "enqueue", "produce", NULL};
     json_t *body = svc_req_json(req);
     const char *if_match = svc_req_header(req, "If-Match");
     long long offset, expect;
@@ -281,6 +282,20 @@ static int commit_members(struct svc_request *req, struct db_consumer_commit *k,
     return 1;
 }
 
+/* A commit that carried effects: the consumer, and what the effects did ("effects": null when
+ * the commit moved nothing, so applied none: a repeat of a commit that did). */
+static enum svc_outcome reply_committed(struct svc_request *req, const char *topic,
+                                        const struct db_consumer *c, struct route_effects *fx)
+{
+    route_etag_set(req, c->offset);
+    if (!fx->db.applied)
+        return svc_reply_json(req, 200,
+                              queue_with(consumer_json(topic, c), "effects", json_null()));
+    route_effects_done(req, fx);
+    return svc_reply_json(req, 200,
+                          queue_with(consumer_json(topic, c), "effects", route_effects_json(fx)));
+}
+
 enum svc_outcome route_consumer_commit(struct svc_request *req)
 {
     struct svc_app *app = svc_req_app(req);
@@ -292,13 +307,26 @@ enum svc_outcome route_consumer_commit(struct svc_request *req)
     char why[200] = "the body must be a JSON object";
     if (!commit_members(req, &k, why, sizeof(why)))
         return svc_reply_problem(req, TOPIC_P(INVALID_CONSUMER), "%s", why);
+    struct route_effects fx;
+    if (route_effects_parse(req, svc_req_json(req), &fx, &out) != 0) {
+        route_effects_free(&fx);
+        return out;
+    }
+    k.fx = fx.any ? &fx.db : NULL;
     struct db_consumer c;
     enum db_consumer_verdict v;
     struct db_error err;
     enum db_status st = db_consumers_commit(app->pool, topic, name, &k, &c, &v, &err);
-    if (st == DB_OK && v == DB_CONSUMER_OK)
-        return reply_consumer(req, 200, topic, &c);
-    return refusal(req, st, &err, v, topic, name, &c, k.offset);
+    if (st == DB_OK && fx.any && fx.db.refused != DB_FX_OK)
+        out = route_effects_refused(req, &fx);
+    else if (st == DB_OK && v == DB_CONSUMER_OK && fx.any)
+        out = reply_committed(req, topic, &c, &fx);
+    else if (st == DB_OK && v == DB_CONSUMER_OK)
+        out = reply_consumer(req, 200, topic, &c);
+    else
+        out = refusal(req, st, &err, v, topic, name, &c, k.offset);
+    route_effects_free(&fx);
+    return out;
 }
 
 /* ---- metrics ---- */

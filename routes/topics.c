@@ -308,9 +308,8 @@ static enum svc_outcome route_producer_put(struct svc_request *req)
 
 /* ---- produce ---- */
 
-/* Parses one message object into m (value text malloc'd into *value). 1, or 0 with why. */
-static int parse_message(json_t *j, const char *producer, struct db_message_in *m, char **value,
-                         char *why, size_t whysize)
+int route_topic_message_parse(json_t *j, const char *producer, struct db_message_in *m,
+                              char **value, char *why, size_t whysize)
 {
     static const char *const allowed[] = {"key", "value", "rank", "sequence", NULL};
     memset(m, 0, sizeof(*m));
@@ -369,7 +368,7 @@ static const char *effect_name(enum db_head_effect e)
                                         : "duplicate";
 }
 
-static json_t *produced_json(const char *key, const struct db_message_out *o)
+json_t *route_topic_produced_json(const char *key, const struct db_message_out *o)
 {
     return json_pack("{s:I, s:s, s:s, s:I}", "offset", (json_int_t)o->offset, "key", key, "head",
                      effect_name(o->effect), "head_offset", (json_int_t)o->head_offset);
@@ -444,7 +443,8 @@ static int produce_parse(struct svc_request *req, struct produce *p, enum svc_ou
     char why[200];
     for (size_t i = 0; i < p->n; i++) {
         json_t *mj = p->batch ? json_array_get(json_object_get(body, "messages"), i) : p->single;
-        if (!parse_message(mj, p->producer, &p->msgs[i], &p->values[i], why, sizeof(why))) {
+        if (!route_topic_message_parse(mj, p->producer, &p->msgs[i], &p->values[i], why,
+                                       sizeof(why))) {
             *out = p->batch
                        ? svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "message %zu: %s", i, why)
                        : svc_reply_problem(req, TOPIC_P(INVALID_MESSAGE), "%s", why);
@@ -463,12 +463,21 @@ static enum svc_outcome produce_render(struct svc_request *req, const struct pro
         written |= p->res[i].effect != DB_HEAD_DUPLICATE;
     if (!p->batch) {
         route_etag_set(req, p->res[0].head_offset);
-        return svc_reply_json(req, written ? 201 : 200, produced_json(p->msgs[0].key, &p->res[0]));
+        return svc_reply_json(req, written ? 201 : 200,
+                              route_topic_produced_json(p->msgs[0].key, &p->res[0]));
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < p->n; i++)
-        json_array_append_new(arr, produced_json(p->msgs[i].key, &p->res[i]));
+        json_array_append_new(arr, route_topic_produced_json(p->msgs[i].key, &p->res[i]));
     return svc_reply_json(req, written ? 201 : 200, json_pack("{s:o}", "messages", arr));
+}
+
+void route_topic_produced(struct svc_request *req, const char *topic,
+                          const struct db_message_out *out, size_t n)
+{
+    count_effects(topic, out, n);
+    char channel[SVC_CHANNEL_MAX];
+    svc_req_wake(req, route_topic_channel(topic, channel, sizeof(channel)));
 }
 
 static enum svc_outcome route_messages_produce(struct svc_request *req)
@@ -490,9 +499,7 @@ static enum svc_outcome route_messages_produce(struct svc_request *req)
     } else if (v != DB_TOPIC_OK) {
         out = route_topic_problem(req, v, topic, p.producer);
     } else {
-        count_effects(topic, p.res, p.n);
-        char channel[SVC_CHANNEL_MAX];
-        svc_req_wake(req, route_topic_channel(topic, channel, sizeof(channel)));
+        route_topic_produced(req, topic, p.res, p.n);
         out = produce_render(req, &p);
     }
     produce_free(&p);
@@ -658,7 +665,7 @@ static enum svc_outcome head_render(struct svc_request *req, const struct db_hea
     char channel[SVC_CHANNEL_MAX];
     svc_req_wake(req, route_topic_channel(topic, channel, sizeof(channel)));
     route_etag_set(req, w->produced.head_offset);
-    j = produced_json(key, &w->produced);
+    j = route_topic_produced_json(key, &w->produced);
     json_object_set_new(j, "topic", json_string(topic));
     json_object_set(j, "value", d->value ? d->value : json_null());
     json_object_set_new(j, "produced", json_true());

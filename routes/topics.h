@@ -32,6 +32,17 @@ enum svc_outcome route_topic_problem(struct svc_request *req, enum db_topic_verd
 /* The wake-up channel of a topic ("topic:<name>") in buf (SVC_CHANNEL_MAX bytes hold any). */
 const char *route_topic_channel(const char *topic, char *buf, size_t size);
 
+/* One message object (key, value, rank, sequence) into m, its value's text malloc'd into
+ * *value; producer: the producer it goes through (a sequence needs a named one). 1, or 0 with
+ * why. */
+int route_topic_message_parse(json_t *j, const char *producer, struct db_message_in *m,
+                              char **value, char *why, size_t whysize);
+/* A produced message as answered: offset, key, head effect, head offset. */
+json_t *route_topic_produced_json(const char *key, const struct db_message_out *o);
+/* Counts n produced messages of topic and wakes its waiting reads. */
+void route_topic_produced(struct svc_request *req, const char *topic,
+                          const struct db_message_out *out, size_t n);
+
 /* routes/topic_reads.c: log reads, key lists and a key's history. */
 enum svc_outcome route_messages_read(struct svc_request *req);
 enum svc_outcome route_keys_list(struct svc_request *req);

@@ -334,6 +334,13 @@ static int check_auth(struct svc_request *req, const struct svc_route *route, en
     return 0;
 }
 
+int svc_req_has_scope(const struct svc_request *req, int scope)
+{
+    const struct svc_server *s = req->server;
+    return s->auth == NULL || svc_auth_check(s->auth, req->seen.authorization,
+                                             (enum svc_scope)scope, NULL, NULL) == SVC_AUTH_OK;
+}
+
 /* The token's request rate, once it is authenticated: past its burst, a 429 with Retry-After
  * (whole seconds until a request would pass), before the handler has done anything. */
 static int check_rate(struct svc_request *req, enum svc_outcome *out)

@@ -343,7 +343,10 @@ const queuesView = {
   render(d) { return [h('h1', {}, 'Queues'), queuesTable(d.queues)]; },
 };
 
-const STATES = ['pending', 'processing', 'succeeded', 'failed', 'cancelled'];
+const STATES = ['waiting', 'pending', 'processing', 'succeeded', 'failed', 'cancelled'];
+// GET /queues/{queue} counts every state but waiting; the waiting jobs are counted from a page of
+// them, up to this many.
+const WAITING_COUNT_MAX = 100;
 
 // How long a queue keeps the jobs that end in a state (0: deleted by the statement that ends them).
 const kept = (sec) => (sec === 0 ? 'deleted at end' : `kept ${fmtAge(sec)}`);
@@ -384,6 +387,12 @@ function queueLimits(q, keys) {
   ];
 }
 
+// The waiting jobs of a page of them (limit WAITING_COUNT_MAX): their number, or "100+" when
+// the page is full and more follow.
+const waitingCount = (page) => (page.next !== null && page.next !== undefined
+  ? `${WAITING_COUNT_MAX}+` : page.jobs.length);
+const fmtCount = (n) => (typeof n === 'string' ? n : fmtNum(n));
+
 const queueView = {
   title: (p) => `Queue ${p.queue}`,
   async load(p) {
@@ -392,9 +401,10 @@ const queueView = {
     const i = st.trail.indexOf(p.after);
     if (i >= 0) st.trail.length = i + 1; else st.trail.push(p.after);
     const q = `/queues/${enc(p.queue)}`;
-    const [queue, jobs, keys] = await Promise.all([api(q),
+    const [queue, jobs, keys, waiting] = await Promise.all([api(q),
       api(`${q}/jobs?limit=${PAGE}&after=${enc(p.after)}${p.state ? `&state=${p.state}` : ''}`),
-      api(`${q}/keys?limit=100`)]);
+      api(`${q}/keys?limit=100`), api(`${q}/jobs?state=waiting&limit=${WAITING_COUNT_MAX}`)]);
+    if (queue.counts && queue.counts.waiting === undefined) queue.counts.waiting = waitingCount(waiting);
     return { queue, jobs, keys: keys.keys, prev: st.trail.length > 1 ? st.trail[st.trail.length - 2] : null };
   },
   render(d, p, ms) {
@@ -413,7 +423,7 @@ const queueView = {
       c.failed > 0 ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry-all', 'data-queue': name, 'data-count': c.failed }, 'Retry all failed') : null,
       c.pending > 0 ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel-all', 'data-queue': name, 'data-count': c.pending }, 'Cancel all pending') : null) : null,
       cards('Jobs by state', [
-        ...STATES.map((s2) => [s2[0].toUpperCase() + s2.slice(1), fmtNum(c[s2]), `count-${s2}`]),
+        ...STATES.map((s2) => [s2[0].toUpperCase() + s2.slice(1), fmtCount(c[s2]), `count-${s2}`]),
         ['Oldest pending', fmtAge(c.oldest_pending_age_seconds), 'oldest-pending'],
       ]),
       h('p', { class: 'hint', 'data-testid': 'queue-settings' }, queueSettings(d.queue, c)),
@@ -473,13 +483,104 @@ function throughputChart(queue) {
       h('span', { class: 'hint' }, `${summary} From the counters of /metrics, polled every ${POLL_MS / 1000} s since this page opened.`)));
 }
 
+// ---- a job's parents and children (dependencies) ----
+
+const CHILDREN_CHECKED = 100;
+
+// Every parent of a job, in position order, from GET .../parents (each with its queue and state,
+// null when the parent is gone).
+async function jobParents(queue, id) {
+  const out = [];
+  let after = 0;
+  for (let i = 0; i < 20; i++) {
+    const r = await api(`/queues/${enc(queue)}/jobs/${enc(id)}/parents?limit=1000&after=${after}`);
+    out.push(...r.parents);
+    if (r.next === null || r.next === undefined || r.parents.length === 0) break;
+    after = r.next;
+  }
+  return out;
+}
+
+// The job's children as far as this queue knows them: a job lists its children by id alone, and
+// a child may be in another queue. The first CHILDREN_CHECKED are looked up in this queue: {id,
+// job} when found there as a child of parent, {id} otherwise (another queue, or purged). Where a
+// child is found is kept for the view's life (a job never changes queue); its state is read anew.
+async function jobChildren(queue, parent, ids, st) {
+  st.childQueue = st.childQueue || {};
+  return Promise.all(ids.map(async (id, i) => {
+    if (i >= CHILDREN_CHECKED || st.childQueue[id] === false) return { id };
+    try {
+      const job = await api(`/queues/${enc(queue)}/jobs/${enc(id)}`);
+      const mine = (job.parents || []).map(String).includes(String(parent));
+      st.childQueue[id] = mine;
+      return mine ? { id, job } : { id };
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      st.childQueue[id] = false;
+      return { id };
+    }
+  }));
+}
+
+// How many of the parents are in each state ("gone": purged or deleted with their queue).
+function parentCounts(parents) {
+  const n = {};
+  for (const x of parents) n[x.state || 'gone'] = (n[x.state || 'gone'] || 0) + 1;
+  return n;
+}
+
+function jobDependencies(d, queue) {
+  const j = d.job;
+  if (!(j.parents || []).length && !(j.children || []).length) return [];
+  const n = parentCounts(d.parents);
+  const jobLink = (q, id) => (q ? link(`${qHref(q)}/jobs/${id}`, `#${id}`) : `#${id}`);
+  const failed = j.last_error?.parent_failed;
+  const failedParent = d.parents.find((x) => String(x.id) === String(failed));
+  return [
+    h('h2', { id: 'workflow-h' }, 'Workflow'),
+    failed ? h('p', { 'data-testid': 'parent-failed' }, 'Cancelled because its parent ',
+      jobLink(failedParent?.queue, failed), ' failed or was cancelled.') : null,
+    j.parents.length ? [
+      h('h3', {}, 'Parents by state'),
+      cards(`Parents by state (${d.parents.length})`, [...STATES, 'gone'].filter((x) => n[x] || x === 'succeeded')
+        .map((x) => [x[0].toUpperCase() + x.slice(1), fmtNum(n[x] || 0), `parents-${x}`])),
+      h('p', { class: 'hint', 'data-testid': 'parents-progress' },
+        `${fmtNum(n.succeeded || 0)} of ${fmtNum(d.parents.length)} parents succeeded; `,
+        j.state === 'waiting' ? `waiting on ${fmtNum(j.waiting_on)}. ` : `waiting on none. `,
+        j.on_parent_failure === 'run' ? 'Runs even when a parent fails or is cancelled.'
+          : 'Cancelled when a parent fails or is cancelled.'),
+      table(`Parents (${d.parents.length})`, [{ label: 'Position', num: 1 }, { label: 'Job', num: 1 }, 'Queue', 'State', 'Finished', 'Result'],
+        d.parents.map((x) => h('tr', { 'data-key': x.position, 'data-parent': x.id },
+          td(fmtNum(x.position), 1), h('th', { scope: 'row', class: 'num' }, jobLink(x.queue, x.id)),
+          td(x.queue ? link(qHref(x.queue), x.queue) : '–'), td(badge(x.state || 'gone')),
+          td(fmtTime(x.finished_at)), td(x.result === null || x.result === undefined ? '–' : JSON.stringify(x.result).slice(0, 80)))),
+        { id: 'parents' }),
+    ] : null,
+    j.children.length ? [
+      table(`Children (${j.children.length})`, [{ label: 'Job', num: 1 }, 'Queue', 'State'],
+        d.children.map((x) => h('tr', { 'data-key': x.id, 'data-child': x.id },
+          h('th', { scope: 'row', class: 'num' }, jobLink(x.job ? queue : null, x.id)),
+          td(x.job ? link(qHref(queue), queue) : 'another queue, or gone'), td(x.job ? jobBadge(x.job) : '–'))),
+        { id: 'children' }),
+      h('p', { class: 'hint' }, `A job knows its children by id alone: those found in queue ${queue} link to their page`,
+        j.children.length > CHILDREN_CHECKED ? ` (the first ${CHILDREN_CHECKED} are looked up)` : '', '.'),
+    ] : null,
+  ];
+}
+
 const jobView = {
   title: (p) => `Job ${p.id} of ${p.queue}`,
   async load(p) {
-    try { return { job: await api(`/queues/${enc(p.queue)}/jobs/${enc(p.id)}`) }; } catch (e) {
+    let job;
+    try { job = await api(`/queues/${enc(p.queue)}/jobs/${enc(p.id)}`); } catch (e) {
       if (e.status !== 404) throw e;
       return { missing: e }; // never enqueued, purged, or deleted as it ended (the detail says what the queue deletes)
     }
+    const st = viewState(`job:${p.queue}:${p.id}`);
+    const [parents, children] = await Promise.all([
+      (job.parents || []).length ? jobParents(p.queue, p.id) : [],
+      jobChildren(p.queue, job.id, job.children || [], st)]);
+    return { job, parents, children };
   },
   render(d, p) {
     const crumbs = h('p', { class: 'crumbs' }, link('#/queues', 'Queues'), ' / ', link(qHref(p.queue), p.queue), ' / ');
@@ -491,14 +592,19 @@ const jobView = {
       h('h1', {}, `Job #${j.id} `, jobBadge(j)),
       h('div', { class: 'actions' },
         write && (j.state === 'failed' || j.state === 'cancelled') ? h('button', { type: 'button', class: 'primary', 'data-action': 'retry', 'data-queue': p.queue, 'data-job': j.id }, 'Retry job') : null,
-        write && (j.state === 'pending' || j.state === 'processing') ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel', 'data-queue': p.queue, 'data-job': j.id }, 'Cancel job') : null),
+        write && (j.state === 'waiting' || j.state === 'pending' || j.state === 'processing') ? h('button', { type: 'button', class: 'danger', 'data-action': 'cancel', 'data-queue': p.queue, 'data-job': j.id }, 'Cancel job') : null),
       h('dl', { class: 'kv' },
         [['State', jobBadge(j)], ['Attempts', `${j.attempts} of ${j.max_attempts}`], ['Fence', j.fence],
           ['Owner', j.owner || '–'], ['Lease expires', fmtTime(j.lease_expires_at)], ['Priority', j.priority],
           ['Run at', fmtTime(j.run_at)], ['Created', fmtTime(j.created_at)], ['Updated', fmtTime(j.updated_at)],
           ['Finished', fmtTime(j.finished_at)], ['Dedupe key', j.dedupe_key || '–'],
-          ['Concurrency key', j.concurrency_key || '–']]
-          .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+          ['Concurrency key', j.concurrency_key || '–'],
+          ['Parents', (j.parents || []).length ? fmtNum(j.parents.length) : 'none'],
+          ['Waiting on', (j.parents || []).length ? `${fmtNum(j.waiting_on)} ${j.waiting_on === 1 ? 'parent' : 'parents'}` : '–', 'waiting-on'],
+          ['On parent failure', j.on_parent_failure || '–', 'on-parent-failure'],
+          ['Children', (j.children || []).length ? fmtNum(j.children.length) : 'none']]
+          .map(([k, v, key]) => [h('dt', {}, k), h('dd', { 'data-testid': key || null }, v)])),
+      ...jobDependencies(d, p.queue),
       h('h2', {}, 'Attempt history'),
       (j.history || []).length ? h('ol', { class: 'timeline', 'aria-label': 'Attempts, oldest first' }, j.history.map((a) => {
         const outcome = a.outcome || (a.ended_at ? 'ended' : 'running');

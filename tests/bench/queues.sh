@@ -25,6 +25,12 @@
 #                   (1000) a key, above what WORKERS x BATCH can hold; the claims run as a
 #                   limited queue's do (db/leases.c, the limited claim: the queue's row locked,
 #                   claims one at a time): what the limit costs
+#   rowlock-chain   rowlock-batch on jobs enqueued as chains of ENQUEUE_BATCH (each request one
+#                   chain: every job waits for the one before it, named by ref), so that only
+#                   each chain's head is claimable; each completion releases the next job
+#   rowlock-fanin   the same with each request a fan-in: its last job waits for all the others
+#                   (49 parents when ENQUEUE_BATCH is 50). Run with ENQUEUE_BATCH=50 and
+#                   rowlock-batch for the graphs' enqueue and processing beside plain jobs
 #   rowlock-large   for reference: the same with LARGE_WORKERS (4) workers and max_jobs
 #                   LARGE_BATCH (500), the shape of the peers' fastest configurations
 #   pgbench-batch   the ceiling: pgbench -M prepared, CLIENTS clients, each transaction of the
@@ -145,7 +151,7 @@ readonly BUDGET=4194304 # ROWLOCK_RESPONSE_BUDGET's default, bound by the pgbenc
 readonly LOG_LEVEL="${ROWLOCK_LOG_LEVEL:-info}"
 readonly KEEP_LOGS="${KEEP_LOGS:-0}" KEEP_DATA="${KEEP_DATA:-0}"
 readonly NPM_DIR="${NPM_DIR:-$ROOT/.rowlock/bench-queues-npm}"
-ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-keys rowlock-keyed rowlock-large pgbench-batch pgbench-combined pgbench-auto"
+ALL_SYSTEMS="rowlock-1 rowlock-batch rowlock-deleted rowlock-keys rowlock-keyed rowlock-chain rowlock-fanin rowlock-large pgbench-batch pgbench-combined pgbench-auto"
 ALL_SYSTEMS="$ALL_SYSTEMS pgbench-bare"
 readonly ALL_SYSTEMS="$ALL_SYSTEMS pgbench-1 graphile-worker pg-boss"
 readonly SYSTEMS="${SYSTEMS:-$ALL_SYSTEMS}"
@@ -900,6 +906,8 @@ NAME[rowlock-batch]="rowlock, batch-$BATCH"
 NAME[rowlock-deleted]="rowlock, batch-$BATCH, deleted at end"
 NAME[rowlock-keys]="rowlock, batch-$BATCH, $KEYED_KEYS keys, no limit"
 NAME[rowlock-keyed]="rowlock, batch-$BATCH, $KEYED_KEYS keys limited to $KEYED_LIMIT"
+NAME[rowlock-chain]="rowlock, batch-$BATCH, chains of $ENQUEUE_BATCH"
+NAME[rowlock-fanin]="rowlock, batch-$BATCH, fan-ins of $ENQUEUE_BATCH"
 NAME[rowlock-large]="rowlock, batch-$LARGE_BATCH x $LARGE_WORKERS"
 NAME[pgbench-batch]="pgbench ceiling, batch-$BATCH"
 NAME[pgbench-combined]="pgbench, combined $COMBINE_CLIENTS x $((WORKERS / COMBINE_CLIENTS)) x $BATCH"
@@ -911,10 +919,11 @@ NAME[pg-boss]="pg-boss ${PGBOSS_VERSION:-}, $PGBOSS_BATCH x $PGBOSS_WORKERS"
 
 # keep_best SYSTEM ROUND: after a round of SYSTEM, its figures become the reported ones when its
 # jobs/s are the best so far; every round's jobs/s are listed, and a failed round fails it.
-declare -A ROUNDS_OF FAILED_ROUND
+declare -A ROUNDS_OF ENQ_OF FAILED_ROUND
 keep_best() {
     local system=$1 r=$2 best=${BEST_RES[$1]:-}
     ROUNDS_OF[$system]+="${ROUNDS_OF[$system]:+, }$(printf '%.0f' "${RES[$system]:-0}")"
+    ENQ_OF[$system]+="${ENQ_OF[$system]:+, }${ENQ[$system]:-0}"
     [ "${OK[$system]}" = OK ] || FAILED_ROUND[$system]+=" $r"
     if [ -z "$best" ] || awk -v a="${RES[$system]:-0}" -v b="$best" 'BEGIN { exit !(a > b) }'; then
         BEST_RES[$system]=${RES[$system]} BEST_ENQ[$system]=${ENQ[$system]}
@@ -958,6 +967,8 @@ run_system() {
         run_rowlock "$system" "$BATCH" "$WORKERS" '{"succeeded_retention_seconds": 0}'
         ;;
     rowlock-keys) ENQUEUE_KEYS=$KEYED_KEYS run_rowlock "$system" "$BATCH" "$WORKERS" ;;
+    rowlock-chain) ENQUEUE_KEYS=chain run_rowlock "$system" "$BATCH" "$WORKERS" ;;
+    rowlock-fanin) ENQUEUE_KEYS=fanin run_rowlock "$system" "$BATCH" "$WORKERS" ;;
     rowlock-keyed)
         ENQUEUE_KEYS=$KEYED_KEYS run_rowlock "$system" "$BATCH" "$WORKERS" \
             "{\"key_limits\": {\"concurrency\": $KEYED_LIMIT}}"
@@ -1104,6 +1115,16 @@ for s in rowlock-keys rowlock-keyed; do
     if [ -n "${BEST_RES[$s]:-}" ] && [ -n "$rb" ]; then
         awk -v s="$s" -v a="${BEST_RES[$s]}" -v b="$rb" 'BEGIN {
             printf "  (no target) %s / rowlock-batch: %.2fx\n", s, (b > 0 ? a / b : 0) }'
+    fi
+done
+for s in rowlock-chain rowlock-fanin; do
+    if [ -n "${BEST_RES[$s]:-}" ] && [ -n "$rb" ]; then
+        awk -v s="$s" -v a="${BEST_RES[$s]}" -v b="$rb" -v ea="${BEST_ENQ[$s]}" \
+            -v eb="${BEST_ENQ[rowlock-batch]}" -v ra="${ENQ_OF[$s]}" \
+            -v rb="${ENQ_OF[rowlock-batch]}" 'BEGIN {
+            printf "  (no target) %s / rowlock-batch: processed %.2fx, enqueued %.2fx", s,
+                (b > 0 ? a / b : 0), (eb > 0 ? ea / eb : 0)
+            printf " (enqueue jobs/s by round: %s; plain: %s)\n", ra, rb }'
     fi
 done
 if [ -n "${BEST_RES[rowlock-1]:-}" ] && [ -n "${BEST_RES[pgbench-1]:-}" ]; then

@@ -292,6 +292,87 @@ test('a job page shows the attempt history of a fenced takeover', async () => {
   await page.context().close();
 });
 
+test('a job of a workflow lists its parents (states, queues, links, counts by state) and its children; waiting jobs have their filter', async () => {
+  await ok('PUT', '/queues/flow', { max_attempts: 1 });
+  await ok('PUT', '/queues/flow-other', { max_attempts: 1 });
+  const { id: ext } = await ok('POST', '/queues/flow-other/jobs', { payload: { n: 'ext' } });
+  // a and b in this queue, ext in another: c waits for all three, runs even if one fails; d waits for c
+  const enq = await ok('POST', '/queues/flow/jobs', { jobs: [
+    { ref: 'a', payload: { n: 'a' } }, { ref: 'b', payload: { n: 'b' } },
+    { ref: 'c', payload: { n: 'c' }, parents: ['a', 'b', ext], on_parent_failure: 'run' },
+    { ref: 'd', payload: { n: 'd' }, parents: ['c'] }, { ref: 'e', payload: { n: 'e' }, parents: ['b'] }] });
+  assert.deepEqual(enq.jobs.map((j) => j.state), ['pending', 'pending', 'waiting', 'waiting', 'waiting']);
+  const [a, b, c, d, e] = enq.jobs.map((j) => j.id);
+  const far = (await ok('POST', '/queues/flow-other/jobs', { jobs: [{ payload: { n: 'far' }, parents: [c] }] })).jobs[0].id;
+  const claim = await ok('POST', '/queues/flow/leases', { owner: 'w', max_jobs: 2 });
+  const fence = Object.fromEntries(claim.leases.map((l) => [l.job_id, l.fence]));
+  await ok('POST', `/queues/flow/leases/${a}/complete`, { owner: 'w', fence: fence[a], result: { rows: 7 } });
+  await ok('POST', `/queues/flow/leases/${b}/fail`, { owner: 'w', fence: fence[b], error: { reason: 'no disk' } });
+  assert.deepEqual((await ok('GET', `/queues/flow/jobs/${e}`)).last_error, { cancelled: true, parent_failed: b });
+  const job = await ok('GET', `/queues/flow/jobs/${c}`);
+  assert.deepEqual([job.state, job.waiting_on, job.on_parent_failure, job.parents, job.children], ['waiting', 1, 'run', [a, b, ext], [d, far]]);
+  const parents = (await ok('GET', `/queues/flow/jobs/${c}/parents`)).parents;
+  assert.deepEqual(parents.map((x) => [x.id, x.queue, x.state]), [[a, 'flow', 'succeeded'], [b, 'flow', 'failed'], [ext, 'flow-other', 'pending']]);
+
+  const page = await openPage(ADMIN);
+  await go(page, `#/queues/flow/jobs/${c}`, 'queues');
+  const rows = page.locator('#parents tr[data-parent]');
+  await until(async () => (await rows.count()) === 3, 'three parents');
+  for (let i = 0; i < parents.length; i++) {
+    const x = parents[i];
+    assert.equal(await rows.nth(i).getAttribute('data-parent'), String(x.id));
+    assert.equal(await rows.nth(i).getByRole('link', { name: `#${x.id}` }).getAttribute('href'), `#/queues/${x.queue}/jobs/${x.id}`);
+    assert.equal(await text(rows.nth(i).locator('.state')), x.state);
+    assert.equal(await text(rows.nth(i).locator('td').nth(1)), x.queue);
+  }
+  assert.match(await text(rows.nth(0)), /"rows":7/, 'a parent\'s result');
+  for (const [st, n] of [['succeeded', 1], ['failed', 1], ['pending', 1]]) {
+    assert.equal(await text(page.locator(`[data-testid="parents-${st}"] dd`)), String(n), `parents ${st}`);
+  }
+  assert.equal(await page.locator('[data-testid="parents-waiting"]').count(), 0, 'no state without parents in it, but succeeded');
+  assert.match(await text(page.locator('[data-testid="parents-progress"]')), /^1 of 3 parents succeeded; waiting on 1\. Runs even when a parent fails/);
+  assert.equal(await text(page.locator('[data-testid="waiting-on"]')), '1 parent');
+  assert.equal(await text(page.locator('[data-testid="on-parent-failure"]')), 'run');
+  assert.match(await text(page.locator('main h1')), /waiting/);
+  // children: d in this queue links to its page with its state; far, in another queue, is an id alone
+  const kids = page.locator('#children tr[data-child]');
+  await until(async () => (await kids.count()) === 2, 'two children');
+  assert.equal(await kids.nth(0).getByRole('link', { name: `#${d}` }).getAttribute('href'), `#/queues/flow/jobs/${d}`);
+  assert.equal(await text(kids.nth(0).locator('.state')), 'waiting');
+  assert.equal(await kids.nth(1).getByRole('link').count(), 0);
+  assert.match(await text(kids.nth(1)), new RegExp(`#${far}\\s+another queue`));
+  await shot(page, 'job-workflow');
+  await axe(page, 'job-workflow');
+  // ext succeeds: the page, live, counts it and c is released
+  const other = await ok('POST', '/queues/flow-other/leases', { owner: 'w', max_jobs: 1 });
+  assert.equal(other.leases[0].job_id, ext);
+  await ok('POST', `/queues/flow-other/leases/${ext}/complete`, { owner: 'w', fence: other.leases[0].fence });
+  await until(async () => (await text(page.locator('[data-testid="parents-succeeded"] dd'))) === '2', 'two parents succeeded');
+  assert.equal(await page.locator('[data-testid="parents-pending"]').count(), 0);
+  await until(async () => (await text(page.locator('[data-testid="waiting-on"]'))) === '0 parents', 'waiting on none');
+  assert.match(await text(page.locator('main h1')), /pending/);
+  // a parent's page lists c as a child in this queue
+  await rows.nth(0).getByRole('link', { name: `#${a}` }).click();
+  await until(async () => (await text(page.locator('main h1'))).includes(`#${a}`), 'the parent\'s page');
+  await until(async () => (await page.locator(`#children tr[data-child="${c}"] a[href="#/queues/flow/jobs/${c}"]`).count()) === 1, 'c as a child of a');
+  assert.equal(await page.locator('#parents').count(), 0, 'a has no parents');
+  // e, cancelled because b failed, says so with a link to b
+  await go(page, `#/queues/flow/jobs/${e}`, 'queues');
+  await until(async () => (await page.locator('[data-testid="parent-failed"]').count()) === 1, 'the failed parent named');
+  assert.equal(await page.locator('[data-testid="parent-failed"] a').getAttribute('href'), `#/queues/flow/jobs/${b}`);
+  assert.equal(await text(page.locator('[data-testid="parents-failed"] dd')), '1');
+  // the queue: d is the one waiting job, its own filter and count
+  await go(page, '#/queues/flow', 'queues');
+  await until(async () => (await text(page.locator('[data-testid="count-waiting"] dd'))) === '1', 'one waiting job counted');
+  await page.getByRole('link', { name: 'waiting', exact: true }).click();
+  await until(async () => (await page.locator('tr[data-job]').count()) === 1, 'the waiting filter');
+  assert.equal(await page.locator('tr[data-job]').first().getAttribute('data-job'), String(d));
+  assert.match(await text(page.locator(`tr[data-job="${d}"]`)), /waiting/);
+  assert.equal(await page.locator('[aria-current="true"]').getAttribute('href'), '#/queues/flow?state=waiting');
+  await shot(page, 'queue-waiting');
+  await page.context().close();
+});
+
 test('the headless count rises after no-op PATCHes on new keys and falls after the janitor', async () => {
   await ok('PUT', '/topics/fresh', { headless_ttl_seconds: 4 });
   const page = await openPage(ADMIN);

@@ -1,10 +1,12 @@
 /* tests/bench/queues/worker.c: the HTTP client of tests/bench/queues.sh. Built by that script
  * (cc -O2 worker.c -lcurl -ljansson -lpthread); not part of the CMake build.
  *
- * worker enqueue BASE QUEUE JOBS BATCH [KEYS]
+ * worker enqueue BASE QUEUE JOBS BATCH [KEYS|chain|fanin]
  *   POSTs JOBS jobs to BASE/queues/QUEUE/jobs, BATCH a request ({"jobs": [...]}), payloads
  *   {"i": 0} .. {"i": JOBS-1}, one keep-alive connection; with KEYS, job i has the concurrency
- *   key "k<i % KEYS>". Prints "enqueued=N seconds=S".
+ *   key "k<i % KEYS>"; with chain, each request's jobs are a chain (each job's parent the one
+ *   before it, by ref); with fanin, the last job of each request has every other as a parent.
+ *   Prints "enqueued=N seconds=S".
  *
  * worker work BASE QUEUE JOBS WORKERS MAX_JOBS [TIMEOUT_S]
  *   WORKERS threads, each with its own keep-alive connection (one libcurl easy handle) and owner
@@ -128,7 +130,33 @@ static long post(struct client *c, const char *url, const char *body)
 
 /* ---- enqueue ---- */
 
-static int enqueue(const char *base, const char *queue, long jobs, long batch, long keys)
+enum shape { PLAIN, CHAIN, FANIN };
+
+/* The dependencies of job i of a request of n jobs, by shape (refs "j<i>" within the request). */
+static void shape_job(json_t *job, enum shape shape, long i, long n)
+{
+    char ref[32];
+    if (shape == PLAIN || n < 2)
+        return;
+    snprintf(ref, sizeof(ref), "j%ld", i);
+    json_object_set_new(job, "ref", json_string(ref));
+    json_t *parents = json_array();
+    if (shape == CHAIN && i > 0) {
+        snprintf(ref, sizeof(ref), "j%ld", i - 1);
+        json_array_append_new(parents, json_string(ref));
+    }
+    for (long k = 0; shape == FANIN && i == n - 1 && k < n - 1; k++) {
+        snprintf(ref, sizeof(ref), "j%ld", k);
+        json_array_append_new(parents, json_string(ref));
+    }
+    if (json_array_size(parents) > 0)
+        json_object_set_new(job, "parents", parents);
+    else
+        json_decref(parents);
+}
+
+static int enqueue(const char *base, const char *queue, long jobs, long batch, long keys,
+                   enum shape shape)
 {
     struct client c;
     if (client_init(&c) != 0)
@@ -148,6 +176,7 @@ static int enqueue(const char *base, const char *queue, long jobs, long batch, l
                 snprintf(key, sizeof(key), "k%ld", (done + i) % keys);
                 json_object_set_new(job, "concurrency_key", json_string(key));
             }
+            shape_job(job, shape, i, n);
             json_array_append_new(arr, job);
         }
         json_t *b = json_pack("{s:o}", "jobs", arr);
@@ -459,14 +488,18 @@ int main(int argc, char **argv)
         return 1;
     int rc;
     if ((argc == 6 || argc == 7) && strcmp(argv[1], "enqueue") == 0) {
+        const char *last = argc == 7 ? argv[6] : "";
+        enum shape shape = strcmp(last, "chain") == 0   ? CHAIN
+                           : strcmp(last, "fanin") == 0 ? FANIN
+                                                        : PLAIN;
         rc = enqueue(argv[2], argv[3], arg_long(argv[4], "JOBS", 1), arg_long(argv[5], "BATCH", 1),
-                     argc == 7 ? arg_long(argv[6], "KEYS", 1) : 0);
+                     argc == 7 && shape == PLAIN ? arg_long(argv[6], "KEYS", 1) : 0, shape);
     } else if ((argc == 7 || argc == 8) && strcmp(argv[1], "work") == 0) {
         rc = work(argv[2], argv[3], arg_long(argv[4], "JOBS", 1),
                   (int)arg_long(argv[5], "WORKERS", 1), arg_long(argv[6], "MAX_JOBS", 1),
                   argc == 8 ? (double)arg_long(argv[7], "TIMEOUT_S", 1) : 600.0);
     } else {
-        fprintf(stderr, "usage: worker enqueue BASE QUEUE JOBS BATCH [KEYS]\n"
+        fprintf(stderr, "usage: worker enqueue BASE QUEUE JOBS BATCH [KEYS|chain|fanin]\n"
                         "       worker work BASE QUEUE JOBS WORKERS MAX_JOBS [TIMEOUT_S]\n");
         rc = 2;
     }

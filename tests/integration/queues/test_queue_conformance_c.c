@@ -79,8 +79,11 @@ static enum qc_outcome c_enqueue(void *ctx, const char *queue, const char *paylo
                                  const char *dedupe_key, double delay_seconds, int priority,
                                  int64_t *id, int *duplicate)
 {
-    struct db_job_in in = {payload, dedupe_key, NULL, delay_seconds, priority, 0, 0, NULL};
-    struct db_job_ref ref = {0, DB_Q_OK, "", 0};
+    struct db_job_in in = {.payload = payload,
+                           .dedupe_key = dedupe_key,
+                           .delay_seconds = delay_seconds,
+                           .priority = priority};
+    struct db_job_ref ref = {.verdict = DB_Q_OK};
     enum db_queue_verdict v;
     struct db_error err;
     enum db_status st = db_jobs_enqueue(ctx, queue, &in, 1, &ref, &v, &err);

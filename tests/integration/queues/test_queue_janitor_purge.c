@@ -55,7 +55,7 @@ static void make_queue(const char *name)
 static int64_t enqueue_key(const char *queue, const char *key)
 {
     struct db_job_in in = {.payload = "{\"n\":1}", .dedupe_key = key};
-    struct db_job_ref ref = {0, DB_Q_OK, "", 0};
+    struct db_job_ref ref = {.verdict = DB_Q_OK};
     enum db_queue_verdict v;
     struct db_error err;
     assert_int_equal(db_jobs_enqueue(pool, queue, &in, 1, &ref, &v, &err), DB_OK);

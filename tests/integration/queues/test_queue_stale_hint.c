@@ -70,8 +70,8 @@ static uint64_t redos(void)
 
 static int64_t enqueue(void)
 {
-    struct db_job_in in = {"{\"n\":1}", NULL, NULL, 0, 0, 0, 0, NULL};
-    struct db_job_ref ref = {0, DB_Q_OK, "", 0};
+    struct db_job_in in = {.payload = "{\"n\":1}"};
+    struct db_job_ref ref = {.verdict = DB_Q_OK};
     enum db_queue_verdict v;
     struct db_error err;
     assert_int_equal(db_jobs_enqueue(pool, "h", &in, 1, &ref, &v, &err), DB_OK);
@@ -154,8 +154,8 @@ static void stale_hints_act_on_the_new_queue_once(void **state)
 
     /* the queue gone: not found, no error */
     PQclear(th_sql(sql, "DELETE FROM rowlock.queues WHERE name = 'h'"));
-    struct db_job_in in = {"{\"n\":1}", NULL, NULL, 0, 0, 0, 0, NULL};
-    struct db_job_ref ref = {0, DB_Q_OK, "", 0};
+    struct db_job_in in = {.payload = "{\"n\":1}"};
+    struct db_job_ref ref = {.verdict = DB_Q_OK};
     assert_int_equal(db_jobs_enqueue(pool, "h", &in, 1, &ref, &v, &err), DB_OK);
     assert_int_equal(v, DB_Q_QUEUE_NOT_FOUND);
     struct db_claimed none[1];

@@ -74,10 +74,10 @@ static void per_resource_series_bounded_totals_complete(void **state)
     assert_int_equal(series(r.body, "rowlock_topic_messages_produced_total", "\"_other\"", &found),
                      6);
     assert_true(found);
-    /* 5 queues, 5 states each */
-    assert_int_equal(series(r.body, "rowlock_queue_jobs", "\"q1\"", &found), 25);
+    /* 5 queues, 6 states each */
+    assert_int_equal(series(r.body, "rowlock_queue_jobs", "\"q1\"", &found), 30);
     assert_true(found);
-    assert_int_equal(series(r.body, "rowlock_queue_jobs", "\"q6\"", &found), 25);
+    assert_int_equal(series(r.body, "rowlock_queue_jobs", "\"q6\"", &found), 30);
     assert_false(found);
     assert_int_equal(series(r.body, "rowlock_queue_oldest_pending_age_seconds", "\"q5\"", &found),
                      5);

@@ -1,5 +1,6 @@
 /* Unit tests of routes/json_util.c: RFC 7396 merge patch (the examples of its appendix A),
- * reading back stored JSON, resource-name rules, key rules and RFC 3339 times. */
+ * reading back stored JSON, resource-name rules, key rules (with the caller's bound too) and
+ * RFC 3339 times. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,7 +188,22 @@ static void test_keys(void **state)
     big[1024] = 'k';
     big[1025] = '\0';
     assert_false(route_key_ok(big, why, sizeof(why)));
+    assert_string_equal(why, "a key has at most 1024 bytes; this one has 1025");
     assert_false(route_key_ok("\xff", why, sizeof(why)));
+    assert_string_equal(why, "a key is valid UTF-8");
+}
+
+/* The key rule with the caller's bound and length: a NUL inside the length is refused. */
+static void test_text(void **state)
+{
+    char why[160];
+    assert_true(route_text_ok("ab", 2, 2, "ref", why, sizeof(why)));
+    assert_false(route_text_ok("abc", 3, 2, "ref", why, sizeof(why)));
+    assert_string_equal(why, "a ref has at most 2 bytes; this one has 3");
+    assert_false(route_text_ok("a\0b", 3, 8, "ref", why, sizeof(why)));
+    assert_string_equal(why, "a ref is valid UTF-8");
+    assert_false(route_text_ok("", 0, 8, "ref", why, sizeof(why)));
+    assert_string_equal(why, "a ref is not empty");
 }
 
 static void test_rfc3339(void **state)
@@ -226,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_stored_garbage),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_text),
         cmocka_unit_test(test_rfc3339),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
