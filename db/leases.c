@@ -877,28 +877,51 @@ enum db_status db_leases_claim(struct db_pool *pool, const char *queue, const ch
     return a.st;
 }
 
+/* A completion's effects (db/effects.h) and the lease they depend on: a job_op's then. */
+struct fenced_fx {
+    const struct db_lease *l;
+    struct db_effects *fx;
+};
+
+/* Applies the effects once the fenced statement applied; a refused one rolls back, having done
+ * no effect's work. */
+static enum db_status fenced_effects(struct db_conn *c, struct job_op *a, struct db_error *err)
+{
+    const struct fenced_fx *x = a->ctx;
+    if (lease_verdict(a->rows, 0, 0, x->l->owner, x->l->fence) != DB_Q_OK)
+        return DB_ABORTED;
+    return db_effects_apply(c, x->fx, err);
+}
+
 /* Runs a fenced statement ($1 job, $2 queue, $3 owner, $4 fence, then extra) and classifies
- * the outcome. info (may be NULL, DB_TIME_TEXT bytes) gets the statement's extra column; a job
- * the statement deleted (its deleted column) is counted as ended in state final. */
+ * the outcome; with fx (NULL: none), the effects in the same transaction once it applied. info
+ * (may be NULL, DB_TIME_TEXT bytes) gets the statement's extra column; a job the statement
+ * deleted (its deleted column) is counted as ended in state final, unless all was rolled back. */
 static enum db_status fenced(struct db_pool *pool, const char *queue, const struct db_stmt *stmt,
-                             const struct db_lease *l, const char *x1, const char *x2, char *info,
-                             const char *final, enum db_queue_verdict *verdict,
-                             struct db_error *err)
+                             const struct db_lease *l, const char *x1, const char *x2,
+                             struct db_effects *fx, char *info, const char *final,
+                             enum db_queue_verdict *verdict, struct db_error *err)
 {
     char fence[DB_INT_TEXT];
     db_i64(fence, sizeof(fence), l->fence);
+    struct fenced_fx x = {l, fx};
     struct job_op a = {.queue = queue,
                        .stmt = stmt,
                        .id = l->job_id,
                        .extra = {l->owner, fence, x1, x2},
+                       .then = fx != NULL ? fenced_effects : NULL,
+                       .ctx = &x,
                        .verdict = DB_Q_QUEUE_NOT_FOUND};
+    if (fx != NULL)
+        fx->refused = DB_FX_OK;
     enum db_status st = db_job_op_run(pool, &a, err);
     *verdict = a.verdict;
     if (st == DB_OK && a.verdict == DB_Q_OK) {
         *verdict = lease_verdict(a.rows, 0, 0, l->owner, l->fence);
         if (info != NULL)
             db_copy(info, DB_TIME_TEXT, PQntuples(a.rows) > 0 ? PQgetvalue(a.rows, 0, 5) : "");
-        if (*verdict == DB_Q_OK && PQntuples(a.rows) > 0 && PQgetvalue(a.rows, 0, 6)[0] == 't')
+        if (*verdict == DB_Q_OK && !a.rolled_back && PQntuples(a.rows) > 0 &&
+            PQgetvalue(a.rows, 0, 6)[0] == 't')
             db_jobs_deleted_add(final, 1);
     }
     PQclear(a.rows);
@@ -912,7 +935,7 @@ enum db_status db_leases_heartbeat(struct db_pool *pool, const char *queue,
 {
     char lease[DB_INT_TEXT];
     snprintf(lease, sizeof(lease), "%d", lease_seconds);
-    return fenced(pool, queue, &st_heartbeat, l, lease_seconds > 0 ? lease : NULL, progress,
+    return fenced(pool, queue, &st_heartbeat, l, lease_seconds > 0 ? lease : NULL, progress, NULL,
                   expires_at, "", verdict, err);
 }
 
@@ -920,44 +943,8 @@ enum db_status db_leases_complete(struct db_pool *pool, const char *queue, const
                                   const char *result, enum db_queue_verdict *verdict,
                                   struct db_error *err)
 {
-    return fenced(pool, queue, &st_complete, l, result, NULL, NULL, "succeeded", verdict, err);
-}
-
-/* A completion carrying effects: the fenced statement (its COMMIT not riding along), then, when
- * it applied, the effects in the same transaction; a refusal of either rolls back. */
-struct complete_fx {
-    const char *queue;
-    const struct db_lease *l;
-    const char *result;
-    struct db_effects *fx;
-    enum db_queue_verdict verdict;
-    int deleted; /* the job was deleted as it succeeded (its queue keeps none) */
-};
-
-static enum db_status complete_fx_tx(struct db_conn *c, void *arg, struct db_error *err)
-{
-    struct complete_fx *a = arg;
-    struct db_queue q;
-    int found;
-    char id[DB_INT_TEXT], fence[DB_INT_TEXT];
-    db_i64(id, sizeof(id), a->l->job_id);
-    db_i64(fence, sizeof(fence), a->l->fence);
-    const char *params[] = {id, NULL, a->l->owner, fence, a->result};
-    PGresult *r = NULL;
-    a->verdict = DB_Q_QUEUE_NOT_FOUND;
-    a->deleted = 0;
-    enum db_status st =
-        db_queue_stmt_in(c, a->queue, &st_complete, params, 1, 0, &q, &found, &r, err);
-    if (st != DB_OK || !found) {
-        PQclear(r);
-        return bad_input(st, err, &a->verdict);
-    }
-    a->verdict = lease_verdict(r, 0, 0, a->l->owner, a->l->fence);
-    a->deleted = PQntuples(r) > 0 && PQgetvalue(r, 0, 6)[0] == 't';
-    PQclear(r);
-    if (a->verdict != DB_Q_OK)
-        return DB_ABORTED;
-    return db_effects_apply(c, a->fx, err);
+    return fenced(pool, queue, &st_complete, l, result, NULL, NULL, NULL, "succeeded", verdict,
+                  err);
 }
 
 enum db_status db_leases_complete_fx(struct db_pool *pool, const char *queue,
@@ -965,13 +952,7 @@ enum db_status db_leases_complete_fx(struct db_pool *pool, const char *queue,
                                      struct db_effects *fx, enum db_queue_verdict *verdict,
                                      struct db_error *err)
 {
-    struct complete_fx a = {queue, l, result, fx, DB_Q_QUEUE_NOT_FOUND, 0};
-    fx->refused = DB_FX_OK;
-    enum db_status st = db_tx_run(pool, DB_READ_COMMITTED, complete_fx_tx, &a, err);
-    *verdict = a.verdict;
-    if (st == DB_OK && a.deleted)
-        db_jobs_deleted_add("succeeded", 1);
-    return finish(st);
+    return fenced(pool, queue, &st_complete, l, result, NULL, fx, NULL, "succeeded", verdict, err);
 }
 
 enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const struct db_lease *l,
@@ -980,7 +961,7 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
 {
     char state[DB_TIME_TEXT];
     enum db_status st = fenced(pool, queue, &st_fail, l, error ? error : "null",
-                               retry ? "true" : "false", state, "failed", verdict, err);
+                               retry ? "true" : "false", NULL, state, "failed", verdict, err);
     if (new_state != NULL)
         db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;
@@ -989,7 +970,7 @@ enum db_status db_leases_fail(struct db_pool *pool, const char *queue, const str
 enum db_status db_leases_handback(struct db_pool *pool, const char *queue, const struct db_lease *l,
                                   enum db_queue_verdict *verdict, struct db_error *err)
 {
-    return fenced(pool, queue, &st_handback, l, NULL, NULL, NULL, "", verdict, err);
+    return fenced(pool, queue, &st_handback, l, NULL, NULL, NULL, NULL, "", verdict, err);
 }
 
 enum db_status db_leases_release(struct db_pool *pool, const char *queue, const struct db_lease *l,
@@ -998,7 +979,7 @@ enum db_status db_leases_release(struct db_pool *pool, const char *queue, const 
 {
     char state[DB_TIME_TEXT];
     enum db_status st =
-        fenced(pool, queue, &st_release, l, NULL, NULL, state, "failed", verdict, err);
+        fenced(pool, queue, &st_release, l, NULL, NULL, NULL, state, "failed", verdict, err);
     if (new_state != NULL)
         db_copy(new_state, DB_JOB_STATE_TEXT, state);
     return st;

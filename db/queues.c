@@ -1292,13 +1292,18 @@ static enum db_status job_op_tx(struct db_conn *c, void *arg, struct db_error *e
     PQclear(a->rows);
     a->rows = NULL;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
+    a->rolled_back = 0;
     char id[DB_INT_TEXT];
     db_i64(id, sizeof(id), a->id);
     const char *params[] = {id, NULL, a->extra[0], a->extra[1], a->extra[2], a->extra[3]};
-    enum db_status st =
-        db_queue_stmt_in(c, a->queue, a->stmt, params, 1, 1, &q, &found, &a->rows, err);
+    enum db_status st = db_queue_stmt_in(c, a->queue, a->stmt, params, 1, a->then == NULL, &q,
+                                         &found, &a->rows, err);
     if (st == DB_OK && found)
         a->verdict = DB_Q_OK;
+    if (st == DB_OK && found && a->then != NULL) {
+        st = a->then(c, a, err);
+        a->rolled_back = st == DB_ABORTED;
+    }
     return bad_input(st, err, &a->verdict);
 }
 

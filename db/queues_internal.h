@@ -165,10 +165,16 @@ struct job_op {
     const struct db_stmt *stmt;
     int64_t id;
     const char *extra[4];
+    /* NULL, or more of the transaction once the statement ran on a queue found (rows set; its
+     * COMMIT then goes on its own): DB_ABORTED rolls it all back, and rolled_back says so */
+    enum db_status (*then)(struct db_conn *c, struct job_op *a, struct db_error *err);
+    void *ctx;
+    int rolled_back;
     PGresult *rows;
     enum db_queue_verdict verdict;
 };
-/* Runs a in its own transaction (a queue lookup, then the statement, COMMIT sent with it). */
+/* Runs a in its own transaction (a queue lookup, then the statement, COMMIT sent with it unless
+ * a->then). */
 enum db_status db_job_op_run(struct db_pool *pool, struct job_op *a, struct db_error *err);
 
 #endif
