@@ -110,9 +110,10 @@ struct lease_req {
     enum lease_op op;
     const char *queue;
     struct db_lease l;
-    long long lease; /* heartbeat: the new lease_seconds (0: the queue's) */
-    int retry;       /* fail: back to pending when attempts are left */
-    char *text;      /* progress, result or error as JSON text (owned), NULL when absent */
+    long long lease;         /* heartbeat: the new lease_seconds (0: the queue's) */
+    int retry;               /* fail: back to pending when attempts are left */
+    char *text;              /* progress, result or error as JSON text (owned), NULL when absent */
+    struct route_effects fx; /* complete: its enqueue and produce (routes/effects.c), owned */
 };
 
 /* The body's members of each operation, and the one of them stored as JSON text (by op). */
@@ -157,15 +158,17 @@ static int lease_parse(struct svc_request *req, struct lease_req *w, enum svc_ou
     return -1;
 }
 
-/* Runs the operation's workflow; info (DB_TIME_TEXT bytes) gets the new expiry or state. */
-static enum db_status lease_call(struct db_pool *pool, const struct lease_req *w, char *info,
+/* Runs the operation's workflow; info (DB_TIME_TEXT bytes) gets the new expiry or state. A
+ * completion's effects commit with it, or neither does. */
+static enum db_status lease_call(struct db_pool *pool, struct lease_req *w, char *info,
                                  enum db_queue_verdict *v, struct db_error *err)
 {
     switch (w->op) {
     case OP_HEARTBEAT:
         return db_leases_heartbeat(pool, w->queue, &w->l, (int)w->lease, w->text, info, v, err);
     case OP_COMPLETE:
-        return db_leases_complete(pool, w->queue, &w->l, w->text, v, err);
+        return w->fx.any ? db_leases_complete_fx(pool, w->queue, &w->l, w->text, &w->fx.db, v, err)
+                         : db_leases_complete(pool, w->queue, &w->l, w->text, v, err);
     case OP_FAIL:
         return db_leases_fail(pool, w->queue, &w->l, w->text, w->retry, info, v, err);
     case OP_HANDBACK:
@@ -176,7 +179,8 @@ static enum db_status lease_call(struct db_pool *pool, const struct lease_req *w
     return DB_OK;
 }
 
-/* The accepted write: the job and fence, with the new expiry (heartbeat) or state. */
+/* The accepted write: the job and fence, with the new expiry (heartbeat) or state, and what a
+ * completion's effects did. */
 static enum svc_outcome lease_render(struct svc_request *req, const struct lease_req *w,
                                      const char *info)
 {
@@ -190,6 +194,10 @@ static enum svc_outcome lease_render(struct svc_request *req, const struct lease
         svc_counter_vec_add(queue_m_completions, w->queue, 1);
         state = "succeeded";
         queue_wake_limited(req, w->queue, 1);
+        if (w->fx.any) {
+            route_effects_done(req, &w->fx);
+            res = queue_with(res, "effects", route_effects_json(&w->fx));
+        }
         break;
     case OP_FAIL:
         svc_counter_vec_add(queue_m_failures, w->queue, 1);
@@ -204,29 +212,6 @@ static enum svc_outcome lease_render(struct svc_request *req, const struct lease
     return svc_reply_json(req, 200, queue_with(res, "state", json_string(state)));
 }
 
-/* A completion carrying effects (routes/effects.c): they commit with it, or neither does. */
-static enum svc_outcome complete_with_effects(struct svc_request *req, struct lease_req *w,
-                                              struct route_effects *fx)
-{
-    struct svc_app *app = svc_req_app(req);
-    enum db_queue_verdict v = DB_Q_OK;
-    struct db_error err;
-    enum db_status st =
-        db_leases_complete_fx(app->pool, w->queue, &w->l, w->text, &fx->db, &v, &err);
-    if (st == DB_OK && v != DB_Q_OK)
-        queue_count_rejection(w->queue, v);
-    if (st != DB_OK || v != DB_Q_OK)
-        return queue_refused(req, st, &err, w->queue, v, w->l.job_id);
-    if (fx->db.refused != DB_FX_OK)
-        return route_effects_refused(req, fx);
-    svc_counter_vec_add(queue_m_completions, w->queue, 1);
-    queue_wake_limited(req, w->queue, 1);
-    route_effects_done(req, fx);
-    json_t *res = json_pack("{s:I, s:I, s:s}", "job_id", (json_int_t)w->l.job_id, "fence",
-                            (json_int_t)w->l.fence, "state", "succeeded");
-    return svc_reply_json(req, 200, queue_with(res, "effects", route_effects_json(fx)));
-}
-
 static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
 {
     struct svc_app *app = svc_req_app(req);
@@ -234,17 +219,10 @@ static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
     struct lease_req w = {.op = op};
     if (lease_parse(req, &w, &out) != 0)
         return out;
-    if (op == OP_COMPLETE) {
-        struct route_effects fx;
-        int rc = route_effects_parse(req, svc_req_json(req), &fx, &out);
-        if (rc == 0 && fx.any)
-            out = complete_with_effects(req, &w, &fx);
-        int done = rc != 0 || fx.any;
-        route_effects_free(&fx);
-        if (done) {
-            free(w.text);
-            return out;
-        }
+    if (op == OP_COMPLETE && route_effects_parse(req, svc_req_json(req), &w.fx, &out) != 0) {
+        route_effects_free(&w.fx);
+        free(w.text);
+        return out;
     }
     enum db_queue_verdict v = DB_Q_OK;
     struct db_error err;
@@ -254,8 +232,13 @@ static enum svc_outcome lease_write(struct svc_request *req, enum lease_op op)
     if (st == DB_OK && v != DB_Q_OK)
         queue_count_rejection(w.queue, v);
     if (st != DB_OK || v != DB_Q_OK)
-        return queue_refused(req, st, &err, w.queue, v, w.l.job_id);
-    return lease_render(req, &w, info);
+        out = queue_refused(req, st, &err, w.queue, v, w.l.job_id);
+    else if (w.fx.db.refused != DB_FX_OK)
+        out = route_effects_refused(req, &w.fx);
+    else
+        out = lease_render(req, &w, info);
+    route_effects_free(&w.fx);
+    return out;
 }
 
 enum svc_outcome route_lease_heartbeat(struct svc_request *req)
