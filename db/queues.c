@@ -805,7 +805,6 @@ struct enqueue {
     struct db_job_ref *out;
     const char *notify; /* NULL, or the NOTIFY payload this transaction sends */
     int notified;       /* the statement sent it */
-    int graph;          /* a job has parents: linked before COMMIT (enqueue_link) */
     int in_caller;      /* in a caller's transaction (db_jobs_enqueue_in): never COMMIT */
     struct db_dep_refusal refusal;
     enum db_queue_verdict verdict;
@@ -876,10 +875,7 @@ static void mark_waiting(struct enqueue *a, const char *ids)
         char *end;
         int64_t id = strtoll(p, &end, 10);
         for (size_t i = 0; i < a->n; i++)
-            if (a->out[i].id == id && a->out[i].verdict == DB_Q_CREATED) {
-                a->out[i].waiting = 1;
-                db_copy(a->out[i].state, sizeof(a->out[i].state), "waiting");
-            }
+            a->out[i].waiting |= a->out[i].id == id && a->out[i].verdict == DB_Q_CREATED;
         p = end - 1;
     }
 }
@@ -1004,7 +1000,9 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
 {
     struct enqueue *a = arg;
     struct db_queue q;
-    int found;
+    int found, graph = 0; /* a job has parents: linked before COMMIT (enqueue_link) */
+    for (size_t i = 0; i < a->n; i++)
+        graph |= a->jobs[i].nparents > 0;
     a->verdict = DB_Q_QUEUE_NOT_FOUND;
     struct db_arrays arr = {0, 0, NULL};
     enum db_status st = db_queue_arrays(&arr, a->jobs, a->n, 8, job_column, err);
@@ -1013,7 +1011,7 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     const char *params[] = {NULL,       arr.arr[0], arr.arr[1], arr.arr[2], arr.arr[3],
                             arr.arr[4], arr.arr[5], a->notify,  arr.arr[6], arr.arr[7]};
     PGresult *r = NULL;
-    st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, !a->graph && !a->in_caller,
+    st = bad_input(db_queue_stmt_in(c, a->queue, &st_enqueue, params, 0, !graph && !a->in_caller,
                                     &q, &found, &r, err),
                    err, &a->verdict);
     db_arrays_free(&arr);
@@ -1038,7 +1036,7 @@ static enum db_status enqueue_tx(struct db_conn *c, void *arg, struct db_error *
     }
     PQclear(r);
     a->verdict = DB_Q_OK;
-    if (st == DB_OK && a->graph)
+    if (st == DB_OK && graph)
         st = enqueue_link(c, a, err);
     return st;
 }
@@ -1063,8 +1061,6 @@ enum db_status db_jobs_enqueue_notify(struct db_pool *pool, const char *queue,
                         .out = out,
                         .notify = notify,
                         .verdict = DB_Q_QUEUE_NOT_FOUND};
-    for (size_t i = 0; i < n; i++)
-        a.graph = a.graph || jobs[i].nparents > 0;
     /* a generic plan, as for claims (db/leases.c): the custom one is planned anew at every
      * enqueue for the same plan */
     enum db_status st = db_tx_run(pool, DB_READ_COMMITTED_GENERIC_PLANS, enqueue_tx, &a, err);
@@ -1086,8 +1082,6 @@ enum db_status db_jobs_enqueue_in(struct db_conn *c, const char *queue,
                         .out = out,
                         .in_caller = 1,
                         .verdict = DB_Q_QUEUE_NOT_FOUND};
-    for (size_t i = 0; i < n; i++)
-        a.graph = a.graph || jobs[i].nparents > 0;
     enum db_status st = enqueue_tx(c, &a, err);
     *verdict = a.verdict;
     *refusal = a.refusal;
