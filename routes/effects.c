@@ -31,8 +31,8 @@ struct route_fx_msgs {
     char **values;
 };
 
-/* The group of items whose key (the queue, or topic and producer) is key and key2, added when
- * new; its index. */
+/* The index of the group of jobs for queue (of messages for topic and producer), added when
+ * new. */
 static size_t jobs_group(struct route_effects *fx, const char *queue)
 {
     for (size_t g = 0; g < fx->db.njobs; g++)

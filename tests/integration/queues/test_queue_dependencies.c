@@ -43,12 +43,19 @@ static size_t claim(const char *queue, int max, int64_t *ids, int64_t *fences)
     return n;
 }
 
+/* A fenced write of owner w (op: complete or fail), the body's other members in more ("" for
+ * none, else starting with a comma), answered 200. */
+static void settle(const char *queue, const char *op, int64_t id, int64_t fence, const char *more)
+{
+    char path[128], body[256];
+    snprintf(path, sizeof(path), "/queues/%s/leases/%lld/%s", queue, (long long)id, op);
+    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld%s}", (long long)fence, more);
+    json_decref(th_svc_call("POST", path, body, 200));
+}
+
 static void complete(const char *queue, int64_t id, int64_t fence)
 {
-    char path[128], body[128];
-    snprintf(path, sizeof(path), "/queues/%s/leases/%lld/complete", queue, (long long)id);
-    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld}", (long long)fence);
-    json_decref(th_svc_call("POST", path, body, 200));
+    settle(queue, "complete", id, fence, "");
 }
 
 static const char *state_of(json_t *enq, size_t i)
@@ -147,11 +154,8 @@ static void a_failed_parent_by_policy(void **state)
     json_decref(e);
     int64_t ids[2], fences[2];
     assert_int_equal(claim("pf", 1, ids, fences), 1);
-    char path[128], body[256];
-    snprintf(path, sizeof(path), "/queues/pf/leases/%lld/fail", (long long)p);
-    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld,\"error\":\"x\"}",
-             (long long)fences[0]);
-    json_decref(th_svc_call("POST", path, body, 200));
+    settle("pf", "fail", p, fences[0], ",\"error\":\"x\"");
+    char body[256];
     int64_t before = th_svc_sql_int("SELECT count(*) FROM rowlock.jobs");
     snprintf(body, sizeof(body), "{\"payload\":2,\"parents\":[%lld]}", (long long)p);
     json_t *r = th_svc_call("POST", "/queues/pf/jobs", body, 409);
@@ -242,11 +246,8 @@ static void a_failure_cascades_by_policy(void **state)
     int64_t ids[8], fences[8];
     assert_int_equal(claim("cas", 8, ids, fences), 1);
     assert_int_equal(ids[0], a);
-    char path[128], body[160];
-    snprintf(path, sizeof(path), "/queues/cas/leases/%lld/fail", (long long)a);
-    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld,\"error\":\"boom\"}",
-             (long long)fences[0]);
-    json_decref(th_svc_call("POST", path, body, 200));
+    settle("cas", "fail", a, fences[0], ",\"error\":\"boom\"");
+    char path[128];
     assert_state(a, "failed");
     assert_state(b, "cancelled");
     assert_state(c, "cancelled");
@@ -309,11 +310,9 @@ static void a_child_reads_its_parents_results(void **state)
     int64_t ids[4], fences[4];
     assert_int_equal(claim("res", 4, ids, fences), 2);
     for (int i = 0; i < 2; i++) {
-        char path[128], body[160];
-        snprintf(path, sizeof(path), "/queues/res/leases/%lld/complete", (long long)ids[i]);
-        snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld,\"result\":{\"from\":%lld}}",
-                 (long long)fences[i], (long long)ids[i]);
-        json_decref(th_svc_call("POST", path, body, 200));
+        char result[64];
+        snprintf(result, sizeof(result), ",\"result\":{\"from\":%lld}", (long long)ids[i]);
+        settle("res", "complete", ids[i], fences[i], result);
     }
     assert_state(p, "succeeded"); /* kept for its child */
     char path[128];
@@ -340,10 +339,7 @@ static void a_child_reads_its_parents_results(void **state)
     int64_t plain = enqueue_one("res", "{\"payload\":9,\"max_attempts\":1}", NULL);
     assert_int_equal(claim("res", 4, ids, fences), 2); /* the child and the plain job */
     int64_t fp = ids[0] == plain ? fences[0] : fences[1];
-    snprintf(path, sizeof(path), "/queues/res/leases/%lld/fail", (long long)plain);
-    char body[160];
-    snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld}", (long long)fp);
-    json_decref(th_svc_call("POST", path, body, 200));
+    settle("res", "fail", plain, fp, "");
     th_svc_sql_int("WITH b AS (UPDATE rowlock.jobs SET finished_at = now() - interval '30 days' "
                    "WHERE state IN ('succeeded', 'failed') RETURNING 1), u AS (UPDATE "
                    "rowlock.upkeep SET due_at = now() WHERE family = 'queues' RETURNING 1) "
@@ -421,12 +417,8 @@ static void a_deleting_queue_and_an_expiry_settle_children(void **state)
     json_decref(e);
     int64_t ids[4], fences[4];
     assert_int_equal(claim("dropf", 4, ids, fences), 2);
-    for (int i = 0; i < 2; i++) {
-        char path[128], body[128];
-        snprintf(path, sizeof(path), "/queues/dropf/leases/%lld/fail", (long long)ids[i]);
-        snprintf(body, sizeof(body), "{\"owner\":\"w\",\"fence\":%lld}", (long long)fences[i]);
-        json_decref(th_svc_call("POST", path, body, 200));
-    }
+    for (int i = 0; i < 2; i++)
+        settle("dropf", "fail", ids[i], fences[i], "");
     assert_state(p, "failed"); /* kept: it has a child */
     assert_state(k, "cancelled");
     assert_int_equal(
